@@ -1,0 +1,100 @@
+"""The one exception tree of gensokyo-idmap.
+
+Every edge (OneBot action, HTTP API, CLI) maps errors the same way, so each class
+carries the OneBot ``retcode``, the HTTP status and the CLI exit code that fit it::
+
+    IdmapError                      retcode 100  http 400  exit 1
+    ├── BadInputError               retcode 100  http 400  exit 2   a field holds a bad value
+    ├── NotFoundError               retcode 100  http 404  exit 1   nothing stored under that name
+    │   └── NoUsableIdentityError   retcode 100  http 404  exit 1   a vUIN exists, no identity fits
+    ├── ConflictError               retcode 100  http 409  exit 1   the request contradicts the store
+    ├── StoreError                  retcode 102  http 503  exit 1   the store cannot serve
+    │   └── SchemaVersionError      retcode 102  http 503  exit 1   the file is from a newer version
+    └── PlatformError               retcode 103  http 502  exit 1   the QQ platform refused
+
+Messages name the field and the value that was wrong, never a secret.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BadInputError",
+    "ConflictError",
+    "IdmapError",
+    "NoUsableIdentityError",
+    "NotFoundError",
+    "PlatformError",
+    "SchemaVersionError",
+    "StoreError",
+]
+
+
+class IdmapError(Exception):
+    """Root of every error gensokyo-idmap raises on purpose."""
+
+    retcode: int = 100
+    http_status: int = 400
+    exit_code: int = 1
+    code: str = "error"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class BadInputError(IdmapError, ValueError):
+    """A value given to us cannot be understood; nothing was read or written for it."""
+
+    exit_code = 2
+    code = "bad_input"
+
+    def __init__(self, field: str, value: object, reason: str) -> None:
+        shown = value if isinstance(value, str) else repr(value)
+        if isinstance(shown, str) and len(shown) > 200:
+            shown = shown[:200] + "…"
+        super().__init__(f"{field}: {reason} (got {shown!r})")
+        self.field = field
+        self.value = value
+        self.reason = reason
+
+
+class NotFoundError(IdmapError, LookupError):
+    """The name asked for is not in the store."""
+
+    http_status = 404
+    code = "not_found"
+
+
+class NoUsableIdentityError(NotFoundError):
+    """The vUIN exists but none of its identities can be used where it is needed."""
+
+    code = "no_usable_identity"
+
+
+class ConflictError(IdmapError):
+    """The request is well formed but contradicts what is stored."""
+
+    http_status = 409
+    code = "conflict"
+
+
+class StoreError(IdmapError):
+    """The store cannot be opened, read or written."""
+
+    retcode = 102
+    http_status = 503
+    code = "store_unavailable"
+
+
+class SchemaVersionError(StoreError):
+    """The store file was written by a newer gensokyo-idmap than this one."""
+
+    code = "schema_too_new"
+
+
+class PlatformError(IdmapError):
+    """The QQ platform answered with an error."""
+
+    retcode = 103
+    http_status = 502
+    code = "platform_error"

@@ -1,0 +1,313 @@
+"""Typed identity keys, the external rUIN text, and client-input parsing (pure, no I/O).
+
+Rules this module keeps:
+
+- Every identity is typed by its prefix, never by guessing from its length or shape.
+  ``openid:QQ:<appid>:<openid>``, ``union:QQ:<union>``, ``ruin:<P>:<index>:<id>``,
+  ``raw:<value>``. ``parse_key(key.key) == key`` for every key this module can build.
+- Values are kept exactly as given (no case folding): two OpenIDs that differ only in case
+  are two people as far as we can tell, and merging them would be the one unforgivable bug.
+- The external rUIN text ``rUIN-<PLATFORM>-<index>-<id>`` is written with the id in Base32
+  (RFC 4648, upper case, no padding). On input the id may be raw or Base32, in either case,
+  padded or not. Base32 is taken only when the text is canonical Base32 of printable UTF-8;
+  everything else is the raw id. Digits-only ids are never Base32 (Base32 of any text
+  starting with a digit starts with a letter), so QQ numbers always read back as themselves.
+- Client input (OneBot params, HTTP API, CLI): all digits → vUIN, ``rUIN-…`` → rUIN, a typed
+  key → that key, anything else → OpenID of the serving AppID (unless guessing is off).
+- Bad input raises :class:`BadInputError` naming the field and the value.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from dataclasses import dataclass
+from typing import Final, TypeAlias
+
+from gensokyo_idmap.errors import BadInputError
+
+__all__ = [
+    "MAX_VUIN",
+    "ClientId",
+    "IdentityKey",
+    "OpenId",
+    "RawId",
+    "RUin",
+    "UnionId",
+    "VUin",
+    "format_ruin_text",
+    "parse_client_input",
+    "parse_key",
+    "parse_ruin_text",
+    "parse_vuin",
+]
+
+#: vUINs are OneBot ``user_id`` / ``group_id`` values: positive and inside int64.
+MAX_VUIN: Final = 2**63 - 1
+
+_PLATFORM = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+_APPID = re.compile(r"[0-9]{1,20}")
+_TOKEN = re.compile(r"[A-Za-z0-9_\-]+")  # OpenIDs and union ids: no ':' or spaces
+_DIGITS = re.compile(r"[0-9]+")
+_BASE32 = re.compile(r"[A-Za-z2-7]+=*")
+_MAX_VALUE_LEN: Final = 512
+
+
+def _check_value(field: str, value: str, what: str) -> None:
+    if not value:
+        raise BadInputError(field, value, f"{what} is empty")
+    if len(value) > _MAX_VALUE_LEN:
+        raise BadInputError(field, value, f"{what} is longer than {_MAX_VALUE_LEN} characters")
+    if not value.isprintable() or any(c.isspace() for c in value):
+        raise BadInputError(field, value, f"{what} holds whitespace or control characters")
+
+
+def _check_platform(field: str, platform: str) -> None:
+    if not _PLATFORM.fullmatch(platform):
+        raise BadInputError(
+            field, platform, "platform must be a letter then letters, digits or '_'"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class OpenId:
+    """A per-AppID OpenID of a user or group on the QQ platform (or a sibling platform)."""
+
+    app_id: str
+    openid: str
+    platform: str = "QQ"
+
+    def __post_init__(self) -> None:
+        _check_platform("platform", self.platform)
+        if not _APPID.fullmatch(self.app_id):
+            raise BadInputError("app_id", self.app_id, "AppID must be 1 to 20 digits")
+        _check_value("openid", self.openid, "OpenID")
+        if not _TOKEN.fullmatch(self.openid):
+            raise BadInputError("openid", self.openid, "OpenID may hold only A-Z a-z 0-9 _ -")
+
+    @property
+    def key(self) -> str:
+        return f"openid:{self.platform}:{self.app_id}:{self.openid}"
+
+
+@dataclass(frozen=True, slots=True)
+class UnionId:
+    """One person across all AppIDs of one operator (QQ ``union_openid``)."""
+
+    union_openid: str
+    platform: str = "QQ"
+
+    def __post_init__(self) -> None:
+        _check_platform("platform", self.platform)
+        _check_value("union_openid", self.union_openid, "union OpenID")
+        if not _TOKEN.fullmatch(self.union_openid):
+            raise BadInputError(
+                "union_openid", self.union_openid, "union OpenID may hold only A-Z a-z 0-9 _ -"
+            )
+
+    @property
+    def key(self) -> str:
+        return f"union:{self.platform}:{self.union_openid}"
+
+
+@dataclass(frozen=True, slots=True)
+class RUin:
+    """A real account number: a QQ number (rUIN) or the id of another platform's account."""
+
+    platform: str
+    index: int
+    id: str
+
+    def __post_init__(self) -> None:
+        _check_platform("platform", self.platform)
+        if isinstance(self.index, bool) or not isinstance(self.index, int) or self.index < 0:
+            raise BadInputError("index", self.index, "rUIN index must be an integer >= 0")
+        _check_value("id", self.id, "rUIN id")
+
+    @property
+    def key(self) -> str:
+        return f"ruin:{self.platform}:{self.index}:{self.id}"
+
+    @property
+    def text(self) -> str:
+        """The external ``rUIN-…`` form handed to clients."""
+        return format_ruin_text(self)
+
+
+@dataclass(frozen=True, slots=True)
+class RawId:
+    """A legacy or unclassified id kept exactly as it was (``raw:<value>``)."""
+
+    value: str
+
+    def __post_init__(self) -> None:
+        _check_value("raw", self.value, "raw id")
+
+    @property
+    def key(self) -> str:
+        return f"raw:{self.value}"
+
+
+IdentityKey: TypeAlias = OpenId | UnionId | RUin | RawId
+
+
+@dataclass(frozen=True, slots=True)
+class VUin:
+    """A virtual UIN named by a client (the stable integer downstream sees)."""
+
+    value: int
+
+    def __post_init__(self) -> None:
+        if isinstance(self.value, bool) or not isinstance(self.value, int):
+            raise BadInputError("vuin", self.value, "vUIN must be an integer")
+        if not 0 < self.value <= MAX_VUIN:
+            raise BadInputError("vuin", self.value, f"vUIN must be between 1 and {MAX_VUIN}")
+
+
+ClientId: TypeAlias = VUin | IdentityKey
+
+
+def parse_vuin(text: str | int, field: str = "vuin") -> int:
+    """A vUIN from a client: decimal digits (or an int), positive, inside int64."""
+    if isinstance(text, bool):
+        raise BadInputError(field, text, "vUIN must be a positive integer")
+    if isinstance(text, int):
+        value = text
+    else:
+        stripped = text.strip()
+        if not _DIGITS.fullmatch(stripped) or len(stripped) > 19:
+            raise BadInputError(field, text, "vUIN must be a positive decimal integer")
+        value = int(stripped)
+    if not 0 < value <= MAX_VUIN:
+        raise BadInputError(field, text, f"vUIN must be between 1 and {MAX_VUIN}")
+    return value
+
+
+def parse_key(text: str, field: str = "key") -> IdentityKey:
+    """Parse a canonical typed key (``openid:…``, ``union:…``, ``ruin:…``, ``raw:…``)."""
+    if not isinstance(text, str):
+        raise BadInputError(field, text, "identity key must be text")
+    kind, sep, rest = text.partition(":")
+    if not sep:
+        raise BadInputError(
+            field, text, "identity key must start with openid:, union:, ruin: or raw:"
+        )
+    try:
+        if kind == "openid":
+            parts = rest.split(":", 2)
+            if len(parts) != 3:
+                raise BadInputError(field, text, "expected openid:<PLATFORM>:<appid>:<openid>")
+            return OpenId(platform=parts[0], app_id=parts[1], openid=parts[2])
+        if kind == "union":
+            parts = rest.split(":", 1)
+            if len(parts) != 2:
+                raise BadInputError(field, text, "expected union:<PLATFORM>:<union_openid>")
+            return UnionId(platform=parts[0], union_openid=parts[1])
+        if kind == "ruin":
+            parts = rest.split(":", 2)
+            if len(parts) != 3:
+                raise BadInputError(field, text, "expected ruin:<PLATFORM>:<index>:<id>")
+            return RUin(platform=parts[0], index=_parse_index(field, text, parts[1]), id=parts[2])
+        if kind == "raw":
+            return RawId(rest)
+    except BadInputError as err:
+        if err.field == field:
+            raise
+        raise BadInputError(field, text, err.reason) from None
+    raise BadInputError(
+        field, text, f"unknown identity kind {kind!r} (openid, union, ruin or raw)"
+    )
+
+
+def _parse_index(field: str, text: str, index: str) -> int:
+    if not _DIGITS.fullmatch(index) or len(index) > 9:
+        raise BadInputError(field, text, "rUIN index must be a small non-negative integer")
+    return int(index)
+
+
+def _b32encode(value: str) -> str:
+    return base64.b32encode(value.encode("utf-8")).decode("ascii").rstrip("=")
+
+
+def _b32decode_canonical(text: str) -> str | None:
+    """The text Base32 encodes, if ``text`` is canonical Base32 of printable UTF-8."""
+    if not _BASE32.fullmatch(text):
+        return None
+    body = text.rstrip("=").upper()
+    try:
+        raw = base64.b32decode(body + "=" * (-len(body) % 8))
+        decoded = raw.decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        return None
+    if not decoded or not decoded.isprintable() or any(c.isspace() for c in decoded):
+        return None
+    if _b32encode(decoded) != body:
+        return None  # non-zero trailing bits: not something we would have written
+    return decoded
+
+
+def format_ruin_text(ruin: RUin) -> str:
+    """``rUIN-<PLATFORM>-<index>-<BASE32(id)>``, upper case, padding stripped."""
+    return f"rUIN-{ruin.platform}-{ruin.index}-{_b32encode(ruin.id)}"
+
+
+def parse_ruin_text(text: str, field: str = "ruin") -> RUin:
+    """Parse ``rUIN-<PLATFORM>-<index>-<id>`` with the id raw or in Base32."""
+    if not isinstance(text, str):
+        raise BadInputError(field, text, "rUIN must be text")
+    parts = text.strip().split("-", 3)
+    if len(parts) != 4 or parts[0].lower() != "ruin":
+        raise BadInputError(field, text, "expected rUIN-<PLATFORM>-<index>-<id>")
+    _, platform, index, ident = parts
+    if not _PLATFORM.fullmatch(platform):
+        raise BadInputError(field, text, "rUIN platform must be a letter then letters, digits or '_'")
+    decoded = None if _DIGITS.fullmatch(ident) else _b32decode_canonical(ident)
+    try:
+        return RUin(platform=platform, index=_parse_index(field, text, index), id=decoded or ident)
+    except BadInputError as err:
+        if err.field == field:
+            raise
+        raise BadInputError(field, text, err.reason) from None
+
+
+_KEY_PREFIXES: Final = ("openid:", "union:", "ruin:", "raw:")
+
+
+def parse_client_input(
+    value: str | int,
+    app_id: str | None,
+    *,
+    field: str = "user_id",
+    guess_openid: bool = True,
+) -> ClientId:
+    """Read an id a client sent: digits → vUIN, ``rUIN-…`` → rUIN, typed key → that key,
+    anything else → OpenID of the serving AppID.
+
+    ``guess_openid=False`` refuses the last rule (``op_userid_type`` forbids the guess).
+    """
+    if isinstance(value, bool):
+        raise BadInputError(field, value, "expected a vUIN, an rUIN-… text or an OpenID")
+    if isinstance(value, int):
+        return VUin(parse_vuin(value, field))
+    if not isinstance(value, str):
+        raise BadInputError(field, value, "expected a vUIN, an rUIN-… text or an OpenID")
+    text = value.strip()
+    if not text:
+        raise BadInputError(field, value, "is empty")
+    if _DIGITS.fullmatch(text):
+        return VUin(parse_vuin(text, field))
+    if text[:5].lower() == "ruin-":
+        return parse_ruin_text(text, field)
+    if text.startswith(_KEY_PREFIXES):
+        return parse_key(text, field)
+    if not guess_openid:
+        raise BadInputError(
+            field, value, "not a vUIN, rUIN-… text or typed key, and OpenID guessing is off"
+        )
+    if app_id is None:
+        raise BadInputError(field, value, "a bare OpenID needs a serving AppID (--app-id)")
+    try:
+        return OpenId(app_id=app_id, openid=text)
+    except BadInputError as err:
+        raise BadInputError(field, value, err.reason) from None

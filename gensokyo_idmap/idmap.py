@@ -1,0 +1,391 @@
+"""The identity graph: write path, bind / rebind, reverse path (pure logic over IdentityStore).
+
+Rules, and how this module keeps them:
+
+1. **A vUIN never names two people.** vUINs come from ``meta.vuin_counter``, which only
+   grows, and allocation skips every number that has an identity set or is an alias. A number
+   leaves use only by becoming an alias (rebind, or a bind that empties its set), and an
+   alias is never allocated again: it keeps resolving to the person it named.
+2. **``identity_to_vuin`` and ``vuin_to_identity`` are exact inverses.** Every write that
+   points a key at a vUIN removes it from the set it left, in the same transaction.
+3. **Nothing is returned before it is durable.** Writes go through ``IdentityStore.write``,
+   which returns after the commit (group commit: one fsync for many callers). Hits are read
+   from committed snapshots only, so they are durable already.
+4. **The hot path for a known identity is read-only.** ``last_seen`` is rewritten only when
+   the identity used in a scene changes, so a known user in a known chat costs two gets.
+5. **Aliases resolve, they do not chain into loops.** Targets are always followed to the end
+   before an alias is written, so alias chains are acyclic; rebind re-points aliases of the
+   moved vUIN, so chains stay one hop long.
+6. **Reverse lookups return one identity**, never the whole set.
+
+Write functions (``_apply_*``) validate before their first write: a typed error leaves the
+batch they share untouched (the store's contract).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Final, Literal
+
+import structlog
+
+from gensokyo_idmap.errors import (
+    BadInputError,
+    IdmapError,
+    NotFoundError,
+    NoUsableIdentityError,
+    StoreError,
+)
+from gensokyo_idmap.identity import MAX_VUIN, IdentityKey, OpenId, parse_key
+from gensokyo_idmap.store.base import IdentityReader, IdentityStore, IdentityWriter, LastSeen
+
+__all__ = [
+    "ANY_IDENTITY",
+    "BindResult",
+    "IdentityGraph",
+    "RebindResult",
+    "Resolution",
+    "Usable",
+    "VuinView",
+    "openid_of_app",
+]
+
+log = structlog.get_logger("gensokyo_idmap.idmap")
+
+MAX_SCENE_BYTES: Final = 400
+_MAX_ALIAS_HOPS: Final = 64
+
+
+@dataclass(frozen=True, slots=True)
+class Resolution:
+    """The vUIN a set of keys seen together resolved to."""
+
+    vuin: int
+    created: bool = False
+    added: tuple[str, ...] = ()
+    conflicts: tuple[tuple[str, int], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class BindResult:
+    outcome: Literal["moved", "skipped"]
+    key: str
+    vuin: int
+    previous: int | None
+    reason: str
+    aliased: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RebindResult:
+    outcome: Literal["moved", "skipped"]
+    old: int
+    new: int
+    moved: tuple[str, ...]
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class VuinView:
+    requested: int
+    vuin: int
+    identities: tuple[str, ...]
+    last_seen: tuple[tuple[str, LastSeen], ...]
+    aliases: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Usable:
+    """Which identities a target API can use, and how to say so in an error."""
+
+    description: str
+    accepts: Callable[[IdentityKey], bool]
+
+
+ANY_IDENTITY: Final = Usable("any identity", lambda key: True)
+
+
+def openid_of_app(app_id: str, platform: str = "QQ") -> Usable:
+    """A QQ send needs an OpenID of the AppID that sends it."""
+    return Usable(
+        f"an OpenID of {platform} AppID {app_id}",
+        lambda key: isinstance(key, OpenId) and key.app_id == app_id and key.platform == platform,
+    )
+
+
+# --- pure rules over a store view -------------------------------------------------------
+
+
+def follow_alias(view: IdentityReader, vuin: int) -> int:
+    """The vUIN that ``vuin`` stands for today (itself unless it is an alias)."""
+    current = vuin
+    for _ in range(_MAX_ALIAS_HOPS):
+        target = view.alias_target(current)
+        if target is None:
+            return current
+        current = target
+    raise StoreError(f"vUIN {vuin}: alias chain longer than {_MAX_ALIAS_HOPS} hops (loop?)")
+
+
+def vuin_in_use(view: IdentityReader, vuin: int) -> bool:
+    return view.has_identities(vuin) or view.alias_target(vuin) is not None
+
+
+def allocate_vuin(view: IdentityWriter) -> int:
+    """The next free vUIN above the counter; the counter moves past it."""
+    candidate = view.vuin_counter() + 1
+    while vuin_in_use(view, candidate):
+        candidate += 1
+    if candidate > MAX_VUIN:
+        raise StoreError("vUIN space exhausted")
+    view.set_vuin_counter(candidate)
+    return candidate
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    chosen: int | None
+    missing: tuple[str, ...]
+    conflicts: tuple[tuple[str, int], ...]
+    write_last_seen: bool
+
+    @property
+    def read_only(self) -> bool:
+        return self.chosen is not None and not self.missing and not self.write_last_seen
+
+
+def _plan_resolution(
+    view: IdentityReader, keys: Sequence[str], scene: str | None, scene_key: str
+) -> _Plan:
+    chosen: int | None = None
+    missing: list[str] = []
+    conflicts: list[tuple[str, int]] = []
+    for key in keys:
+        found = view.vuin_of(key)
+        if found is None:
+            missing.append(key)
+        elif chosen is None:
+            chosen = found
+        elif found != chosen:
+            conflicts.append((key, found))
+    write_last_seen = False
+    if scene is not None and all(key != scene_key for key, _ in conflicts):
+        if chosen is None:
+            write_last_seen = True
+        else:
+            seen = view.last_seen(chosen, scene)
+            write_last_seen = seen is None or seen.identity != scene_key
+    return _Plan(chosen, tuple(missing), tuple(conflicts), write_last_seen)
+
+
+def _apply_resolution(
+    view: IdentityWriter, keys: Sequence[str], scene: str | None, scene_key: str, now: float
+) -> Resolution:
+    plan = _plan_resolution(view, keys, scene, scene_key)
+    created = plan.chosen is None
+    vuin = allocate_vuin(view) if plan.chosen is None else plan.chosen
+    for key in plan.missing:
+        view.set_vuin(key, vuin)
+        view.add_identity(vuin, key)
+    if plan.write_last_seen and scene is not None:
+        view.set_last_seen(vuin, scene, LastSeen(scene_key, now))
+    return Resolution(vuin, created, plan.missing, plan.conflicts)
+
+
+def _forget_last_seen_of(view: IdentityWriter, vuin: int, key: str) -> None:
+    for scene, seen in view.last_seen_all(vuin):
+        if seen.identity == key:
+            view.delete_last_seen(vuin, scene)
+
+
+def _apply_bind(view: IdentityWriter, key: str, vuin: int) -> BindResult:
+    target = follow_alias(view, vuin)
+    previous = view.vuin_of(key)
+    if previous == target:
+        return BindResult("skipped", key, target, previous, f"{key} is already bound to {target}")
+    aliased: int | None = None
+    if previous is not None:
+        view.remove_identity(previous, key)
+        _forget_last_seen_of(view, previous, key)
+        if not view.has_identities(previous):
+            # Its last identity left: the number keeps naming the same person.
+            view.set_alias(previous, target)
+            _repoint_aliases(view, previous, target)
+            aliased = previous
+    view.set_vuin(key, target)
+    view.add_identity(target, key)
+    reason = "new identity" if previous is None else f"moved from {previous}"
+    return BindResult("moved", key, target, previous, reason, aliased)
+
+
+def _repoint_aliases(view: IdentityWriter, old: int, new: int) -> None:
+    for alias in view.aliases_to(old):
+        view.set_alias(alias, new)
+
+
+def _apply_rebind(view: IdentityWriter, old: int, new: int) -> RebindResult:
+    source = follow_alias(view, old)
+    target = follow_alias(view, new)
+    if source == target:
+        return RebindResult("skipped", old, target, (), f"{old} already resolves to {target}")
+    keys = view.identities_of(source)
+    if not keys:
+        raise NotFoundError(f"vUIN {old} has no identities to move")
+    for key in keys:
+        view.remove_identity(source, key)
+        view.set_vuin(key, target)
+        view.add_identity(target, key)
+    for scene, seen in view.last_seen_all(source):
+        view.delete_last_seen(source, scene)
+        if view.last_seen(target, scene) is None:
+            view.set_last_seen(target, scene, seen)
+    view.set_alias(source, target)
+    _repoint_aliases(view, source, target)
+    return RebindResult("moved", old, target, tuple(keys), f"{len(keys)} identities moved")
+
+
+# --- the service --------------------------------------------------------------------------
+
+
+def _check_vuin(vuin: int, field: str) -> int:
+    if isinstance(vuin, bool) or not isinstance(vuin, int) or not 0 < vuin <= MAX_VUIN:
+        raise BadInputError(field, vuin, f"vUIN must be an integer between 1 and {MAX_VUIN}")
+    return vuin
+
+
+def _check_scene(scene: str | None) -> None:
+    if scene is not None and (not scene or len(scene.encode("utf-8")) > MAX_SCENE_BYTES):
+        raise BadInputError("scene", scene, f"scene must be 1 to {MAX_SCENE_BYTES} bytes")
+
+
+class IdentityGraph:
+    """Resolve, bind and look up identities over one IdentityStore."""
+
+    def __init__(self, store: IdentityStore, clock: Callable[[], float] = time.time) -> None:
+        self.store = store
+        self._clock = clock
+
+    async def resolve(
+        self,
+        keys: Sequence[IdentityKey],
+        scene: str | None = None,
+        scene_identity: IdentityKey | None = None,
+    ) -> Resolution:
+        """The vUIN of keys seen together (durable on return); allocate one if none is known.
+
+        ``scene`` names where they were seen (e.g. ``QQ:<appid>:group:<openid>``); the
+        ``scene_identity`` (default: the first key) becomes that scene's ``last_seen``.
+        """
+        texts = list(dict.fromkeys(key.key for key in keys))
+        if not texts:
+            raise BadInputError("keys", keys, "at least one identity key is needed")
+        _check_scene(scene)
+        scene_key = texts[0] if scene_identity is None else scene_identity.key
+        if scene_key not in texts:
+            raise BadInputError("scene_identity", scene_key, "must be one of the keys resolved")
+        with self.store.read() as view:
+            plan = _plan_resolution(view, texts, scene, scene_key)
+        if plan.read_only:
+            assert plan.chosen is not None
+            log.debug("[idmap] identity hit", key=texts[0], vuin=plan.chosen)
+            return Resolution(plan.chosen, False, (), plan.conflicts)
+        result = await self.store.write(
+            partial(_apply_resolution, keys=texts, scene=scene, scene_key=scene_key,
+                    now=self._clock())
+        )
+        for key in result.added:
+            log.info("[idmap] identity create", key=key, vuin=result.vuin)
+        if not result.added:
+            log.debug("[idmap] identity hit", key=texts[0], vuin=result.vuin)
+        for key, other in result.conflicts:
+            log.warning("[idmap] identity conflict", key=key, vuin=other, kept=result.vuin,
+                        reason="keys seen together belong to different vUINs; bind to merge")
+        return result
+
+    def lookup(self, key: IdentityKey) -> int | None:
+        """The vUIN of one key, or None; never writes."""
+        with self.store.read() as view:
+            return view.vuin_of(key.key)
+
+    def canonical(self, vuin: int) -> int | None:
+        """What ``vuin`` resolves to today (following aliases), or None if it is unknown."""
+        _check_vuin(vuin, "vuin")
+        with self.store.read() as view:
+            target = follow_alias(view, vuin)
+            return target if view.has_identities(target) else None
+
+    def show(self, vuin: int) -> VuinView:
+        _check_vuin(vuin, "vuin")
+        with self.store.read() as view:
+            target = follow_alias(view, vuin)
+            identities = tuple(view.identities_of(target))
+            if not identities and target == vuin:
+                raise NotFoundError(f"vUIN {vuin} is not known")
+            return VuinView(
+                requested=vuin,
+                vuin=target,
+                identities=identities,
+                last_seen=tuple(view.last_seen_all(target)),
+                aliases=tuple(sorted(view.aliases_to(target))),
+            )
+
+    async def bind(self, key: IdentityKey, vuin: int) -> BindResult:
+        """Point ``key`` at ``vuin`` (or what it is an alias of), adding it to that set."""
+        try:
+            _check_vuin(vuin, "vuin")
+            result = await self.store.write(partial(_apply_bind, key=key.key, vuin=vuin))
+        except IdmapError as err:
+            log.warning("[idmap] bind failed", key=key.key, vuin=vuin, reason=err.message)
+            raise
+        log.info(f"[idmap] bind {result.outcome}", key=result.key, vuin=result.vuin,
+                 previous=result.previous, reason=result.reason, aliased=result.aliased)
+        return result
+
+    async def rebind(self, old: int, new: int) -> RebindResult:
+        """Move the whole identity set of ``old`` to ``new``; ``old`` stays as an alias."""
+        try:
+            _check_vuin(old, "old")
+            _check_vuin(new, "new")
+            result = await self.store.write(partial(_apply_rebind, old=old, new=new))
+        except IdmapError as err:
+            log.warning("[idmap] bind failed", old=old, new=new, reason=err.message)
+            raise
+        log.info(f"[idmap] bind {result.outcome}", old=result.old, new=result.new,
+                 moved=len(result.moved), reason=result.reason)
+        return result
+
+    def pick_identity(
+        self,
+        vuin: int,
+        scene: str | None = None,
+        explicit: IdentityKey | None = None,
+        usable: Usable = ANY_IDENTITY,
+    ) -> IdentityKey:
+        """The one identity to use for ``vuin`` (DESIGN §4).
+
+        Explicit identity > ``last_seen`` in this scene > any usable identity of the set.
+        """
+        if explicit is not None:
+            return explicit
+        _check_vuin(vuin, "vuin")
+        with self.store.read() as view:
+            target = follow_alias(view, vuin)
+            if scene is not None:
+                seen = view.last_seen(target, scene)
+                if seen is not None and view.vuin_of(seen.identity) == target:
+                    key = parse_key(seen.identity)
+                    if usable.accepts(key):
+                        return key
+            identities = view.identities_of(target)
+        if not identities:
+            raise NotFoundError(f"vUIN {vuin} is not known")
+        for text in identities:
+            key = parse_key(text)
+            if usable.accepts(key):
+                return key
+        raise NoUsableIdentityError(
+            f"vUIN {vuin} has {len(identities)} identities but none is {usable.description}"
+        )

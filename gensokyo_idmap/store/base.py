@@ -1,0 +1,81 @@
+"""The storage interface the identity graph is written against.
+
+The domain code (``idmap.py``) never imports a backend. It reads through an
+:class:`IdentityReader` (a consistent snapshot) and writes by handing a function to
+:meth:`IdentityStore.write`; the backend runs that function inside one write transaction,
+batched with others (group commit), and returns only once the transaction is durable.
+
+Contract for write functions: a function that raises an :class:`~gensokyo_idmap.errors.IdmapError`
+must do so before its first write, so the batch it shares can still commit. Any other
+exception makes the backend re-run the batch one function per transaction, so one broken
+call never takes its neighbours down with it.
+
+Keys cross this interface as canonical key text (``openid:QQ:…``) and vUINs as ints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Protocol, TypeVar
+
+__all__ = ["IdentityReader", "IdentityStore", "IdentityWriter", "LastSeen", "TableCounts"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class LastSeen:
+    """The identity a vUIN last used in one scene, and since when."""
+
+    identity: str
+    since: float
+
+
+@dataclass(frozen=True, slots=True)
+class TableCounts:
+    identities: int
+    vuins: int
+    last_seen: int
+    aliases: int
+    config: int
+    user_info: int
+
+
+class IdentityReader(Protocol):
+    """A consistent read-only view of the identity graph."""
+
+    def vuin_of(self, key: str) -> int | None: ...
+    def identities_of(self, vuin: int) -> list[str]: ...
+    def has_identities(self, vuin: int) -> bool: ...
+    def alias_target(self, vuin: int) -> int | None: ...
+    def aliases_to(self, vuin: int) -> list[int]: ...
+    def last_seen(self, vuin: int, scene: str) -> LastSeen | None: ...
+    def last_seen_all(self, vuin: int) -> list[tuple[str, LastSeen]]: ...
+    def vuin_counter(self) -> int: ...
+    def iter_identities(self) -> Iterator[tuple[str, int]]: ...
+    def iter_vuin_sets(self) -> Iterator[tuple[int, str]]: ...
+    def iter_aliases(self) -> Iterator[tuple[int, int]]: ...
+    def counts(self) -> TableCounts: ...
+
+
+class IdentityWriter(IdentityReader, Protocol):
+    """The view a write function gets: reads see the writes made so far in the batch."""
+
+    def set_vuin(self, key: str, vuin: int) -> None: ...
+    def add_identity(self, vuin: int, key: str) -> None: ...
+    def remove_identity(self, vuin: int, key: str) -> None: ...
+    def set_alias(self, old: int, new: int) -> None: ...
+    def set_last_seen(self, vuin: int, scene: str, seen: LastSeen) -> None: ...
+    def delete_last_seen(self, vuin: int, scene: str) -> None: ...
+    def set_vuin_counter(self, value: int) -> None: ...
+
+
+class IdentityStore(Protocol):
+    """openid-map.db: the precious store."""
+
+    def read(self) -> AbstractContextManager[IdentityReader]: ...
+    async def write(self, fn: Callable[[IdentityWriter], T]) -> T: ...
+    def write_sync(self, fn: Callable[[IdentityWriter], T]) -> T: ...
+    def close(self) -> None: ...

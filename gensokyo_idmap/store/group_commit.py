@@ -1,0 +1,154 @@
+"""Group commit: one writer thread turns many pending writes into one durable transaction.
+
+A durable commit costs an fsync (milliseconds); a write function costs microseconds. So the
+writer takes everything that queued up while the previous commit was syncing, runs it in one
+transaction, syncs once, and then wakes every waiter. Under load the batch grows by itself;
+a lone caller pays one commit, as it would without batching.
+
+Waiters are woken only after the commit returned, so nobody ever acts on a write that a
+crash could still take back. Asyncio waiters of one loop are woken with one
+``call_soon_threadsafe`` per batch; thread waiters (CLI, tests) block on a
+``concurrent.futures.Future``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import queue
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Generic, TypeVar
+
+from gensokyo_idmap.errors import StoreError
+
+__all__ = ["BatchRunner", "GroupCommitter", "Outcome"]
+
+T = TypeVar("T")
+
+MAX_BATCH: Final = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome(Generic[T]):
+    """What one write function produced: its value or the exception it raised."""
+
+    value: T | None = None
+    error: BaseException | None = None
+
+
+#: Runs the functions of one batch in one transaction and commits it durably.
+BatchRunner = Callable[[Sequence[Callable[[Any], Any]]], list[Outcome[Any]]]
+
+
+@dataclass(slots=True)
+class _Pending:
+    fn: Callable[[Any], Any]
+    loop: asyncio.AbstractEventLoop | None
+    future: asyncio.Future[Any] | concurrent.futures.Future[Any]
+
+
+_STOP: Final = object()
+
+
+class GroupCommitter:
+    """Owns the writer thread of one store."""
+
+    def __init__(self, run_batch: BatchRunner, name: str = "idmap-writer") -> None:
+        self._run_batch = run_batch
+        self._queue: queue.SimpleQueue[_Pending | object] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._name = name
+        self._lock = threading.Lock()
+        self._closed = False
+        self.batches = 0
+        self.writes = 0
+
+    def _ensure_thread(self) -> None:
+        if self._thread is None:
+            with self._lock:
+                if self._closed:
+                    raise StoreError("the store is closed")
+                if self._thread is None:
+                    self._thread = threading.Thread(target=self._loop, name=self._name, daemon=True)
+                    self._thread.start()
+
+    async def submit(self, fn: Callable[[Any], T]) -> T:
+        """Queue ``fn`` and return its result once the transaction holding it is durable."""
+        if self._closed:
+            raise StoreError("the store is closed")
+        self._ensure_thread()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+        self._queue.put(_Pending(fn, loop, future))
+        return await future
+
+    def submit_sync(self, fn: Callable[[Any], T]) -> T:
+        """Blocking form of :meth:`submit`, for threads without an event loop."""
+        if self._closed:
+            raise StoreError("the store is closed")
+        self._ensure_thread()
+        future: concurrent.futures.Future[T] = concurrent.futures.Future()
+        self._queue.put(_Pending(fn, None, future))
+        return future.result()
+
+    def close(self) -> None:
+        """Finish everything queued so far, then stop the writer thread."""
+        with self._lock:
+            self._closed = True
+            thread = self._thread
+        if thread is not None:
+            self._queue.put(_STOP)
+            thread.join()
+
+    def _loop(self) -> None:
+        stopping = False
+        while not stopping:
+            first = self._queue.get()
+            if first is _STOP:
+                return
+            batch: list[_Pending] = [first]  # type: ignore[list-item]
+            while len(batch) < MAX_BATCH:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is _STOP:
+                    stopping = True
+                    break
+                batch.append(item)  # type: ignore[arg-type]
+            self._run(batch)
+
+    def _run(self, batch: list[_Pending]) -> None:
+        try:
+            outcomes = self._run_batch([p.fn for p in batch])
+        except BaseException as exc:  # the commit itself failed: every waiter hears it
+            outcomes = [Outcome(error=exc) for _ in batch]
+        self.batches += 1
+        self.writes += len(batch)
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[_Pending, Outcome[Any]]]] = {}
+        for pending, outcome in zip(batch, outcomes, strict=True):
+            if pending.loop is None:
+                _settle(pending.future, outcome)
+            else:
+                by_loop.setdefault(pending.loop, []).append((pending, outcome))
+        for loop, items in by_loop.items():
+            try:
+                loop.call_soon_threadsafe(_settle_all, items)
+            except RuntimeError:
+                pass  # that loop is closed: nobody is waiting any more
+
+
+def _settle(future: asyncio.Future[Any] | concurrent.futures.Future[Any], outcome: Outcome[Any]) -> None:
+    if future.done():
+        return
+    if outcome.error is not None:
+        future.set_exception(outcome.error)
+    else:
+        future.set_result(outcome.value)
+
+
+def _settle_all(items: list[tuple[_Pending, Outcome[Any]]]) -> None:
+    for pending, outcome in items:
+        _settle(pending.future, outcome)
