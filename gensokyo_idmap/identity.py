@@ -52,6 +52,8 @@ _TOKEN = re.compile(r"[A-Za-z0-9_\-]+")  # OpenIDs and union ids: no ':' or spac
 _DIGITS = re.compile(r"[0-9]+")
 _BASE32 = re.compile(r"[A-Za-z2-7]+=*")
 _MAX_VALUE_LEN: Final = 512
+#: Indexes are written and read as at most nine digits.
+MAX_RUIN_INDEX: Final = 999_999_999
 
 
 def _check_value(field: str, value: str, what: str) -> None:
@@ -121,8 +123,11 @@ class RUin:
 
     def __post_init__(self) -> None:
         _check_platform("platform", self.platform)
-        if isinstance(self.index, bool) or not isinstance(self.index, int) or self.index < 0:
-            raise BadInputError("index", self.index, "rUIN index must be an integer >= 0")
+        if (isinstance(self.index, bool) or not isinstance(self.index, int)
+                or not 0 <= self.index <= MAX_RUIN_INDEX):
+            raise BadInputError(
+                "index", self.index, f"rUIN index must be an integer from 0 to {MAX_RUIN_INDEX}"
+            )
         _check_value("id", self.id, "rUIN id")
 
     @property
@@ -248,8 +253,15 @@ def _b32decode_canonical(text: str) -> str | None:
 
 
 def format_ruin_text(ruin: RUin) -> str:
-    """``rUIN-<PLATFORM>-<index>-<BASE32(id)>``, upper case, padding stripped."""
-    return f"rUIN-{ruin.platform}-{ruin.index}-{_b32encode(ruin.id)}"
+    """``rUIN-<PLATFORM>-<index>-<BASE32(id)>``, upper case, padding stripped.
+
+    One exception: Base32 made only of the digits 2-7 would read back as a raw numeric id,
+    so it keeps ``=`` padding (a full block of eight when none is due) to stay Base32.
+    """
+    encoded = _b32encode(ruin.id)
+    if _DIGITS.fullmatch(encoded):
+        encoded += "=" * (-len(encoded) % 8 or 8)
+    return f"rUIN-{ruin.platform}-{ruin.index}-{encoded}"
 
 
 def parse_ruin_text(text: str, field: str = "ruin") -> RUin:
@@ -297,6 +309,8 @@ def parse_client_input(
         raise BadInputError(field, value, "is empty")
     if _DIGITS.fullmatch(text):
         return VUin(parse_vuin(text, field))
+    if text[0] in "+-" and _DIGITS.fullmatch(text[1:]):
+        raise BadInputError(field, value, "a vUIN must be a positive integer without a sign")
     if text[:5].lower() == "ruin-":
         return parse_ruin_text(text, field)
     if text.startswith(_KEY_PREFIXES):
@@ -310,4 +324,6 @@ def parse_client_input(
     try:
         return OpenId(app_id=app_id, openid=text)
     except BadInputError as err:
+        if err.field == "app_id":
+            raise  # the serving AppID is wrong, not the client's value
         raise BadInputError(field, value, err.reason) from None

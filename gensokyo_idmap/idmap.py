@@ -267,6 +267,8 @@ class IdentityGraph:
     def __init__(self, store: IdentityStore, clock: Callable[[], float] = time.time) -> None:
         self.store = store
         self._clock = clock
+        # Bound once: a concrete filtering logger makes the hot-path debug call a no-op.
+        self._log = log.bind()
 
     async def resolve(
         self,
@@ -290,18 +292,18 @@ class IdentityGraph:
             plan = _plan_resolution(view, texts, scene, scene_key)
         if plan.read_only:
             assert plan.chosen is not None
-            log.debug("[idmap] identity hit", key=texts[0], vuin=plan.chosen)
+            self._log.debug("[idmap] identity hit", key=texts[0], vuin=plan.chosen)
             return Resolution(plan.chosen, False, (), plan.conflicts)
         result = await self.store.write(
             partial(_apply_resolution, keys=texts, scene=scene, scene_key=scene_key,
                     now=self._clock())
         )
         for key in result.added:
-            log.info("[idmap] identity create", key=key, vuin=result.vuin)
+            self._log.info("[idmap] identity create", key=key, vuin=result.vuin)
         if not result.added:
-            log.debug("[idmap] identity hit", key=texts[0], vuin=result.vuin)
+            self._log.debug("[idmap] identity hit", key=texts[0], vuin=result.vuin)
         for key, other in result.conflicts:
-            log.warning("[idmap] identity conflict", key=key, vuin=other, kept=result.vuin,
+            self._log.warning("[idmap] identity conflict", key=key, vuin=other, kept=result.vuin,
                         reason="keys seen together belong to different vUINs; bind to merge")
         return result
 
@@ -338,9 +340,9 @@ class IdentityGraph:
             _check_vuin(vuin, "vuin")
             result = await self.store.write(partial(_apply_bind, key=key.key, vuin=vuin))
         except IdmapError as err:
-            log.warning("[idmap] bind failed", key=key.key, vuin=vuin, reason=err.message)
+            self._log.warning("[idmap] bind failed", key=key.key, vuin=vuin, reason=err.message)
             raise
-        log.info(f"[idmap] bind {result.outcome}", key=result.key, vuin=result.vuin,
+        self._log.info(f"[idmap] bind {result.outcome}", key=result.key, vuin=result.vuin,
                  previous=result.previous, reason=result.reason, aliased=result.aliased)
         return result
 
@@ -351,9 +353,9 @@ class IdentityGraph:
             _check_vuin(new, "new")
             result = await self.store.write(partial(_apply_rebind, old=old, new=new))
         except IdmapError as err:
-            log.warning("[idmap] bind failed", old=old, new=new, reason=err.message)
+            self._log.warning("[idmap] bind failed", old=old, new=new, reason=err.message)
             raise
-        log.info(f"[idmap] bind {result.outcome}", old=result.old, new=result.new,
+        self._log.info(f"[idmap] bind {result.outcome}", old=result.old, new=result.new,
                  moved=len(result.moved), reason=result.reason)
         return result
 

@@ -1,0 +1,55 @@
+"""The daemon process: open the stores, run until told to stop, close cleanly.
+
+Today the daemon holds the identity store open and serves nothing over the network yet;
+the platform side, the OneBot transports and the HTTP API attach here as they land.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+
+import structlog
+
+from gensokyo_idmap.config import Config
+from gensokyo_idmap.idmap import IdentityGraph
+from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
+
+__all__ = ["run_daemon"]
+
+log = structlog.get_logger("gensokyo_idmap.app")
+
+
+async def run_daemon(config: Config, stop: asyncio.Event | None = None) -> None:
+    """Run until SIGINT/SIGTERM (or ``stop`` is set)."""
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    store = LmdbIdentityStore(
+        config.identity_db_path, map_size=config.idmap.map_size_mb * 1024 * 1024
+    )
+    try:
+        graph = IdentityGraph(store)
+        with store.read() as view:
+            counts = view.counts()
+        log.info(
+            "[idmap] store open",
+            path=str(config.identity_db_path),
+            identities=counts.identities,
+            vuins=counts.vuins,
+            app_id=config.bot.app_id or None,
+        )
+        log.info(
+            "[app] ready",
+            listeners="none yet: platform and OneBot transports are not built in this release",
+            cli="gensokyo-idmap identity --help",
+        )
+        del graph
+        await stop.wait()
+        log.info("[app] stopping")
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+        store.close()
+        log.info("[app] stopped")

@@ -1,0 +1,205 @@
+"""``gensokyo-idmap``: one command line tool for the daemon and its stores.
+
+Human output by default, ``--json`` for scripts. Bad input exits 2 with the reason and
+writes nothing; other failures exit 1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+
+from gensokyo_idmap.config import Config, load_config
+from gensokyo_idmap.errors import BadInputError, IdmapError
+from gensokyo_idmap.identity import IdentityKey, RUin, VUin, parse_client_input, parse_vuin
+from gensokyo_idmap.idmap import IdentityGraph
+from gensokyo_idmap.logging import configure_logging
+from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
+
+__all__ = ["main"]
+
+
+@dataclass(frozen=True, slots=True)
+class _Context:
+    data_dir: Path
+    app_id: str | None
+    as_json: bool
+
+
+def _fail(err: IdmapError) -> NoReturn:
+    click.echo(f"error: {err.message}", err=True)
+    sys.exit(err.exit_code)
+
+
+def _emit(ctx: _Context, data: dict[str, Any], human: Callable[[], str]) -> None:
+    click.echo(json.dumps(data, ensure_ascii=False) if ctx.as_json else human())
+
+
+@contextmanager
+def _graph(ctx: _Context) -> Iterator[IdentityGraph]:
+    store = LmdbIdentityStore(ctx.data_dir / "openid-map.db")
+    try:
+        yield IdentityGraph(store)
+    finally:
+        store.close()
+
+
+def _identity_arg(ctx: _Context, value: str, field: str = "KEY") -> IdentityKey:
+    parsed = parse_client_input(value, ctx.app_id, field=field)
+    if isinstance(parsed, VUin):
+        raise BadInputError(field, value, "digits name a vUIN; give an identity (typed key, "
+                            "rUIN-… text or OpenID)")
+    return parsed
+
+
+def _describe(key: IdentityKey) -> str:
+    return f"{key.key} ({key.text})" if isinstance(key, RUin) else key.key
+
+
+@click.group()
+@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("data"),
+              show_default=True, envvar="GSK_IDMAP__DATA_DIR",
+              help="Directory holding openid-map.db.")
+@click.option("--app-id", default=None, envvar="GSK_BOT__APP_ID",
+              help="Serving AppID: bare OpenIDs belong to it.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_context
+def main(click_ctx: click.Context, data_dir: Path, app_id: str | None, as_json: bool) -> None:
+    """gensokyo-idmap: QQ bot platform ↔ OneBot v11 identity bridge."""
+    click_ctx.obj = _Context(data_dir, app_id, as_json)
+    if click_ctx.invoked_subcommand != "serve":
+        configure_logging("warning")
+
+
+@main.command()
+@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
+              required=True, help="YAML config file (see examples/config.yml).")
+def serve(config_path: Path) -> None:
+    """Run the daemon."""
+    from gensokyo_idmap.app import run_daemon
+
+    try:
+        config: Config = load_config(config_path)
+    except IdmapError as err:
+        _fail(err)
+    configure_logging(config.log.level, config.log.format)
+    try:
+        asyncio.run(run_daemon(config))
+    except IdmapError as err:
+        _fail(err)
+
+
+@main.group()
+def identity() -> None:
+    """Resolve, look up, show and bind identities in openid-map.db."""
+
+
+@identity.command()
+@click.argument("keys", nargs=-1, required=True)
+@click.option("--scene", default=None, help="Record the first key as last seen in this scene.")
+@click.pass_obj
+def resolve(ctx: _Context, keys: tuple[str, ...], scene: str | None) -> None:
+    """Resolve KEYS seen together to one vUIN (allocating one if none is known)."""
+    try:
+        parsed = [_identity_arg(ctx, k) for k in keys]
+        with _graph(ctx) as graph:
+            result = asyncio.run(graph.resolve(parsed, scene=scene))
+    except IdmapError as err:
+        _fail(err)
+    _emit(ctx, {"vuin": result.vuin, "created": result.created, "added": list(result.added),
+                "conflicts": [{"key": k, "vuin": v} for k, v in result.conflicts]},
+          lambda: f"{result.vuin}" + (" (new)" if result.created else "")
+          + "".join(f"\nconflict: {k} stays on {v}" for k, v in result.conflicts))
+
+
+@identity.command()
+@click.argument("key")
+@click.pass_obj
+def lookup(ctx: _Context, key: str) -> None:
+    """Print the vUIN of KEY (exit 1 when it is unknown)."""
+    try:
+        parsed = _identity_arg(ctx, key)
+        with _graph(ctx) as graph:
+            vuin = graph.lookup(parsed)
+    except IdmapError as err:
+        _fail(err)
+    _emit(ctx, {"key": parsed.key, "vuin": vuin},
+          lambda: f"{vuin}" if vuin is not None else f"{parsed.key}: not found")
+    if vuin is None:
+        sys.exit(1)
+
+
+@identity.command()
+@click.argument("vuin")
+@click.pass_obj
+def show(ctx: _Context, vuin: str) -> None:
+    """Show VUIN: its identities, last seen per scene, aliases."""
+    try:
+        number = parse_vuin(vuin, "VUIN")
+        with _graph(ctx) as graph:
+            view = graph.show(number)
+    except IdmapError as err:
+        _fail(err)
+    data = {
+        "vuin": view.vuin,
+        "requested": view.requested,
+        "identities": list(view.identities),
+        "last_seen": {scene: {"identity": s.identity, "since": s.since}
+                      for scene, s in view.last_seen},
+        "aliases": list(view.aliases),
+    }
+
+    def human() -> str:
+        lines = [f"vUIN {view.vuin}" + (f" (alias {view.requested} resolves here)"
+                                        if view.requested != view.vuin else "")]
+        lines += [f"  identity  {key}" for key in view.identities]
+        lines += [f"  seen      {scene}: {s.identity}" for scene, s in view.last_seen]
+        lines += [f"  alias     {alias}" for alias in view.aliases]
+        return "\n".join(lines)
+
+    _emit(ctx, data, human)
+
+
+@identity.command()
+@click.argument("key")
+@click.argument("vuin")
+@click.pass_obj
+def bind(ctx: _Context, key: str, vuin: str) -> None:
+    """Bind KEY to VUIN (added to its identity set)."""
+    try:
+        parsed = _identity_arg(ctx, key)
+        number = parse_vuin(vuin, "VUIN")
+        with _graph(ctx) as graph:
+            result = asyncio.run(graph.bind(parsed, number))
+    except IdmapError as err:
+        _fail(err)
+    _emit(ctx, {"outcome": result.outcome, "key": result.key, "vuin": result.vuin,
+                "previous": result.previous, "reason": result.reason,
+                "aliased": result.aliased},
+          lambda: f"{result.outcome}: {_describe(parsed)} → {result.vuin} ({result.reason})")
+
+
+@identity.command()
+@click.argument("old")
+@click.argument("new")
+@click.pass_obj
+def rebind(ctx: _Context, old: str, new: str) -> None:
+    """Move every identity of OLD to NEW; OLD keeps resolving to NEW."""
+    try:
+        old_vuin = parse_vuin(old, "OLD")
+        new_vuin = parse_vuin(new, "NEW")
+        with _graph(ctx) as graph:
+            result = asyncio.run(graph.rebind(old_vuin, new_vuin))
+    except IdmapError as err:
+        _fail(err)
+    _emit(ctx, {"outcome": result.outcome, "old": result.old, "new": result.new,
+                "moved": list(result.moved), "reason": result.reason},
+          lambda: f"{result.outcome}: {result.old} → {result.new} ({result.reason})")

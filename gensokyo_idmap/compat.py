@@ -1,0 +1,82 @@
+"""The Go daemon's idmap function names, routed to the identity graph.
+
+Gensokyo code (and its ``/getid`` API) speaks in rows: ``StoreIDv2(id) -> row``. Here a row
+is a vUIN and a bare id is an OpenID of the configured AppID. The "Pro" variants once kept
+composite ``<group>:<user>`` keys behind an ``idmap_pro`` switch; in the identity graph a
+group and a member are simply two identities, so the wrappers need no setting at all.
+"""
+
+from __future__ import annotations
+
+from gensokyo_idmap.errors import BadInputError, NotFoundError
+from gensokyo_idmap.identity import (
+    IdentityKey,
+    OpenId,
+    RawId,
+    RUin,
+    parse_key,
+    parse_ruin_text,
+    parse_vuin,
+)
+from gensokyo_idmap.idmap import ANY_IDENTITY, IdentityGraph, openid_of_app
+
+__all__ = ["LegacyIdmap"]
+
+_KEY_PREFIXES = ("openid:", "union:", "ruin:", "raw:")
+
+
+class LegacyIdmap:
+    """``StoreIDv2`` & co. for one AppID."""
+
+    def __init__(self, graph: IdentityGraph, app_id: str) -> None:
+        self.graph = graph
+        self.app_id = app_id
+
+    def legacy_key(self, value: str, field: str = "id") -> IdentityKey:
+        """A legacy id: a typed key or rUIN text as such, else an OpenID of our AppID."""
+        text = value.strip() if isinstance(value, str) else value
+        if not isinstance(text, str) or not text:
+            raise BadInputError(field, value, "id is empty")
+        if text[:5].lower() == "ruin-":
+            return parse_ruin_text(text, field)
+        if text.startswith(_KEY_PREFIXES):
+            return parse_key(text, field)
+        try:
+            return OpenId(app_id=self.app_id, openid=text)
+        except BadInputError:
+            return RawId(text)  # not OpenID-shaped: kept verbatim, as the old store did
+
+    def _legacy_id(self, key: IdentityKey) -> str:
+        if isinstance(key, OpenId) and key.app_id == self.app_id:
+            return key.openid
+        if isinstance(key, RawId):
+            return key.value
+        if isinstance(key, RUin):
+            return key.text
+        return key.key
+
+    async def StoreIDv2(self, id: str) -> int:  # noqa: N802 - the legacy name is the point
+        return (await self.graph.resolve([self.legacy_key(id)])).vuin
+
+    def RetrieveRowByIDv2(self, rowid: str | int) -> str:  # noqa: N802
+        vuin = parse_vuin(rowid, "rowid")
+        try:
+            key = self.graph.pick_identity(vuin, usable=openid_of_app(self.app_id))
+        except NotFoundError as err:
+            if type(err) is NotFoundError:
+                raise
+            key = self.graph.pick_identity(vuin, usable=ANY_IDENTITY)
+        return self._legacy_id(key)
+
+    async def UpdateVirtualValuev2(self, old: str | int, new: str | int) -> None:  # noqa: N802
+        await self.graph.rebind(parse_vuin(old, "oldRowValue"), parse_vuin(new, "newRowValue"))
+
+    async def StoreIDv2Pro(self, id: str, subid: str) -> tuple[int, int]:  # noqa: N802
+        row = await self.StoreIDv2(id)
+        sub = (await self.graph.resolve([self.legacy_key(subid, "subid")])).vuin
+        return row, sub
+
+    def RetrieveRowByIDv2Pro(  # noqa: N802
+        self, row: str | int, subrow: str | int
+    ) -> tuple[str, str]:
+        return self.RetrieveRowByIDv2(row), self.RetrieveRowByIDv2(subrow)

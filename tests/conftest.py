@@ -1,0 +1,48 @@
+"""Shared fixtures: real LMDB files in a temp dir, never a mock of our store."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gensokyo_idmap.idmap import IdentityGraph
+from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
+
+APP_ID = "102000001"
+
+
+@pytest.fixture
+def identity_db_path(tmp_path: Path) -> Path:
+    return tmp_path / "openid-map.db"
+
+
+@pytest.fixture
+def identity_store(identity_db_path: Path) -> Iterator[LmdbIdentityStore]:
+    store = LmdbIdentityStore(identity_db_path)
+    yield store
+    store.close()
+
+
+class FakeClock:
+    """A clock tests move by hand, so nothing ever sleeps."""
+
+    def __init__(self, now: float = 1_700_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def graph(identity_store: LmdbIdentityStore, clock: FakeClock) -> IdentityGraph:
+    return IdentityGraph(identity_store, clock=clock)

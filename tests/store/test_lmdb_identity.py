@@ -1,0 +1,222 @@
+"""openid-map.db on LMDB: tables, schema versions, growth, group commit, isolation."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import threading
+from pathlib import Path
+
+import lmdb
+import pytest
+
+from gensokyo_idmap.errors import BadInputError, SchemaVersionError, StoreError
+from gensokyo_idmap.store.base import IdentityWriter
+from gensokyo_idmap.store.codec import decode_value, encode_u64, encode_value
+from gensokyo_idmap.store.lmdb_identity import SCHEMA_VERSION, LmdbIdentityStore, LmdbView
+
+TABLES = {b"meta", b"identity_to_vuin", b"vuin_to_identity", b"last_seen", b"vuin_alias",
+          b"config", b"UserInfo"}
+
+
+def raw_env(path: Path) -> lmdb.Environment:
+    return lmdb.open(str(path), subdir=False, max_dbs=16)
+
+
+def sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_new_store_has_every_table_and_the_schema_version(identity_db_path: Path) -> None:
+    LmdbIdentityStore(identity_db_path).close()
+    env = raw_env(identity_db_path)
+    try:
+        with env.begin() as txn:
+            names = {key for key, _ in txn.cursor()}
+            assert TABLES <= names
+            meta = env.open_db(b"meta", txn=txn, create=False)
+            assert decode_value(txn.get(b"schema_version", db=meta)) == SCHEMA_VERSION
+            dup = env.open_db(b"vuin_to_identity", txn=txn, create=False)
+            assert dup.flags()["dupsort"] is True
+    finally:
+        env.close()
+
+
+def test_vuins_are_8_byte_big_endian_keys(identity_db_path: Path) -> None:
+    store = LmdbIdentityStore(identity_db_path)
+    store.write_sync(lambda w: (w.set_vuin("raw:x", 258), w.add_identity(258, "raw:x")))
+    store.close()
+    env = raw_env(identity_db_path)
+    try:
+        with env.begin() as txn:
+            forward = env.open_db(b"identity_to_vuin", txn=txn, create=False)
+            reverse = env.open_db(b"vuin_to_identity", txn=txn, create=False)
+            assert txn.get(b"raw:x", db=forward) == b"\x00" * 6 + b"\x01\x02"
+            assert txn.get(encode_u64(258), db=reverse) == b"raw:x"
+    finally:
+        env.close()
+
+
+def _set_schema(path: Path, version: int) -> None:
+    env = raw_env(path)
+    with env.begin(write=True) as txn:
+        meta = env.open_db(b"meta", txn=txn)
+        txn.put(b"schema_version", encode_value(version), db=meta)
+    env.close()
+
+
+def test_newer_schema_is_refused_and_the_file_is_untouched(identity_db_path: Path) -> None:
+    LmdbIdentityStore(identity_db_path).close()
+    _set_schema(identity_db_path, SCHEMA_VERSION + 1)
+    before = sha(identity_db_path)
+    with pytest.raises(SchemaVersionError) as err:
+        LmdbIdentityStore(identity_db_path)
+    assert f"schema_version {SCHEMA_VERSION + 1}" in err.value.message
+    assert "newer gensokyo-idmap" in err.value.message
+    assert sha(identity_db_path) == before
+
+
+def test_unversioned_store_is_upgraded(identity_db_path: Path) -> None:
+    env = raw_env(identity_db_path)
+    with env.begin(write=True) as txn:
+        forward = env.open_db(b"identity_to_vuin", txn=txn)
+        txn.put(b"openid:QQ:1:AAA", encode_u64(7), db=forward)
+        txn.put(b"openid:QQ:1:BBB", encode_u64(3), db=forward)
+    env.close()
+    store = LmdbIdentityStore(identity_db_path)
+    try:
+        with store.read() as view:
+            assert view.identities_of(7) == ["openid:QQ:1:AAA"]
+            assert view.identities_of(3) == ["openid:QQ:1:BBB"]
+            assert view.vuin_counter() == 7
+    finally:
+        store.close()
+    store = LmdbIdentityStore(identity_db_path)  # already upgraded: opens as is
+    store.close()
+
+
+def test_upgrade_steps_run_in_order(identity_db_path: Path) -> None:
+    LmdbIdentityStore(identity_db_path).close()  # version 1
+    ran: list[int] = []
+
+    def step(version: int):  # type: ignore[no-untyped-def]
+        def apply(view: LmdbView) -> None:
+            ran.append(version)
+            view.set_vuin_counter(view.vuin_counter() + 10 ** version)
+        return apply
+
+    upgrades = {1: step(1), 2: step(2)}
+    store = LmdbIdentityStore(identity_db_path, schema_version=3, upgrades=upgrades)
+    with store.read() as view:
+        assert view.vuin_counter() == 110
+    store.close()
+    assert ran == [1, 2]
+    store = LmdbIdentityStore(identity_db_path, schema_version=3, upgrades=upgrades)
+    store.close()
+    assert ran == [1, 2]  # nothing to do the second time
+
+
+def test_missing_upgrade_step_is_an_error(identity_db_path: Path) -> None:
+    LmdbIdentityStore(identity_db_path).close()
+    with pytest.raises(StoreError, match="no upgrade from schema_version 1"):
+        LmdbIdentityStore(identity_db_path, schema_version=2, upgrades={})
+
+
+def test_map_grows_by_itself(identity_db_path: Path) -> None:
+    store = LmdbIdentityStore(identity_db_path, map_size=64 * 1024)
+    start = store.map_size
+
+    def fill(batch: int):  # type: ignore[no-untyped-def]
+        def apply(w: IdentityWriter) -> None:
+            for i in range(500):
+                key = f"raw:{batch}-{i}-" + "x" * 100
+                w.set_vuin(key, batch * 1000 + i + 1)
+                w.add_identity(batch * 1000 + i + 1, key)
+        return apply
+
+    for batch in range(10):
+        store.write_sync(fill(batch))
+    assert store.map_size > start
+    store.close()
+    store = LmdbIdentityStore(identity_db_path, map_size=64 * 1024)
+    try:
+        with store.read() as view:
+            assert view.counts().identities == 5000
+    finally:
+        store.close()
+
+
+def test_reads_do_not_wait_for_the_writer(identity_store: LmdbIdentityStore) -> None:
+    identity_store.write_sync(lambda w: w.set_vuin("raw:before", 1))
+    inside = threading.Event()
+    release = threading.Event()
+
+    def slow(w: IdentityWriter) -> None:
+        w.set_vuin("raw:during", 2)
+        inside.set()
+        assert release.wait(10)
+
+    writer = threading.Thread(target=identity_store.write_sync, args=(slow,))
+    writer.start()
+    try:
+        assert inside.wait(10)
+        with identity_store.read() as view:  # the write transaction is open right now
+            assert view.vuin_of("raw:before") == 1
+            assert view.vuin_of("raw:during") is None
+    finally:
+        release.set()
+        writer.join(10)
+    with identity_store.read() as view:
+        assert view.vuin_of("raw:during") == 2
+
+
+def test_one_broken_write_does_not_take_its_batch_down(
+    identity_store: LmdbIdentityStore,
+) -> None:
+    def good(i: int):  # type: ignore[no-untyped-def]
+        return lambda w: w.set_vuin(f"raw:good{i}", i)
+
+    def broken(w: IdentityWriter) -> None:
+        w.set_vuin("raw:partial", 99)
+        raise RuntimeError("boom")
+
+    def refused(w: IdentityWriter) -> None:
+        raise BadInputError("field", "value", "refused before writing")
+
+    async def submit() -> list[object]:
+        calls = [identity_store.write(good(i)) for i in range(1, 6)]
+        calls.insert(2, identity_store.write(broken))
+        calls.insert(4, identity_store.write(refused))
+        return await asyncio.gather(*calls, return_exceptions=True)
+
+    results = asyncio.run(submit())
+    assert isinstance(results[2], RuntimeError)
+    assert isinstance(results[4], BadInputError)
+    with identity_store.read() as view:
+        assert [view.vuin_of(f"raw:good{i}") for i in range(1, 6)] == [1, 2, 3, 4, 5]
+        assert view.vuin_of("raw:partial") is None
+
+
+def test_group_commit_batches_concurrent_writes(identity_store: LmdbIdentityStore) -> None:
+    async def many() -> None:
+        await asyncio.gather(*(identity_store.write(
+            lambda w, i=i: w.set_vuin(f"raw:k{i}", i + 1)) for i in range(200)))
+
+    asyncio.run(many())
+    batches, writes = identity_store.commit_stats
+    assert writes == 200
+    assert batches < 200  # several writes shared one commit
+
+
+def test_closed_store_refuses_writes(identity_db_path: Path) -> None:
+    store = LmdbIdentityStore(identity_db_path)
+    store.close()
+    with pytest.raises(StoreError, match="closed"):
+        store.write_sync(lambda w: w.set_vuin("raw:x", 1))
+
+
+def test_unopenable_path_is_a_store_error(tmp_path: Path) -> None:
+    target = tmp_path / "not-a-db"
+    target.write_bytes(b"this is not an lmdb file" * 1000)
+    with pytest.raises(StoreError, match="not-a-db"):
+        LmdbIdentityStore(target)
