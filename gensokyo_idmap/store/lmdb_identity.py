@@ -306,6 +306,9 @@ class LmdbIdentityStore:
             )
         except lmdb.Error as exc:
             raise StoreError(f"cannot open {self.path}: {exc}") from exc
+        # Reader slots of processes that died (kill -9) stay in the lock file while another
+        # process holds it open; they would pin old pages and fill the reader table.
+        self._env.reader_check()
         try:
             self._tables = self._open_tables()
         except BaseException:
@@ -439,6 +442,7 @@ class LmdbIdentityStore:
             self._gate.release_shared()
 
     def _grow(self) -> None:
+        self._env.reader_check()  # a dead reader pinning old pages may be why it is full
         size = self._env.info()["map_size"] * 2
         self._env.set_mapsize(size)
         log.info("[idmap] store map grown", path=str(self.path), map_size=size)
