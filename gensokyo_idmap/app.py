@@ -24,11 +24,11 @@ async def run_daemon(config: Config, stop: asyncio.Event | None = None) -> None:
     """Run until SIGINT/SIGTERM (or ``stop`` is set)."""
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
     store = LmdbIdentityStore(
         config.identity_db_path, map_size=config.idmap.map_size_mb * 1024 * 1024
     )
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
     try:
         graph = IdentityGraph(store)
         with store.read() as view:

@@ -44,7 +44,11 @@ class LegacyIdmap:
         try:
             return OpenId(app_id=self.app_id, openid=text)
         except BadInputError:
-            return RawId(text)  # not OpenID-shaped: kept verbatim, as the old store did
+            pass
+        try:
+            return RawId(text)  # not OpenID-shaped (e.g. a guild id with a dot): kept verbatim
+        except BadInputError as err:
+            raise BadInputError(field, value, err.reason) from None
 
     def _legacy_id(self, key: IdentityKey) -> str:
         if isinstance(key, OpenId) and key.app_id == self.app_id:
@@ -72,8 +76,9 @@ class LegacyIdmap:
         await self.graph.rebind(parse_vuin(old, "oldRowValue"), parse_vuin(new, "newRowValue"))
 
     async def StoreIDv2Pro(self, id: str, subid: str) -> tuple[int, int]:  # noqa: N802
-        row = await self.StoreIDv2(id)
-        sub = (await self.graph.resolve([self.legacy_key(subid, "subid")])).vuin
+        group, member = self.legacy_key(id), self.legacy_key(subid, "subid")  # both, before writing
+        row = (await self.graph.resolve([group])).vuin
+        sub = (await self.graph.resolve([member])).vuin
         return row, sub
 
     def RetrieveRowByIDv2Pro(  # noqa: N802

@@ -14,6 +14,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from gensokyo_idmap.errors import BadInputError
+from gensokyo_idmap.identity import check_app_id
 
 __all__ = ["BotConfig", "Config", "IdmapConfig", "LogConfig", "load_config"]
 
@@ -26,11 +27,16 @@ class BotConfig(_Section):
     app_id: str = Field(default="", description="QQ bot AppID; bare OpenIDs belong to it")
     secret: SecretStr = Field(default=SecretStr(""), description="QQ bot AppSecret (never logged)")
 
-    @field_validator("app_id")
+    @field_validator("app_id", mode="before")
     @classmethod
-    def _digits(cls, value: str) -> str:
-        if value and not value.isdigit():
-            raise ValueError("must be the numeric AppID")
+    def _digits(cls, value: object) -> object:
+        if isinstance(value, int) and not isinstance(value, bool):
+            raise ValueError('quote the AppID so YAML keeps it as text: app_id: "102000001"')
+        if value:
+            try:
+                check_app_id(value, "bot.app_id")  # type: ignore[arg-type]
+            except BadInputError as err:
+                raise ValueError(err.reason) from None
         return value
 
 
@@ -61,8 +67,14 @@ def load_config(path: str | Path) -> Config:
         raw = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
     except OSError as exc:
         raise BadInputError("config", str(file), f"cannot read: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise BadInputError("config", str(file), "not UTF-8 text") from None
     except yaml.YAMLError as exc:
-        raise BadInputError("config", str(file), f"not valid YAML: {exc}") from None
+        # PyYAML's own message quotes the offending line, which may hold the secret.
+        problem = getattr(exc, "problem", None) or "syntax error"
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise BadInputError("config", str(file), f"not valid YAML: {problem}{where}") from None
     if not isinstance(raw, dict):
         raise BadInputError("config", str(file), "top level must be a mapping")
     try:
@@ -70,4 +82,6 @@ def load_config(path: str | Path) -> Config:
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "config"
-        raise BadInputError(where, str(file), first["msg"]) from None
+        secret_like = any(w in where.lower() for w in ("secret", "token", "password"))
+        shown = "<hidden>" if secret_like else first.get("input")
+        raise BadInputError(where, shown, f"{first['msg']} (in {file})") from None

@@ -30,6 +30,7 @@ from gensokyo_idmap.errors import BadInputError
 __all__ = [
     "MAX_VUIN",
     "ClientId",
+    "check_app_id",
     "IdentityKey",
     "OpenId",
     "RawId",
@@ -54,6 +55,13 @@ _BASE32 = re.compile(r"[A-Za-z2-7]+=*")
 _MAX_VALUE_LEN: Final = 512
 #: Indexes are written and read as at most nine digits.
 MAX_RUIN_INDEX: Final = 999_999_999
+
+
+def check_app_id(value: str, field: str = "app_id") -> str:
+    """An AppID as the platform issues it: 1 to 20 ASCII digits."""
+    if not isinstance(value, str) or not _APPID.fullmatch(value):
+        raise BadInputError(field, value, "AppID must be 1 to 20 digits (0-9)")
+    return value
 
 
 def _check_value(field: str, value: str, what: str) -> None:
@@ -82,8 +90,7 @@ class OpenId:
 
     def __post_init__(self) -> None:
         _check_platform("platform", self.platform)
-        if not _APPID.fullmatch(self.app_id):
-            raise BadInputError("app_id", self.app_id, "AppID must be 1 to 20 digits")
+        check_app_id(self.app_id)
         _check_value("openid", self.openid, "OpenID")
         if not _TOKEN.fullmatch(self.openid):
             raise BadInputError("openid", self.openid, "OpenID may hold only A-Z a-z 0-9 _ -")

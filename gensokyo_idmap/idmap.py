@@ -229,11 +229,11 @@ def _repoint_aliases(view: IdentityWriter, old: int, new: int) -> None:
 def _apply_rebind(view: IdentityWriter, old: int, new: int) -> RebindResult:
     source = follow_alias(view, old)
     target = follow_alias(view, new)
-    if source == target:
-        return RebindResult("skipped", old, target, (), f"{old} already resolves to {target}")
     keys = view.identities_of(source)
     if not keys:
         raise NotFoundError(f"vUIN {old} has no identities to move")
+    if source == target:
+        return RebindResult("skipped", old, target, (), f"{old} already resolves to {target}")
     for key in keys:
         view.remove_identity(source, key)
         view.set_vuin(key, target)

@@ -17,17 +17,20 @@ import structlog
 
 __all__ = ["configure_logging", "redact_secrets"]
 
-_SECRET_FIELDS: Final = frozenset(
-    {"secret", "bot_secret", "token", "access_token", "api_token", "authorization", "password"}
-)
+_SECRET_WORDS: Final = ("secret", "token", "password", "authorization")
 
 
 def redact_secrets(
     _logger: Any, _method: str, event_dict: MutableMapping[str, Any]
 ) -> MutableMapping[str, Any]:
-    """Replace the value of any field named like a secret: a log line never carries one."""
-    for name in event_dict.keys() & _SECRET_FIELDS:
-        if event_dict[name]:
+    """Replace the value of any field named like a secret: a log line never carries one.
+
+    Matching is by name part (``clientSecret``, ``refresh_token``, ``Authorization``), so a
+    new field cannot leak because nobody added it to a list.
+    """
+    for name in list(event_dict):
+        lowered = name.lower()
+        if event_dict[name] and any(word in lowered for word in _SECRET_WORDS):
             event_dict[name] = "***"
     return event_dict
 

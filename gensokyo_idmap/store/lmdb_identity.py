@@ -291,8 +291,8 @@ class LmdbIdentityStore:
         self._gate = _SharedGate()
         self._schema_version = schema_version
         self._upgrades = UPGRADES if upgrades is None else upgrades
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
             self._env = lmdb.open(
                 str(self.path),
                 subdir=False,
@@ -304,7 +304,7 @@ class LmdbIdentityStore:
                 meminit=False,
                 max_spare_txns=4,
             )
-        except lmdb.Error as exc:
+        except (lmdb.Error, OSError) as exc:
             raise StoreError(f"cannot open {self.path}: {exc}") from exc
         # Reader slots of processes that died (kill -9) stay in the lock file while another
         # process holds it open; they would pin old pages and fill the reader table.

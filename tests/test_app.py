@@ -1,0 +1,286 @@
+"""app.run_daemon: open the store, run until told to stop, close cleanly.
+
+In-process tests drive ``run_daemon`` with a stop event; end-to-end tests start the real
+``gensokyo-idmap serve`` console script and stop it with a signal. Waits are bounded
+polling loops; nothing asserts how long anything took.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import structlog
+from structlog.testing import capture_logs
+
+from gensokyo_idmap.app import run_daemon
+from gensokyo_idmap.config import BotConfig, Config, IdmapConfig, LogConfig, load_config
+from gensokyo_idmap.errors import SchemaVersionError, StoreError
+from gensokyo_idmap.identity import OpenId
+from gensokyo_idmap.idmap import IdentityGraph
+from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
+
+APP_ID = "102000001"
+OPENID = "9F3A0C55E1B24D7A8C6E0F1D2B3A4C5D"
+SECRET = "Zq9-DISTINCT-app-secret-7Hx2"
+SCRIPT = Path(sys.executable).parent / "gensokyo-idmap"
+TIMEOUT = 30.0
+
+
+@pytest.fixture(autouse=True)
+def _structlog_defaults() -> Iterator[None]:
+    structlog.reset_defaults()
+    yield
+    structlog.reset_defaults()
+
+
+def make_config(data_dir: Path) -> Config:
+    return Config(
+        bot=BotConfig(app_id=APP_ID, secret=SECRET),  # type: ignore[arg-type]
+        idmap=IdmapConfig(data_dir=data_dir, map_size_mb=1),
+        log=LogConfig(level="debug", format="json"),
+    )
+
+
+async def wait_for_path(path: Path, task: asyncio.Task[None]) -> None:
+    for _ in range(int(TIMEOUT / 0.01)):
+        if path.exists():
+            return
+        if task.done():
+            task.result()  # surface the failure
+            raise AssertionError("run_daemon returned before opening the store")
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"{path} did not appear")
+
+
+async def wait_for_event(logs: list[dict[str, Any]], event: str) -> None:
+    for _ in range(int(TIMEOUT / 0.01)):
+        if any(entry["event"] == event for entry in logs):
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"no {event!r} log event")
+
+
+def run_until_ready_then_stop(config: Config) -> list[dict[str, Any]]:
+    async def scenario() -> list[dict[str, Any]]:
+        stop = asyncio.Event()
+        with capture_logs() as logs:
+            task = asyncio.create_task(run_daemon(config, stop))
+            await wait_for_path(config.identity_db_path, task)
+            await wait_for_event(logs, "[app] ready")
+            assert not task.done()
+            stop.set()
+            await asyncio.wait_for(task, TIMEOUT)
+        return logs
+
+    return asyncio.run(scenario())
+
+
+def test_run_daemon_starts_stops_and_closes(tmp_path: Path) -> None:
+    config = make_config(tmp_path / "data")
+    term_before = signal.getsignal(signal.SIGTERM)
+    logs = run_until_ready_then_stop(config)
+
+    events = [entry["event"] for entry in logs]
+    assert events == ["[idmap] store open", "[app] ready", "[app] stopping", "[app] stopped"]
+    opened = logs[0]
+    assert opened["path"] == str(tmp_path / "data" / "openid-map.db")
+    assert opened["identities"] == 0
+    assert opened["vuins"] == 0
+    assert opened["app_id"] == APP_ID
+    # its signal handlers are gone again
+    assert signal.getsignal(signal.SIGTERM) == term_before
+
+    # closed cleanly: the file opens again, takes a write and reads it back
+    with LmdbIdentityStore(config.identity_db_path) as store:
+        graph = IdentityGraph(store)
+        vuin = asyncio.run(graph.resolve([OpenId(APP_ID, OPENID)])).vuin
+        assert vuin == 1
+        assert graph.lookup(OpenId(APP_ID, OPENID)) == 1
+
+
+def test_run_daemon_keeps_existing_identities(tmp_path: Path) -> None:
+    config = make_config(tmp_path / "data")
+    with LmdbIdentityStore(config.identity_db_path) as store:
+        graph = IdentityGraph(store)
+        asyncio.run(graph.resolve([OpenId(APP_ID, OPENID), OpenId(APP_ID, "OTHER")]))
+        asyncio.run(graph.resolve([OpenId(APP_ID, "THIRD")]))
+
+    logs = run_until_ready_then_stop(config)
+    opened = next(entry for entry in logs if entry["event"] == "[idmap] store open")
+    assert (opened["identities"], opened["vuins"]) == (3, 2)
+
+    with LmdbIdentityStore(config.identity_db_path) as store:
+        graph = IdentityGraph(store)
+        assert graph.lookup(OpenId(APP_ID, OPENID)) == 1
+        assert graph.lookup(OpenId(APP_ID, "THIRD")) == 2
+        assert asyncio.run(graph.resolve([OpenId(APP_ID, "NEW")])).vuin == 3
+
+
+def test_run_daemon_twice_on_one_store(tmp_path: Path) -> None:
+    config = make_config(tmp_path / "data")
+    run_until_ready_then_stop(config)
+    logs = run_until_ready_then_stop(config)
+    assert logs[-1]["event"] == "[app] stopped"
+
+
+def test_run_daemon_without_app_id_logs_none(tmp_path: Path) -> None:
+    config = Config(idmap=IdmapConfig(data_dir=tmp_path / "d"))
+    logs = run_until_ready_then_stop(config)
+    opened = next(entry for entry in logs if entry["event"] == "[idmap] store open")
+    assert opened["app_id"] is None
+
+
+def test_run_daemon_logs_no_secret(tmp_path: Path) -> None:
+    logs = run_until_ready_then_stop(make_config(tmp_path / "data"))
+    assert len(logs) == 4
+    assert SECRET not in repr(logs)
+
+
+async def _start_failure(config: Config) -> tuple[BaseException | None, object]:
+    """What run_daemon raised, and the SIGTERM handler right after, inside the same loop."""
+    failure: BaseException | None = None
+    try:
+        await asyncio.wait_for(run_daemon(config, asyncio.Event()), TIMEOUT)
+    except Exception as err:  # noqa: BLE001 - the type is what the tests check
+        failure = err
+    return failure, signal.getsignal(signal.SIGTERM)
+
+
+def test_run_daemon_schema_too_new_fails_and_removes_its_handlers(tmp_path: Path) -> None:
+    config = make_config(tmp_path / "data")
+    with LmdbIdentityStore(config.identity_db_path, schema_version=2):
+        pass
+    term_before = signal.getsignal(signal.SIGTERM)
+    failure, handler_after = asyncio.run(_start_failure(config))
+    assert isinstance(failure, SchemaVersionError), repr(failure)
+    assert "schema_version 2" in failure.message
+    # a failed start must not leave its signal handlers installed in the caller's loop
+    assert handler_after == term_before
+
+
+def test_run_daemon_data_dir_is_a_file_is_a_store_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("x")
+    failure, _ = asyncio.run(_start_failure(make_config(blocker)))
+    # errors.py: StoreError "the store cannot be opened"; the CLI prints IdmapErrors cleanly
+    assert isinstance(failure, StoreError), repr(failure)
+    assert str(blocker) in failure.message
+
+
+# --------------------------------------------------------------------------- the real process
+
+
+def _reader(stream: Any, lines: queue.Queue[str | None]) -> None:
+    for line in stream:
+        lines.put(line)
+    lines.put(None)
+
+
+_Serving = tuple["subprocess.Popen[str]", "queue.Queue[str | None]", list[str], threading.Thread]
+
+
+def _start_serve(config_file: Path, cwd: Path) -> _Serving:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GSK_")}
+    proc = subprocess.Popen(
+        [str(SCRIPT), "serve", "--config", str(config_file)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd, env=env,
+    )
+    lines: queue.Queue[str | None] = queue.Queue()
+    seen: list[str] = []
+    thread = threading.Thread(target=_reader, args=(proc.stderr, lines), daemon=True)
+    thread.start()
+    return proc, lines, seen, thread
+
+
+def _wait_for_line(lines: queue.Queue[str | None], seen: list[str], needle: str) -> None:
+    deadline = time.monotonic() + TIMEOUT
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise AssertionError(f"no {needle!r} line; stderr so far: {''.join(seen)}")
+        try:
+            line = lines.get(timeout=remaining)
+        except queue.Empty:
+            continue
+        if line is None:
+            raise AssertionError(f"process ended before {needle!r}; stderr: {''.join(seen)}")
+        seen.append(line)
+        if needle in line:
+            return
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("fmt", ["console", "json"])
+def test_serve_process_ready_then_signal(tmp_path: Path, sig: signal.Signals, fmt: str) -> None:
+    assert SCRIPT.exists(), SCRIPT
+    data_dir = tmp_path / "data"
+    config_file = tmp_path / "config.yml"
+    config_file.write_text(
+        f'bot:\n  app_id: "{APP_ID}"\n  secret: "{SECRET}"\n'
+        f"idmap:\n  data_dir: {data_dir}\n  map_size_mb: 1\n"
+        f"log:\n  level: debug\n  format: {fmt}\n",
+        encoding="utf-8",
+    )
+    assert load_config(config_file).bot.secret.get_secret_value() == SECRET
+
+    proc, lines, seen, thread = _start_serve(config_file, tmp_path)
+    try:
+        _wait_for_line(lines, seen, "[app] ready")
+        assert (data_dir / "openid-map.db").exists()
+        proc.send_signal(sig)
+        proc.wait(timeout=TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=TIMEOUT)
+    thread.join(timeout=TIMEOUT)
+    assert proc.stdout is not None
+    stdout = proc.stdout.read()
+    proc.stdout.close()
+    assert proc.stderr is not None
+    proc.stderr.close()
+    while True:
+        try:
+            line = lines.get_nowait()
+        except queue.Empty:
+            break
+        if line is not None:
+            seen.append(line)
+    stderr = "".join(seen)
+
+    assert proc.returncode == 0, stderr
+    assert "[app] stopping" in stderr
+    assert "[app] stopped" in stderr
+    assert "Traceback" not in stderr
+    assert SECRET not in stderr
+    assert SECRET not in stdout
+    # it closed the store: the file opens and reads in this process
+    with LmdbIdentityStore(data_dir / "openid-map.db") as store, store.read() as view:
+        assert view.counts().identities == 0
+
+
+@pytest.mark.slow
+def test_serve_bad_config_exits_2_without_the_secret(tmp_path: Path) -> None:
+    config_file = tmp_path / "config.yml"
+    config_file.write_text(f'bot:\n  app_id: "x1"\n  secret: "{SECRET}"\n', encoding="utf-8")
+    done = subprocess.run(
+        [str(SCRIPT), "serve", "--config", str(config_file)],
+        capture_output=True, text=True, timeout=TIMEOUT, cwd=tmp_path, check=False,
+    )
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert done.stderr.startswith("error: bot.app_id: ")
+    assert SECRET not in done.stderr
+    assert not (tmp_path / "data").exists()

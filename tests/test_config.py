@@ -1,0 +1,221 @@
+"""config.load_config: YAML → frozen pydantic models; errors name the key path, never a secret."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pydantic
+import pytest
+
+from gensokyo_idmap.config import Config, load_config
+from gensokyo_idmap.errors import BadInputError
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "config.yml"
+SECRET = "Zq9-DISTINCT-bot-secret-7Hx2"
+
+
+def write(tmp_path: Path, text: str, name: str = "config.yml") -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_example_config_loads() -> None:
+    config = load_config(EXAMPLE)
+    assert config.bot.app_id == "102000001"
+    assert config.bot.secret.get_secret_value() == ""
+    assert config.idmap.data_dir == Path("data")
+    assert config.idmap.map_size_mb == 64
+    assert config.log.level == "info"
+    assert config.log.format == "console"
+    assert config.identity_db_path == Path("data") / "openid-map.db"
+
+
+def test_full_config_loads(tmp_path: Path) -> None:
+    path = write(tmp_path, f"""
+bot:
+  app_id: "102000002"
+  secret: "{SECRET}"
+idmap:
+  data_dir: {tmp_path / "d"}
+  map_size_mb: 8
+log:
+  level: debug
+  format: json
+""")
+    config = load_config(str(path))  # str paths work too
+    assert config.bot.app_id == "102000002"
+    assert config.bot.secret.get_secret_value() == SECRET
+    assert config.idmap.data_dir == tmp_path / "d"
+    assert config.idmap.map_size_mb == 8
+    assert config.log.level == "debug"
+    assert config.log.format == "json"
+    assert config.identity_db_path == tmp_path / "d" / "openid-map.db"
+
+
+@pytest.mark.parametrize("text", ["", "# only a comment\n", "---\n"])
+def test_empty_file_gives_defaults(tmp_path: Path, text: str) -> None:
+    config = load_config(write(tmp_path, text))
+    assert config == Config()
+    assert config.bot.app_id == ""
+    assert config.idmap.map_size_mb == 64
+    assert config.log.level == "info"
+
+
+def test_config_is_frozen(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, "idmap:\n  map_size_mb: 8\n"))
+    with pytest.raises(pydantic.ValidationError):
+        config.idmap.map_size_mb = 9  # type: ignore[misc]
+    assert config.idmap.map_size_mb == 8
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        ("bot:\n  app_idd: '1'\n", "bot.app_idd"),
+        ("idmap:\n  data_dri: x\n", "idmap.data_dri"),
+        ("logs:\n  level: info\n", "logs"),
+        ("log:\n  level: info\n  colour: true\n", "log.colour"),
+    ],
+)
+def test_unknown_key_is_refused_by_path(tmp_path: Path, text: str, where: str) -> None:
+    with pytest.raises(BadInputError) as err:
+        load_config(write(tmp_path, text))
+    assert err.value.field == where
+    assert err.value.message.startswith(f"{where}: ")
+    assert "not permitted" in err.value.reason
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        ('idmap:\n  map_size_mb: "x"\n', "idmap.map_size_mb"),
+        ("idmap:\n  map_size_mb: 0\n", "idmap.map_size_mb"),
+        ("idmap:\n  map_size_mb: [1]\n", "idmap.map_size_mb"),
+        ("log:\n  level: verbose\n", "log.level"),
+        ("log:\n  format: xml\n", "log.format"),
+        ("bot: 5\n", "bot"),
+    ],
+)
+def test_bad_type_names_the_key(tmp_path: Path, text: str, where: str) -> None:
+    with pytest.raises(BadInputError) as err:
+        load_config(write(tmp_path, text))
+    assert err.value.field == where
+    assert err.value.message.startswith(f"{where}: ")
+
+
+@pytest.mark.parametrize("app_id", ["abc", "102a", "-1", "1.5", " 1", "１２３", "1²", "٣"])
+def test_non_digit_app_id_is_refused(tmp_path: Path, app_id: str) -> None:
+    with pytest.raises(BadInputError) as err:
+        load_config(write(tmp_path, f'bot:\n  app_id: "{app_id}"\n'))
+    assert err.value.field == "bot.app_id"
+    assert "AppID must be 1 to 20 digits" in err.value.message
+
+
+def test_app_id_must_fit_identity_keys(tmp_path: Path) -> None:
+    # identity.OpenId takes 1 to 20 ASCII digits; the config must not accept an AppID
+    # that every later OpenId of it would refuse
+    config = load_config(write(tmp_path, f'bot:\n  app_id: "{"1" * 20}"\n'))
+    assert config.bot.app_id == "1" * 20
+    with pytest.raises(BadInputError) as err:
+        load_config(write(tmp_path, f'bot:\n  app_id: "{"1" * 21}"\n'))
+    assert err.value.field == "bot.app_id"
+
+
+def test_unquoted_app_id_is_refused_not_converted(tmp_path: Path) -> None:
+    # an unquoted number is a YAML int (0123 would even be octal 83): refused, never converted
+    for text in ("bot:\n  app_id: 102000001\n", "bot:\n  app_id: 0123\n"):
+        with pytest.raises(BadInputError) as err:
+            load_config(write(tmp_path, text))
+        assert err.value.field == "bot.app_id"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f'bot:\n  app_id: "abc"\n  secret: "{SECRET}"\n',
+        f'bot:\n  secret: "{SECRET}"\n  extra: 1\n',
+        f'bot:\n  secret: ["{SECRET}"]\n',
+        f'bot:\n  secret: {{"{SECRET}": 1}}\n',
+        f'bot:\n  secret: "{SECRET}"\nidmap:\n  map_size_mb: "x"\n',
+    ],
+)
+def test_secret_never_in_validation_error(tmp_path: Path, text: str) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(BadInputError) as err:
+        load_config(path)
+    for shown in (str(err.value), repr(err.value), err.value.message, repr(err.value.value),
+                  err.value.reason):
+        assert SECRET not in shown
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f'bot:\n  secret: "{SECRET}\n',  # unterminated quote on the secret's line
+        f"bot:\n  secret: {SECRET}: x\n",  # a ':' typo on the secret's line
+        f"bot:\n  secret: {SECRET}\n   app_id: [1\n",
+    ],
+)
+def test_secret_never_in_yaml_error(tmp_path: Path, text: str) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(BadInputError) as err:
+        load_config(path)
+    assert err.value.field == "config"
+    assert "not valid YAML" in err.value.message
+    assert SECRET not in str(err.value)
+
+
+def test_secret_never_in_repr_or_str(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, f'bot:\n  app_id: "1"\n  secret: "{SECRET}"\n'))
+    assert config.bot.secret.get_secret_value() == SECRET
+    for shown in (repr(config), str(config), repr(config.bot), str(config.bot),
+                  repr(config.bot.secret), str(config.bot.secret), f"{config}",
+                  config.model_dump_json()):
+        assert SECRET not in shown
+    assert "app_id='1'" in repr(config.bot)  # other fields still print
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.yml"
+    with pytest.raises(BadInputError) as err:
+        load_config(missing)
+    assert err.value.field == "config"
+    assert err.value.value == str(missing)
+    assert "cannot read" in err.value.message
+    assert "No such file" in err.value.message
+    assert str(missing) in err.value.message
+
+
+def test_directory_instead_of_file(tmp_path: Path) -> None:
+    with pytest.raises(BadInputError) as err:
+        load_config(tmp_path)
+    assert err.value.field == "config"
+    assert "cannot read" in err.value.message
+
+
+@pytest.mark.parametrize("text", ["bot: [\n", "bot:\n  app_id: '1\n", "a: b: c\n", "\tbot: {}\n"])
+def test_invalid_yaml(tmp_path: Path, text: str) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(BadInputError) as err:
+        load_config(path)
+    assert err.value.field == "config"
+    assert err.value.value == str(path)
+    assert "not valid YAML" in err.value.message
+
+
+@pytest.mark.parametrize("text", ["- a\n- b\n", "just text\n", "42\n"])
+def test_top_level_must_be_a_mapping(tmp_path: Path, text: str) -> None:
+    with pytest.raises(BadInputError) as err:
+        load_config(write(tmp_path, text))
+    assert err.value.field == "config"
+    assert "top level must be a mapping" in err.value.message
+
+
+def test_non_utf8_file_is_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.yml"
+    path.write_bytes(b'bot:\n  app_id: "1"\n  secret: "caf\xe9"\n')
+    with pytest.raises(BadInputError) as err:
+        load_config(path)
+    assert err.value.field == "config"
+    assert err.value.value == str(path)

@@ -1,0 +1,159 @@
+"""logging.py: secret redaction, JSON / console rendering to a given stream, level checks."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Iterator
+
+import pytest
+import structlog
+
+from gensokyo_idmap.logging import configure_logging, redact_secrets
+
+SECRET = "Zq9-DISTINCT-log-secret-7Hx2"
+
+
+@pytest.fixture(autouse=True)
+def _structlog_defaults() -> Iterator[None]:
+    structlog.reset_defaults()
+    yield
+    structlog.reset_defaults()
+
+
+def lines_of(stream: io.StringIO) -> list[str]:
+    return [line for line in stream.getvalue().splitlines() if line]
+
+
+# --------------------------------------------------------------------------- redact_secrets
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["secret", "bot_secret", "token", "access_token", "api_token", "authorization", "password"],
+)
+def test_redact_replaces_secret_named_fields(name: str) -> None:
+    event = {"event": "x", name: SECRET, "vuin": 5}
+    out = redact_secrets(None, "info", event)
+    assert out == {"event": "x", name: "***", "vuin": 5}
+
+
+def test_redact_leaves_other_fields_untouched() -> None:
+    event = {"event": "[idmap] identity create", "key": "openid:QQ:1:ABC", "vuin": 7,
+             "app_id": "102000001", "path": "/data/openid-map.db", "secrets_dir": None}
+    assert redact_secrets(None, "info", dict(event)) == event
+
+
+def test_redact_all_secret_fields_at_once() -> None:
+    event = {"event": "e", "secret": "a", "token": "b", "password": "c", "user": "d"}
+    assert redact_secrets(None, "warning", event) == {
+        "event": "e", "secret": "***", "token": "***", "password": "***", "user": "d"
+    }
+
+
+def test_redact_keeps_empty_values() -> None:
+    # an empty secret carries nothing; showing it as "" tells the operator it is unset
+    event = {"event": "e", "secret": "", "token": None}
+    assert redact_secrets(None, "info", event) == {"event": "e", "secret": "", "token": None}
+
+
+@pytest.mark.parametrize("name", ["client_secret", "clientSecret", "refresh_token",
+                                  "Authorization"])
+def test_redact_fields_named_like_a_secret(name: str) -> None:
+    # logging.py: "Replace the value of any field named like a secret". The QQ platform's
+    # token request names the bot secret clientSecret; HTTP headers spell Authorization.
+    out = redact_secrets(None, "info", {"event": "e", name: SECRET})
+    assert out[name] != SECRET
+    assert SECRET not in repr(out)
+
+
+# --------------------------------------------------------------------------- configure_logging
+
+
+def test_json_lines_carry_event_and_level() -> None:
+    stream = io.StringIO()
+    configure_logging("info", "json", stream=stream)
+    log = structlog.get_logger("test")
+    log.info("[idmap] identity create", key="openid:QQ:1:ABC", vuin=3)
+    log.warning("[idmap] bind failed", vuin=4, reason="why")
+    lines = lines_of(stream)
+    assert len(lines) == 2
+    first, second = (json.loads(line) for line in lines)
+    assert first["event"] == "[idmap] identity create"
+    assert first["level"] == "info"
+    assert first["key"] == "openid:QQ:1:ABC"
+    assert first["vuin"] == 3
+    assert first["timestamp"].endswith("Z")
+    assert second["event"] == "[idmap] bind failed"
+    assert second["level"] == "warning"
+    assert second["reason"] == "why"
+
+
+def test_level_filters_lower_events() -> None:
+    stream = io.StringIO()
+    configure_logging("info", "json", stream=stream)
+    log = structlog.get_logger("test")
+    log.debug("[idmap] identity hit", vuin=1)
+    log.info("[app] ready")
+    events = [json.loads(line)["event"] for line in lines_of(stream)]
+    assert events == ["[app] ready"]
+
+
+def test_warning_level_drops_info() -> None:
+    stream = io.StringIO()
+    configure_logging("warning", "json", stream=stream)
+    log = structlog.get_logger("test")
+    log.info("[app] ready")
+    log.error("[app] broken")
+    events = [json.loads(line)["event"] for line in lines_of(stream)]
+    assert events == ["[app] broken"]
+
+
+def test_debug_level_keeps_debug() -> None:
+    stream = io.StringIO()
+    configure_logging("DEBUG", "json", stream=stream)
+    structlog.get_logger("test").debug("[idmap] identity hit", vuin=9)
+    (line,) = lines_of(stream)
+    assert json.loads(line) == {**json.loads(line), "event": "[idmap] identity hit", "vuin": 9,
+                                "level": "debug"}
+
+
+def test_json_output_redacts_secrets() -> None:
+    stream = io.StringIO()
+    configure_logging("info", "json", stream=stream)
+    structlog.get_logger("test").info("[qq] token", secret=SECRET, access_token=SECRET, app="1")
+    (line,) = lines_of(stream)
+    assert SECRET not in line
+    data = json.loads(line)
+    assert data["secret"] == "***"
+    assert data["access_token"] == "***"
+    assert data["app"] == "1"
+
+
+def test_console_format_names_the_event() -> None:
+    stream = io.StringIO()
+    configure_logging("info", "console", stream=stream)
+    structlog.get_logger("test").info("[app] ready", token=SECRET, vuin=12)
+    (line,) = lines_of(stream)
+    assert "[app] ready" in line
+    assert "vuin=12" in line
+    assert "token=***" in line
+    assert SECRET not in line
+    assert "\x1b[" not in line  # no colour codes
+
+
+def test_default_format_is_console() -> None:
+    stream = io.StringIO()
+    configure_logging("info", stream=stream)
+    structlog.get_logger("test").info("[app] ready")
+    (line,) = lines_of(stream)
+    assert "[app] ready" in line
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(line)
+
+
+@pytest.mark.parametrize("level", ["verbose", "", "10", "trace"])
+def test_unknown_level_raises_and_configures_nothing(level: str) -> None:
+    with pytest.raises(ValueError, match="log.level"):
+        configure_logging(level, "json")
+    assert structlog.is_configured() is False
