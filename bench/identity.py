@@ -1,0 +1,497 @@
+"""Identity-graph benchmark: the hot paths of gensokyo-idmap against plain py-lmdb ceilings.
+
+Run: ``.venv/bin/python bench/identity.py [--quick] [--strict] [--profile]``
+
+This is a benchmark script, not a test. One run prints every figure, the ceilings measured on
+the same machine in the same run, and the ratios with their targets. The exit code is 0
+unless ``--strict`` is given and a target is missed.
+
+Figures
+-------
+resolve (known key)
+    ``await graph.resolve([key], scene=scene)`` for random keys that were resolved before in
+    the same scene. This is the read-only hot path: one read transaction, ``vuin_of`` and
+    ``last_seen`` gets, no write. The store has N identities (100k, 20k with ``--quick``),
+    each with one ``last_seen`` entry. structlog is configured first, as in production: debug
+    ("identity hit") is filtered by ``make_filtering_bound_logger(INFO)`` and info records
+    are dropped by a processor, so neither rendering nor printing is timed. The run checks
+    that the phase made no commit.
+allocate (64 callers)
+    64 asyncio tasks, each resolving fresh keys (with a scene) in a loop, on the durable
+    store (``sync=True``, ``metasync=True``: a call returns after the fsync of its batch).
+    ``avg batch`` is (writes / batches) from ``store.commit_stats`` over the phase: how many
+    callers one group commit served.
+pick_identity
+    ``graph.pick_identity(vuin, scene, usable=openid_of_app(app))`` over known vUINs, with the
+    ``usable`` built per call as a request handler does. Served from ``last_seen``.
+
+Ceilings (plain py-lmdb, a separate env file in the same temp dir, same keys)
+-------------------------------------------------------------------------------
+bare get, one read txn per get
+    ``begin() + get() + abort()`` per op with pre-encoded keys: the least a standalone read
+    can cost through py-lmdb. resolve must open a read transaction per call (it is a
+    standalone request), so this is the fair ceiling for it. Target: resolve / this >= 0.3.
+bare get, one txn for all gets
+    One transaction around the whole loop: the cost of ``get`` alone. Printed for
+    information (how much of a standalone read is the transaction itself).
+one commit per write
+    A durable env (``sync=True``), one write txn + put + commit per new key: what every write
+    costs without group commit. Where allocation is fsync-bound, group commit beats this by
+    about the average batch size; a ratio well below the batch size means allocation is bound
+    by CPU (Python work per write, one GIL for the loop and the writer thread), not by fsync.
+    Target: allocate / this >= 20.
+
+How it is measured
+------------------
+Read figures: a warm-up pass, then rounds (3) of untimed passes over the same random key
+order, the four read figures interleaved in each round; ops/s is the best pass of each, so a
+burst of load from other processes hurts every figure alike and the ratios stay fair. Each
+round also times each op of half the order with ``time.perf_counter_ns``; p50/p99 come from
+the pass with the lowest p50 (the timer's own ~0.1 us is in the latencies, not in ops/s). Write figures: 2 rounds, each a one-commit-per-write
+run then an allocation run; the best round of each is shown (with its latencies and batches).
+Peak RSS is ``resource.getrusage(RUSAGE_SELF).ru_maxrss`` at the end. The temp dir comes from
+``tempfile`` and is refused if it is a tmpfs, so fsyncs are real. ``--profile`` also prints a
+cProfile of the resolve hot path (not part of the figures).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import structlog
+
+
+def _drop(_logger: object, _method: str, _event: dict[str, object]) -> dict[str, object]:
+    raise structlog.DropEvent
+
+
+# Before the library is imported or used: production log filtering, and nothing printed.
+structlog.configure(
+    wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
+    processors=[_drop],
+    logger_factory=structlog.PrintLoggerFactory(file=open(os.devnull, "w")),  # noqa: SIM115
+    cache_logger_on_first_use=True,
+)
+
+import argparse  # noqa: E402
+import asyncio  # noqa: E402
+import gc  # noqa: E402
+import platform  # noqa: E402
+import random  # noqa: E402
+import resource  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from collections.abc import Callable, Sequence  # noqa: E402
+from dataclasses import dataclass, field  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+import lmdb  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from gensokyo_idmap.identity import OpenId  # noqa: E402
+from gensokyo_idmap.idmap import IdentityGraph, openid_of_app  # noqa: E402
+from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore  # noqa: E402
+
+APP_ID = "102005123"
+CALLERS = 64
+MAP_SIZE = 1 << 30  # sparse; big enough that no phase pays a map resize
+SEED = 20240611
+
+
+@dataclass(frozen=True)
+class Profile:
+    identities: int
+    read_ops: int  # ops per read pass
+    read_rounds: int
+    alloc_seconds: float
+    commit_seconds: float
+    write_rounds: int
+
+
+FULL = Profile(identities=100_000, read_ops=100_000, read_rounds=3, alloc_seconds=3.0,
+               commit_seconds=1.5, write_rounds=2)
+QUICK = Profile(identities=20_000, read_ops=25_000, read_rounds=3, alloc_seconds=1.0,
+                commit_seconds=0.5, write_rounds=2)
+
+
+@dataclass
+class Result:
+    name: str
+    ops: int = 0
+    seconds: float = 0.0
+    lat_ns: list[int] = field(default_factory=list)
+    note: str = ""
+
+    @property
+    def ops_per_s(self) -> float:
+        return self.ops / self.seconds if self.seconds else float("nan")
+
+    def pct_us(self, q: float) -> float:
+        if not self.lat_ns:
+            return float("nan")
+        s = self.lat_ns
+        return s[min(len(s) - 1, int(q * len(s)))] / 1000.0
+
+    def keep_best(self, ops: int, seconds: float) -> bool:
+        """Record a throughput pass; keep it if it is the fastest so far."""
+        if not self.seconds or ops / seconds > self.ops_per_s:
+            self.ops, self.seconds = ops, seconds
+            return True
+        return False
+
+
+# --- key material -------------------------------------------------------------------------
+
+
+def key_of(i: int) -> OpenId:
+    return OpenId(APP_ID, f"U{i:010d}A7F3C9E1B2D4")
+
+
+def scene_of(i: int) -> str:
+    return f"QQ:{APP_ID}:group:G{i % 5000:06d}B8E2"
+
+
+# --- read passes ----------------------------------------------------------------------------
+# A read figure is a function of a key index, sync or async (the resolve coroutine is awaited;
+# it never suspends on a hit). Throughput: untimed passes, best of the rounds. Latency: one
+# pass timing each op.
+
+
+async def throughput_pass(fn: Callable[[int], Any], is_async: bool, order: Sequence[int]
+                          ) -> float:
+    clock = time.perf_counter_ns
+    t0 = clock()
+    if is_async:
+        for i in order:
+            await fn(i)
+    else:
+        for i in order:
+            fn(i)
+    return (clock() - t0) / 1e9
+
+
+async def latency_pass(fn: Callable[[int], Any], is_async: bool, order: Sequence[int]
+                       ) -> list[int]:
+    clock = time.perf_counter_ns
+    lat: list[int] = []
+    append = lat.append
+    if is_async:
+        for i in order:
+            a = clock()
+            await fn(i)
+            append(clock() - a)
+    else:
+        for i in order:
+            a = clock()
+            fn(i)
+            append(clock() - a)
+    lat.sort()
+    return lat
+
+
+def open_bare_read_env(tmp: Path, keys: list[OpenId], vuins: list[int]
+                       ) -> tuple[lmdb.Environment, Any, list[bytes]]:
+    """The same identity_to_vuin keys and 8-byte values, in a plain env of its own."""
+    env = lmdb.open(str(tmp / "bare-read.lmdb"), subdir=False, map_size=MAP_SIZE, max_dbs=4,
+                    sync=False, metasync=False, readahead=False, meminit=False,
+                    max_spare_txns=4)
+    db = env.open_db(b"identity_to_vuin")
+    raw = [k.key.encode() for k in keys]
+    with env.begin(write=True) as txn:
+        for k, v in zip(raw, vuins, strict=True):
+            txn.put(k, v.to_bytes(8, "big"), db=db)
+    env.sync(True)
+    return env, db, raw
+
+
+async def bench_reads(graph: IdentityGraph, env: lmdb.Environment, db: Any, raw: list[bytes],
+                      keys: list[OpenId], scenes: list[str], vuins: list[int],
+                      order: list[int], rounds: int) -> dict[str, Result]:
+    # Sanity: a known key resolves to its vUIN without creating; pick returns the scene's key.
+    res = await graph.resolve([keys[order[0]]], scene=scenes[order[0]])
+    assert res.vuin == vuins[order[0]] and not res.created, res
+    got = graph.pick_identity(vuins[order[0]], scenes[order[0]], usable=openid_of_app(APP_ID))
+    assert got == keys[order[0]], (got, keys[order[0]])
+
+    begin = env.begin
+
+    def bare_per_txn(i: int) -> object:
+        txn = begin()
+        value = txn.get(raw[i], db=db)
+        txn.abort()
+        return value
+
+    one_txn = env.begin()
+    one_get = one_txn.get
+
+    def bare_one_txn(i: int) -> object:
+        return one_get(raw[i], db=db)
+
+    def resolve_known(i: int) -> Any:
+        return graph.resolve([keys[i]], scene=scenes[i])
+
+    def pick(i: int) -> object:
+        return graph.pick_identity(vuins[i], scenes[i], usable=openid_of_app(APP_ID))
+
+    figures: list[tuple[str, Callable[[int], Any], bool]] = [
+        ("bare get, 1 txn per get", bare_per_txn, False),
+        ("resolve known key", resolve_known, True),
+        ("bare get, 1 txn for all", bare_one_txn, False),
+        ("pick_identity", pick, False),
+    ]
+    results = {name: Result(name) for name, _, _ in figures}
+    before = graph.store.commit_stats  # type: ignore[attr-defined]
+    try:
+        for name, fn, is_async in figures:  # warm-up: fault in the pages of both envs
+            await throughput_pass(fn, is_async, order[: len(order) // 4])
+        half = order[: len(order) // 2]
+        for _ in range(rounds):  # interleaved, so a noisy moment hurts every figure alike
+            for name, fn, is_async in figures:
+                r = results[name]
+                r.keep_best(len(order), await throughput_pass(fn, is_async, order))
+                lat = await latency_pass(fn, is_async, half)
+                if not r.lat_ns or lat[len(lat) // 2] < r.lat_ns[len(r.lat_ns) // 2]:
+                    r.lat_ns = lat
+    finally:
+        one_txn.abort()
+    after = graph.store.commit_stats  # type: ignore[attr-defined]
+    results["resolve known key"].note = (
+        "read-only: 0 commits" if after == before else f"WROTE: {before} -> {after}")
+    return results
+
+
+# --- write passes -------------------------------------------------------------------------
+
+
+async def populate(graph: IdentityGraph, keys: list[OpenId], scenes: list[str]) -> list[int]:
+    """Resolve every key once in its scene, 1024 callers at a time."""
+    vuins = [0] * len(keys)
+    todo = iter(range(len(keys)))
+
+    async def worker() -> None:
+        for i in todo:
+            vuins[i] = (await graph.resolve([keys[i]], scene=scenes[i])).vuin
+
+    await asyncio.gather(*(worker() for _ in range(1024)))
+    return vuins
+
+
+class FreshKeys:
+    """Indices of keys never resolved before (above the populated range)."""
+
+    def __init__(self, first: int) -> None:
+        self.next = first
+
+    def take(self) -> int:
+        i = self.next
+        self.next += 1
+        return i
+
+
+async def allocate_round(graph: IdentityGraph, store: LmdbIdentityStore, fresh: FreshKeys,
+                         seconds: float) -> tuple[int, float, list[int], str]:
+    """CALLERS tasks resolving fresh keys until the deadline; durable on each return."""
+    lat: list[int] = []
+    clock = time.perf_counter_ns
+    deadline = clock() + int(seconds * 1e9)
+
+    async def caller() -> None:
+        while clock() < deadline:
+            i = fresh.take()
+            key, scene = key_of(i), scene_of(i)
+            a = clock()
+            res = await graph.resolve([key], scene=scene)
+            lat.append(clock() - a)
+            assert res.created, res
+
+    b0, w0 = store.commit_stats
+    t0 = clock()
+    await asyncio.gather(*(caller() for _ in range(CALLERS)))
+    elapsed = (clock() - t0) / 1e9
+    b1, w1 = store.commit_stats
+    batches, writes = b1 - b0, w1 - w0
+    note = f"{batches} commits, avg batch {writes / batches if batches else float('nan'):.1f}"
+    lat.sort()
+    return len(lat), elapsed, lat, note
+
+
+def commit_per_write_round(env: lmdb.Environment, db: Any, fresh: FreshKeys, seconds: float
+                           ) -> tuple[int, float, list[int]]:
+    """One durable write transaction + put + commit per new key."""
+    clock = time.perf_counter_ns
+    lat: list[int] = []
+    t0 = clock()
+    deadline = t0 + int(seconds * 1e9)
+    n = 0
+    while clock() < deadline:
+        i = fresh.take()
+        k, v = key_of(i).key.encode(), i.to_bytes(8, "big")
+        a = clock()
+        txn = env.begin(write=True, db=db)
+        txn.put(k, v)
+        txn.commit()
+        lat.append(clock() - a)
+        n += 1
+    lat.sort()
+    return n, (clock() - t0) / 1e9, lat
+
+
+async def bench_writes(graph: IdentityGraph, store: LmdbIdentityStore, tmp: Path,
+                       first_new: int, prof: Profile) -> tuple[Result, Result]:
+    env = lmdb.open(str(tmp / "bare-write.lmdb"), subdir=False, map_size=MAP_SIZE, max_dbs=4,
+                    sync=True, metasync=True, readahead=False, meminit=False)
+    db = env.open_db(b"identity_to_vuin")
+    alloc = Result(f"allocate, {CALLERS} callers")
+    commit = Result("1 commit per write (sync)")
+    fresh = FreshKeys(first_new)
+    bare_fresh = FreshKeys(first_new)
+    try:
+        for _ in range(prof.write_rounds):  # interleaved, best round of each kept
+            n, secs, lat = commit_per_write_round(env, db, bare_fresh, prof.commit_seconds)
+            if commit.keep_best(n, secs):
+                commit.lat_ns = lat
+            n, secs, lat, note = await allocate_round(graph, store, fresh, prof.alloc_seconds)
+            if alloc.keep_best(n, secs):
+                alloc.lat_ns, alloc.note = lat, note
+    finally:
+        env.close()
+    return alloc, commit
+
+
+# --- output -------------------------------------------------------------------------------
+
+
+def fmt_row(r: Result) -> str:
+    return (f"  {r.name:<28} {r.ops:>8} {r.ops_per_s:>12,.0f} {r.pct_us(0.50):>10.1f}"
+            f" {r.pct_us(0.99):>10.1f}  {r.note}")
+
+
+def profile_hot_path(graph: IdentityGraph, keys: list[OpenId], scenes: list[str],
+                     order: Sequence[int]) -> None:
+    import cProfile
+    import pstats
+
+    async def loop() -> None:
+        for i in order:
+            await graph.resolve([keys[i]], scene=scenes[i])
+
+    prof = cProfile.Profile()
+    prof.enable()
+    asyncio.run(loop())
+    prof.disable()
+    print("\n--- cProfile: resolve(known key), by tottime ---")
+    pstats.Stats(prof).sort_stats("tottime").print_stats(25)
+
+
+def check_disk(path: Path) -> str:
+    best, fstype = "", "?"
+    try:
+        with open("/proc/mounts") as mounts:
+            for line in mounts:
+                parts = line.split()
+                mnt = parts[1]
+                inside = mnt == "/" or path == Path(mnt) or str(path).startswith(mnt + "/")
+                if inside and len(mnt) > len(best):
+                    best, fstype = mnt, parts[2]
+    except OSError:
+        pass
+    return fstype
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="smaller store, shorter phases")
+    ap.add_argument("--strict", action="store_true", help="exit 1 if a target is missed")
+    ap.add_argument("--profile", action="store_true", help="also cProfile the resolve hot path")
+    args = ap.parse_args()
+    prof = QUICK if args.quick else FULL
+    rng = random.Random(SEED)
+    started = time.perf_counter()
+    load0 = os.getloadavg()[0]
+
+    with tempfile.TemporaryDirectory(prefix="idmap-bench-") as tmpdir:
+        tmp = Path(tmpdir)
+        fstype = check_disk(tmp.resolve())
+        if fstype in ("tmpfs", "ramfs"):
+            print(f"refusing: {tmp} is on {fstype}, where fsync is free; set TMPDIR to a disk")
+            return 2
+        print(f"gensokyo-idmap identity benchmark ({'quick' if args.quick else 'full'}): "
+              f"python {platform.python_version()}, py-lmdb {lmdb.__version__} "
+              f"(LMDB {'.'.join(map(str, lmdb.version()))}), {os.cpu_count()} CPUs, "
+              f"{fstype} at {tmp}")
+
+        n = prof.identities
+        keys = [key_of(i) for i in range(n)]
+        scenes = [scene_of(i) for i in range(n)]
+        order = [rng.randrange(n) for _ in range(prof.read_ops)]
+        store = LmdbIdentityStore(tmp / "openid-map.db", map_size=MAP_SIZE)
+        graph = IdentityGraph(store)
+        bare_env = None
+        try:
+            t = time.perf_counter()
+            vuins = asyncio.run(populate(graph, keys, scenes))
+            print(f"populated {n:,} identities with scenes in {time.perf_counter() - t:.1f}s "
+                  f"({store.commit_stats[0]} commits); {prof.read_ops:,} ops per read pass, "
+                  f"best of {prof.read_rounds} interleaved rounds")
+            bare_env, bare_db, raw = open_bare_read_env(tmp, keys, vuins)
+            gc.collect()
+            reads = asyncio.run(bench_reads(graph, bare_env, bare_db, raw, keys, scenes, vuins,
+                                            order, prof.read_rounds))
+            bare_env.close()
+            bare_env = None
+            alloc, commit = asyncio.run(bench_writes(graph, store, tmp, n, prof))
+            if args.profile:
+                profile_hot_path(graph, keys, scenes, order)
+        finally:
+            if bare_env is not None:
+                bare_env.close()
+            store.close()
+
+    hdr = f"  {'figure':<28} {'ops':>8} {'ops/s':>12} {'p50 us':>10} {'p99 us':>10}"
+    print()
+    print(hdr)
+    print("  " + "-" * (len(hdr) - 2))
+    for r in (reads["resolve known key"], reads["pick_identity"], alloc):
+        print(fmt_row(r))
+    print("  ceilings (plain py-lmdb, same disk):")
+    for r in (reads["bare get, 1 txn per get"], reads["bare get, 1 txn for all"], commit):
+        print(fmt_row(r))
+
+    misses = 0
+
+    def ratio(label: str, num: Result, den: Result, target: float | None) -> None:
+        nonlocal misses
+        value = num.ops_per_s / den.ops_per_s
+        if target is None:
+            verdict = "(info)"
+        elif value >= target:
+            verdict = f"target >= {target:g}  PASS"
+        else:
+            verdict = f"target >= {target:g}  MISS"
+            misses += 1
+        print(f"  {label:<46} {value:>8.3f}   {verdict}")
+
+    print("\nratios (ops/s / ops/s):")
+    ratio("resolve known / bare get (1 txn per get)", reads["resolve known key"],
+          reads["bare get, 1 txn per get"], 0.3)
+    ratio("resolve known / bare get (1 txn for all)", reads["resolve known key"],
+          reads["bare get, 1 txn for all"], None)
+    ratio("pick_identity / bare get (1 txn per get)", reads["pick_identity"],
+          reads["bare get, 1 txn per get"], None)
+    ratio(f"allocate ({CALLERS} callers) / 1 commit per write", alloc, commit, 20)
+
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    print(f"\npeak RSS {rss / 1024:.1f} MiB; total {time.perf_counter() - started:.1f}s; "
+          f"load average {load0:.2f} at start, {os.getloadavg()[0]:.2f} at end "
+          f"(other processes skew the figures; ratios come from interleaved passes)")
+    if misses and args.strict:
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
