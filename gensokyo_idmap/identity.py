@@ -22,7 +22,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final, TypeAlias
 
 from gensokyo_idmap.errors import BadInputError
@@ -87,6 +87,8 @@ class OpenId:
     app_id: str
     openid: str
     platform: str = "QQ"
+    #: The canonical key text, built once: every store access needs it.
+    key: str = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         _check_platform("platform", self.platform)
@@ -94,10 +96,8 @@ class OpenId:
         _check_value("openid", self.openid, "OpenID")
         if not _TOKEN.fullmatch(self.openid):
             raise BadInputError("openid", self.openid, "OpenID may hold only A-Z a-z 0-9 _ -")
+        object.__setattr__(self, "key", f"openid:{self.platform}:{self.app_id}:{self.openid}")
 
-    @property
-    def key(self) -> str:
-        return f"openid:{self.platform}:{self.app_id}:{self.openid}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +106,7 @@ class UnionId:
 
     union_openid: str
     platform: str = "QQ"
+    key: str = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         _check_platform("platform", self.platform)
@@ -114,10 +115,8 @@ class UnionId:
             raise BadInputError(
                 "union_openid", self.union_openid, "union OpenID may hold only A-Z a-z 0-9 _ -"
             )
+        object.__setattr__(self, "key", f"union:{self.platform}:{self.union_openid}")
 
-    @property
-    def key(self) -> str:
-        return f"union:{self.platform}:{self.union_openid}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +126,7 @@ class RUin:
     platform: str
     index: int
     id: str
+    key: str = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         _check_platform("platform", self.platform)
@@ -136,10 +136,8 @@ class RUin:
                 "index", self.index, f"rUIN index must be an integer from 0 to {MAX_RUIN_INDEX}"
             )
         _check_value("id", self.id, "rUIN id")
+        object.__setattr__(self, "key", f"ruin:{self.platform}:{self.index}:{self.id}")
 
-    @property
-    def key(self) -> str:
-        return f"ruin:{self.platform}:{self.index}:{self.id}"
 
     @property
     def text(self) -> str:
@@ -152,13 +150,12 @@ class RawId:
     """A legacy or unclassified id kept exactly as it was (``raw:<value>``)."""
 
     value: str
+    key: str = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         _check_value("raw", self.value, "raw id")
+        object.__setattr__(self, "key", f"raw:{self.value}")
 
-    @property
-    def key(self) -> str:
-        return f"raw:{self.value}"
 
 
 IdentityKey: TypeAlias = OpenId | UnionId | RUin | RawId

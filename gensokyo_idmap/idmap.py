@@ -24,11 +24,12 @@ batch they share untouched (the store's contract).
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import partial
-from typing import Final, Literal
+from functools import lru_cache, partial
+from typing import Final, Literal, NamedTuple
 
 import structlog
 
@@ -40,6 +41,9 @@ from gensokyo_idmap.errors import (
     StoreError,
 )
 from gensokyo_idmap.identity import MAX_VUIN, IdentityKey, OpenId, parse_key
+
+#: Stored keys are immutable text; parsing one is pure, so the reverse path caches it.
+_parse_stored_key = lru_cache(maxsize=65536)(parse_key)
 from gensokyo_idmap.store.base import IdentityReader, IdentityStore, IdentityWriter, LastSeen
 
 __all__ = [
@@ -59,9 +63,12 @@ MAX_SCENE_BYTES: Final = 400
 _MAX_ALIAS_HOPS: Final = 64
 
 
-@dataclass(frozen=True, slots=True)
-class Resolution:
-    """The vUIN a set of keys seen together resolved to."""
+class Resolution(NamedTuple):
+    """The vUIN a set of keys seen together resolved to.
+
+    A NamedTuple rather than a frozen dataclass: it is built on every hot-path call, and
+    costs a fifth as much to build while being just as immutable.
+    """
 
     vuin: int
     created: bool = False
@@ -108,12 +115,18 @@ class Usable:
 ANY_IDENTITY: Final = Usable("any identity", lambda key: True)
 
 
+@lru_cache(maxsize=256)
 def openid_of_app(app_id: str, platform: str = "QQ") -> Usable:
     """A QQ send needs an OpenID of the AppID that sends it."""
     return Usable(
         f"an OpenID of {platform} AppID {app_id}",
         lambda key: isinstance(key, OpenId) and key.app_id == app_id and key.platform == platform,
     )
+
+
+def _hit(vuin: int) -> Resolution:
+    """``Resolution(vuin)`` without the NamedTuple's Python-level ``__new__`` (hot path)."""
+    return tuple.__new__(Resolution, (vuin, False, (), ()))
 
 
 # --- pure rules over a store view -------------------------------------------------------
@@ -267,8 +280,10 @@ class IdentityGraph:
     def __init__(self, store: IdentityStore, clock: Callable[[], float] = time.time) -> None:
         self.store = store
         self._clock = clock
-        # Bound once: a concrete filtering logger makes the hot-path debug call a no-op.
+        # Bound once: a concrete filtering logger; hits are logged only when debug is on,
+        # decided here so the hot path does not even build the call.
         self._log = log.bind()
+        self._log_hits = self._log.is_enabled_for(logging.DEBUG)
 
     async def resolve(
         self,
@@ -281,19 +296,32 @@ class IdentityGraph:
         ``scene`` names where they were seen (e.g. ``QQ:<appid>:group:<openid>``); the
         ``scene_identity`` (default: the first key) becomes that scene's ``last_seen``.
         """
-        texts = list(dict.fromkeys(key.key for key in keys))
-        if not texts:
-            raise BadInputError("keys", keys, "at least one identity key is needed")
-        _check_scene(scene)
-        scene_key = texts[0] if scene_identity is None else scene_identity.key
-        if scene_key not in texts:
-            raise BadInputError("scene_identity", scene_key, "must be one of the keys resolved")
-        with self.store.read() as view:
-            plan = _plan_resolution(view, texts, scene, scene_key)
-        if plan.read_only:
-            assert plan.chosen is not None
-            self._log.debug("[idmap] identity hit", key=texts[0], vuin=plan.chosen)
-            return Resolution(plan.chosen, False, (), plan.conflicts)
+        if len(keys) == 1 and scene_identity is None and (scene is None or 0 < len(scene) <= 100):
+            # The hot path: one known key, last seen here already. One snapshot, two gets.
+            key = keys[0].key
+            vuin, seen_here = self.store.probe(key, scene)
+            if vuin is not None and (scene is None or seen_here):
+                if self._log_hits:
+                    self._log.debug("[idmap] identity hit", key=key, vuin=vuin)
+                return _hit(vuin)
+            texts = [key]
+            scene_key = key
+        else:
+            texts = list(dict.fromkeys(key.key for key in keys))
+            if not texts:
+                raise BadInputError("keys", keys, "at least one identity key is needed")
+            _check_scene(scene)
+            scene_key = texts[0] if scene_identity is None else scene_identity.key
+            if scene_key not in texts:
+                raise BadInputError(
+                    "scene_identity", scene_key, "must be one of the keys resolved"
+                )
+            with self.store.read() as view:
+                plan = _plan_resolution(view, texts, scene, scene_key)
+            if plan.read_only:
+                assert plan.chosen is not None
+                self._log.debug("[idmap] identity hit", key=texts[0], vuin=plan.chosen)
+                return Resolution(plan.chosen, False, (), plan.conflicts)
         result = await self.store.write(
             partial(_apply_resolution, keys=texts, scene=scene, scene_key=scene_key,
                     now=self._clock())
@@ -378,14 +406,14 @@ class IdentityGraph:
             if scene is not None:
                 seen = view.last_seen(target, scene)
                 if seen is not None and view.vuin_of(seen.identity) == target:
-                    key = parse_key(seen.identity)
+                    key = _parse_stored_key(seen.identity)
                     if usable.accepts(key):
                         return key
             identities = view.identities_of(target)
         if not identities:
             raise NotFoundError(f"vUIN {vuin} is not known")
         for text in identities:
-            key = parse_key(text)
+            key = _parse_stored_key(text)
             if usable.accepts(key):
                 return key
         raise NoUsableIdentityError(

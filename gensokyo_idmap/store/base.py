@@ -15,7 +15,7 @@ Keys cross this interface as canonical key text (``openid:QQ:…``) and vUINs as
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
@@ -76,6 +76,13 @@ class IdentityStore(Protocol):
     """openid-map.db: the precious store."""
 
     def read(self) -> AbstractContextManager[IdentityReader]: ...
-    async def write(self, fn: Callable[[IdentityWriter], T]) -> T: ...
+    def probe(self, key: str, scene: str | None) -> tuple[int | None, bool]:
+        """(vUIN of ``key``, whether ``key`` is that vUIN's last_seen in ``scene``) from one
+        snapshot: the whole read of resolve's hot path, so a backend makes it as cheap as it
+        can."""
+        ...
+    def write(self, fn: Callable[[IdentityWriter], T]) -> Awaitable[T]:
+        """Awaitable result of ``fn`` run in a write transaction, resolved once durable."""
+        ...
     def write_sync(self, fn: Callable[[IdentityWriter], T]) -> T: ...
     def close(self) -> None: ...

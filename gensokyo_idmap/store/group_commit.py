@@ -74,15 +74,20 @@ class GroupCommitter:
                     self._thread = threading.Thread(target=self._loop, name=self._name, daemon=True)
                     self._thread.start()
 
-    async def submit(self, fn: Callable[[Any], T]) -> T:
-        """Queue ``fn`` and return its result once the transaction holding it is durable."""
+    def submit(self, fn: Callable[[Any], T]) -> asyncio.Future[T]:
+        """Queue ``fn``; the future gets its result once the transaction holding it is durable.
+
+        A plain function returning the future (not a coroutine): one less frame to create and
+        resume per write, which is measurable when thousands of writes share a commit.
+        """
         if self._closed:
             raise StoreError("the store is closed")
-        self._ensure_thread()
+        if self._thread is None:
+            self._ensure_thread()
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         self._queue.put(_Pending(fn, loop, future))
-        return await future
+        return future
 
     def submit_sync(self, fn: Callable[[Any], T]) -> T:
         """Blocking form of :meth:`submit`, for threads without an event loop."""

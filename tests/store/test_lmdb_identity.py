@@ -220,3 +220,20 @@ def test_unopenable_path_is_a_store_error(tmp_path: Path) -> None:
     target.write_bytes(b"this is not an lmdb file" * 1000)
     with pytest.raises(StoreError, match="not-a-db"):
         LmdbIdentityStore(target)
+
+
+@pytest.mark.parametrize("size", [1, 23, 24, 255, 256, 480])
+def test_probe_compares_last_seen_bytes_exactly(identity_store: LmdbIdentityStore, size: int) -> None:
+    from gensokyo_idmap.store.base import LastSeen
+
+    key = "raw:" + "k" * (size - 4) if size > 4 else "raw:k"
+    longer = key + "x"  # same prefix, another identity
+    identity_store.write_sync(lambda w: (w.set_vuin(key, 3), w.set_vuin(longer, 3),
+                                         w.set_last_seen(3, "s1", LastSeen(key, 1.5)),
+                                         w.set_last_seen(3, "s2", LastSeen(longer, 2.5))))
+    assert identity_store.probe(key, "s1") == (3, True)
+    assert identity_store.probe(key, "s2") == (3, False)
+    assert identity_store.probe(longer, "s2") == (3, True)
+    assert identity_store.probe(key, "s3") == (3, False)
+    assert identity_store.probe(key, None) == (3, False)
+    assert identity_store.probe("raw:unknown", "s1") == (None, False)
