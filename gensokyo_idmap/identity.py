@@ -47,12 +47,13 @@ __all__ = [
 #: vUINs are OneBot ``user_id`` / ``group_id`` values: positive and inside int64.
 MAX_VUIN: Final = 2**63 - 1
 
-_PLATFORM = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+_PLATFORM = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,31}")
 _APPID = re.compile(r"[0-9]{1,20}")
 _TOKEN = re.compile(r"[A-Za-z0-9_\-]+")  # OpenIDs and union ids: no ':' or spaces
 _DIGITS = re.compile(r"[0-9]+")
 _BASE32 = re.compile(r"[A-Za-z2-7]+=*")
-_MAX_VALUE_LEN: Final = 512
+#: Values are capped in UTF-8 bytes so that every key fits LMDB's 511-byte key limit.
+_MAX_VALUE_LEN: Final = 400
 #: Indexes are written and read as at most nine digits.
 MAX_RUIN_INDEX: Final = 999_999_999
 
@@ -67,16 +68,17 @@ def check_app_id(value: str, field: str = "app_id") -> str:
 def _check_value(field: str, value: str, what: str) -> None:
     if not value:
         raise BadInputError(field, value, f"{what} is empty")
-    if len(value) > _MAX_VALUE_LEN:
-        raise BadInputError(field, value, f"{what} is longer than {_MAX_VALUE_LEN} characters")
-    if not value.isprintable() or any(c.isspace() for c in value):
+    # str.isprintable() is already False for every separator but the ASCII space.
+    if not value.isprintable() or " " in value:
         raise BadInputError(field, value, f"{what} holds whitespace or control characters")
+    if len(value) > _MAX_VALUE_LEN // 4 and len(value.encode("utf-8")) > _MAX_VALUE_LEN:
+        raise BadInputError(field, value, f"{what} is longer than {_MAX_VALUE_LEN} bytes")
 
 
 def _check_platform(field: str, platform: str) -> None:
     if not _PLATFORM.fullmatch(platform):
         raise BadInputError(
-            field, platform, "platform must be a letter then letters, digits or '_'"
+            field, platform, "platform must be a letter then up to 31 letters, digits or '_'"
         )
 
 

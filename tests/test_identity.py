@@ -149,9 +149,33 @@ def test_values_are_kept_exactly_no_case_folding() -> None:
 
 
 def test_value_at_length_limit_is_accepted() -> None:
-    long_id = "字" * 512
+    long_id = "字" * 133  # 399 UTF-8 bytes: the limit is in bytes, so keys fit LMDB
     assert parse_key(f"ruin:QQ:0:{long_id}") == RUin(platform="QQ", index=0, id=long_id)
-    assert parse_key("raw:" + "x" * 512) == RawId("x" * 512)
+    assert parse_key("raw:" + "x" * 400) == RawId("x" * 400)
+
+
+def test_value_over_byte_limit_is_refused() -> None:
+    with pytest.raises(BadInputError, match="400 bytes"):
+        RUin(platform="QQ", index=0, id="字" * 134)  # 402 bytes, 134 characters
+    with pytest.raises(BadInputError, match="400 bytes"):
+        RawId("x" * 401)
+
+
+def test_longest_keys_fit_an_lmdb_key(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import lmdb
+
+    longest = [
+        OpenId(app_id="9" * 20, openid="a" * 400, platform="P" * 32),
+        RUin(platform="P" * 32, index=999_999_999, id="字" * 133),
+        UnionId(union_openid="u" * 400, platform="P" * 32),
+        RawId("x" * 400),
+    ]
+    env = lmdb.open(str(tmp_path / "k.db"), subdir=False)
+    try:
+        for key in longest:
+            assert len(key.key.encode("utf-8")) <= env.max_key_size()
+    finally:
+        env.close()
 
 
 @settings(deadline=None)
