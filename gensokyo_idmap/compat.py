@@ -59,10 +59,10 @@ class LegacyIdmap:
             return key.text
         return key.key
 
-    async def StoreIDv2(self, id: str) -> int:  # noqa: N802 - the legacy name is the point
+    async def StoreIDv2(self, id: str) -> int:
         return (await self.graph.resolve([self.legacy_key(id)])).vuin
 
-    def RetrieveRowByIDv2(self, rowid: str | int) -> str:  # noqa: N802
+    def RetrieveRowByIDv2(self, rowid: str | int) -> str:
         vuin = parse_vuin(rowid, "rowid")
         try:
             key = self.graph.pick_identity(vuin, usable=openid_of_app(self.app_id))
@@ -72,16 +72,16 @@ class LegacyIdmap:
             key = self.graph.pick_identity(vuin, usable=ANY_IDENTITY)
         return self._legacy_id(key)
 
-    async def UpdateVirtualValuev2(self, old: str | int, new: str | int) -> None:  # noqa: N802
+    async def UpdateVirtualValuev2(self, old: str | int, new: str | int) -> None:
         await self.graph.rebind(parse_vuin(old, "oldRowValue"), parse_vuin(new, "newRowValue"))
 
-    async def StoreIDv2Pro(self, id: str, subid: str) -> tuple[int, int]:  # noqa: N802
+    async def StoreIDv2Pro(self, id: str, subid: str) -> tuple[int, int]:
         group, member = self.legacy_key(id), self.legacy_key(subid, "subid")  # both, before writing
         row = (await self.graph.resolve([group])).vuin
         sub = (await self.graph.resolve([member])).vuin
         return row, sub
 
-    def RetrieveRowByIDv2Pro(  # noqa: N802
+    def RetrieveRowByIDv2Pro(
         self, row: str | int, subrow: str | int
     ) -> tuple[str, str]:
         return self.RetrieveRowByIDv2(row), self.RetrieveRowByIDv2(subrow)

@@ -11,7 +11,7 @@ from typing import Any, Final
 
 import cbor2
 
-__all__ = ["decode_u64", "encode_u64", "decode_value", "encode_value"]
+__all__ = ["decode_u64", "decode_value", "encode_u64", "encode_value"]
 
 _U64: Final = struct.Struct(">Q")
 

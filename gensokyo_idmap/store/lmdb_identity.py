@@ -1,38 +1,27 @@
 """openid-map.db on LMDB: the embedded identity store.
 
-One env file (``subdir=False``), named databases as DESIGN §2 lists them, plus
-``vuin_alias`` (old vUIN → the vUIN it now resolves to, written by rebind and by legacy
-migration). Durability: ``sync=True`` and ``metasync=True``: a commit returns after fsync.
-
-Threads: reads run on the caller's thread in a short read transaction (LMDB readers never
-wait for the writer); writes run on the single writer thread of a :class:`GroupCommitter`.
-The map grows by itself: a full map aborts the batch, doubles ``map_size`` and re-runs it.
-Changing the map size needs no transaction open in this process: read transactions hold
-``_read_lock`` (an uncontended lock costs ~0.1 us, a fraction of a read), the writer's
-transaction holds ``_write_lock``, and a remap takes both, always write lock first.
+One env file, named databases as DESIGN §2 lists them, plus ``vuin_alias`` (old vUIN → the
+vUIN it now resolves to, written by rebind and by legacy migration). Durability:
+``sync=True`` and ``metasync=True``: a commit returns after fsync. Opening, schema
+versions, reads, group commit and map growth are the shared :class:`LmdbEnv` machinery.
 """
 
 from __future__ import annotations
 
 import os
-import threading
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Final, TypeVar
 
 import lmdb
-import structlog
 
-from gensokyo_idmap.errors import IdmapError, SchemaVersionError, StoreError
 from gensokyo_idmap.store.base import IdentityWriter, LastSeen, TableCounts
 from gensokyo_idmap.store.codec import decode_u64, decode_value, encode_u64, encode_value
-from gensokyo_idmap.store.group_commit import GroupCommitter, Outcome
+from gensokyo_idmap.store.lmdb_env import LmdbEnv, Table
 
-__all__ = ["DEFAULT_MAP_SIZE", "SCHEMA_VERSION", "LmdbIdentityStore", "UPGRADES"]
+__all__ = ["DEFAULT_MAP_SIZE", "SCHEMA_VERSION", "UPGRADES", "LmdbIdentityStore"]
 
 T = TypeVar("T")
-log = structlog.get_logger("gensokyo_idmap.store")
 
 #: The schema this code writes. Older stores are upgraded by UPGRADES, newer ones refused.
 SCHEMA_VERSION: Final = 1
@@ -40,33 +29,15 @@ DEFAULT_MAP_SIZE: Final = 64 * 1024 * 1024
 MAX_SCENE_BYTES: Final = 400
 
 _TABLES: Final = (
-    (b"meta", False),
-    (b"identity_to_vuin", False),
-    (b"vuin_to_identity", True),
-    (b"last_seen", False),
-    (b"vuin_alias", False),
-    (b"config", False),
-    (b"UserInfo", False),
+    Table(b"meta", "meta"),
+    Table(b"identity_to_vuin", "identity_to_vuin"),
+    Table(b"vuin_to_identity", "vuin_to_identity", dupsort=True),
+    Table(b"last_seen", "last_seen"),
+    Table(b"vuin_alias", "vuin_alias"),
+    Table(b"config", "config"),
+    Table(b"UserInfo", "user_info"),
 )
-_META_SCHEMA: Final = b"schema_version"
 _META_COUNTER: Final = b"vuin_counter"
-
-
-class _Tables:
-    """The named database handles of one env."""
-
-    __slots__ = ("meta", "identity_to_vuin", "vuin_to_identity", "last_seen", "vuin_alias",
-                 "config", "user_info")
-
-    def __init__(self, env: lmdb.Environment, txn: lmdb.Transaction) -> None:
-        handles = {name: env.open_db(name, txn=txn, dupsort=dup) for name, dup in _TABLES}
-        self.meta = handles[b"meta"]
-        self.identity_to_vuin = handles[b"identity_to_vuin"]
-        self.vuin_to_identity = handles[b"vuin_to_identity"]
-        self.last_seen = handles[b"last_seen"]
-        self.vuin_alias = handles[b"vuin_alias"]
-        self.config = handles[b"config"]
-        self.user_info = handles[b"UserInfo"]
 
 
 def _last_seen_prefix(identity: bytes) -> bytes:
@@ -91,9 +62,9 @@ def _scene_key(vuin: int, scene: str) -> bytes:
 class LmdbView(IdentityWriter):
     """Reads (and, in a write transaction, writes) of one LMDB transaction."""
 
-    __slots__ = ("_txn", "_t", "_counter", "_counter_dirty")
+    __slots__ = ("_counter", "_counter_dirty", "_t", "_txn")
 
-    def __init__(self, txn: lmdb.Transaction, tables: _Tables) -> None:
+    def __init__(self, txn: lmdb.Transaction, tables: Any) -> None:
         self._txn = txn
         self._t = tables
         # The counter is read once per transaction and written once at its end (flush):
@@ -212,41 +183,6 @@ class LmdbView(IdentityWriter):
         self._counter_dirty = True
 
 
-class _Reading:
-    """``with store.read() as view:`` - a short read transaction under the shared gate."""
-
-    __slots__ = ("_store", "_txn", "_view")
-
-    def __init__(self, store: LmdbIdentityStore) -> None:
-        self._store = store
-        self._txn: lmdb.Transaction | None = None
-        self._view: LmdbView | None = None
-
-    def __enter__(self) -> LmdbView:
-        store = self._store
-        self._txn = store._begin_read()  # returns holding store._read_lock
-        self._view = LmdbView(self._txn, store._tables)
-        return self._view
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        # py-lmdb frees a reader slot only when the Transaction object dies, not at abort;
-        # a view kept alive by a suspended coroutine would otherwise pin a slot.
-        try:
-            if self._txn is not None:
-                self._txn.abort()
-        finally:
-            if self._view is not None:
-                self._view._txn = None  # type: ignore[assignment]
-            self._view = None
-            self._txn = None
-            self._store._read_lock.release()
-
-
 # Schema upgrades: UPGRADES[v] turns a version-v store into version v+1, inside the
 # transaction that opens it. Version 0 is a store written without a schema_version: only
 # identity_to_vuin is trusted; the reverse sets and the counter are rebuilt from it.
@@ -263,6 +199,10 @@ def _upgrade_0_to_1(view: LmdbView) -> None:
 UPGRADES: dict[int, Callable[[LmdbView], None]] = {0: _upgrade_0_to_1}
 
 
+def _is_empty(txn: lmdb.Transaction, tables: Any) -> bool:
+    return int(txn.stat(tables.identity_to_vuin)["entries"]) == 0
+
+
 class LmdbIdentityStore:
     """openid-map.db. Open one per process and path (LMDB forbids two in one process)."""
 
@@ -274,107 +214,19 @@ class LmdbIdentityStore:
         schema_version: int = SCHEMA_VERSION,
         upgrades: dict[int, Callable[[LmdbView], None]] | None = None,
     ) -> None:
-        self.path = Path(path)
-        self._read_lock = threading.Lock()
-        self._write_lock = threading.Lock()
-        self._schema_version = schema_version
-        self._upgrades = UPGRADES if upgrades is None else upgrades
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._env = lmdb.open(
-                str(self.path),
-                subdir=False,
-                map_size=map_size,
-                max_dbs=len(_TABLES) + 2,
-                sync=True,
-                metasync=True,
-                readahead=False,
-                meminit=False,
-                max_spare_txns=4,
-            )
-        except (lmdb.Error, OSError) as exc:
-            raise StoreError(f"cannot open {self.path}: {exc}") from exc
-        # Reader slots of processes that died (kill -9) stay in the lock file while another
-        # process holds it open; they would pin old pages and fill the reader table.
-        self._env.reader_check()
-        try:
-            self._tables = self._open_tables()
-        except BaseException:
-            self._env.close()
-            raise
-        self._forward = self._tables.identity_to_vuin  # the two handles probe() needs
-        self._last_seen = self._tables.last_seen
-        self._committer = GroupCommitter(self._run_batch, name=f"idmap-writer:{self.path.name}")
-
-    # opening
-    def _open_tables(self) -> _Tables:
-        while True:
-            try:
-                txn = self._env.begin(write=True)
-            except lmdb.MapResizedError:
-                self._env.set_mapsize(0)
-                continue
-            try:
-                tables = _Tables(self._env, txn)
-                view = LmdbView(txn, tables)
-                self._check_schema(view, txn, tables)
-                view.flush()
-                txn.commit()
-                return tables
-            except lmdb.MapFullError:
-                txn.abort()
-                self._env.set_mapsize(self._env.info()["map_size"] * 2)
-            except BaseException:
-                txn.abort()
-                raise
-
-    def _check_schema(self, view: LmdbView, txn: lmdb.Transaction, tables: _Tables) -> None:
-        raw = txn.get(_META_SCHEMA, db=tables.meta)
-        if raw is None:
-            empty = txn.stat(tables.identity_to_vuin)["entries"] == 0
-            found = self._schema_version if empty else 0
-        else:
-            found = int(decode_value(raw))
-        if found > self._schema_version:
-            raise SchemaVersionError(
-                f"{self.path} has schema_version {found}, but this gensokyo-idmap knows only "
-                f"up to {self._schema_version}: run a newer gensokyo-idmap, or restore a backup"
-            )
-        for version in range(found, self._schema_version):
-            step = self._upgrades.get(version)
-            if step is None:
-                raise StoreError(f"{self.path}: no upgrade from schema_version {version}")
-            step(view)
-            log.info("[idmap] schema upgraded", path=str(self.path), to=version + 1)
-        if raw is None or found != self._schema_version:
-            txn.put(_META_SCHEMA, encode_value(self._schema_version), db=tables.meta)
-
-    # reads
-    def _begin_read(self) -> lmdb.Transaction:
-        """A read transaction, returned with ``_read_lock`` held (the caller releases it)."""
-        self._read_lock.acquire()
-        try:
-            return self._env.begin()
-        except lmdb.MapResizedError:
-            pass  # another process grew the file: adopt its size, then read
-        except BaseException:
-            self._read_lock.release()
-            raise
-        self._read_lock.release()
-        self._remap(0)
-        self._read_lock.acquire()
-        try:
-            return self._env.begin()
-        except BaseException:
-            self._read_lock.release()
-            raise
-
-    def _remap(self, size: int) -> None:
-        """set_mapsize with no transaction open in this process (0 adopts the file's size)."""
-        with self._write_lock, self._read_lock:
-            self._env.set_mapsize(size)
-        if size:
-            log.info("[idmap] store map grown", path=str(self.path), map_size=size)
+        self._lmdb: LmdbEnv[LmdbView] = LmdbEnv(
+            path,
+            tables=_TABLES,
+            make_view=LmdbView,
+            is_empty=_is_empty,
+            durable=True,
+            map_size=map_size,
+            schema_version=schema_version,
+            upgrades=UPGRADES if upgrades is None else upgrades,
+        )
+        self.path: Path = self._lmdb.path
+        self._forward = self._lmdb.tables.identity_to_vuin  # the two handles probe() needs
+        self._last_seen = self._lmdb.tables.last_seen
 
     def probe(self, key: str, scene: str | None) -> tuple[int | None, bool]:
         """The vUIN of ``key``, and whether ``key`` is already last seen in ``scene``.
@@ -384,12 +236,13 @@ class LmdbIdentityStore:
         saves decoding it.
         """
         encoded = key.encode("utf-8")
-        self._read_lock.acquire()
+        lmdb_env = self._lmdb
+        lmdb_env.read_lock.acquire()
         try:
-            txn = self._env.begin()
+            txn = lmdb_env.env.begin()
         except BaseException:
-            self._read_lock.release()
-            txn = self._begin_read()  # the slow path: adopts a map grown elsewhere, or raises
+            lmdb_env.read_lock.release()
+            txn = lmdb_env.begin_read()  # the slow path: adopts a map grown elsewhere, or raises
         try:
             raw = txn.get(encoded, db=self._forward)
             if raw is None or scene is None:
@@ -398,104 +251,37 @@ class LmdbIdentityStore:
                 seen = txn.get(raw + scene.encode("utf-8"), db=self._last_seen)
         finally:
             txn.abort()
-            self._read_lock.release()
+            lmdb_env.read_lock.release()
         if raw is None:
             return None, False
         return decode_u64(raw), seen is not None and seen.startswith(_last_seen_prefix(encoded))
 
-    def read(self) -> _Reading:
-        """A consistent snapshot; never waits for the writer."""
-        return _Reading(self)
+    def read(self) -> Any:
+        """``with store.read() as view:`` a consistent snapshot; never waits for the writer."""
+        return self._lmdb.read()
 
-    # writes
     def write(self, fn: Callable[[IdentityWriter], T]) -> Awaitable[T]:
         """Run ``fn`` in a write transaction; the awaitable resolves once it is durable."""
-        return self._committer.submit(fn)
+        return self._lmdb.write(fn)
 
     def write_sync(self, fn: Callable[[IdentityWriter], T]) -> T:
-        return self._committer.submit_sync(fn)
+        return self._lmdb.write_sync(fn)
 
     @property
     def commit_stats(self) -> tuple[int, int]:
         """(batches committed, write functions run) since open."""
-        return self._committer.batches, self._committer.writes
-
-    def _run_batch(self, fns: Sequence[Callable[[IdentityWriter], Any]]) -> list[Outcome[Any]]:
-        while True:
-            try:
-                return self._try_batch(fns)
-            except lmdb.MapFullError:
-                self._grow()
-            except lmdb.MapResizedError:
-                self._remap(0)
-            except _BrokenBatch:
-                return [self._run_alone(fn) for fn in fns]
-            except lmdb.Error as exc:
-                raise StoreError(f"{self.path}: write failed: {exc}") from exc
-
-    def _run_alone(self, fn: Callable[[IdentityWriter], Any]) -> Outcome[Any]:
-        while True:
-            try:
-                return self._try_batch([fn])[0]
-            except lmdb.MapFullError:
-                self._grow()
-            except lmdb.MapResizedError:
-                self._remap(0)
-            except _BrokenBatch as broken:
-                return Outcome(error=broken.cause)
-            except lmdb.Error as exc:
-                return Outcome(error=StoreError(f"{self.path}: write failed: {exc}"))
-
-    def _try_batch(self, fns: Sequence[Callable[[IdentityWriter], Any]]) -> list[Outcome[Any]]:
-        with self._write_lock:
-            txn = self._env.begin(write=True)
-            committed = False
-            try:
-                view = LmdbView(txn, self._tables)
-                outcomes: list[Outcome[Any]] = []
-                for fn in fns:
-                    try:
-                        outcomes.append(Outcome(value=fn(view)))
-                    except IdmapError as exc:  # raised before any write, by contract
-                        outcomes.append(Outcome(error=exc))
-                    except lmdb.MapFullError:
-                        raise
-                    except lmdb.Error as exc:
-                        raise _BrokenBatch(StoreError(f"{self.path}: {exc}")) from exc
-                    except Exception as exc:
-                        raise _BrokenBatch(exc) from exc
-                view.flush()
-                txn.commit()
-                committed = True
-                return outcomes
-            finally:
-                if not committed:
-                    txn.abort()
-
-    def _grow(self) -> None:
-        self._env.reader_check()  # a dead reader pinning old pages may be why it is full
-        self._remap(self._env.info()["map_size"] * 2)
+        return self._lmdb.commit_stats
 
     @property
     def map_size(self) -> int:
-        return int(self._env.info()["map_size"])
+        return self._lmdb.map_size
 
     def close(self) -> None:
         """Finish queued writes, then close the file."""
-        self._committer.close()
-        with self._write_lock, self._read_lock:
-            self._env.close()
+        self._lmdb.close()
 
     def __enter__(self) -> LmdbIdentityStore:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-class _BrokenBatch(Exception):
-    """A write function failed in a way that may have left partial writes: redo alone."""
-
-    def __init__(self, cause: BaseException) -> None:
-        super().__init__(str(cause))
-        self.cause = cause
