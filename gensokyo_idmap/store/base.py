@@ -20,7 +20,18 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
-__all__ = ["IdentityReader", "IdentityStore", "IdentityWriter", "LastSeen", "TableCounts"]
+__all__ = [
+    "IdentityReader",
+    "IdentityStore",
+    "IdentityWriter",
+    "LastSeen",
+    "MsgIdCounts",
+    "MsgIdReader",
+    "MsgIdStore",
+    "MsgIdWriter",
+    "MsgRecord",
+    "TableCounts",
+]
 
 T = TypeVar("T")
 
@@ -85,4 +96,60 @@ class IdentityStore(Protocol):
         """Awaitable result of ``fn`` run in a write transaction, resolved once durable."""
         ...
     def write_sync(self, fn: Callable[[IdentityWriter], T]) -> T: ...
+    def close(self) -> None: ...
+
+
+# --- msgid-map.db -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class MsgRecord:
+    """One live mapping of a real platform message id to a virtual (int32) id.
+
+    Times are integer milliseconds so the ordered ``expires_at`` keys and the record agree
+    exactly.
+    """
+
+    virtual_id: int
+    real_id: str
+    app_id: str
+    chat_kind: str  # "group", "c2c", "guild", … (the platform's chat type)
+    target: str  # the chat's OpenID / channel id
+    direction: str  # "in" (received) or "out" (sent by us)
+    created_ms: int
+    expires_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class MsgIdCounts:
+    live_or_unswept: int
+    counter: int
+
+
+class MsgIdReader(Protocol):
+    def virtual_of(self, real_id: str) -> int | None: ...
+    def record(self, virtual_id: int) -> MsgRecord | None: ...
+    def expired(self, now_ms: int, limit: int) -> list[tuple[int, int]]:
+        """(expires_ms, virtual_id) of entries expired at ``now_ms``, oldest first."""
+        ...
+    def latest_inbound(self, app_id: str, chat_kind: str, target: str, now_ms: int) -> int | None:
+        """Virtual id of the newest inbound message of a chat created at or before now."""
+        ...
+    def msg_counter(self) -> int: ...
+    def counts(self) -> MsgIdCounts: ...
+
+
+class MsgIdWriter(MsgIdReader, Protocol):
+    def put_record(self, record: MsgRecord) -> None: ...
+    def delete_record(self, record: MsgRecord) -> None: ...
+    def delete_expiry(self, expires_ms: int, virtual_id: int) -> None: ...
+    def set_msg_counter(self, value: int) -> None: ...
+
+
+class MsgIdStore(Protocol):
+    """msgid-map.db: the disposable store (commits need not reach the disk)."""
+
+    def read(self) -> AbstractContextManager[MsgIdReader]: ...
+    def write(self, fn: Callable[[MsgIdWriter], T]) -> Awaitable[T]: ...
+    def write_sync(self, fn: Callable[[MsgIdWriter], T]) -> T: ...
     def close(self) -> None: ...

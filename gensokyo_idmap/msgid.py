@@ -1,0 +1,278 @@
+"""Virtual message ids: real platform message ids ↔ positive int32, with a TTL.
+
+Rules this module keeps:
+
+1. **No live virtual id maps to two real ids.** Ids come from ``msg_counter``, which wraps
+   from 2**31-1 to 1 and skips every id whose record is still alive; an expired record in
+   the way is purged (all of its index entries) before its id is reused.
+2. **Expired means gone.** A lookup never returns a record whose expiry has passed, swept
+   or not; storing a real id whose record expired allocates afresh.
+3. **A store hit refreshes the TTL** (same virtual id, new expiry, ``[idmap] msg_id hit``).
+4. **The sweep costs what expired**, not what is stored: it walks ``expires_at`` from the
+   start and stops at the first key in the future.
+5. **Time is a parameter** (``clock``), so tests move it instead of sleeping.
+
+Write functions validate before their first write (the store's batch contract).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Final, Literal
+
+import structlog
+
+from gensokyo_idmap.errors import BadInputError, NotFoundError, StoreError
+from gensokyo_idmap.store.base import MsgIdCounts, MsgIdStore, MsgIdWriter, MsgRecord
+
+__all__ = [
+    "DEFAULT_MSGID_TTL_SECONDS",
+    "DEFAULT_SWEEP_INTERVAL_SECONDS",
+    "INT32_MAX",
+    "MsgContext",
+    "MsgIdMap",
+]
+
+log = structlog.get_logger("gensokyo_idmap.msgid")
+
+INT32_MAX: Final = 2**31 - 1
+DEFAULT_MSGID_TTL_SECONDS: Final = 3600
+DEFAULT_SWEEP_INTERVAL_SECONDS: Final = 60
+MAX_REAL_ID_BYTES: Final = 400
+_MAX_PROBES: Final = 1 << 16
+_SWEEP_BATCH: Final = 10_000
+
+
+class MsgContext:
+    """Where a message belongs: AppID, chat kind and target, and which way it went."""
+
+    __slots__ = ("app_id", "chat_kind", "direction", "target")
+
+    def __init__(
+        self,
+        app_id: str = "",
+        chat_kind: str = "",
+        target: str = "",
+        direction: Literal["in", "out"] = "in",
+    ) -> None:
+        if direction not in ("in", "out"):
+            raise BadInputError("direction", direction, "must be 'in' or 'out'")
+        for field, value in (("app_id", app_id), ("chat_kind", chat_kind), ("target", target)):
+            if "\0" in value or len(value) > 128:
+                raise BadInputError(field, value, "must be at most 128 characters, no NUL")
+        self.app_id = app_id
+        self.chat_kind = chat_kind
+        self.target = target
+        self.direction = direction
+
+
+def _check_real_id(real_id: str) -> None:
+    if not isinstance(real_id, str) or not real_id:
+        raise BadInputError("message_id", real_id, "a real message id must be non-empty text")
+    if len(real_id.encode("utf-8")) > MAX_REAL_ID_BYTES:
+        raise BadInputError("message_id", real_id, f"longer than {MAX_REAL_ID_BYTES} bytes")
+
+
+def check_virtual_id(value: int | str, field: str = "message_id") -> int:
+    """A virtual message id from a client: a positive int32."""
+    if isinstance(value, bool):
+        raise BadInputError(field, value, f"must be an integer from 1 to {INT32_MAX}")
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise BadInputError(field, value, f"must be an integer from 1 to {INT32_MAX}") from None
+    if isinstance(value, str) and not value.strip().isdigit():
+        raise BadInputError(field, value, f"must be an integer from 1 to {INT32_MAX}")
+    if not 1 <= number <= INT32_MAX:
+        raise BadInputError(field, value, f"must be an integer from 1 to {INT32_MAX}")
+    return number
+
+
+# --- pure rules over a store view ---------------------------------------------------------
+
+
+def _alive(record: MsgRecord | None, now_ms: int) -> MsgRecord | None:
+    return record if record is not None and record.expires_ms > now_ms else None
+
+
+def _allocate(writer: MsgIdWriter, now_ms: int) -> int:
+    """Next virtual id after the counter that no live record holds (wrapping at int32)."""
+    candidate = writer.msg_counter()
+    for _ in range(_MAX_PROBES):
+        candidate = candidate % INT32_MAX + 1
+        held = writer.record(candidate)
+        if held is None:
+            break
+        if held.expires_ms <= now_ms:
+            writer.delete_record(held)  # expired but not swept yet: purge, then reuse
+            break
+    else:
+        raise StoreError(f"no free virtual message id within {_MAX_PROBES} of the counter")
+    writer.set_msg_counter(candidate)
+    return candidate
+
+
+def _apply_store(
+    writer: MsgIdWriter, real_id: str, context: MsgContext, now_ms: int, ttl_ms: int
+) -> tuple[int, bool]:
+    known = writer.virtual_of(real_id)
+    if known is not None:
+        record = writer.record(known)
+        if record is not None and record.real_id == real_id and record.expires_ms > now_ms:
+            writer.delete_record(record)
+            writer.put_record(replace(record, expires_ms=now_ms + ttl_ms))
+            return known, True
+        if record is not None and record.real_id == real_id:
+            writer.delete_record(record)  # expired: invisible, so it starts afresh
+    virtual_id = _allocate(writer, now_ms)
+    writer.put_record(
+        MsgRecord(virtual_id, real_id, context.app_id, context.chat_kind, context.target,
+                  context.direction, now_ms, now_ms + ttl_ms)
+    )
+    return virtual_id, False
+
+
+def _apply_sweep(writer: MsgIdWriter, now_ms: int, limit: int) -> int:
+    swept = 0
+    for expires_ms, virtual_id in writer.expired(now_ms, limit):
+        record = writer.record(virtual_id)
+        if record is not None and record.expires_ms == expires_ms:
+            writer.delete_record(record)
+            swept += 1
+        else:
+            writer.delete_expiry(expires_ms, virtual_id)
+    return swept
+
+
+# --- the service --------------------------------------------------------------------------
+
+
+class MsgIdMap:
+    """Virtual message ids over one MsgIdStore."""
+
+    def __init__(
+        self,
+        store: MsgIdStore,
+        clock: Callable[[], float] = time.time,
+        ttl_seconds: float = DEFAULT_MSGID_TTL_SECONDS,
+    ) -> None:
+        if ttl_seconds <= 0:
+            raise BadInputError("msgid_ttl_seconds", ttl_seconds, "must be positive")
+        self.store = store
+        self._clock = clock
+        self._ttl_ms = int(ttl_seconds * 1000)
+        self._log = log.bind()
+
+    def _now_ms(self) -> int:
+        return int(self._clock() * 1000)
+
+    async def store_real(self, real_id: str, context: MsgContext | None = None) -> int:
+        """The virtual id of ``real_id`` (the same one while it lives; TTL refreshed)."""
+        _check_real_id(real_id)
+        ctx = context or MsgContext()
+        now_ms = self._now_ms()
+        virtual_id, hit = await self.store.write(
+            lambda view: _apply_store(view, real_id, ctx, now_ms, self._ttl_ms)
+        )
+        self._log.info("[idmap] msg_id hit" if hit else "[idmap] msg_id create",
+                       real_id=real_id, virtual_id=virtual_id, chat_kind=ctx.chat_kind)
+        return virtual_id
+
+    def store_real_sync(self, real_id: str, context: MsgContext | None = None) -> int:
+        """Blocking :meth:`store_real`, for code without an event loop (CLI, compat)."""
+        _check_real_id(real_id)
+        ctx = context or MsgContext()
+        now_ms = self._now_ms()
+        virtual_id, hit = self.store.write_sync(
+            lambda view: _apply_store(view, real_id, ctx, now_ms, self._ttl_ms)
+        )
+        self._log.info("[idmap] msg_id hit" if hit else "[idmap] msg_id create",
+                       real_id=real_id, virtual_id=virtual_id, chat_kind=ctx.chat_kind)
+        return virtual_id
+
+    def lookup(self, virtual_id: int) -> MsgRecord | None:
+        """The live record of a virtual id, or None (expired ones are invisible)."""
+        vid = check_virtual_id(virtual_id)
+        with self.store.read() as view:
+            record = _alive(view.record(vid), self._now_ms())
+        self._log.info("[idmap] msg_id lookup", virtual_id=vid,
+                       real_id=None if record is None else record.real_id)
+        return record
+
+    def real_id_of(self, virtual_id: int) -> str:
+        """The real id of a live virtual id; NotFoundError names the id otherwise."""
+        record = self.lookup(virtual_id)
+        if record is None:
+            raise NotFoundError(f"virtual message id {virtual_id} is unknown or expired")
+        return record.real_id
+
+    def virtual_of(self, real_id: str) -> int | None:
+        """The live virtual id of a real id, without creating one."""
+        _check_real_id(real_id)
+        now_ms = self._now_ms()
+        with self.store.read() as view:
+            known = view.virtual_of(real_id)
+            record = None if known is None else _alive(view.record(known), now_ms)
+        return None if record is None or record.real_id != real_id else record.virtual_id
+
+    def latest_inbound(
+        self, app_id: str, chat_kind: str, target: str, window_seconds: float
+    ) -> MsgRecord | None:
+        """The newest inbound message of a chat created within the window (passive replies).
+
+        One cursor seek on ``chat_recent``, whatever the store holds.
+        """
+        now_ms = self._now_ms()
+        with self.store.read() as view:
+            vid = view.latest_inbound(app_id, chat_kind, target, now_ms)
+            record = None if vid is None else _alive(view.record(vid), now_ms)
+        if record is None or record.created_ms < now_ms - int(window_seconds * 1000):
+            return None
+        return record
+
+    async def sweep(self) -> int:
+        """Delete every expired triple; returns how many. Cost grows with what expired."""
+        total = 0
+        now_ms = self._now_ms()
+        started = time.perf_counter()
+        while True:
+            swept = await self.store.write(lambda view: _apply_sweep(view, now_ms, _SWEEP_BATCH))
+            total += swept
+            if swept < _SWEEP_BATCH:
+                break
+        self._log.info("[idmap] msg_id sweep", swept=total,
+                       seconds=round(time.perf_counter() - started, 6))
+        return total
+
+    def sweep_sync(self) -> int:
+        total = 0
+        now_ms = self._now_ms()
+        while True:
+            swept = self.store.write_sync(lambda view: _apply_sweep(view, now_ms, _SWEEP_BATCH))
+            total += swept
+            if swept < _SWEEP_BATCH:
+                return total
+
+    def counts(self) -> MsgIdCounts:
+        with self.store.read() as view:
+            return view.counts()
+
+    async def run_sweeper(
+        self, stop: asyncio.Event, interval_seconds: float = DEFAULT_SWEEP_INTERVAL_SECONDS
+    ) -> None:
+        """Sweep every ``interval_seconds`` until ``stop`` is set."""
+        while not stop.is_set():
+            try:
+                await asyncio.wait_for(stop.wait(), timeout=interval_seconds)
+            except TimeoutError:
+                pass
+            if stop.is_set():
+                return
+            try:
+                await self.sweep()
+            except StoreError as err:
+                self._log.error("[idmap] msg_id sweep failed", reason=err.message)
+

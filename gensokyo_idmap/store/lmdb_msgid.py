@@ -1,0 +1,252 @@
+"""msgid-map.db on LMDB: the disposable message-id store.
+
+Tables (DESIGN §2, plus one index):
+
+| table | key → value |
+|---|---|
+| ``meta`` | ``schema_version``, ``msg_counter`` (last virtual id handed out) |
+| ``msg_to_virtual`` | real message id → virtual id (4-byte big-endian) |
+| ``virtual_to_msg`` | virtual id → cbor [real id, AppID, chat kind, target, direction, created ms, expires ms] |
+| ``expires_at`` | expires ms (8 bytes) + virtual id (4 bytes) → empty: a sweep reads only what expired |
+| ``chat_recent`` | AppID NUL kind NUL target NUL + created ms + virtual id → empty (inbound only): the newest message of a chat is one cursor step away |
+
+Commits do not fsync (``sync=False``): after ``kill -9`` the page cache still holds them,
+after a power cut the last seconds of reply context may be gone, and that is acceptable here
+because identities never live in this file. A file that cannot be opened is moved aside and
+replaced by an empty one (:func:`open_msgid_store`).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, Final, TypeVar
+
+import lmdb
+import structlog
+
+from gensokyo_idmap.errors import StoreError
+from gensokyo_idmap.store.base import MsgIdCounts, MsgIdWriter, MsgRecord
+from gensokyo_idmap.store.codec import decode_u64, decode_value, encode_u64, encode_value
+from gensokyo_idmap.store.lmdb_env import LmdbEnv, Table
+
+__all__ = ["MSGID_SCHEMA_VERSION", "LmdbMsgIdStore", "open_msgid_store"]
+
+T = TypeVar("T")
+log = structlog.get_logger("gensokyo_idmap.store")
+
+MSGID_SCHEMA_VERSION: Final = 1
+DEFAULT_MSGID_MAP_SIZE: Final = 64 * 1024 * 1024
+
+_TABLES: Final = (
+    Table(b"meta", "meta"),
+    Table(b"msg_to_virtual", "msg_to_virtual"),
+    Table(b"virtual_to_msg", "virtual_to_msg"),
+    Table(b"expires_at", "expires_at"),
+    Table(b"chat_recent", "chat_recent"),
+)
+_META_COUNTER: Final = b"msg_counter"
+
+
+def _u32(value: int) -> bytes:
+    return value.to_bytes(4, "big")
+
+
+def _chat_prefix(app_id: str, chat_kind: str, target: str) -> bytes:
+    return f"{app_id}\0{chat_kind}\0{target}\0".encode()
+
+
+class MsgIdView(MsgIdWriter):
+    """Reads (and, in a write transaction, writes) of one msgid-map.db transaction."""
+
+    __slots__ = ("_counter", "_counter_dirty", "_t", "_txn")
+
+    def __init__(self, txn: lmdb.Transaction, tables: Any) -> None:
+        self._txn = txn
+        self._t = tables
+        self._counter: int | None = None
+        self._counter_dirty = False
+
+    def flush(self) -> None:
+        if self._counter_dirty and self._counter is not None:
+            self._txn.put(_META_COUNTER, encode_value(self._counter), db=self._t.meta)
+            self._counter_dirty = False
+
+    # reads
+    def virtual_of(self, real_id: str) -> int | None:
+        raw = self._txn.get(real_id.encode("utf-8"), db=self._t.msg_to_virtual)
+        return None if raw is None else int.from_bytes(raw, "big")
+
+    def record(self, virtual_id: int) -> MsgRecord | None:
+        raw = self._txn.get(_u32(virtual_id), db=self._t.virtual_to_msg)
+        if raw is None:
+            return None
+        real, app_id, kind, target, direction, created, expires = decode_value(raw)
+        return MsgRecord(virtual_id, real, app_id, kind, target, direction, created, expires)
+
+    def expired(self, now_ms: int, limit: int) -> list[tuple[int, int]]:
+        found: list[tuple[int, int]] = []
+        cur = self._txn.cursor(self._t.expires_at)
+        if not cur.first():
+            return found
+        end = encode_u64(now_ms + 1)
+        for key in cur.iternext(keys=True, values=False):
+            if key >= end or len(found) >= limit:
+                break
+            found.append((decode_u64(key[:8]), int.from_bytes(key[8:], "big")))
+        return found
+
+    def latest_inbound(self, app_id: str, chat_kind: str, target: str, now_ms: int) -> int | None:
+        prefix = _chat_prefix(app_id, chat_kind, target)
+        cur = self._txn.cursor(self._t.chat_recent)
+        positioned = cur.set_range(prefix + encode_u64(now_ms + 1))
+        moved = cur.prev() if positioned else cur.last()
+        if not moved:
+            return None
+        key = cur.key()
+        if not key.startswith(prefix) or len(key) != len(prefix) + 12:
+            return None
+        return int.from_bytes(key[-4:], "big")
+
+    def msg_counter(self) -> int:
+        if self._counter is None:
+            raw = self._txn.get(_META_COUNTER, db=self._t.meta)
+            self._counter = 0 if raw is None else int(decode_value(raw))
+        return self._counter
+
+    def counts(self) -> MsgIdCounts:
+        return MsgIdCounts(
+            live_or_unswept=int(self._txn.stat(self._t.virtual_to_msg)["entries"]),
+            counter=self.msg_counter(),
+        )
+
+    # writes
+    def put_record(self, record: MsgRecord) -> None:
+        vid = _u32(record.virtual_id)
+        value = encode_value([record.real_id, record.app_id, record.chat_kind, record.target,
+                              record.direction, record.created_ms, record.expires_ms])
+        self._txn.put(record.real_id.encode("utf-8"), vid, db=self._t.msg_to_virtual)
+        self._txn.put(vid, value, db=self._t.virtual_to_msg)
+        self._txn.put(encode_u64(record.expires_ms) + vid, b"", db=self._t.expires_at)
+        if record.direction == "in":
+            chat = _chat_prefix(record.app_id, record.chat_kind, record.target)
+            self._txn.put(chat + encode_u64(record.created_ms) + vid, b"", db=self._t.chat_recent)
+
+    def delete_record(self, record: MsgRecord) -> None:
+        vid = _u32(record.virtual_id)
+        real = record.real_id.encode("utf-8")
+        if self._txn.get(real, db=self._t.msg_to_virtual) == vid:
+            self._txn.delete(real, db=self._t.msg_to_virtual)
+        self._txn.delete(vid, db=self._t.virtual_to_msg)
+        self._txn.delete(encode_u64(record.expires_ms) + vid, db=self._t.expires_at)
+        if record.direction == "in":
+            chat = _chat_prefix(record.app_id, record.chat_kind, record.target)
+            self._txn.delete(chat + encode_u64(record.created_ms) + vid, db=self._t.chat_recent)
+
+    def delete_expiry(self, expires_ms: int, virtual_id: int) -> None:
+        """Drop an ``expires_at`` key whose record is gone or was refreshed (an orphan)."""
+        self._txn.delete(encode_u64(expires_ms) + _u32(virtual_id), db=self._t.expires_at)
+
+    def set_msg_counter(self, value: int) -> None:
+        self._counter = value
+        self._counter_dirty = True
+
+
+def _is_empty(txn: lmdb.Transaction, tables: Any) -> bool:
+    return int(txn.stat(tables.virtual_to_msg)["entries"]) == 0
+
+
+class LmdbMsgIdStore:
+    """msgid-map.db. Open one per process and path."""
+
+    def __init__(
+        self, path: str | os.PathLike[str], *, map_size: int = DEFAULT_MSGID_MAP_SIZE
+    ) -> None:
+        self._lmdb: LmdbEnv[MsgIdView] = LmdbEnv(
+            path,
+            tables=_TABLES,
+            make_view=MsgIdView,
+            is_empty=_is_empty,
+            durable=False,
+            map_size=map_size,
+            schema_version=MSGID_SCHEMA_VERSION,
+            upgrades={},
+        )
+        self.path: Path = self._lmdb.path
+
+    def read(self) -> Any:
+        """``with store.read() as view:`` a consistent snapshot; never waits for the writer."""
+        return self._lmdb.read()
+
+    def write(self, fn: Callable[[MsgIdView], T]) -> Awaitable[T]:
+        return self._lmdb.write(fn)
+
+    def write_sync(self, fn: Callable[[MsgIdView], T]) -> T:
+        return self._lmdb.write_sync(fn)
+
+    def check(self) -> None:
+        """Walk every table once: damage that LMDB can see surfaces here, not mid-traffic."""
+        try:
+            with self._lmdb.read() as view:
+                for table in _TABLES:
+                    cur = view._txn.cursor(getattr(view._t, table.attr))
+                    for _ in cur.iternext(keys=True, values=False):
+                        pass
+        except lmdb.Error as exc:
+            raise StoreError(f"{self.path}: unreadable: {exc}") from exc
+
+    @property
+    def commit_stats(self) -> tuple[int, int]:
+        return self._lmdb.commit_stats
+
+    def close(self) -> None:
+        self._lmdb.close()
+
+
+def open_msgid_store(
+    path: str | os.PathLike[str],
+    *,
+    map_size: int = DEFAULT_MSGID_MAP_SIZE,
+    clock: Callable[[], float] = time.time,
+) -> LmdbMsgIdStore:
+    """Open msgid-map.db; a file that cannot be opened is moved aside and started afresh.
+
+    Losing this file loses reply context, never identities, so a damaged one must not keep
+    the daemon from starting. The old file is kept (``msgid-map.db.corrupt-<time>``) for
+    whoever wants to look at it.
+    """
+    target = Path(path)
+    try:
+        store = LmdbMsgIdStore(target, map_size=map_size)
+    except Exception as exc:  # any way of not opening: schema, header, cbor garbage
+        if not target.is_file():
+            raise
+        reason = exc.message if isinstance(exc, StoreError) else f"{type(exc).__name__}: {exc}"
+    else:
+        try:
+            store.check()
+            return store
+        except StoreError as exc:
+            store.close()
+            reason = exc.message
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(clock()))
+    aside = target.with_name(f"{target.name}.corrupt-{stamp}")
+    suffix = 1
+    while aside.exists():  # two bad starts within a second keep both files
+        aside = target.with_name(f"{target.name}.corrupt-{stamp}-{suffix}")
+        suffix += 1
+    os.replace(target, aside)
+    lock = target.with_name(target.name + "-lock")
+    if lock.exists():
+        lock.unlink()
+    log.error(
+        "[idmap] msgid-map.db unreadable, moved aside",
+        path=str(target),
+        moved_to=str(aside),
+        reason=reason,
+        effect="reply context of earlier messages is lost; identities are not affected",
+        action=f"nothing to do; delete {aside.name} once you no longer need it",
+    )
+    return LmdbMsgIdStore(target, map_size=map_size)
