@@ -1,7 +1,7 @@
 """The daemon process: open the stores, run until told to stop, close cleanly.
 
-Today the daemon holds the identity store open and serves nothing over the network yet;
-the platform side, the OneBot transports and the HTTP API attach here as they land.
+Today the daemon holds both stores open, sweeps expired message ids, and serves nothing over
+the network yet; the platform side, the OneBot transports and the HTTP API attach here.
 """
 
 from __future__ import annotations
@@ -13,7 +13,9 @@ import structlog
 
 from gensokyo_idmap.config import Config
 from gensokyo_idmap.idmap import IdentityGraph
+from gensokyo_idmap.msgid import MsgIdMap
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
+from gensokyo_idmap.store.lmdb_msgid import open_msgid_store
 
 __all__ = ["run_daemon"]
 
@@ -27,10 +29,17 @@ async def run_daemon(config: Config, stop: asyncio.Event | None = None) -> None:
     store = LmdbIdentityStore(
         config.identity_db_path, map_size=config.idmap.map_size_mb * 1024 * 1024
     )
+    try:
+        msgid_store = open_msgid_store(config.msgid_db_path)
+    except BaseException:
+        store.close()
+        raise
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    sweeper: asyncio.Task[None] | None = None
     try:
         graph = IdentityGraph(store)
+        msgids = MsgIdMap(msgid_store, ttl_seconds=config.idmap.msgid_ttl_seconds)
         with store.read() as view:
             counts = view.counts()
         log.info(
@@ -39,6 +48,15 @@ async def run_daemon(config: Config, stop: asyncio.Event | None = None) -> None:
             identities=counts.identities,
             vuins=counts.vuins,
             app_id=config.bot.app_id or None,
+        )
+        log.info(
+            "[idmap] msgid store open",
+            path=str(config.msgid_db_path),
+            entries=msgids.counts().live_or_unswept,
+            ttl_seconds=config.idmap.msgid_ttl_seconds,
+        )
+        sweeper = asyncio.create_task(
+            msgids.run_sweeper(stop, config.idmap.msgid_sweep_interval_seconds)
         )
         log.info(
             "[app] ready",
@@ -51,5 +69,9 @@ async def run_daemon(config: Config, stop: asyncio.Event | None = None) -> None:
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
+        if sweeper is not None:
+            stop.set()
+            await sweeper
+        msgid_store.close()
         store.close()
         log.info("[app] stopped")

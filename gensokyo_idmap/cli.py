@@ -21,8 +21,11 @@ from gensokyo_idmap.config import Config, load_config
 from gensokyo_idmap.errors import BadInputError, IdmapError
 from gensokyo_idmap.identity import IdentityKey, RUin, VUin, parse_client_input, parse_vuin
 from gensokyo_idmap.idmap import IdentityGraph
+from gensokyo_idmap.msgid import DEFAULT_MSGID_TTL_SECONDS, MsgContext, MsgIdMap, check_virtual_id
 from gensokyo_idmap.logging import configure_logging
+from gensokyo_idmap.store.base import MsgRecord
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
+from gensokyo_idmap.store.lmdb_msgid import open_msgid_store
 
 __all__ = ["main"]
 
@@ -203,3 +206,95 @@ def rebind(ctx: _Context, old: str, new: str) -> None:
     _emit(ctx, {"outcome": result.outcome, "old": result.old, "new": result.new,
                 "moved": list(result.moved), "reason": result.reason},
           lambda: f"{result.outcome}: {result.old} → {result.new} ({result.reason})")
+
+
+@contextmanager
+def _msgids(ctx: _Context, ttl_seconds: float) -> Iterator[MsgIdMap]:
+    store = open_msgid_store(ctx.data_dir / "msgid-map.db")
+    try:
+        yield MsgIdMap(store, ttl_seconds=ttl_seconds)
+    finally:
+        store.close()
+
+
+@main.group()
+@click.option("--ttl-seconds", type=float, default=DEFAULT_MSGID_TTL_SECONDS, show_default=True,
+              envvar="GSK_IDMAP__MSGID_TTL_SECONDS", help="Lifetime of a stored message id.")
+@click.pass_context
+def msgid(click_ctx: click.Context, ttl_seconds: float) -> None:
+    """Store, look up and sweep virtual message ids in msgid-map.db."""
+    if ttl_seconds <= 0:
+        _fail(BadInputError("--ttl-seconds", ttl_seconds, "must be positive"))
+    click_ctx.meta["ttl_seconds"] = ttl_seconds
+
+
+def _record_data(record: MsgRecord) -> dict[str, Any]:
+    return {"virtual_id": record.virtual_id, "real_id": record.real_id, "app_id": record.app_id,
+            "chat_kind": record.chat_kind, "target": record.target,
+            "direction": record.direction, "created_ms": record.created_ms,
+            "expires_ms": record.expires_ms}
+
+
+@msgid.command("store")
+@click.argument("real_id")
+@click.option("--chat-kind", default="", help="group, c2c, … (for reply context).")
+@click.option("--target", default="", help="The chat's OpenID (for reply context).")
+@click.option("--direction", type=click.Choice(["in", "out"]), default="in", show_default=True)
+@click.pass_context
+def msgid_store(click_ctx: click.Context, real_id: str, chat_kind: str, target: str,
+                direction: str) -> None:
+    """Map REAL_ID to a virtual id (the same one while it lives)."""
+    ctx: _Context = click_ctx.obj
+    try:
+        context = MsgContext(ctx.app_id or "", chat_kind, target, direction)  # type: ignore[arg-type]
+        with _msgids(ctx, click_ctx.meta["ttl_seconds"]) as msgids:
+            virtual_id = msgids.store_real_sync(real_id, context)
+    except IdmapError as err:
+        _fail(err)
+    _emit(ctx, {"virtual_id": virtual_id, "real_id": real_id}, lambda: str(virtual_id))
+
+
+@msgid.command("lookup")
+@click.argument("virtual_id")
+@click.pass_context
+def msgid_lookup(click_ctx: click.Context, virtual_id: str) -> None:
+    """Print the real id of VIRTUAL_ID (exit 1 when unknown or expired)."""
+    ctx: _Context = click_ctx.obj
+    try:
+        number = check_virtual_id(virtual_id, "VIRTUAL_ID")
+        with _msgids(ctx, click_ctx.meta["ttl_seconds"]) as msgids:
+            record = msgids.lookup(number)
+    except IdmapError as err:
+        _fail(err)
+    if record is None:
+        _emit(ctx, {"virtual_id": number, "real_id": None},
+              lambda: f"{number}: unknown or expired")
+        sys.exit(1)
+    _emit(ctx, _record_data(record), lambda: record.real_id)
+
+
+@msgid.command("sweep")
+@click.pass_context
+def msgid_sweep(click_ctx: click.Context) -> None:
+    """Delete expired message ids now."""
+    ctx: _Context = click_ctx.obj
+    try:
+        with _msgids(ctx, click_ctx.meta["ttl_seconds"]) as msgids:
+            swept = msgids.sweep_sync()
+    except IdmapError as err:
+        _fail(err)
+    _emit(ctx, {"swept": swept}, lambda: f"swept {swept}")
+
+
+@msgid.command("stats")
+@click.pass_context
+def msgid_stats(click_ctx: click.Context) -> None:
+    """Entries held (live or not yet swept) and the allocation counter."""
+    ctx: _Context = click_ctx.obj
+    try:
+        with _msgids(ctx, click_ctx.meta["ttl_seconds"]) as msgids:
+            counts = msgids.counts()
+    except IdmapError as err:
+        _fail(err)
+    _emit(ctx, {"entries": counts.live_or_unswept, "counter": counts.counter},
+          lambda: f"entries {counts.live_or_unswept}\ncounter {counts.counter}")

@@ -8,7 +8,7 @@ group and a member are simply two identities, so the wrappers need no setting at
 
 from __future__ import annotations
 
-from gensokyo_idmap.errors import BadInputError, NotFoundError
+from gensokyo_idmap.errors import BadInputError, NotFoundError, StoreError
 from gensokyo_idmap.identity import (
     IdentityKey,
     OpenId,
@@ -19,6 +19,7 @@ from gensokyo_idmap.identity import (
     parse_vuin,
 )
 from gensokyo_idmap.idmap import ANY_IDENTITY, IdentityGraph, openid_of_app
+from gensokyo_idmap.msgid import MsgContext, MsgIdMap, check_virtual_id
 
 __all__ = ["LegacyIdmap"]
 
@@ -26,11 +27,17 @@ _KEY_PREFIXES = ("openid:", "union:", "ruin:", "raw:")
 
 
 class LegacyIdmap:
-    """``StoreIDv2`` & co. for one AppID."""
+    """``StoreIDv2`` & co. for one AppID; ``StoreCachev2`` & co. when given the msgid map."""
 
-    def __init__(self, graph: IdentityGraph, app_id: str) -> None:
+    def __init__(self, graph: IdentityGraph, app_id: str, msgids: MsgIdMap | None = None) -> None:
         self.graph = graph
         self.app_id = app_id
+        self.msgids = msgids
+
+    def _msgids(self) -> MsgIdMap:
+        if self.msgids is None:
+            raise StoreError("no message-id store was given to LegacyIdmap")
+        return self.msgids
 
     def legacy_key(self, value: str, field: str = "id") -> IdentityKey:
         """A legacy id: a typed key or rUIN text as such, else an OpenID of our AppID."""
@@ -85,3 +92,11 @@ class LegacyIdmap:
         self, row: str | int, subrow: str | int
     ) -> tuple[str, str]:
         return self.RetrieveRowByIDv2(row), self.RetrieveRowByIDv2(subrow)
+
+    async def StoreCachev2(self, id: str) -> int:  # noqa: N802
+        """A real message id → its virtual id (the old daemon's ``cache`` bucket)."""
+        return await self._msgids().store_real(id, MsgContext(app_id=self.app_id))
+
+    def RetrieveRowByCachev2(self, rowid: str | int) -> str:  # noqa: N802
+        """A virtual message id → the real one, while it lives."""
+        return self._msgids().real_id_of(check_virtual_id(rowid, "rowid"))

@@ -43,6 +43,10 @@ class BotConfig(_Section):
 class IdmapConfig(_Section):
     data_dir: Path = Field(default=Path("./data"), description="where openid-map.db lives")
     map_size_mb: int = Field(default=64, ge=1, description="initial LMDB map size; grows by itself")
+    msgid_ttl_seconds: int = Field(default=3600, ge=1, description="virtual message id lifetime")
+    msgid_sweep_interval_seconds: float = Field(
+        default=60, gt=0, description="how often expired message ids are deleted"
+    )
 
 
 class LogConfig(_Section):
@@ -58,6 +62,10 @@ class Config(_Section):
     @property
     def identity_db_path(self) -> Path:
         return self.idmap.data_dir / "openid-map.db"
+
+    @property
+    def msgid_db_path(self) -> Path:
+        return self.idmap.data_dir / "msgid-map.db"
 
 
 def load_config(path: str | Path) -> Config:

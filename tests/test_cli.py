@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -343,3 +344,46 @@ def test_console_script_runs(cli: Cli, data_dir: Path) -> None:
     assert (done.returncode, done.stdout, done.stderr) == (0, "1 (new)\n", "")
     # the same store, read back in-process
     assert ok(cli("identity", "lookup", OPENID_A)) == "1\n"
+
+
+# --------------------------------------------------------------------------- msgid
+
+
+def test_msgid_store_lookup_and_repeat(cli: Cli) -> None:
+    first = ok(cli("msgid", "store", "ROBOT1.0_abc", "--chat-kind", "group", "--target", "G1"))
+    again = ok(cli("msgid", "store", "ROBOT1.0_abc"))
+    other = ok(cli("msgid", "store", "ROBOT1.0_def"))
+    assert (first.strip(), again.strip(), other.strip()) == ("1", "1", "2")
+    assert ok(cli("msgid", "lookup", "1")).strip() == "ROBOT1.0_abc"
+    data = json.loads(ok(cli("msgid", "lookup", "1", as_json=True)))
+    assert (data["real_id"], data["chat_kind"], data["target"], data["app_id"]) == (
+        "ROBOT1.0_abc", "group", "G1", APP)
+
+
+def test_msgid_lookup_unknown_exits_1(cli: Cli) -> None:
+    result = cli("msgid", "lookup", "42")
+    assert result.exit_code == 1
+    assert "unknown or expired" in result.stdout
+
+
+@pytest.mark.parametrize("bad", ["0", "abc", "2147483648", "-3"])
+def test_msgid_lookup_bad_id_exits_2(cli: Cli, bad: str) -> None:
+    result = cli("msgid", "lookup", "--", bad) if bad.startswith("-") else cli("msgid", "lookup", bad)
+    assert result.exit_code == 2
+    assert "VIRTUAL_ID" in result.stderr
+
+
+def test_msgid_sweep_and_stats(cli: Cli, data_dir: Path) -> None:
+    ok(cli("msgid", "--ttl-seconds", "0.001", "store", "short-lived"))
+    ok(cli("msgid", "store", "long-lived"))
+    time.sleep(0.01)  # the CLI runs on the real clock; 1 ms TTL is long past after 10 ms
+    assert ok(cli("msgid", "sweep")).strip() == "swept 1"
+    stats = json.loads(ok(cli("msgid", "stats", as_json=True)))
+    assert stats == {"entries": 1, "counter": 2}
+    assert not (data_dir / "openid-map.db").exists()  # msgid commands never touch identities
+
+
+def test_msgid_store_bad_input_exits_2(cli: Cli) -> None:
+    result = cli("msgid", "store", "x" * 401)
+    assert result.exit_code == 2
+    assert "message_id" in result.stderr
