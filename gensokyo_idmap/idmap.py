@@ -158,8 +158,9 @@ def allocate_vuin(view: IdentityWriter) -> int:
     return candidate
 
 
-@dataclass(frozen=True, slots=True)
-class _Plan:
+class _Plan(NamedTuple):
+    """What a resolution needs to do (a NamedTuple: built once per write, on the writer)."""
+
     chosen: int | None
     missing: tuple[str, ...]
     conflicts: tuple[tuple[str, int], ...]
