@@ -61,30 +61,37 @@ class MsgContext:
         if direction not in ("in", "out"):
             raise BadInputError("direction", direction, "must be 'in' or 'out'")
         for field, value in (("app_id", app_id), ("chat_kind", chat_kind), ("target", target)):
-            if "\0" in value or len(value) > 128:
-                raise BadInputError(field, value, "must be at most 128 characters, no NUL")
+            if not isinstance(value, str) or "\0" in value or len(value) > 128:
+                raise BadInputError(field, value, "must be text of at most 128 characters, no NUL")
+            _check_utf8(field, value)
         self.app_id = app_id
         self.chat_kind = chat_kind
         self.target = target
         self.direction = direction
 
 
+def _check_utf8(field: str, value: str) -> None:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise BadInputError(field, value, "holds characters that are not valid Unicode text") from None
+
+
 def _check_real_id(real_id: str) -> None:
     if not isinstance(real_id, str) or not real_id:
         raise BadInputError("message_id", real_id, "a real message id must be non-empty text")
+    _check_utf8("message_id", real_id)
     if len(real_id.encode("utf-8")) > MAX_REAL_ID_BYTES:
         raise BadInputError("message_id", real_id, f"longer than {MAX_REAL_ID_BYTES} bytes")
 
 
 def check_virtual_id(value: int | str, field: str = "message_id") -> int:
     """A virtual message id from a client: a positive int32."""
-    if isinstance(value, bool):
-        raise BadInputError(field, value, f"must be an integer from 1 to {INT32_MAX}")
-    try:
-        number = int(value)
-    except (TypeError, ValueError):
-        raise BadInputError(field, value, f"must be an integer from 1 to {INT32_MAX}") from None
-    if isinstance(value, str) and not value.strip().isdigit():
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
+        number = int(value.strip())
+    else:  # floats (1.5 must not become 1), bools, anything else
         raise BadInputError(field, value, f"must be an integer from 1 to {INT32_MAX}")
     if not 1 <= number <= INT32_MAX:
         raise BadInputError(field, value, f"must be an integer from 1 to {INT32_MAX}")
@@ -125,9 +132,11 @@ def _apply_store(
             writer.delete_record(record)
             writer.put_record(replace(record, expires_ms=now_ms + ttl_ms))
             return known, True
-        if record is not None and record.real_id == real_id:
-            writer.delete_record(record)  # expired: invisible, so it starts afresh
-    virtual_id = _allocate(writer, now_ms)
+    else:
+        record = None
+    virtual_id = _allocate(writer, now_ms)  # may raise: nothing is written before it
+    if record is not None and record.real_id == real_id:
+        writer.delete_record(record)  # expired: invisible, so it starts afresh
     writer.put_record(
         MsgRecord(virtual_id, real_id, context.app_id, context.chat_kind, context.target,
                   context.direction, now_ms, now_ms + ttl_ms)
@@ -223,15 +232,14 @@ class MsgIdMap:
     ) -> MsgRecord | None:
         """The newest inbound message of a chat created within the window (passive replies).
 
-        One cursor seek on ``chat_recent``, whatever the store holds.
+        One cursor seek on ``chat_recent``, whatever the store holds; it steps back only over
+        this chat's expired-but-unswept messages.
         """
         now_ms = self._now_ms()
         with self.store.read() as view:
-            vid = view.latest_inbound(app_id, chat_kind, target, now_ms)
-            record = None if vid is None else _alive(view.record(vid), now_ms)
-        if record is None or record.created_ms < now_ms - int(window_seconds * 1000):
-            return None
-        return record
+            return view.latest_inbound(
+                app_id, chat_kind, target, now_ms, now_ms - int(window_seconds * 1000)
+            )
 
     async def sweep(self) -> int:
         """Delete every expired triple; returns how many. Cost grows with what expired."""
@@ -250,11 +258,15 @@ class MsgIdMap:
     def sweep_sync(self) -> int:
         total = 0
         now_ms = self._now_ms()
+        started = time.perf_counter()
         while True:
             swept = self.store.write_sync(lambda view: _apply_sweep(view, now_ms, _SWEEP_BATCH))
             total += swept
             if swept < _SWEEP_BATCH:
-                return total
+                break
+        self._log.info("[idmap] msg_id sweep", swept=total,
+                       seconds=round(time.perf_counter() - started, 6))
+        return total
 
     def counts(self) -> MsgIdCounts:
         with self.store.read() as view:

@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import asyncio
+from collections.abc import Coroutine, Iterator
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
 
 from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
+from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore
 
 APP_ID = "102000001"
+T = TypeVar("T")
+
+
+def run(coro: Coroutine[Any, Any, T]) -> T:
+    """Run one coroutine to completion: the tests are plain functions on a fresh loop."""
+    return asyncio.run(coro)
 
 
 @pytest.fixture
@@ -21,6 +30,18 @@ def identity_db_path(tmp_path: Path) -> Path:
 @pytest.fixture
 def identity_store(identity_db_path: Path) -> Iterator[LmdbIdentityStore]:
     store = LmdbIdentityStore(identity_db_path)
+    yield store
+    store.close()
+
+
+@pytest.fixture
+def msgid_db_path(tmp_path: Path) -> Path:
+    return tmp_path / "msgid-map.db"
+
+
+@pytest.fixture
+def msgid_store(msgid_db_path: Path) -> Iterator[LmdbMsgIdStore]:
+    store = LmdbMsgIdStore(msgid_db_path)
     yield store
     store.close()
 

@@ -31,7 +31,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pytest
 
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
 

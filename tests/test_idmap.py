@@ -12,7 +12,7 @@ from gensokyo_idmap.identity import OpenId, RawId, RUin, UnionId
 from gensokyo_idmap.idmap import IdentityGraph, openid_of_app
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
 
-from .conftest import APP_ID, FakeClock
+from .conftest import APP_ID, FakeClock, run
 
 ALICE = OpenId(APP_ID, "A11CE000000000000000000000000000")
 BOB = OpenId(APP_ID, "B0B00000000000000000000000000000")
@@ -21,10 +21,6 @@ ALICE_QQ = RUin("QQ", 0, "2870338968")
 OTHER_APP_ALICE = OpenId("102999999", "A11CE999999999999999999999999999")
 GROUP_SCENE = f"QQ:{APP_ID}:group:G1"
 C2C_SCENE = f"QQ:{APP_ID}:c2c"
-
-
-def run(coro):  # type: ignore[no-untyped-def]
-    return asyncio.run(coro)
 
 
 def counts(store: LmdbIdentityStore):  # type: ignore[no-untyped-def]

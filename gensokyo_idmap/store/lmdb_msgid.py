@@ -98,17 +98,23 @@ class MsgIdView(MsgIdWriter):
             found.append((decode_u64(key[:8]), int.from_bytes(key[8:], "big")))
         return found
 
-    def latest_inbound(self, app_id: str, chat_kind: str, target: str, now_ms: int) -> int | None:
+    def latest_inbound(
+        self, app_id: str, chat_kind: str, target: str, now_ms: int, since_ms: int
+    ) -> MsgRecord | None:
         prefix = _chat_prefix(app_id, chat_kind, target)
         cur = self._txn.cursor(self._t.chat_recent)
         positioned = cur.set_range(prefix + encode_u64(now_ms + 1))
         moved = cur.prev() if positioned else cur.last()
-        if not moved:
-            return None
-        key = cur.key()
-        if not key.startswith(prefix) or len(key) != len(prefix) + 12:
-            return None
-        return int.from_bytes(key[-4:], "big")
+        oldest = prefix + encode_u64(max(since_ms, 0))
+        while moved:
+            key = cur.key()
+            if not key.startswith(prefix) or key < oldest:
+                return None
+            record = self.record(int.from_bytes(key[-4:], "big"))
+            if record is not None and record.expires_ms > now_ms:
+                return record  # newest alive; expired-unswept ones are stepped over
+            moved = cur.prev()
+        return None
 
     def msg_counter(self) -> int:
         if self._counter is None:

@@ -1,0 +1,542 @@
+"""Virtual message ids (DESIGN §2 msgid-map.db, issue 3) on a real LMDB file.
+
+Time only moves when a test moves the FakeClock; nothing sleeps. Tables are checked through
+the store's own read view, never through a mock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import MutableMapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+from structlog.testing import capture_logs
+
+from gensokyo_idmap.errors import BadInputError, NotFoundError
+from gensokyo_idmap.msgid import INT32_MAX, MsgContext, MsgIdMap, check_virtual_id
+from gensokyo_idmap.store.base import MsgRecord
+from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore
+
+from .conftest import FakeClock, run
+
+TTL = 100.0  # seconds
+TTL_MS = int(TTL * 1000)
+APP = "102000001"
+GROUP = MsgContext(APP, "group", "G1", "in")
+OTHER_GROUP = MsgContext(APP, "group", "G2", "in")
+OUT = MsgContext(APP, "group", "G1", "out")
+
+
+@pytest.fixture
+def db_path(msgid_db_path: Path) -> Path:
+    return msgid_db_path
+
+
+@pytest.fixture
+def store(msgid_store: LmdbMsgIdStore) -> LmdbMsgIdStore:
+    return msgid_store
+
+
+@pytest.fixture
+def msgids(store: LmdbMsgIdStore, clock: FakeClock) -> MsgIdMap:
+    return MsgIdMap(store, clock=clock, ttl_seconds=TTL)
+
+
+def now_ms(clock: FakeClock) -> int:
+    return int(clock() * 1000)
+
+
+def expired_keys(store: LmdbMsgIdStore, at_ms: int) -> list[tuple[int, int]]:
+    with store.read() as view:
+        found: list[tuple[int, int]] = view.expired(at_ms, 1_000_000)
+    return found
+
+
+def events(logs: list[MutableMapping[str, Any]], name: str) -> list[MutableMapping[str, Any]]:
+    return [entry for entry in logs if entry["event"] == name]
+
+
+# --- allocation, hits, TTL refresh --------------------------------------------------------
+
+
+def test_new_real_ids_get_virtual_ids_1_2_3(msgids: MsgIdMap) -> None:
+    assert [msgids.store_real_sync(f"real-{i}") for i in range(3)] == [1, 2, 3]
+    assert run(msgids.store_real("real-3")) == 4
+    assert [msgids.real_id_of(v) for v in (1, 2, 3, 4)] == [f"real-{i}" for i in range(4)]
+    assert msgids.counts().counter == 4
+    assert msgids.counts().live_or_unswept == 4
+
+
+def test_lookup_returns_the_whole_record(msgids: MsgIdMap, clock: FakeClock) -> None:
+    vid = msgids.store_real_sync("R1", GROUP)
+    record = msgids.lookup(vid)
+    assert record == MsgRecord(vid, "R1", APP, "group", "G1", "in",
+                               now_ms(clock), now_ms(clock) + TTL_MS)
+    assert msgids.virtual_of("R1") == vid
+
+
+def test_same_real_id_again_returns_the_same_id_and_refreshes_its_ttl(
+    msgids: MsgIdMap, store: LmdbMsgIdStore, clock: FakeClock
+) -> None:
+    first = msgids.store_real_sync("R1", GROUP)
+    other = msgids.store_real_sync("R2", GROUP)
+    clock.advance(TTL * 0.75)
+    assert msgids.store_real_sync("R1", GROUP) == first
+    refreshed_at = now_ms(clock)
+    clock.advance(TTL * 0.5)  # past R1's original expiry, inside the refreshed one
+    assert msgids.real_id_of(first) == "R1"
+    assert msgids.virtual_of("R1") == first
+    assert msgids.lookup(first).expires_ms == refreshed_at + TTL_MS  # type: ignore[union-attr]
+    assert msgids.lookup(other) is None  # not refreshed: gone
+    # the old expiry key went with the refresh: one key per record, no orphan left behind
+    with store.read() as view:
+        assert view.expired(refreshed_at + TTL_MS, 100) == [
+            (refreshed_at - int(TTL * 0.75 * 1000) + TTL_MS, other),
+            (refreshed_at + TTL_MS, first),
+        ]
+    assert msgids.counts().counter == 2  # a hit allocates nothing
+
+
+def test_a_hit_with_the_async_api_refreshes_too(msgids: MsgIdMap, clock: FakeClock) -> None:
+    vid = run(msgids.store_real("R1"))
+    clock.advance(TTL - 1)
+    assert run(msgids.store_real("R1")) == vid
+    clock.advance(TTL - 1)
+    assert msgids.real_id_of(vid) == "R1"
+
+
+def test_concurrent_stores_sharing_one_commit_agree(msgids: MsgIdMap) -> None:
+    async def many() -> list[int]:
+        reals = [f"R{i % 5}" for i in range(40)]
+        return list(await asyncio.gather(*(msgids.store_real(r) for r in reals)))
+
+    got = run(many())
+    by_real: dict[str, set[int]] = {}
+    for i, vid in enumerate(got):
+        by_real.setdefault(f"R{i % 5}", set()).add(vid)
+    assert all(len(v) == 1 for v in by_real.values())
+    assert sorted(v for vids in by_real.values() for v in vids) == [1, 2, 3, 4, 5]
+
+
+# --- logs ---------------------------------------------------------------------------------
+
+
+def test_create_hit_and_lookup_are_logged(store: LmdbMsgIdStore, clock: FakeClock) -> None:
+    with capture_logs() as logs:
+        msgids = MsgIdMap(store, clock=clock, ttl_seconds=TTL)
+        vid = msgids.store_real_sync("R1", GROUP)
+        again = run(msgids.store_real("R1", GROUP))
+        msgids.lookup(vid)
+        msgids.lookup(vid + 1)
+    assert again == vid
+    [create] = events(logs, "[idmap] msg_id create")
+    assert (create["real_id"], create["virtual_id"], create["log_level"]) == ("R1", vid, "info")
+    [hit] = events(logs, "[idmap] msg_id hit")
+    assert (hit["real_id"], hit["virtual_id"]) == ("R1", vid)
+    found, missing = events(logs, "[idmap] msg_id lookup")
+    assert (found["virtual_id"], found["real_id"]) == (vid, "R1")
+    assert (missing["virtual_id"], missing["real_id"]) == (vid + 1, None)
+
+
+def test_sweep_is_logged_with_its_count(store: LmdbMsgIdStore, clock: FakeClock) -> None:
+    with capture_logs() as logs:
+        msgids = MsgIdMap(store, clock=clock, ttl_seconds=TTL)
+        for i in range(3):
+            msgids.store_real_sync(f"R{i}")
+        clock.advance(TTL)
+        assert run(msgids.sweep()) == 3
+    [sweep] = events(logs, "[idmap] msg_id sweep")
+    assert sweep["swept"] == 3
+
+
+# --- expiry -------------------------------------------------------------------------------
+
+
+def test_expired_records_are_invisible_before_any_sweep(
+    msgids: MsgIdMap, clock: FakeClock
+) -> None:
+    vid = msgids.store_real_sync("R1", GROUP)
+    clock.advance(TTL - 0.001)
+    assert msgids.lookup(vid) is not None  # one millisecond left
+    clock.advance(0.001)  # expires_ms == now: expired
+    assert msgids.lookup(vid) is None
+    assert msgids.virtual_of("R1") is None
+    with pytest.raises(NotFoundError, match=str(vid)):
+        msgids.real_id_of(vid)
+    assert msgids.latest_inbound(APP, "group", "G1", 10 * TTL) is None
+    assert msgids.counts().live_or_unswept == 1  # still on disk: nobody swept
+
+
+def test_storing_an_expired_real_id_gives_a_fresh_virtual_id(
+    msgids: MsgIdMap, store: LmdbMsgIdStore, clock: FakeClock
+) -> None:
+    old = msgids.store_real_sync("R1", GROUP)
+    clock.advance(TTL + 1)
+    new = msgids.store_real_sync("R1", GROUP)
+    assert new != old
+    assert msgids.lookup(old) is None
+    assert msgids.real_id_of(new) == "R1"
+    with store.read() as view:
+        assert view.record(old) is None  # the old triple was purged, not left for the sweep
+        assert view.virtual_of("R1") == new
+        assert view.counts().live_or_unswept == 1
+    assert expired_keys(store, now_ms(clock) + TTL_MS) == [(now_ms(clock) + TTL_MS, new)]
+
+
+def test_sweep_deletes_exactly_the_expired_triples(
+    store: LmdbMsgIdStore, clock: FakeClock
+) -> None:
+    msgids = MsgIdMap(store, clock=clock, ttl_seconds=TTL)
+    doomed = {f"old{i}": msgids.store_real_sync(f"old{i}", GROUP) for i in range(4)}
+    refreshed = msgids.store_real_sync("refreshed", GROUP)
+    clock.advance(TTL / 2)
+    kept = {f"new{i}": msgids.store_real_sync(f"new{i}", OUT) for i in range(3)}
+    assert msgids.store_real_sync("refreshed", GROUP) == refreshed
+    kept["refreshed"] = refreshed
+    clock.advance(TTL / 2)  # exactly the expiry of the first batch
+
+    swept = run(msgids.sweep())
+
+    assert swept == len(doomed)
+    now = now_ms(clock)
+    with store.read() as view:
+        for real, vid in doomed.items():
+            assert view.virtual_of(real) is None
+            assert view.record(vid) is None
+        for real, vid in kept.items():
+            assert view.virtual_of(real) == vid
+            record = view.record(vid)
+            assert record is not None and record.real_id == real and record.expires_ms > now
+        assert view.expired(now, 1_000) == []
+        assert len(view.expired(now + TTL_MS, 1_000)) == len(kept)
+        assert view.counts().live_or_unswept == len(kept)
+        # the swept inbound ones left chat_recent too; the refreshed one is still there
+        latest = view.latest_inbound(APP, "group", "G1", now, 0)
+        assert latest is not None and latest.virtual_id == refreshed
+    assert run(msgids.sweep()) == 0
+
+
+def test_sweep_sync_does_the_same(msgids: MsgIdMap, clock: FakeClock) -> None:
+    msgids.store_real_sync("R1")
+    clock.advance(TTL / 2)
+    live = msgids.store_real_sync("R2")
+    clock.advance(TTL / 2)
+    assert msgids.sweep_sync() == 1
+    assert msgids.counts().live_or_unswept == 1
+    assert msgids.real_id_of(live) == "R2"
+
+
+def test_a_sweep_larger_than_one_batch_takes_everything(
+    msgids: MsgIdMap, store: LmdbMsgIdStore, clock: FakeClock
+) -> None:
+    from gensokyo_idmap import msgid as msgid_module
+
+    batch = msgid_module._SWEEP_BATCH
+
+    def fill(view: Any) -> None:  # bulk-load through the store's own writer view
+        for vid in range(1, batch + 6):
+            view.put_record(MsgRecord(vid, f"bulk{vid}", APP, "group", "G1", "in",
+                                      now_ms(clock), now_ms(clock) + vid))
+        view.set_msg_counter(batch + 5)
+
+    store.write_sync(fill)
+    clock.advance(TTL)
+    assert run(msgids.sweep()) == batch + 5
+    assert msgids.counts().live_or_unswept == 0
+
+
+# --- wrap-around at int32 -----------------------------------------------------------------
+
+
+def set_counter(store: LmdbMsgIdStore, value: int) -> None:
+    store.write_sync(lambda view: view.set_msg_counter(value))
+
+
+def test_counter_wraps_from_int32_max_to_1(msgids: MsgIdMap, store: LmdbMsgIdStore) -> None:
+    set_counter(store, INT32_MAX - 1)
+    assert [msgids.store_real_sync(f"R{i}") for i in range(3)] == [INT32_MAX, 1, 2]
+    assert msgids.real_id_of(INT32_MAX) == "R0"
+    assert msgids.counts().counter == 2
+
+
+def test_wrap_skips_live_ids_and_reuses_expired_unswept_ones(
+    msgids: MsgIdMap, store: LmdbMsgIdStore, clock: FakeClock
+) -> None:
+    assert msgids.store_real_sync("alive", GROUP) == 1
+    assert msgids.store_real_sync("stale", GROUP) == 2
+    assert msgids.store_real_sync("alive3", GROUP) == 3
+    clock.advance(TTL / 2)
+    msgids.store_real_sync("alive", GROUP)  # refresh 1
+    msgids.store_real_sync("alive3", GROUP)  # refresh 3
+    clock.advance(TTL / 2 + 1)  # 2 expired (unswept); 1 and 3 alive
+    set_counter(store, INT32_MAX - 1)
+
+    got = [msgids.store_real_sync(f"N{i}") for i in range(3)]
+
+    assert got == [INT32_MAX, 2, 4]
+    assert msgids.real_id_of(1) == "alive"
+    assert msgids.real_id_of(3) == "alive3"
+    assert msgids.real_id_of(2) == "N1"
+    assert msgids.virtual_of("stale") is None  # the old real id no longer maps to 2
+    with store.read() as view:
+        assert view.virtual_of("stale") is None
+        assert view.expired(now_ms(clock), 100) == []  # stale's expiry key went too
+        assert view.counts().live_or_unswept == 5
+    # the stale record's chat_recent entry went with it: no old message answers for the chat
+    latest = msgids.latest_inbound(APP, "group", "G1", 10 * TTL)
+    assert latest is not None and latest.real_id in {"alive", "alive3"}
+
+
+# --- latest inbound -----------------------------------------------------------------------
+
+
+def test_latest_inbound_is_the_newest_inbound_message_in_the_window(
+    msgids: MsgIdMap, clock: FakeClock
+) -> None:
+    msgids.store_real_sync("in1", GROUP)
+    clock.advance(1)
+    newest = msgids.store_real_sync("in2", GROUP)
+    clock.advance(1)
+    msgids.store_real_sync("out1", OUT)  # sent by us: never a reply target
+    msgids.store_real_sync("elsewhere", OTHER_GROUP)
+    msgids.store_real_sync("other-app", MsgContext("999", "group", "G1", "in"))
+    msgids.store_real_sync("other-kind", MsgContext(APP, "c2c", "G1", "in"))
+    clock.advance(1)
+
+    record = msgids.latest_inbound(APP, "group", "G1", 10)
+    assert record is not None and (record.virtual_id, record.real_id) == (newest, "in2")
+    other = msgids.latest_inbound(APP, "group", "G2", 10)
+    assert other is not None and other.real_id == "elsewhere"
+    assert msgids.latest_inbound(APP, "group", "nobody", 10) is None
+    assert msgids.latest_inbound(APP, "group", "G", 10) is None  # a prefix is another chat
+
+
+def test_latest_inbound_ignores_messages_outside_the_window(
+    msgids: MsgIdMap, clock: FakeClock
+) -> None:
+    msgids.store_real_sync("in1", GROUP)
+    clock.advance(30)
+    assert msgids.latest_inbound(APP, "group", "G1", 31) is not None
+    assert msgids.latest_inbound(APP, "group", "G1", 30) is not None  # the edge is inside
+    assert msgids.latest_inbound(APP, "group", "G1", 29) is None
+
+
+def test_latest_inbound_ignores_outbound_only_chats(msgids: MsgIdMap) -> None:
+    msgids.store_real_sync("out1", OUT)
+    assert msgids.latest_inbound(APP, "group", "G1", 10) is None
+
+
+def test_latest_inbound_ignores_expired_messages(msgids: MsgIdMap, clock: FakeClock) -> None:
+    msgids.store_real_sync("in1", GROUP)
+    clock.advance(TTL)
+    assert msgids.latest_inbound(APP, "group", "G1", 10 * TTL) is None
+
+
+def test_latest_inbound_skips_an_expired_newest_message_for_a_live_older_one(
+    msgids: MsgIdMap, clock: FakeClock
+) -> None:
+    # "in1" is older but its TTL was refreshed (a hit); "in2" is newer and has expired.
+    # Expired entries are invisible even before the sweep, so the answer must be the same
+    # before and after sweeping: "in1".
+    older = msgids.store_real_sync("in1", GROUP)  # t = 0
+    clock.advance(TTL * 0.5)
+    msgids.store_real_sync("in2", GROUP)  # t = 0.5 TTL, expires at 1.5 TTL
+    clock.advance(TTL * 0.4)
+    assert msgids.store_real_sync("in1", GROUP) == older  # t = 0.9 TTL: alive until 1.9 TTL
+    clock.advance(TTL * 0.7)  # t = 1.6 TTL: in2 expired (unswept), in1 alive
+    assert msgids.lookup(older) is not None
+
+    before_sweep = msgids.latest_inbound(APP, "group", "G1", 10 * TTL)
+    msgids.sweep_sync()
+    after_sweep = msgids.latest_inbound(APP, "group", "G1", 10 * TTL)
+
+    assert after_sweep is not None and after_sweep.real_id == "in1"
+    assert before_sweep == after_sweep
+
+
+# --- bad input ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("real_id", ["", "x" * 401, "é" * 201, None, 42, b"bytes"])
+def test_bad_real_id_is_rejected_and_nothing_is_written(
+    msgids: MsgIdMap, store: LmdbMsgIdStore, real_id: Any
+) -> None:
+    msgids.store_real_sync("seed")
+    before = (store.commit_stats, msgids.counts())
+    with pytest.raises(BadInputError) as sync_err:
+        msgids.store_real_sync(real_id)
+    with pytest.raises(BadInputError) as async_err:
+        run(msgids.store_real(real_id))
+    with pytest.raises(BadInputError) as read_err:
+        msgids.virtual_of(real_id)
+    for err in (sync_err, async_err, read_err):
+        assert err.value.field == "message_id"
+        assert "message_id" in str(err.value)
+    assert (store.commit_stats, msgids.counts()) == before
+
+
+def test_real_id_of_exactly_400_bytes_is_fine(msgids: MsgIdMap) -> None:
+    for real in ("x" * 400, "é" * 200):
+        vid = msgids.store_real_sync(real)
+        assert msgids.real_id_of(vid) == real
+
+
+def test_real_id_that_is_not_encodable_is_bad_input(
+    msgids: MsgIdMap, store: LmdbMsgIdStore
+) -> None:
+    # A lone surrogate survives json.loads("\"\\ud800\"") but has no UTF-8 form.
+    before = (store.commit_stats, msgids.counts())
+    with pytest.raises(BadInputError) as err:
+        msgids.store_real_sync("\ud800")
+    assert err.value.field == "message_id"
+    assert (store.commit_stats, msgids.counts()) == before
+
+
+def test_context_that_is_not_encodable_is_bad_input(
+    msgids: MsgIdMap, store: LmdbMsgIdStore
+) -> None:
+    before = (store.commit_stats, msgids.counts())
+    with pytest.raises(BadInputError) as err:
+        msgids.store_real_sync("R1", MsgContext(APP, "group", "\udc80"))
+    assert err.value.field == "target"
+    assert msgids.counts() == before[1]
+
+
+@pytest.mark.parametrize("vid", [0, -1, 2**31, "abc", True, False, "", " ", "+5", "1e3", None,
+                                 1.5])
+def test_bad_virtual_id_is_rejected_naming_the_field(msgids: MsgIdMap, vid: Any) -> None:
+    msgids.store_real_sync("seed")
+    with pytest.raises(BadInputError) as err:
+        msgids.lookup(vid)
+    assert err.value.field == "message_id"
+    assert "message_id" in str(err.value)
+    with pytest.raises(BadInputError):
+        msgids.real_id_of(vid)
+    with pytest.raises(BadInputError) as named:
+        check_virtual_id(vid, "rowid")
+    assert named.value.field == "rowid"
+
+
+@pytest.mark.parametrize(("value", "expected"), [(1, 1), ("7", 7), (INT32_MAX, INT32_MAX),
+                                                 (str(INT32_MAX), INT32_MAX)])
+def test_good_virtual_ids_pass(value: Any, expected: int) -> None:
+    assert check_virtual_id(value) == expected
+
+
+def test_bad_direction_is_rejected() -> None:
+    with pytest.raises(BadInputError) as err:
+        MsgContext(APP, "group", "G1", "x")  # type: ignore[arg-type]
+    assert err.value.field == "direction"
+
+
+@pytest.mark.parametrize("field", ["app_id", "chat_kind", "target"])
+def test_nul_or_overlong_context_is_rejected(field: str) -> None:
+    for bad in ("a\0b", "x" * 129):
+        with pytest.raises(BadInputError) as err:
+            MsgContext(**{field: bad})
+        assert err.value.field == field
+
+
+def test_bad_context_writes_nothing(msgids: MsgIdMap, store: LmdbMsgIdStore) -> None:
+    msgids.store_real_sync("seed")
+    before = (store.commit_stats, msgids.counts())
+    with pytest.raises(BadInputError):
+        msgids.store_real_sync("R1", MsgContext(APP, "group", "G\0"))
+    with pytest.raises(BadInputError):
+        msgids.store_real_sync("R1", MsgContext(APP, "group", "G1", "x"))  # type: ignore[arg-type]
+    assert (store.commit_stats, msgids.counts()) == before
+    assert msgids.virtual_of("R1") is None
+
+
+def test_ttl_must_be_positive(store: LmdbMsgIdStore) -> None:
+    for ttl in (0, -1):
+        with pytest.raises(BadInputError) as err:
+            MsgIdMap(store, ttl_seconds=ttl)
+        assert err.value.field == "msgid_ttl_seconds"
+
+
+# --- reopen -------------------------------------------------------------------------------
+
+
+def test_reopen_keeps_mappings_and_the_counter(db_path: Path, clock: FakeClock) -> None:
+    store = LmdbMsgIdStore(db_path)
+    msgids = MsgIdMap(store, clock=clock, ttl_seconds=TTL)
+    ids = {f"R{i}": msgids.store_real_sync(f"R{i}", GROUP) for i in range(3)}
+    set_counter(store, 1000)
+    store.close()
+
+    store = LmdbMsgIdStore(db_path)
+    try:
+        msgids = MsgIdMap(store, clock=clock, ttl_seconds=TTL)
+        assert {real: msgids.virtual_of(real) for real in ids} == ids
+        assert all(msgids.real_id_of(vid) == real for real, vid in ids.items())
+        assert msgids.counts().counter == 1000
+        assert msgids.store_real_sync("R0") == ids["R0"]  # still a hit
+        assert msgids.store_real_sync("next") == 1001
+    finally:
+        store.close()
+
+
+# --- the sweeper task ---------------------------------------------------------------------
+
+
+def test_run_sweeper_removes_expired_entries_and_stops_when_told(
+    store: LmdbMsgIdStore, clock: FakeClock
+) -> None:
+    async def main() -> None:
+        sweeps: asyncio.Queue[int] = asyncio.Queue()
+
+        def watch(
+            _logger: Any, _method: str, event_dict: MutableMapping[str, Any]
+        ) -> MutableMapping[str, Any]:
+            if event_dict["event"] == "[idmap] msg_id sweep":
+                sweeps.put_nowait(event_dict["swept"])
+            return event_dict
+
+        with capture_logs(processors=[watch]):
+            msgids = MsgIdMap(store, clock=clock, ttl_seconds=TTL)
+            for i in range(5):
+                await msgids.store_real(f"R{i}")
+            stop = asyncio.Event()
+            task = asyncio.create_task(msgids.run_sweeper(stop, interval_seconds=0.01))
+            try:
+                # a sweep while nothing has expired removes nothing
+                assert await asyncio.wait_for(sweeps.get(), timeout=5) == 0
+                assert msgids.counts().live_or_unswept == 5
+                clock.advance(TTL + 1)
+                while await asyncio.wait_for(sweeps.get(), timeout=5) == 0:
+                    pass
+                assert msgids.counts().live_or_unswept == 0
+                stop.set()
+                await asyncio.wait_for(task, timeout=1)
+            finally:
+                stop.set()
+                if not task.done():
+                    task.cancel()
+
+    run(main())
+
+
+def test_run_sweeper_wakes_up_at_once_when_stopped(
+    msgids: MsgIdMap,
+) -> None:
+    async def main() -> None:
+        stop = asyncio.Event()
+        task = asyncio.create_task(msgids.run_sweeper(stop, interval_seconds=3600))
+        await asyncio.sleep(0)  # let it start waiting (one loop turn, no time passes)
+        assert not task.done()
+        stop.set()
+        await asyncio.wait_for(task, timeout=1)
+
+    run(main())
+
+
+def test_run_sweeper_returns_at_once_if_already_stopped(msgids: MsgIdMap) -> None:
+    async def main() -> None:
+        stop = asyncio.Event()
+        stop.set()
+        await asyncio.wait_for(msgids.run_sweeper(stop, interval_seconds=3600), timeout=1)
+
+    run(main())
