@@ -43,7 +43,7 @@ DEFAULT_MSGID_TTL_SECONDS: Final = 3600
 DEFAULT_SWEEP_INTERVAL_SECONDS: Final = 60
 MAX_REAL_ID_BYTES: Final = 400
 _MAX_PROBES: Final = 1 << 16
-_SWEEP_BATCH: Final = 10_000
+_SWEEP_BATCH: Final = 2_000  # per transaction: a sweep never holds the writer long
 
 
 class MsgContext:
