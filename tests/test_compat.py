@@ -12,10 +12,14 @@ from pathlib import Path
 import pytest
 
 from gensokyo_idmap.compat import LegacyIdmap
-from gensokyo_idmap.errors import BadInputError, NotFoundError
+from gensokyo_idmap.errors import BadInputError, NotFoundError, StoreError
 from gensokyo_idmap.identity import OpenId, RawId, RUin, UnionId
 from gensokyo_idmap.idmap import IdentityGraph
+from gensokyo_idmap.msgid import MsgIdMap
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
+from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore
+
+from .conftest import FakeClock
 
 APP_ID = "102000001"  # the AppID of conftest.py
 OPENID_A = "9F3A0C55E1B24D7A8C6E0F1D2B3A4C5D"
@@ -346,3 +350,42 @@ def test_store_id_v2_pro_bad_subid_writes_nothing(legacy: LegacyIdmap,
     assert err.value.field == "subid"
     with identity_store.read() as view:
         assert view.counts().identities == 0
+
+
+# --------------------------------------------------------------------------- StoreCachev2
+
+
+@pytest.fixture
+def legacy_with_cache(graph: IdentityGraph, msgid_store: LmdbMsgIdStore,
+                      clock: FakeClock) -> LegacyIdmap:
+    return LegacyIdmap(graph, APP_ID, MsgIdMap(msgid_store, clock=clock, ttl_seconds=60))
+
+
+def test_store_cache_v2_round_trip(legacy_with_cache: LegacyIdmap) -> None:
+    first = asyncio.run(legacy_with_cache.StoreCachev2("ROBOT1.0_msg-a"))
+    second = asyncio.run(legacy_with_cache.StoreCachev2("ROBOT1.0_msg-b"))
+    again = asyncio.run(legacy_with_cache.StoreCachev2("ROBOT1.0_msg-a"))
+    assert (first, second, again) == (1, 2, 1)
+    assert legacy_with_cache.RetrieveRowByCachev2(first) == "ROBOT1.0_msg-a"
+    assert legacy_with_cache.RetrieveRowByCachev2("2") == "ROBOT1.0_msg-b"
+    record = legacy_with_cache._msgids().lookup(first)
+    assert record is not None and record.app_id == APP_ID
+
+
+def test_retrieve_row_by_cache_v2_unknown_expired_and_bad(
+    legacy_with_cache: LegacyIdmap, clock: FakeClock
+) -> None:
+    vid = asyncio.run(legacy_with_cache.StoreCachev2("ROBOT1.0_msg-a"))
+    with pytest.raises(NotFoundError, match="virtual message id 9"):
+        legacy_with_cache.RetrieveRowByCachev2(9)
+    clock.advance(61)
+    with pytest.raises(NotFoundError, match=f"virtual message id {vid}"):
+        legacy_with_cache.RetrieveRowByCachev2(vid)
+    with pytest.raises(BadInputError) as err:
+        legacy_with_cache.RetrieveRowByCachev2("abc")
+    assert err.value.field == "rowid"
+
+
+def test_cache_names_need_the_msgid_map(legacy: LegacyIdmap) -> None:
+    with pytest.raises(StoreError, match="no message-id store"):
+        asyncio.run(legacy.StoreCachev2("ROBOT1.0_msg-a"))
