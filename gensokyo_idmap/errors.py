@@ -9,7 +9,8 @@ carries the OneBot ``retcode``, the HTTP status and the CLI exit code that fit i
     │   └── NoUsableIdentityError   retcode 100  http 404  exit 1   a vUIN exists, no identity fits
     ├── ConflictError               retcode 100  http 409  exit 1   the request contradicts the store
     ├── StoreError                  retcode 102  http 503  exit 1   the store cannot serve
-    │   └── SchemaVersionError      retcode 102  http 503  exit 1   the file is from a newer version
+    │   ├── SchemaVersionError      retcode 102  http 503  exit 1   the file is from a newer version
+    │   └── LegacyDbError           retcode 102  http 503  exit 1   an old idmap.db is damaged
     └── PlatformError               retcode 103  http 502  exit 1   the QQ platform refused
 
 Messages name the field and the value that was wrong, never a secret.
@@ -21,6 +22,7 @@ __all__ = [
     "BadInputError",
     "ConflictError",
     "IdmapError",
+    "LegacyDbError",
     "NoUsableIdentityError",
     "NotFoundError",
     "PlatformError",
@@ -90,6 +92,12 @@ class SchemaVersionError(StoreError):
     """The store file was written by a newer gensokyo-idmap than this one."""
 
     code = "schema_too_new"
+
+
+class LegacyDbError(StoreError):
+    """An old bbolt ``idmap.db`` cannot be read: says what is wrong and where (page, offset)."""
+
+    code = "legacy_db_damaged"
 
 
 class PlatformError(IdmapError):

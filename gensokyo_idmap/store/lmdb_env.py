@@ -293,6 +293,35 @@ class LmdbEnv(Generic[V]):
                 if not committed:
                     txn.abort()
 
+    def transact(self, fn: Callable[[V], T], *, commit: bool = True) -> T:
+        """Run ``fn`` alone in one write transaction on the calling thread.
+
+        Unlike :meth:`write`, any exception aborts everything ``fn`` wrote, and nothing is
+        batched with it: for long all-or-nothing work (legacy migration). ``commit=False``
+        runs it and throws the writes away (a dry run). A full map grows and ``fn`` re-runs
+        from the start, so it must not keep state between calls.
+        """
+        while True:
+            try:
+                with self.write_lock:
+                    txn = self.env.begin(write=True)
+                    try:
+                        view = self.make_view(txn, self.tables)
+                        result = fn(view)
+                        view.flush()
+                        if commit:
+                            txn.commit()
+                        else:
+                            txn.abort()
+                        return result
+                    except BaseException:
+                        txn.abort()
+                        raise
+            except lmdb.MapFullError:
+                self._grow()
+            except lmdb.MapResizedError:
+                self._remap(0)
+
     def _grow(self) -> None:
         self.env.reader_check()  # a dead reader pinning old pages may be why it is full
         self._remap(self.env.info()["map_size"] * 2)

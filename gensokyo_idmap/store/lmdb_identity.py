@@ -182,6 +182,30 @@ class LmdbView(IdentityWriter):
         self._counter = value
         self._counter_dirty = True
 
+    # meta and the legacy-compatible tables
+    def get_meta(self, name: str) -> Any:
+        raw = self._txn.get(name.encode("utf-8"), db=self._t.meta)
+        return None if raw is None else decode_value(raw)
+
+    def set_meta(self, name: str, value: Any) -> None:
+        self._txn.put(name.encode("utf-8"), encode_value(value), db=self._t.meta)
+
+    def put_config(self, key: bytes, value: bytes) -> None:
+        """``config``: ``<section>:<key>`` → text, byte for byte as the old bucket held it."""
+        self._txn.put(key, value, db=self._t.config)
+
+    def put_user_info(self, key: bytes, value: bytes) -> None:
+        """``UserInfo``: the old bucket's keys and values, byte for byte."""
+        self._txn.put(key, value, db=self._t.user_info)
+
+    def iter_config(self) -> Iterator[tuple[bytes, bytes]]:
+        for k, v in self._txn.cursor(self._t.config):
+            yield bytes(k), bytes(v)
+
+    def iter_user_info(self) -> Iterator[tuple[bytes, bytes]]:
+        for k, v in self._txn.cursor(self._t.user_info):
+            yield bytes(k), bytes(v)
+
 
 # Schema upgrades: UPGRADES[v] turns a version-v store into version v+1, inside the
 # transaction that opens it. Version 0 is a store written without a schema_version: only
@@ -266,6 +290,10 @@ class LmdbIdentityStore:
 
     def write_sync(self, fn: Callable[[IdentityWriter], T]) -> T:
         return self._lmdb.write_sync(fn)
+
+    def transact(self, fn: Callable[[LmdbView], T], *, commit: bool = True) -> T:
+        """``fn`` alone in one all-or-nothing write transaction (see LmdbEnv.transact)."""
+        return self._lmdb.transact(fn, commit=commit)
 
     @property
     def commit_stats(self) -> tuple[int, int]:

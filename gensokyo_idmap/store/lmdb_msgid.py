@@ -192,6 +192,9 @@ class LmdbMsgIdStore:
     def write_sync(self, fn: Callable[[MsgIdView], T]) -> T:
         return self._lmdb.write_sync(fn)
 
+    def transact(self, fn: Callable[[MsgIdView], T], *, commit: bool = True) -> T:
+        return self._lmdb.transact(fn, commit=commit)
+
     def check(self) -> None:
         """Walk every table once: damage that LMDB can see surfaces here, not mid-traffic."""
         try:
