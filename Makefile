@@ -23,6 +23,7 @@ test: venv
 
 bench: venv
 	$(BIN)/python bench/identity.py
+	$(BIN)/python bench/msgid.py
 
 clean:
 	rm -rf $(VENV) data .pytest_cache .hypothesis

@@ -56,45 +56,24 @@ cProfile of the resolve hot path (not part of the figures).
 
 from __future__ import annotations
 
-import logging
-import os
+import asyncio
+import gc
+import random
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
-import structlog
+import lmdb
 
+# _common before the library: importing it configures structlog (see its docstring).
+from _common import Result, Run, Table, latency_pass, throughput_pass
 
-def _drop(_logger: object, _method: str, _event: dict[str, object]) -> dict[str, object]:
-    raise structlog.DropEvent
-
-
-# Before the library is imported or used: production log filtering, and nothing printed.
-structlog.configure(
-    wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
-    processors=[_drop],
-    logger_factory=structlog.PrintLoggerFactory(file=open(os.devnull, "w")),  # noqa: SIM115
-    cache_logger_on_first_use=True,
-)
-
-import argparse  # noqa: E402
-import asyncio  # noqa: E402
-import gc  # noqa: E402
-import platform  # noqa: E402
-import random  # noqa: E402
-import resource  # noqa: E402
-import sys  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-from collections.abc import Callable, Sequence  # noqa: E402
-from dataclasses import dataclass, field  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
-
-import lmdb  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from gensokyo_idmap.identity import OpenId  # noqa: E402
-from gensokyo_idmap.idmap import IdentityGraph, openid_of_app  # noqa: E402
-from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore  # noqa: E402
+from gensokyo_idmap.identity import OpenId
+from gensokyo_idmap.idmap import IdentityGraph, openid_of_app
+from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
 
 APP_ID = "102005123"
 CALLERS = 64
@@ -118,32 +97,6 @@ QUICK = Profile(identities=20_000, read_ops=25_000, read_rounds=3, alloc_seconds
                 commit_seconds=0.5, write_rounds=2)
 
 
-@dataclass
-class Result:
-    name: str
-    ops: int = 0
-    seconds: float = 0.0
-    lat_ns: list[int] = field(default_factory=list)
-    note: str = ""
-
-    @property
-    def ops_per_s(self) -> float:
-        return self.ops / self.seconds if self.seconds else float("nan")
-
-    def pct_us(self, q: float) -> float:
-        if not self.lat_ns:
-            return float("nan")
-        s = self.lat_ns
-        return s[min(len(s) - 1, int(q * len(s)))] / 1000.0
-
-    def keep_best(self, ops: int, seconds: float) -> bool:
-        """Record a throughput pass; keep it if it is the fastest so far."""
-        if not self.seconds or ops / seconds > self.ops_per_s:
-            self.ops, self.seconds = ops, seconds
-            return True
-        return False
-
-
 # --- key material -------------------------------------------------------------------------
 
 
@@ -158,39 +111,7 @@ def scene_of(i: int) -> str:
 # --- read passes ----------------------------------------------------------------------------
 # A read figure is a function of a key index, sync or async (the resolve coroutine is awaited;
 # it never suspends on a hit). Throughput: untimed passes, best of the rounds. Latency: one
-# pass timing each op.
-
-
-async def throughput_pass(fn: Callable[[int], Any], is_async: bool, order: Sequence[int]
-                          ) -> float:
-    clock = time.perf_counter_ns
-    t0 = clock()
-    if is_async:
-        for i in order:
-            await fn(i)
-    else:
-        for i in order:
-            fn(i)
-    return (clock() - t0) / 1e9
-
-
-async def latency_pass(fn: Callable[[int], Any], is_async: bool, order: Sequence[int]
-                       ) -> list[int]:
-    clock = time.perf_counter_ns
-    lat: list[int] = []
-    append = lat.append
-    if is_async:
-        for i in order:
-            a = clock()
-            await fn(i)
-            append(clock() - a)
-    else:
-        for i in order:
-            a = clock()
-            fn(i)
-            append(clock() - a)
-    lat.sort()
-    return lat
+# pass timing each op. The passes are in _common.
 
 
 def open_bare_read_env(tmp: Path, keys: list[OpenId], vuins: list[int]
@@ -253,9 +174,7 @@ async def bench_reads(graph: IdentityGraph, env: lmdb.Environment, db: Any, raw:
             for name, fn, is_async in figures:
                 r = results[name]
                 r.keep_best(len(order), await throughput_pass(fn, is_async, order))
-                lat = await latency_pass(fn, is_async, half)
-                if not r.lat_ns or lat[len(lat) // 2] < r.lat_ns[len(r.lat_ns) // 2]:
-                    r.lat_ns = lat
+                r.keep_best_latencies(await latency_pass(fn, is_async, half))
     finally:
         one_txn.abort()
     after = graph.store.commit_stats  # type: ignore[attr-defined]
@@ -365,11 +284,6 @@ async def bench_writes(graph: IdentityGraph, store: LmdbIdentityStore, tmp: Path
 # --- output -------------------------------------------------------------------------------
 
 
-def fmt_row(r: Result) -> str:
-    return (f"  {r.name:<28} {r.ops:>8} {r.ops_per_s:>12,.0f} {r.pct_us(0.50):>10.1f}"
-            f" {r.pct_us(0.99):>10.1f}  {r.note}")
-
-
 def profile_hot_path(graph: IdentityGraph, keys: list[OpenId], scenes: list[str],
                      order: Sequence[int]) -> None:
     import cProfile
@@ -387,43 +301,13 @@ def profile_hot_path(graph: IdentityGraph, keys: list[OpenId], scenes: list[str]
     pstats.Stats(prof).sort_stats("tottime").print_stats(25)
 
 
-def check_disk(path: Path) -> str:
-    best, fstype = "", "?"
-    try:
-        with open("/proc/mounts") as mounts:
-            for line in mounts:
-                parts = line.split()
-                mnt = parts[1]
-                inside = mnt == "/" or path == Path(mnt) or str(path).startswith(mnt + "/")
-                if inside and len(mnt) > len(best):
-                    best, fstype = mnt, parts[2]
-    except OSError:
-        pass
-    return fstype
-
-
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="smaller store, shorter phases")
-    ap.add_argument("--strict", action="store_true", help="exit 1 if a target is missed")
-    ap.add_argument("--profile", action="store_true", help="also cProfile the resolve hot path")
-    args = ap.parse_args()
-    prof = QUICK if args.quick else FULL
+    run = Run(__doc__, quick="smaller store, shorter phases",
+              strict="exit 1 if a target is missed", profile="also cProfile the resolve hot path")
+    prof = QUICK if run.quick else FULL
     rng = random.Random(SEED)
-    started = time.perf_counter()
-    load0 = os.getloadavg()[0]
 
-    with tempfile.TemporaryDirectory(prefix="idmap-bench-") as tmpdir:
-        tmp = Path(tmpdir)
-        fstype = check_disk(tmp.resolve())
-        if fstype in ("tmpfs", "ramfs"):
-            print(f"refusing: {tmp} is on {fstype}, where fsync is free; set TMPDIR to a disk")
-            return 2
-        print(f"gensokyo-idmap identity benchmark ({'quick' if args.quick else 'full'}): "
-              f"python {platform.python_version()}, py-lmdb {lmdb.__version__} "
-              f"(LMDB {'.'.join(map(str, lmdb.version()))}), {os.cpu_count()} CPUs, "
-              f"{fstype} at {tmp}")
-
+    with run.temp_dir("idmap-bench-", "identity", tmpfs_why="where fsync is free") as tmp:
         n = prof.identities
         keys = [key_of(i) for i in range(n)]
         scenes = [scene_of(i) for i in range(n)]
@@ -444,35 +328,27 @@ def main() -> int:
             bare_env.close()
             bare_env = None
             alloc, commit = asyncio.run(bench_writes(graph, store, tmp, n, prof))
-            if args.profile:
+            if run.profile:
                 profile_hot_path(graph, keys, scenes, order)
         finally:
             if bare_env is not None:
                 bare_env.close()
             store.close()
 
-    hdr = f"  {'figure':<28} {'ops':>8} {'ops/s':>12} {'p50 us':>10} {'p99 us':>10}"
-    print()
-    print(hdr)
-    print("  " + "-" * (len(hdr) - 2))
+    table = Table(name=28, rate=12, us=10)
+    table.print_header()
     for r in (reads["resolve known key"], reads["pick_identity"], alloc):
-        print(fmt_row(r))
+        print(table.row(r))
     print("  ceilings (plain py-lmdb, same disk):")
     for r in (reads["bare get, 1 txn per get"], reads["bare get, 1 txn for all"], commit):
-        print(fmt_row(r))
-
-    misses = 0
+        print(table.row(r))
 
     def ratio(label: str, num: Result, den: Result, target: float | None) -> None:
-        nonlocal misses
         value = num.ops_per_s / den.ops_per_s
         if target is None:
             verdict = "(info)"
-        elif value >= target:
-            verdict = f"target >= {target:g}  PASS"
         else:
-            verdict = f"target >= {target:g}  MISS"
-            misses += 1
+            verdict = f"target >= {target:g}  {run.verdict(value, target)}"
         print(f"  {label:<46} {value:>8.3f}   {verdict}")
 
     print("\nratios (ops/s / ops/s):")
@@ -484,13 +360,9 @@ def main() -> int:
           reads["bare get, 1 txn per get"], None)
     ratio(f"allocate ({CALLERS} callers) / 1 commit per write", alloc, commit, 20)
 
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
-    print(f"\npeak RSS {rss / 1024:.1f} MiB; total {time.perf_counter() - started:.1f}s; "
-          f"load average {load0:.2f} at start, {os.getloadavg()[0]:.2f} at end "
+    print(f"\npeak RSS {run.peak_rss_mib():.1f} MiB; {run.summary()} "
           f"(other processes skew the figures; ratios come from interleaved passes)")
-    if misses and args.strict:
-        return 1
-    return 0
+    return run.exit_code()
 
 
 if __name__ == "__main__":
