@@ -15,11 +15,32 @@ from gensokyo_idmap.config import Config
 from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.msgid import MsgIdMap
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
-from gensokyo_idmap.store.lmdb_msgid import open_msgid_store
+from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore, open_msgid_store
 
 __all__ = ["run_daemon"]
 
 log = structlog.get_logger("gensokyo_idmap.app")
+
+
+async def _migrate_if_found(
+    config: Config, store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore
+) -> None:
+    """DESIGN §6: an old idmap.db is migrated before anything else happens (blocking)."""
+    legacy = config.legacy_db_path
+    if legacy is None or not legacy.is_file():
+        return
+    from migrate.legacy import MARKER, migrate_legacy
+
+    with store.read() as view:
+        if view.get_meta(MARKER) is not None:
+            return  # migrated before: the old file is never read again
+
+    def progress(stage: str, count: int) -> None:
+        log.info("[migrate] progress", stage=stage, entries=count)
+
+    await asyncio.to_thread(
+        migrate_legacy, legacy, store, msgid_store, config.bot.app_id, progress=progress
+    )
 
 
 async def run_daemon(config: Config, stop: asyncio.Event | None = None) -> None:
@@ -32,6 +53,12 @@ async def run_daemon(config: Config, stop: asyncio.Event | None = None) -> None:
     try:
         msgid_store = open_msgid_store(config.msgid_db_path)
     except BaseException:
+        store.close()
+        raise
+    try:
+        await _migrate_if_found(config, store, msgid_store)
+    except BaseException:
+        msgid_store.close()
         store.close()
         raise
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -298,3 +298,41 @@ def msgid_stats(click_ctx: click.Context) -> None:
         _fail(err)
     _emit(ctx, {"entries": counts.live_or_unswept, "counter": counts.counter},
           lambda: f"entries {counts.live_or_unswept}\ncounter {counts.counter}")
+
+
+@main.command("migrate")
+@click.option("--legacy", "legacy_path", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, help="The old idmap.db (default: <data-dir>/idmap.db).")
+@click.option("--dry-run", is_flag=True, help="Convert and verify, then write nothing.")
+@click.pass_obj
+def migrate_command(ctx: _Context, legacy_path: Path | None, dry_run: bool) -> None:
+    """Migrate an old Gensokyo idmap.db into openid-map.db (once, all or nothing)."""
+    from migrate.legacy import migrate_legacy
+
+    legacy = legacy_path or ctx.data_dir / "idmap.db"
+    on_terminal = sys.stderr.isatty() and not ctx.as_json
+
+    def progress(stage: str, count: int) -> None:
+        if on_terminal:
+            click.echo(f"\r[migrate] {stage} {count or ''}".ljust(60), nl=False, err=True)
+
+    try:
+        if ctx.app_id is None:
+            raise BadInputError("--app-id", None, "the AppID the old OpenIDs belong to is needed")
+        store = LmdbIdentityStore(ctx.data_dir / "openid-map.db")
+        try:
+            msgid_store = open_msgid_store(ctx.data_dir / "msgid-map.db")
+            try:
+                report = migrate_legacy(legacy, store, msgid_store, ctx.app_id,
+                                        dry_run=dry_run, progress=progress)
+            finally:
+                msgid_store.close()
+        finally:
+            store.close()
+    except IdmapError as err:
+        if on_terminal:
+            click.echo("", err=True)
+        _fail(err)
+    if on_terminal:
+        click.echo("", err=True)
+    _emit(ctx, report.to_json(), lambda: "\n".join(report.summary_lines()))

@@ -47,6 +47,10 @@ class IdmapConfig(_Section):
     msgid_sweep_interval_seconds: float = Field(
         default=60, gt=0, description="how often expired message ids are deleted"
     )
+    legacy_db: Path | None = Field(
+        default=None,
+        description="the old Go daemon's idmap.db; default <data_dir>/idmap.db; empty: none",
+    )
 
 
 class LogConfig(_Section):
@@ -66,6 +70,14 @@ class Config(_Section):
     @property
     def msgid_db_path(self) -> Path:
         return self.idmap.data_dir / "msgid-map.db"
+
+    @property
+    def legacy_db_path(self) -> Path | None:
+        """Where an old idmap.db would be; None when migration is switched off ("")."""
+        if "legacy_db" not in self.idmap.model_fields_set:
+            return self.idmap.data_dir / "idmap.db"
+        legacy = self.idmap.legacy_db
+        return None if legacy is None or str(legacy) in ("", ".") else legacy
 
 
 def load_config(path: str | Path) -> Config:

@@ -1,4 +1,4 @@
 """Legacy migration: the old Go daemon's bbolt ``idmap.db`` into openid-map.db (DESIGN §6).
 
-Not built yet; the identity store it writes into is ``gensokyo_idmap.store``.
+``bbolt`` reads the old file (pure Python, read-only, defensive); ``legacy`` converts it.
 """

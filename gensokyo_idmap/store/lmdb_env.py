@@ -321,6 +321,8 @@ class LmdbEnv(Generic[V]):
                 self._grow()
             except lmdb.MapResizedError:
                 self._remap(0)
+            except lmdb.Error as exc:
+                raise StoreError(f"{self.path}: write failed: {exc}") from exc
 
     def _grow(self) -> None:
         self.env.reader_check()  # a dead reader pinning old pages may be why it is full

@@ -1,0 +1,515 @@
+"""The old Go daemon's ``idmap.db`` (bbolt) → openid-map.db + msgid-map.db, once, atomically.
+
+Rules (DESIGN §6, fixtures README "How each kind must land"):
+
+1. **Forward keys win.** ``<id>`` → row is the number clients were shown most; every valid
+   one keeps its number. ``row-<n>`` reverse keys and "pro" composite keys only fill what the
+   forward side lacks; where they disagree, the other number becomes an **alias** (it keeps
+   resolving to that person) unless it already names someone else, which is a conflict.
+2. **No number names two people.** A fill or alias whose number is taken is a conflict; the
+   identity then gets a fresh vUIN above every migrated number, and the report says so.
+3. **All or nothing.** Everything is written in one write transaction of openid-map.db; the
+   marker (``meta.migrated_from_legacy``) is written last, after every legacy mapping was
+   checked against the new store. ``kill -9`` at any moment leaves no marker and no data, or
+   everything. The legacy file is opened read-only and never changed, moved or deleted.
+4. **Streamed.** The file is read bucket by bucket, in several passes, never loaded whole;
+   the only thing kept in memory is the set of row numbers confirmed by a reverse key.
+5. **Nothing silent.** Every entry not copied as is appears in the report with its reason.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import structlog
+
+from gensokyo_idmap.errors import BadInputError, ConflictError, IdmapError, StoreError
+from gensokyo_idmap.identity import MAX_VUIN, IdentityKey, OpenId, RawId, check_app_id
+from gensokyo_idmap.idmap import allocate_vuin, follow_alias, vuin_in_use
+from gensokyo_idmap.msgid import INT32_MAX
+from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore, LmdbView
+from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore, MsgIdView
+from migrate.bbolt import BoltFile
+
+__all__ = ["MARKER", "MigrationReport", "MigrationVerifyError", "migrate_legacy"]
+
+log = structlog.get_logger("gensokyo_idmap.migrate")
+
+MARKER: Final = "migrated_from_legacy"
+_OPENID: Final = re.compile(r"[0-9A-Fa-f]{32}")
+_ROW: Final = re.compile(r"[1-9][0-9]{0,18}")
+_IDS: Final = (b"ids",)
+_CACHE: Final = (b"cache",)
+_CONFIG: Final = (b"config",)
+_USERINFO: Final = (b"UserInfo",)
+_MAX_LMDB_KEY: Final = 511  # LMDB's key limit; bbolt allowed up to 32 KiB
+
+
+class MigrationVerifyError(StoreError):
+    """A legacy mapping is not in the new store as it should be: no marker was written."""
+
+    code = "migration_verify_failed"
+
+
+@dataclass
+class Entry:
+    """One legacy entry the report mentions."""
+
+    bucket: str
+    key: str
+    detail: str
+
+
+@dataclass
+class MigrationReport:
+    legacy_path: str
+    app_id: str
+    status: str = "migrated"  # migrated | dry_run | already_migrated
+    read: dict[str, int] = field(default_factory=dict)
+    written: dict[str, int] = field(default_factory=dict)
+    normalised: list[Entry] = field(default_factory=list)
+    filled_from_reverse: list[Entry] = field(default_factory=list)
+    reverse_rebuilt: list[Entry] = field(default_factory=list)
+    aliases: list[Entry] = field(default_factory=list)
+    conflicts: list[Entry] = field(default_factory=list)
+    reissued: list[Entry] = field(default_factory=list)
+    dropped: list[Entry] = field(default_factory=list)
+    notes: list[Entry] = field(default_factory=list)
+    counters: dict[str, int | None] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def summary_lines(self) -> list[str]:
+        lines = [f"legacy file   {self.legacy_path}", f"status        {self.status}"]
+        for bucket, count in self.read.items():
+            lines.append(f"read          {bucket}: {count}")
+        for table, count in self.written.items():
+            lines.append(f"written       {table}: {count}")
+        for name in ("normalised", "filled_from_reverse", "reverse_rebuilt", "aliases",
+                     "conflicts", "reissued", "dropped", "notes"):
+            entries: list[Entry] = getattr(self, name)
+            lines.append(f"{name:<13} {len(entries)}")
+            shown = entries if name in ("conflicts", "dropped", "reissued") else entries[:5]
+            lines += [f"  {e.bucket}/{e.key}: {e.detail}" for e in shown]
+            if len(shown) < len(entries):
+                lines.append(f"  … {len(entries) - len(shown)} more (--json lists all)")
+        for name, value in self.counters.items():
+            lines.append(f"counter       {name}: {value}")
+        lines.append(f"seconds       {self.seconds:.3f}")
+        return lines
+
+
+def _shown(raw: bytes) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return "0x" + raw.hex()
+
+
+def _legacy_identity(text: str, app_id: str) -> tuple[IdentityKey, bool]:
+    """(typed key, normalised?): a 32-hex id is an OpenID of our AppID, anything else raw."""
+    if _OPENID.fullmatch(text):
+        return OpenId(app_id=app_id, openid=text), False
+    return RawId(text), True
+
+
+def _row(text: str) -> int | None:
+    if not _ROW.fullmatch(text):
+        return None
+    value = int(text)
+    return value if value <= MAX_VUIN else None
+
+
+def _row_reason(text: str) -> str:
+    if not text:
+        return "row- key without a number"
+    if text.isdigit() and text.startswith("0"):
+        return f"row number {text!r} has leading zeros (it must not alias row {int(text)})"
+    if text.isdigit():
+        return f"row number {text} is outside 1..{MAX_VUIN}"
+    return f"row suffix {text!r} is not a number"
+
+
+class _Conversion:
+    """One run of the conversion inside one write transaction (re-runnable from scratch)."""
+
+    def __init__(self, view: LmdbView, bolt: BoltFile, report: MigrationReport,
+                 progress: Callable[[str, int], None]) -> None:
+        self.view = view
+        self.bolt = bolt
+        self.report = report
+        self.app_id = report.app_id
+        self.progress = progress
+        self.confirmed: set[int] = set()  # forward numbers some row-<n> agrees with
+        self.pending: list[tuple[str, str]] = []  # (bucket/key, identity key) to reissue
+        self.highest = 0
+        self.legacy_counter: int | None = None
+
+    # helpers
+    def _ids(self) -> Iterator[tuple[bytes, str | None, bytes | None]]:
+        """``ids`` entries as (raw key, text key or None if not UTF-8, value or None)."""
+        for key, value in self.bolt.items(_IDS):
+            try:
+                yield key, key.decode("utf-8"), value
+            except UnicodeDecodeError:
+                yield key, None, value
+
+    def _drop(self, bucket: str, key: bytes, reason: str) -> None:
+        self.report.dropped.append(Entry(bucket, _shown(key), reason))
+
+    def _place(self, key: str, vuin: int) -> None:
+        self.view.set_vuin(key, vuin)
+        self.view.add_identity(vuin, key)
+        self.highest = max(self.highest, vuin)
+
+    def _attach(self, where: str, ident: IdentityKey, number: int, source: str) -> None:
+        """A number some non-forward entry gives ``ident``: agree, fill, alias or conflict."""
+        current = self.view.vuin_of(ident.key)
+        if current == number:
+            return
+        if current is None:
+            if vuin_in_use(self.view, number):
+                self.report.conflicts.append(Entry("ids", where, (
+                    f"{source} gives {ident.key} row {number}, which already names someone "
+                    "else; a new vUIN is issued")))
+                self.pending.append((where, ident.key))
+                return
+            self._place(ident.key, number)
+            self.report.filled_from_reverse.append(
+                Entry("ids", where, f"{ident.key} → {number} (from {source})"))
+            return
+        if follow_alias(self.view, number) == current:
+            return  # already an alias of the same person
+        if vuin_in_use(self.view, number):
+            self.report.conflicts.append(Entry("ids", where, (
+                f"{source} says row {number} for {ident.key}, the forward key says {current}; "
+                f"{number} already names someone else, so it is not kept")))
+            return
+        self.view.set_alias(number, current)
+        self.highest = max(self.highest, number)
+        self.report.aliases.append(Entry("ids", where, (
+            f"row {number} kept as an alias of {current} ({source} disagrees with the "
+            "forward key)")))
+
+    # passes
+    def forward_keys(self) -> None:
+        count = 0
+        for raw, text, value in self._ids():
+            count += 1
+            if count % 50_000 == 0:
+                self.progress("ids forward", count)
+            if text is None:
+                self._drop("ids", raw, "key is not UTF-8")
+                continue
+            if text == "currentRow":
+                if value is not None and len(value) == 8:
+                    self.legacy_counter = int.from_bytes(value, "big")
+                else:
+                    self._drop("ids", raw, "currentRow is not an 8-byte counter")
+                continue
+            if text.startswith("row-") or ":" in text:
+                continue  # reverse and pro keys: later passes
+            if value is None:
+                self._drop("ids", raw, "a nested bucket where an id was expected")
+                continue
+            if len(value) != 8:
+                self._drop("ids", raw, f"forward value is {len(value)} bytes, not an 8-byte row")
+                continue
+            number = int.from_bytes(value, "big")
+            if not 0 < number <= MAX_VUIN:
+                self._drop("ids", raw, f"row {number} is outside 1..{MAX_VUIN}")
+                continue
+            try:
+                ident, normalised = _legacy_identity(text, self.app_id)
+            except BadInputError as err:
+                self._drop("ids", raw, f"id cannot be a key: {err.reason}")
+                continue
+            if self.view.has_identities(number):
+                self.report.conflicts.append(Entry("ids", text, (
+                    f"row {number} is also the forward row of another id; a new vUIN is "
+                    "issued")))
+                self.pending.append((text, ident.key))
+                continue
+            self._place(ident.key, number)
+            if normalised:
+                self.report.normalised.append(
+                    Entry("ids", text, f"not a 32-hex OpenID: stored as {ident.key}"))
+        self.report.read["ids"] = count
+
+    def reverse_keys(self) -> None:
+        for raw, text, value in self._ids():
+            if text is None or not text.startswith("row-"):
+                continue
+            number = _row(text[4:])
+            if number is None:
+                self._drop("ids", raw, _row_reason(text[4:]))
+                continue
+            if not value:
+                self._drop("ids", raw, "reverse key with an empty value")
+                continue
+            try:
+                ident, _ = _legacy_identity(value.decode("utf-8"), self.app_id)
+            except UnicodeDecodeError:
+                self._drop("ids", raw, "reverse value is not UTF-8")
+                continue
+            except BadInputError as err:
+                self._drop("ids", raw, f"reverse value cannot be a key: {err.reason}")
+                continue
+            if self.view.vuin_of(ident.key) == number:
+                self.confirmed.add(number)
+                continue
+            self._attach(text, ident, number, "reverse key")
+
+    def pro_keys(self) -> None:
+        for raw, text, value in self._ids():
+            if text is None or text.startswith("row-") or ":" not in text:
+                continue
+            try:
+                other = (value or b"").decode("utf-8")
+            except UnicodeDecodeError:
+                self._drop("ids", raw, "pro value is not UTF-8")
+                continue
+            left, right = text.split(":", 1), other.split(":", 1)
+            if len(left) != 2 or len(right) != 2:
+                self._drop("ids", raw, "pro entry is not <a>:<b> on both sides")
+                continue
+            ids, rows = (right, left) if all(p.isdigit() for p in left) else (left, right)
+            numbers = [_row(p) for p in rows]
+            if None in numbers or not all(ids):
+                self._drop("ids", raw, f"pro entry {text!r} → {other!r} has no valid rows")
+                continue
+            for ident_text, number in zip(ids, numbers, strict=True):
+                assert number is not None
+                try:
+                    ident, _ = _legacy_identity(ident_text, self.app_id)
+                except BadInputError as err:
+                    self._drop("ids", raw, f"pro id cannot be a key: {err.reason}")
+                    break
+                self._attach(text, ident, number, "pro key")
+
+    def reissue(self) -> None:
+        counter = max(self.highest, self.legacy_counter or 0, self.view.vuin_counter())
+        if self.legacy_counter is not None and self.legacy_counter < self.highest:
+            self.report.notes.append(Entry("ids", "currentRow", (
+                f"currentRow {self.legacy_counter} is below migrated row {self.highest} "
+                f"(hash mode, or a stale counter): new vUINs start above {counter}")))
+        self.view.set_vuin_counter(counter)
+        for where, key in self.pending:
+            if self.view.vuin_of(key) is not None:
+                continue  # another entry placed it meanwhile
+            number = allocate_vuin(self.view)
+            self._place(key, number)
+            self.report.reissued.append(Entry("ids", where, f"{key} → new vUIN {number}"))
+
+    def copy_bucket(self, name: str, path: tuple[bytes, ...], put: Callable[[bytes, bytes],
+                    None], check_json: bool) -> None:
+        count = 0
+        for key, value in self.bolt.items(path):
+            count += 1
+            if value is None:
+                self._drop(name, key, "nested bucket (not copied)")
+                continue
+            if len(key) > _MAX_LMDB_KEY:
+                self._drop(name, key, f"key is {len(key)} bytes; the new store takes at most "
+                                      f"{_MAX_LMDB_KEY}")
+                continue
+            put(key, value)
+            if check_json:
+                try:
+                    parsed = json.loads(value)
+                    if not isinstance(parsed, dict) or not {"nickname", "remark",
+                                                           "user_id"} <= parsed.keys():
+                        self.report.notes.append(Entry(name, _shown(key), (
+                            "JSON lacks nickname/remark/user_id (copied as is)")))
+                except (ValueError, UnicodeDecodeError):
+                    self.report.notes.append(
+                        Entry(name, _shown(key), "value is not valid JSON (copied as is)"))
+            else:
+                text = _shown(key)
+                if ":" not in text:
+                    self.report.notes.append(
+                        Entry(name, text, "key has no <section>:<key> colon (copied as is)"))
+                elif not value:
+                    self.report.notes.append(Entry(name, text, "empty value (copied as is)"))
+        self.report.read[name] = count
+
+    def rebuilt_reverse(self) -> None:
+        for _raw, text, value in self._ids():
+            if text is None or text.startswith("row-") or ":" in text or text == "currentRow":
+                continue
+            if value is None or len(value) != 8:
+                continue
+            number = int.from_bytes(value, "big")
+            if number in self.confirmed:
+                continue
+            try:
+                ident, _ = _legacy_identity(text, self.app_id)
+            except BadInputError:
+                continue
+            if self.view.vuin_of(ident.key) == number:
+                self.report.reverse_rebuilt.append(
+                    Entry("ids", text, f"no row-{number} key: reverse side rebuilt"))
+
+    def verify(self) -> None:
+        """Every legacy mapping that was kept must read back from the new store."""
+        conflicted = {e.key for e in self.report.conflicts}
+        dropped = {e.key for e in self.report.dropped}
+        for _raw, text, value in self._ids():
+            if text is None or text in dropped or text in conflicted or text == "currentRow":
+                continue
+            if text.startswith("row-"):
+                number = _row(text[4:])
+                if number is None or not value:
+                    continue
+                ident, _ = _legacy_identity(value.decode("utf-8"), self.app_id)
+                got = self.view.vuin_of(ident.key)
+                if got is None or follow_alias(self.view, number) != got:
+                    raise MigrationVerifyError(
+                        f"verification: {text} → {ident.key} does not resolve in the new store")
+            elif ":" not in text and value is not None and len(value) == 8:
+                ident, _ = _legacy_identity(text, self.app_id)
+                if self.view.vuin_of(ident.key) != int.from_bytes(value, "big"):
+                    raise MigrationVerifyError(
+                        f"verification: {ident.key} does not map to its legacy row")
+        for bucket, copied in (("config", self.view.iter_config()),
+                               ("UserInfo", self.view.iter_user_info())):
+            not_copied = sum(1 for e in self.report.dropped if e.bucket == bucket)
+            if sum(1 for _ in copied) != self.report.read.get(bucket, 0) - not_copied:
+                raise MigrationVerifyError(
+                    f"verification: {bucket} entries differ from the legacy file")
+
+    def run(self) -> MigrationReport:
+        self.forward_keys()
+        self.progress("ids reverse keys", 0)
+        self.reverse_keys()
+        self.progress("ids pro keys", 0)
+        self.pro_keys()
+        self.reissue()
+        self.rebuilt_reverse()
+        names = set(self.bolt.bucket_names())
+        if b"config" in names:
+            self.copy_bucket("config", _CONFIG, self.view.put_config, check_json=False)
+        if b"UserInfo" in names:
+            self.copy_bucket("UserInfo", _USERINFO, self.view.put_user_info, check_json=True)
+        self.progress("verifying", 0)
+        self.verify()
+        counts = self.view.counts()
+        self.report.written = {"identity_to_vuin": counts.identities, "vuins": counts.vuins,
+                               "vuin_alias": counts.aliases, "config": counts.config,
+                               "UserInfo": counts.user_info}
+        self.report.counters["legacy_current_row"] = self.legacy_counter
+        self.report.counters["vuin_counter"] = self.view.vuin_counter()
+        return self.report
+
+
+def _cache_counter(bolt: BoltFile, report: MigrationReport) -> int | None:
+    """The old message-id counter (``cache/currentRow``, else the highest ``row-<n>``)."""
+    counter: int | None = None
+    highest = 0
+    count = 0
+    for key, value in bolt.items(_CACHE):
+        count += 1
+        if key == b"currentRow" and value is not None and len(value) == 8:
+            counter = int.from_bytes(value, "big")
+        elif key.startswith(b"row-"):
+            number = _row(key[4:].decode("utf-8", "replace"))
+            if number is not None:
+                highest = max(highest, number)
+    report.read["cache"] = count
+    if counter is not None:
+        return counter  # the old daemon's own counter carries over as it was
+    return highest or None  # CleanBucket deleted currentRow by mistake: the highest row
+
+
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def migrate_legacy(
+    legacy_path: str | Path,
+    identity_store: LmdbIdentityStore,
+    msgid_store: LmdbMsgIdStore | None,
+    app_id: str,
+    *,
+    dry_run: bool = False,
+    progress: Callable[[str, int], None] | None = None,
+    clock: Callable[[], float] = time.time,
+) -> MigrationReport:
+    """Migrate ``legacy_path`` into the stores once; see the module rules."""
+    path = Path(legacy_path)
+    started = time.perf_counter()
+    report = MigrationReport(legacy_path=str(path), app_id=app_id)
+    with identity_store.read() as view:
+        marker = view.get_meta(MARKER)
+        held = view.counts()
+    if marker is not None:
+        report.status = "already_migrated"
+        log.info("[migrate] nothing to do: openid-map.db already holds a migration",
+                 marker_time=marker.get("at"), legacy=str(path))
+        return report
+    if held.identities or held.aliases:
+        raise ConflictError(
+            f"openid-map.db already holds {held.identities} identities but no migration "
+            f"marker, so {path.name} is not merged into it. To migrate: move openid-map.db "
+            "aside and start again. To keep the current store: move idmap.db away "
+            "(or set idmap.legacy_db to an empty value)."
+        )
+    check_app_id(app_id, "bot.app_id")
+    if not path.is_file():
+        raise BadInputError("legacy", str(path), "no such file")
+    tell = progress or (lambda stage, count: None)
+    log.info("[migrate] start", legacy=str(path), dry_run=dry_run)
+    sha256 = _file_sha256(path)
+    with BoltFile(path) as bolt:
+        msg_counter = _cache_counter(bolt, report)
+        meta_notes = [Entry("(meta)", "meta", problem) for problem in bolt.meta_problems]
+
+        def convert(view: LmdbView) -> MigrationReport:
+            fresh = MigrationReport(legacy_path=str(path), app_id=app_id,
+                                    read={"cache": report.read.get("cache", 0)})
+            fresh.notes.extend(meta_notes)  # e.g. the newest meta page was damaged
+            result = _Conversion(view, bolt, fresh, tell).run()
+            result.counters["legacy_cache_counter"] = msg_counter
+            if not dry_run:
+                view.set_meta(MARKER, {
+                    "legacy_path": str(path.resolve()),
+                    "legacy_sha256": sha256,
+                    "at": clock(),
+                    "read": result.read,
+                    "written": result.written,
+                    "dropped": len(result.dropped),
+                    "conflicts": len(result.conflicts),
+                })
+            return result
+
+        if msgid_store is not None and msg_counter and not dry_run:
+            carried = msg_counter % INT32_MAX
+
+            def raise_counter(view: MsgIdView) -> None:
+                view.set_msg_counter(max(view.msg_counter(), carried))
+
+            msgid_store.transact(raise_counter)
+        try:
+            report = identity_store.transact(convert, commit=not dry_run)
+        except IdmapError:
+            log.error("[migrate] failed: nothing was written, no marker", legacy=str(path))
+            raise
+    report.status = "dry_run" if dry_run else "migrated"
+    report.seconds = time.perf_counter() - started
+    log.info("[migrate] done", status=report.status, read=report.read, written=report.written,
+             dropped=len(report.dropped), conflicts=len(report.conflicts),
+             seconds=round(report.seconds, 3))
+    return report
