@@ -6,7 +6,6 @@ import asyncio
 import hashlib
 import json
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,24 +32,19 @@ def sha(path: Path) -> str:
 
 
 class Stores:
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.identity = LmdbIdentityStore(root / "openid-map.db")
-        self.msgid = LmdbMsgIdStore(root / "msgid-map.db")
+    """The two new stores (conftest's real LMDB files) and the migration into them."""
+
+    def __init__(self, identity: LmdbIdentityStore, msgid: LmdbMsgIdStore) -> None:
+        self.identity = identity
+        self.msgid = msgid
 
     def migrate(self, legacy: Path, **kw: Any) -> MigrationReport:
         return migrate_legacy(legacy, self.identity, self.msgid, APP, **kw)
 
-    def close(self) -> None:
-        self.identity.close()
-        self.msgid.close()
-
 
 @pytest.fixture
-def stores(tmp_path: Path) -> Iterator[Stores]:
-    s = Stores(tmp_path)
-    yield s
-    s.close()
+def stores(identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore) -> Stores:
+    return Stores(identity_store, msgid_store)
 
 
 @pytest.fixture
