@@ -713,6 +713,14 @@ class BoltFile:
         """
         return self.bucket_items(self._require(path))
 
+    def get(self, path: Sequence[bytes], key: bytes) -> bytes | None:
+        """The value of ``key`` in the bucket at ``path``, by one descent (None if absent or
+        if ``key`` names a nested bucket). A missing bucket raises :class:`LegacyDbError`."""
+        found = self._find(self._require(path), bytes(key))
+        if found is None or found[0] & BUCKET_LEAF_FLAG:
+            return None
+        return found[1]
+
     def bucket_items(self, bucket: Bucket) -> Iterator[tuple[bytes, bytes | None]]:
         """Like :meth:`items`, for a :class:`Bucket` already found."""
         for key, flags, value, offset in self._entries(bucket):

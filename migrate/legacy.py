@@ -31,7 +31,7 @@ from typing import Any, Final
 import structlog
 
 from gensokyo_idmap.errors import BadInputError, ConflictError, IdmapError, StoreError
-from gensokyo_idmap.identity import MAX_VUIN, IdentityKey, OpenId, RawId, check_app_id
+from gensokyo_idmap.identity import MAX_VUIN, OpenId, RawId, check_app_id
 from gensokyo_idmap.idmap import allocate_vuin, follow_alias, vuin_in_use
 from gensokyo_idmap.msgid import INT32_MAX
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore, LmdbView
@@ -115,11 +115,16 @@ def _shown(raw: bytes) -> str:
         return "0x" + raw.hex()
 
 
-def _legacy_identity(text: str, app_id: str) -> tuple[IdentityKey, bool]:
-    """(typed key, normalised?): a 32-hex id is an OpenID of our AppID, anything else raw."""
-    if _OPENID.fullmatch(text):
-        return OpenId(app_id=app_id, openid=text), False
-    return RawId(text), True
+def _legacy_key(text: str, openid_prefix: str) -> str:
+    """The identity key of a legacy id: a 32-hex id is an OpenID of our AppID, anything else
+    ``raw:`` (BadInputError if it cannot be one).
+
+    Called for every entry of every pass, so it builds the key text directly: a 32-hex id
+    needs no further validation to be an OpenID key; anything else goes through RawId.
+    """
+    if len(text) == 32 and _OPENID.fullmatch(text):
+        return openid_prefix + text
+    return RawId(text).key
 
 
 def _row(text: str) -> int | None:
@@ -148,6 +153,7 @@ class _Conversion:
         self.bolt = bolt
         self.report = report
         self.app_id = report.app_id
+        self.prefix = OpenId(app_id=report.app_id, openid="0").key[:-1]  # "openid:QQ:<app>:"
         self.progress = progress
         self.confirmed: set[int] = set()  # forward numbers some row-<n> agrees with
         self.pending: list[tuple[str, str]] = []  # (bucket/key, identity key) to reissue
@@ -171,27 +177,27 @@ class _Conversion:
         self.view.add_identity(vuin, key)
         self.highest = max(self.highest, vuin)
 
-    def _attach(self, where: str, ident: IdentityKey, number: int, source: str) -> None:
-        """A number some non-forward entry gives ``ident``: agree, fill, alias or conflict."""
-        current = self.view.vuin_of(ident.key)
+    def _attach(self, where: str, key: str, number: int, source: str) -> None:
+        """A number some non-forward entry gives ``key``: agree, fill, alias or conflict."""
+        current = self.view.vuin_of(key)
         if current == number:
             return
         if current is None:
             if vuin_in_use(self.view, number):
                 self.report.conflicts.append(Entry("ids", where, (
-                    f"{source} gives {ident.key} row {number}, which already names someone "
+                    f"{source} gives {key} row {number}, which already names someone "
                     "else; a new vUIN is issued")))
-                self.pending.append((where, ident.key))
+                self.pending.append((where, key))
                 return
-            self._place(ident.key, number)
+            self._place(key, number)
             self.report.filled_from_reverse.append(
-                Entry("ids", where, f"{ident.key} → {number} (from {source})"))
+                Entry("ids", where, f"{key} → {number} (from {source})"))
             return
         if follow_alias(self.view, number) == current:
             return  # already an alias of the same person
         if vuin_in_use(self.view, number):
             self.report.conflicts.append(Entry("ids", where, (
-                f"{source} says row {number} for {ident.key}, the forward key says {current}; "
+                f"{source} says row {number} for {key}, the forward key says {current}; "
                 f"{number} already names someone else, so it is not kept")))
             return
         self.view.set_alias(number, current)
@@ -211,10 +217,12 @@ class _Conversion:
                 self._drop("ids", raw, "key is not UTF-8")
                 continue
             if text == "currentRow":
-                if value is not None and len(value) == 8:
-                    self.legacy_counter = int.from_bytes(value, "big")
+                counter = int.from_bytes(value, "big") if value and len(value) == 8 else None
+                if counter is not None and counter <= MAX_VUIN:
+                    self.legacy_counter = counter
                 else:
-                    self._drop("ids", raw, "currentRow is not an 8-byte counter")
+                    self._drop("ids", raw, f"currentRow is not an 8-byte counter within "
+                                           f"1..{MAX_VUIN}")
                 continue
             if text.startswith("row-") or ":" in text:
                 continue  # reverse and pro keys: later passes
@@ -229,7 +237,7 @@ class _Conversion:
                 self._drop("ids", raw, f"row {number} is outside 1..{MAX_VUIN}")
                 continue
             try:
-                ident, normalised = _legacy_identity(text, self.app_id)
+                key = _legacy_key(text, self.prefix)
             except BadInputError as err:
                 self._drop("ids", raw, f"id cannot be a key: {err.reason}")
                 continue
@@ -237,12 +245,12 @@ class _Conversion:
                 self.report.conflicts.append(Entry("ids", text, (
                     f"row {number} is also the forward row of another id; a new vUIN is "
                     "issued")))
-                self.pending.append((text, ident.key))
+                self.pending.append((text, key))
                 continue
-            self._place(ident.key, number)
-            if normalised:
+            self._place(key, number)
+            if not key.startswith(self.prefix):
                 self.report.normalised.append(
-                    Entry("ids", text, f"not a 32-hex OpenID: stored as {ident.key}"))
+                    Entry("ids", text, f"not a 32-hex OpenID: stored as {key}"))
         self.report.read["ids"] = count
 
     def reverse_keys(self) -> None:
@@ -257,17 +265,17 @@ class _Conversion:
                 self._drop("ids", raw, "reverse key with an empty value")
                 continue
             try:
-                ident, _ = _legacy_identity(value.decode("utf-8"), self.app_id)
+                key = _legacy_key(value.decode("utf-8"), self.prefix)
             except UnicodeDecodeError:
                 self._drop("ids", raw, "reverse value is not UTF-8")
                 continue
             except BadInputError as err:
                 self._drop("ids", raw, f"reverse value cannot be a key: {err.reason}")
                 continue
-            if self.view.vuin_of(ident.key) == number:
+            if self.view.vuin_of(key) == number:
                 self.confirmed.add(number)
                 continue
-            self._attach(text, ident, number, "reverse key")
+            self._attach(text, key, number, "reverse key")
 
     def pro_keys(self) -> None:
         for raw, text, value in self._ids():
@@ -290,11 +298,11 @@ class _Conversion:
             for ident_text, number in zip(ids, numbers, strict=True):
                 assert number is not None
                 try:
-                    ident, _ = _legacy_identity(ident_text, self.app_id)
+                    key = _legacy_key(ident_text, self.prefix)
                 except BadInputError as err:
                     self._drop("ids", raw, f"pro id cannot be a key: {err.reason}")
                     break
-                self._attach(text, ident, number, "pro key")
+                self._attach(text, key, number, "pro key")
 
     def reissue(self) -> None:
         counter = max(self.highest, self.legacy_counter or 0, self.view.vuin_counter())
@@ -330,7 +338,7 @@ class _Conversion:
                                                            "user_id"} <= parsed.keys():
                         self.report.notes.append(Entry(name, _shown(key), (
                             "JSON lacks nickname/remark/user_id (copied as is)")))
-                except (ValueError, UnicodeDecodeError):
+                except (ValueError, UnicodeDecodeError, RecursionError):
                     self.report.notes.append(
                         Entry(name, _shown(key), "value is not valid JSON (copied as is)"))
             else:
@@ -342,25 +350,11 @@ class _Conversion:
                     self.report.notes.append(Entry(name, text, "empty value (copied as is)"))
         self.report.read[name] = count
 
-    def rebuilt_reverse(self) -> None:
-        for _raw, text, value in self._ids():
-            if text is None or text.startswith("row-") or ":" in text or text == "currentRow":
-                continue
-            if value is None or len(value) != 8:
-                continue
-            number = int.from_bytes(value, "big")
-            if number in self.confirmed:
-                continue
-            try:
-                ident, _ = _legacy_identity(text, self.app_id)
-            except BadInputError:
-                continue
-            if self.view.vuin_of(ident.key) == number:
-                self.report.reverse_rebuilt.append(
-                    Entry("ids", text, f"no row-{number} key: reverse side rebuilt"))
-
     def verify(self) -> None:
-        """Every legacy mapping that was kept must read back from the new store."""
+        """Every legacy mapping that was kept must read back from the new store.
+
+        The same pass notes the forward keys that had no ``row-<n>`` (reverse rebuilt).
+        """
         conflicted = {e.key for e in self.report.conflicts}
         dropped = {e.key for e in self.report.dropped}
         for _raw, text, value in self._ids():
@@ -370,16 +364,20 @@ class _Conversion:
                 number = _row(text[4:])
                 if number is None or not value:
                     continue
-                ident, _ = _legacy_identity(value.decode("utf-8"), self.app_id)
-                got = self.view.vuin_of(ident.key)
+                key = _legacy_key(value.decode("utf-8"), self.prefix)
+                got = self.view.vuin_of(key)
                 if got is None or follow_alias(self.view, number) != got:
                     raise MigrationVerifyError(
-                        f"verification: {text} → {ident.key} does not resolve in the new store")
+                        f"verification: {text} → {key} does not resolve in the new store")
             elif ":" not in text and value is not None and len(value) == 8:
-                ident, _ = _legacy_identity(text, self.app_id)
-                if self.view.vuin_of(ident.key) != int.from_bytes(value, "big"):
+                key = _legacy_key(text, self.prefix)
+                number = int.from_bytes(value, "big")
+                if self.view.vuin_of(key) != number:
                     raise MigrationVerifyError(
-                        f"verification: {ident.key} does not map to its legacy row")
+                        f"verification: {key} does not map to its legacy row")
+                if number not in self.confirmed:
+                    self.report.reverse_rebuilt.append(
+                        Entry("ids", text, f"no row-{number} key: reverse side rebuilt"))
         for bucket, copied in (("config", self.view.iter_config()),
                                ("UserInfo", self.view.iter_user_info())):
             not_copied = sum(1 for e in self.report.dropped if e.bucket == bucket)
@@ -394,7 +392,6 @@ class _Conversion:
         self.progress("ids pro keys", 0)
         self.pro_keys()
         self.reissue()
-        self.rebuilt_reverse()
         names = set(self.bolt.bucket_names())
         if b"config" in names:
             self.copy_bucket("config", _CONFIG, self.view.put_config, check_json=False)
@@ -412,22 +409,23 @@ class _Conversion:
 
 
 def _cache_counter(bolt: BoltFile, report: MigrationReport) -> int | None:
-    """The old message-id counter (``cache/currentRow``, else the highest ``row-<n>``)."""
-    counter: int | None = None
+    """The old message-id counter: ``cache/currentRow`` by one lookup (entries are not
+    copied, so they are not read); only when it is missing, the highest ``row-<n>``."""
+    if bolt.bucket(_CACHE) is None:
+        return None
+    raw = bolt.get(_CACHE, b"currentRow")
+    if raw is not None and len(raw) == 8:
+        return int.from_bytes(raw, "big")  # the old daemon's own counter, as it was
     highest = 0
     count = 0
-    for key, value in bolt.items(_CACHE):
+    for key, _value in bolt.items(_CACHE):  # CleanBucket deleted currentRow by mistake
         count += 1
-        if key == b"currentRow" and value is not None and len(value) == 8:
-            counter = int.from_bytes(value, "big")
-        elif key.startswith(b"row-"):
+        if key.startswith(b"row-"):
             number = _row(key[4:].decode("utf-8", "replace"))
             if number is not None:
                 highest = max(highest, number)
     report.read["cache"] = count
-    if counter is not None:
-        return counter  # the old daemon's own counter carries over as it was
-    return highest or None  # CleanBucket deleted currentRow by mistake: the highest row
+    return highest or None
 
 
 def _file_sha256(path: Path) -> str:
@@ -479,7 +477,7 @@ def migrate_legacy(
 
         def convert(view: LmdbView) -> MigrationReport:
             fresh = MigrationReport(legacy_path=str(path), app_id=app_id,
-                                    read={"cache": report.read.get("cache", 0)})
+                                    read=dict(report.read))
             fresh.notes.extend(meta_notes)  # e.g. the newest meta page was damaged
             result = _Conversion(view, bolt, fresh, tell).run()
             result.counters["legacy_cache_counter"] = msg_counter
