@@ -24,6 +24,7 @@ test: venv
 bench: venv
 	$(BIN)/python bench/identity.py
 	$(BIN)/python bench/msgid.py
+	$(BIN)/python bench/migrate.py
 
 clean:
 	rm -rf $(VENV) data .pytest_cache .hypothesis
