@@ -1,4 +1,4 @@
-"""What the benchmark scripts in bench/ (identity.py, msgid.py) have in common.
+"""What the benchmark scripts in bench/ (identity.py, msgid.py, migrate.py) have in common.
 
 The scripts measure different things but run alike, so the parts that are the same live here
 once instead of being copied into each script:
@@ -15,8 +15,9 @@ once instead of being copied into each script:
   timing each op with ``time.perf_counter_ns``.
 - ``Run``: the command line (``--quick``, ``--strict``, ``--profile``), the temp dir and the
   machine line printed first (python, py-lmdb, CPUs, the temp dir's file system; a tmpfs, where
-  fsync is free, is refused), targets (PASS/MISS, and exit code 1 with ``--strict`` when one is
-  missed) and the closing peak RSS / wall time / load average.
+  fsync is free, is refused), targets (PASS/MISS for "at least" and for "below" targets, and
+  exit code 1 with ``--strict`` when one is missed) and the closing peak RSS / wall time /
+  load average.
 - ``Table`` and ``print_heading``: the result tables.
 
 What each script measures, its figures, targets and the docstring explaining them stay in the
@@ -188,6 +189,13 @@ class Run:
     def verdict(self, value: float, target: float) -> str:
         """PASS if value >= target, else MISS (counted for the exit code)."""
         if value >= target:
+            return "PASS"
+        self.misses += 1
+        return "MISS"
+
+    def verdict_below(self, value: float, limit: float) -> str:
+        """PASS if value < limit (a target where less is better), else MISS (counted)."""
+        if value < limit:
             return "PASS"
         self.misses += 1
         return "MISS"

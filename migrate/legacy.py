@@ -159,6 +159,7 @@ class _Conversion:
         self.pending: list[tuple[str, str]] = []  # (bucket/key, identity key) to reissue
         self.highest = 0
         self.legacy_counter: int | None = None
+        self.has_pro_keys = False  # the forward pass notes them; the pro pass runs only then
 
     # helpers
     def _ids(self) -> Iterator[tuple[bytes, str | None, bytes | None]]:
@@ -224,8 +225,11 @@ class _Conversion:
                     self._drop("ids", raw, f"currentRow is not an 8-byte counter within "
                                            f"1..{MAX_VUIN}")
                 continue
-            if text.startswith("row-") or ":" in text:
-                continue  # reverse and pro keys: later passes
+            if text.startswith("row-"):
+                continue  # reverse keys: next pass
+            if ":" in text:
+                self.has_pro_keys = True  # pro keys: the pass after
+                continue
             if value is None:
                 self._drop("ids", raw, "a nested bucket where an id was expected")
                 continue
@@ -278,6 +282,8 @@ class _Conversion:
             self._attach(text, key, number, "reverse key")
 
     def pro_keys(self) -> None:
+        if not self.has_pro_keys:
+            return
         for raw, text, value in self._ids():
             if text is None or text.startswith("row-") or ":" not in text:
                 continue
