@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 CONFIG ?= examples/config.yml
 
-.PHONY: run test bench venv clean
+.PHONY: run test bench lint venv clean
 
 $(BIN)/gensokyo-idmap: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -25,6 +25,11 @@ bench: venv
 	$(BIN)/python bench/identity.py
 	$(BIN)/python bench/msgid.py
 	$(BIN)/python bench/migrate.py
+
+lint: venv
+	$(BIN)/python -m pip install --quiet -e '.[test,lint]'
+	$(BIN)/ruff check gensokyo_idmap migrate --select E,F,W
+	$(BIN)/mypy gensokyo_idmap
 
 clean:
 	rm -rf $(VENV) data .pytest_cache .hypothesis

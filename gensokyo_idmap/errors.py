@@ -7,7 +7,7 @@ carries the OneBot ``retcode``, the HTTP status and the CLI exit code that fit i
     ├── BadInputError               retcode 100  http 400  exit 2   a field holds a bad value
     ├── NotFoundError               retcode 100  http 404  exit 1   nothing stored under that name
     │   └── NoUsableIdentityError   retcode 100  http 404  exit 1   a vUIN exists, no identity fits
-    ├── ConflictError               retcode 100  http 409  exit 1   the request contradicts the store
+    ├── ConflictError               retcode 100  http 409  exit 1   request contradicts the store
     ├── StoreError                  retcode 102  http 503  exit 1   the store cannot serve
     │   ├── SchemaVersionError      retcode 102  http 503  exit 1   the file is from a newer version
     │   └── LegacyDbError           retcode 102  http 503  exit 1   an old idmap.db is damaged

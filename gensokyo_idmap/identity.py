@@ -279,7 +279,9 @@ def parse_ruin_text(text: str, field: str = "ruin") -> RUin:
         raise BadInputError(field, text, "expected rUIN-<PLATFORM>-<index>-<id>")
     _, platform, index, ident = parts
     if not _PLATFORM.fullmatch(platform):
-        raise BadInputError(field, text, "rUIN platform must be a letter then letters, digits or '_'")
+        raise BadInputError(
+            field, text, "rUIN platform must be a letter then letters, digits or '_'"
+        )
     decoded = None if _DIGITS.fullmatch(ident) else _b32decode_canonical(ident)
     try:
         return RUin(platform=platform, index=_parse_index(field, text, index), id=decoded or ident)

@@ -41,9 +41,6 @@ from gensokyo_idmap.errors import (
     StoreError,
 )
 from gensokyo_idmap.identity import MAX_VUIN, IdentityKey, OpenId, parse_key
-
-#: Stored keys are immutable text; parsing one is pure, so the reverse path caches it.
-_parse_stored_key = lru_cache(maxsize=65536)(parse_key)
 from gensokyo_idmap.store.base import IdentityReader, IdentityStore, IdentityWriter, LastSeen
 
 __all__ = [
@@ -58,6 +55,9 @@ __all__ = [
 ]
 
 log = structlog.get_logger("gensokyo_idmap.idmap")
+
+#: Stored keys are immutable text; parsing one is pure, so the reverse path caches it.
+_parse_stored_key = lru_cache(maxsize=65536)(parse_key)
 
 MAX_SCENE_BYTES: Final = 400
 _MAX_ALIAS_HOPS: Final = 64

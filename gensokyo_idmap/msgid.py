@@ -74,7 +74,9 @@ def _check_utf8(field: str, value: str) -> None:
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
-        raise BadInputError(field, value, "holds characters that are not valid Unicode text") from None
+        raise BadInputError(
+            field, value, "holds characters that are not valid Unicode text"
+        ) from None
 
 
 def _check_real_id(real_id: str) -> None:

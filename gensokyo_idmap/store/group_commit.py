@@ -145,7 +145,9 @@ class GroupCommitter:
                 pass  # that loop is closed: nobody is waiting any more
 
 
-def _settle(future: asyncio.Future[Any] | concurrent.futures.Future[Any], outcome: Outcome[Any]) -> None:
+def _settle(
+    future: asyncio.Future[Any] | concurrent.futures.Future[Any], outcome: Outcome[Any]
+) -> None:
     if future.done():
         return
     if outcome.error is not None:

@@ -63,7 +63,7 @@ class _Reading(Generic[V]):
 
     def __init__(self, env: LmdbEnv[V]) -> None:
         self._env = env
-        self._txn: lmdb.Transaction | None = None
+        self._txn: lmdb.Transaction[bytes] | None = None
         self._view: V | None = None
 
     def __enter__(self) -> V:
@@ -109,8 +109,8 @@ class LmdbEnv(Generic[V]):
         path: str | os.PathLike[str],
         *,
         tables: Sequence[Table],
-        make_view: Callable[[lmdb.Transaction, Any], V],
-        is_empty: Callable[[lmdb.Transaction, Any], bool],
+        make_view: Callable[[lmdb.Transaction[bytes], Any], V],
+        is_empty: Callable[[lmdb.Transaction[bytes], Any], bool],
         durable: bool,
         map_size: int,
         schema_version: int,
@@ -177,7 +177,7 @@ class LmdbEnv(Generic[V]):
                 txn.abort()
                 raise
 
-    def _check_schema(self, view: V, txn: lmdb.Transaction, tables: SimpleNamespace) -> None:
+    def _check_schema(self, view: V, txn: lmdb.Transaction[bytes], tables: SimpleNamespace) -> None:
         raw = txn.get(_META_SCHEMA, db=tables.meta)
         if raw is None:
             found = self._schema_version if self._is_empty(txn, tables) else 0
@@ -198,7 +198,7 @@ class LmdbEnv(Generic[V]):
             txn.put(_META_SCHEMA, encode_value(self._schema_version), db=tables.meta)
 
     # reads
-    def begin_read(self) -> lmdb.Transaction:
+    def begin_read(self) -> lmdb.Transaction[bytes]:
         """A read transaction, returned with ``read_lock`` held (the caller releases it)."""
         self.read_lock.acquire()
         try:

@@ -64,7 +64,7 @@ class LmdbView(IdentityWriter):
 
     __slots__ = ("_counter", "_counter_dirty", "_t", "_txn")
 
-    def __init__(self, txn: lmdb.Transaction, tables: Any) -> None:
+    def __init__(self, txn: lmdb.Transaction[bytes], tables: Any) -> None:
         self._txn = txn
         self._t = tables
         # The counter is read once per transaction and written once at its end (flush):
@@ -223,7 +223,7 @@ def _upgrade_0_to_1(view: LmdbView) -> None:
 UPGRADES: dict[int, Callable[[LmdbView], None]] = {0: _upgrade_0_to_1}
 
 
-def _is_empty(txn: lmdb.Transaction, tables: Any) -> bool:
+def _is_empty(txn: lmdb.Transaction[bytes], tables: Any) -> bool:
     return int(txn.stat(tables.identity_to_vuin)["entries"]) == 0
 
 

@@ -63,7 +63,7 @@ class MsgIdView(MsgIdWriter):
 
     __slots__ = ("_counter", "_counter_dirty", "_t", "_txn")
 
-    def __init__(self, txn: lmdb.Transaction, tables: Any) -> None:
+    def __init__(self, txn: lmdb.Transaction[bytes], tables: Any) -> None:
         self._txn = txn
         self._t = tables
         self._counter: int | None = None
@@ -160,7 +160,7 @@ class MsgIdView(MsgIdWriter):
         self._counter_dirty = True
 
 
-def _is_empty(txn: lmdb.Transaction, tables: Any) -> bool:
+def _is_empty(txn: lmdb.Transaction[bytes], tables: Any) -> bool:
     return int(txn.stat(tables.virtual_to_msg)["entries"]) == 0
 
 
