@@ -49,17 +49,22 @@ ids entries/s
 stages
     The time between the ``progress(stage, count)`` calls ``migrate_legacy`` makes, in the
     best round, each segment labelled by the call that ends it (a stage's first call only).
-    At the time of writing those calls are: ``ids forward`` every 50,000 entries of the
-    forward pass; ``ids reverse keys`` when the reverse pass starts; ``ids pro keys`` when
-    the pro pass starts; ``verifying`` after the pro pass, the re-issue, the rebuilt-reverse
-    pass and the config/UserInfo copies. What follows ``verifying`` is the verification
-    pass, the counts, the marker and the commit.
+    At the time of writing those calls are: ``ids forward`` every 50,000 ``ids`` entries
+    while the forward work runs; ``ids reverse keys`` when the reverse work starts (at the
+    first ``row-`` key: the forward and reverse work share one pass over ``ids`` when every
+    forward key sorts before the ``row-`` keys, as in the medium file, else a second pass
+    starts), then every 50,000 entries; ``ids pro keys`` when the pro pass starts (it runs
+    only when the file has pro keys); ``verifying`` after the pro pass, the re-issue and the
+    config/UserInfo copies. What follows ``verifying`` is the verification pass (which also
+    notes the rebuilt reverse sides), the counts, the marker and the commit.
 reader alone
     The same file through the reader, no conversion: the sha256 of the file in 1 MiB reads
-    (what ``migrate_legacy`` computes for the marker) and one ``BoltFile.items`` pass over
-    ``ids`` and over ``cache`` (best of 3 passes, 1 with ``--quick``). ``migrate_legacy``
-    reads ``ids`` five times (forward, reverse, pro, rebuilt-reverse, verify) and ``cache``
-    once, so these bound what the reading alone costs.
+    (what ``migrate_legacy`` computes for the marker), one ``BoltFile.items`` pass over
+    ``ids`` and over ``cache``, and one ``BoltFile.pages`` pass over ``ids`` (the same
+    entries, one list per leaf page: what the migration's hot loops use); best of 3 passes,
+    1 with ``--quick``. ``migrate_legacy`` reads ``ids`` twice on the medium file (the fused
+    forward and reverse pass, and the verification) and ``cache`` only by one lookup of
+    ``cache/currentRow``, so these bound what the reading alone costs.
 
 Verification
 ------------
@@ -144,10 +149,10 @@ MEMORY_SHARE = 0.25  # the traced peak may grow at most this share as fast as th
 CHUNK = 1 << 20
 #: What happens before each progress call of migrate_legacy (migrate/legacy.py as written).
 STAGE_NOTES = {
-    "ids forward": "sha256 of the file, cache/currentRow lookup, msgid counter, forward pass so far",
-    "ids reverse keys": "rest of the forward pass (row-* keys skipped)",
-    "ids pro keys": "reverse pass",
-    "verifying": "pro pass, re-issue, rebuilt-reverse pass, config/UserInfo copies",
+    "ids forward": "sha256 of the file, cache/currentRow lookup, msgid counter, forward work so far",
+    "ids reverse keys": "rest of the forward work (up to the first row- key)",
+    "ids pro keys": "reverse work (same pass when fused; else a second pass)",
+    "verifying": "pro pass (only with pro keys), re-issue, config/UserInfo copies",
     "end of the call": "verify pass, counts, marker, commit (fsync)",
 }
 
@@ -458,6 +463,10 @@ def main() -> int:
                     n = sum(1 for _ in bolt.items((bucket,)))
                     keep(f"BoltFile.items({bucket.decode()}), one pass", n,
                          time.perf_counter() - t)
+                gc.collect()
+                t = time.perf_counter()
+                n = sum(len(page) for page in bolt.pages((b"ids",)))
+                keep("BoltFile.pages(ids), one pass", n, time.perf_counter() - t)
 
         profiler = profile_migration(tmp, medium, app_id) if run.profile else None
 

@@ -562,6 +562,55 @@ class BoltFile:
             )
         return out
 
+    def _leaf_pairs(
+        self,
+        page: _Page,
+        path: Sequence[bytes],
+        lo: bytes | None,
+        hi: bytes | None,
+        prev: bytes | None,
+    ) -> tuple[list[tuple[bytes, bytes]], list[int]]:
+        """The (key, value) pairs of a leaf page and the indexes of its nested buckets.
+
+        The hot path of iteration: the checks of :meth:`_leaf` with as little work per
+        element as possible (no per-element tuple of four, no file offsets, which only
+        nested buckets need). When any check fails it hands over to :meth:`_leaf`, which
+        raises the exact error it would have raised: the two accept the same pages.
+        """
+        data = page.data
+        size = len(data)
+        end = self._elements(page, path)
+        pairs: list[tuple[bytes, bytes]] = []
+        append = pairs.append
+        buckets: list[int] = []
+        last = b"" if prev is None else prev  # keys are never empty, so every key > b""
+        elem = _PAGE_HEADER_SIZE
+        for flags, pos, ksize, vsize in _LEAF_ELEM.iter_unpack(data[_PAGE_HEADER_SIZE:end]):
+            start = elem + pos
+            kend = start + ksize
+            vend = kend + vsize
+            if not ksize or start < end or vend > size:
+                break  # damaged: _leaf says how
+            key = data[start:kend]
+            if key <= last:
+                break
+            if flags:
+                if flags != BUCKET_LEAF_FLAG:
+                    break
+                buckets.append(len(pairs))
+            append((key, data[kend:vend]))
+            last = key
+            elem += _ELEM_SIZE
+        else:
+            if not pairs or (
+                (lo is None or pairs[0][0] >= lo) and (hi is None or last < hi)
+            ):
+                return pairs, buckets
+        self._leaf(page, path, lo, hi, prev)  # raises
+        raise LegacyDbError(  # pragma: no cover - _leaf rejects whatever stopped the loop
+            f"{self._name}: {page.where}: leaf page rejected ({_show_path(path)})"
+        )
+
     def _child_bucket(
         self, parent: Sequence[bytes], key: bytes, value: bytes, value_offset: int
     ) -> Bucket:
@@ -596,8 +645,11 @@ class BoltFile:
 
     # ------------------------------------------------------------------ trees
 
-    def _entries(self, bucket: Bucket) -> Iterator[tuple[bytes, int, bytes, int]]:
-        """Every (key, flags, value, value offset) of one bucket's tree, in key order.
+    def _leaves(
+        self, bucket: Bucket
+    ) -> Iterator[tuple[_Page, list[tuple[bytes, bytes]], list[int]]]:
+        """Every leaf page of one bucket's tree, in key order, as (page, pairs, indexes of
+        the nested buckets among the pairs): see :meth:`_leaf_pairs`.
 
         Depth-first with an explicit stack; holds only the pages of the current path.
         """
@@ -605,7 +657,7 @@ class BoltFile:
         root = self._bucket_root_page(bucket)
         prev: bytes | None = None
         if root.flags == LEAF_PAGE:
-            yield from self._leaf(root, path, None, None, None)
+            yield root, *self._leaf_pairs(root, path, None, None, None)
             return
         # Stack frames: (branch page, its elements, next index, upper bound of the last).
         stack: list[tuple[_Page, list[tuple[bytes, int]], list[int], bytes | None]] = [
@@ -622,26 +674,48 @@ class BoltFile:
             cursor[0] = i + 1
             key, child = elems[i]
             child_hi = elems[i + 1][0] if i + 1 < len(elems) else hi
-            referrer = _referrer(branch, i)
-            if child in on_path:
-                raise LegacyDbError(
-                    f"{self._name}: {referrer} points back to page {child}, already on the "
-                    f"path from the root: a loop ({_show_path(path)})"
-                )
-            if len(stack) >= MAX_TREE_DEPTH:
+            if child in on_path or len(stack) >= MAX_TREE_DEPTH:
+                referrer = _referrer(branch, i)
+                if child in on_path:
+                    raise LegacyDbError(
+                        f"{self._name}: {referrer} points back to page {child}, already on "
+                        f"the path from the root: a loop ({_show_path(path)})"
+                    )
                 raise LegacyDbError(
                     f"{self._name}: {referrer} leads deeper than {MAX_TREE_DEPTH} levels: "
                     f"a loop or garbage ({_show_path(path)})"
                 )
-            page = self._read_page(child, path, referrer)
+            page = self._read_page(child, path, _referrer(branch, i))
             if page.flags == LEAF_PAGE:
-                entries = self._leaf(page, path, key, child_hi, prev)
-                if entries:
-                    prev = entries[-1][0]
-                yield from entries
+                pairs, buckets = self._leaf_pairs(page, path, key, child_hi, prev)
+                if pairs:
+                    prev = pairs[-1][0]
+                yield page, pairs, buckets
             else:
                 stack.append((page, self._branch(page, path, key, child_hi), [0], child_hi))
                 on_path.add(child)
+
+    def _entries(self, bucket: Bucket) -> Iterator[tuple[bytes, int, bytes, int]]:
+        """Every (key, flags, value, value file offset) of one bucket's tree, in key order
+        (the offset is given for nested buckets only, 0 for plain values)."""
+        for page, pairs, buckets in self._leaves(bucket):
+            if not buckets:
+                for key, value in pairs:
+                    yield key, 0, value, 0
+                continue
+            flagged = set(buckets)
+            for i, (key, value) in enumerate(pairs):
+                if i in flagged:
+                    yield key, BUCKET_LEAF_FLAG, value, self._value_offset(page, i)
+                else:
+                    yield key, 0, value, 0
+
+    @staticmethod
+    def _value_offset(page: _Page, i: int) -> int:
+        """File offset of the value of leaf element ``i`` (already checked by the decoder)."""
+        elem = _PAGE_HEADER_SIZE + i * _ELEM_SIZE
+        _flags, pos, ksize, _vsize = _LEAF_ELEM.unpack_from(page.data, elem)
+        return page.offset + elem + int(pos) + int(ksize)
 
     def _find(self, bucket: Bucket, key: bytes) -> tuple[int, bytes, int] | None:
         """(flags, value, value offset) of ``key`` in ``bucket``, by descent; None if absent."""
@@ -721,14 +795,69 @@ class BoltFile:
             return None
         return found[1]
 
+    def last_key(self, path: Sequence[bytes] = ()) -> bytes | None:
+        """The greatest key of the bucket at ``path``, by one descent along the tree's right
+        edge (a few pages, checked like every read), or None when the rightmost leaf is
+        empty: an empty bucket (or a damaged tree, which a full iteration rejects).
+
+        A full iteration gives keys in strictly rising order up to this one, so every key
+        of the bucket is ``<=`` it. A missing bucket raises :class:`LegacyDbError`.
+        """
+        bucket = self._require(path)
+        path = bucket.path
+        page = self._bucket_root_page(bucket)
+        lo: bytes | None = None
+        hi: bytes | None = None
+        seen: set[int | None] = {page.pgid}
+        while page.flags == BRANCH_PAGE:
+            elems = self._branch(page, path, lo, hi)
+            i = len(elems) - 1
+            lo, child = elems[i]
+            referrer = _referrer(page, i)
+            if child in seen:
+                raise LegacyDbError(
+                    f"{self._name}: {referrer} points back to page {child}, already on the "
+                    f"path from the root: a loop ({_show_path(path)})"
+                )
+            if len(seen) >= MAX_TREE_DEPTH:
+                raise LegacyDbError(
+                    f"{self._name}: {referrer} leads deeper than {MAX_TREE_DEPTH} levels: "
+                    f"a loop or garbage ({_show_path(path)})"
+                )
+            seen.add(child)
+            page = self._read_page(child, path, referrer)
+        pairs, _buckets = self._leaf_pairs(page, path, lo, hi, None)
+        return pairs[-1][0] if pairs else None
+
     def bucket_items(self, bucket: Bucket) -> Iterator[tuple[bytes, bytes | None]]:
         """Like :meth:`items`, for a :class:`Bucket` already found."""
-        for key, flags, value, offset in self._entries(bucket):
-            if flags & BUCKET_LEAF_FLAG:
-                self._child_bucket(bucket.path, key, value, offset)  # check the header
-                yield key, None
-            else:
-                yield key, value
+        for pairs in self.bucket_pages(bucket):
+            yield from pairs
+
+    def pages(self, path: Sequence[bytes] = ()) -> Iterator[list[tuple[bytes, bytes | None]]]:
+        """The entries of the bucket at ``path`` as :meth:`items` gives them, one list per
+        leaf page (a few dozen entries each), in key order, streaming.
+
+        The same entries and checks as :meth:`items`, for a caller that wants to loop over
+        them in its own frame rather than pay a generator step per entry. A page's list is
+        only given once the whole page has been checked. A missing bucket raises
+        :class:`LegacyDbError`.
+        """
+        return self.bucket_pages(self._require(path))
+
+    def bucket_pages(self, bucket: Bucket) -> Iterator[list[tuple[bytes, bytes | None]]]:
+        """Like :meth:`pages`, for a :class:`Bucket` already found."""
+        for page, pairs, buckets in self._leaves(bucket):
+            if buckets:
+                entries: list[tuple[bytes, bytes | None]] = list(pairs)
+                for i in buckets:
+                    key, value = pairs[i]
+                    # check the header
+                    self._child_bucket(bucket.path, key, value, self._value_offset(page, i))
+                    entries[i] = (key, None)
+                yield entries
+            elif pairs:
+                yield pairs  # type: ignore[misc]
 
     def bucket_names(self) -> list[bytes]:
         """Names of the top-level buckets, in key order."""

@@ -30,7 +30,13 @@ from typing import Any, Final
 
 import structlog
 
-from gensokyo_idmap.errors import BadInputError, ConflictError, IdmapError, StoreError
+from gensokyo_idmap.errors import (
+    BadInputError,
+    ConflictError,
+    IdmapError,
+    LegacyDbError,
+    StoreError,
+)
 from gensokyo_idmap.identity import MAX_VUIN, OpenId, RawId, check_app_id
 from gensokyo_idmap.idmap import allocate_vuin, follow_alias, vuin_in_use
 from gensokyo_idmap.msgid import INT32_MAX
@@ -45,6 +51,12 @@ log = structlog.get_logger("gensokyo_idmap.migrate")
 MARKER: Final = "migrated_from_legacy"
 _OPENID: Final = re.compile(r"[0-9A-Fa-f]{32}")
 _ROW: Final = re.compile(r"[1-9][0-9]{0,18}")
+# The same two patterns on raw bytes, for the hot loops: a key or value they match is ASCII,
+# so its text is what the str patterns would have seen.
+_OPENID_BYTES: Final = re.compile(rb"[0-9A-Fa-f]{32}")
+_ROW_BYTES: Final = re.compile(rb"[1-9][0-9]{0,18}")
+_ROW_PREFIX: Final = b"row-"
+_PROGRESS_EVERY: Final = 50_000
 _IDS: Final = (b"ids",)
 _CACHE: Final = (b"cache",)
 _CONFIG: Final = (b"config",)
@@ -145,7 +157,16 @@ def _row_reason(text: str) -> str:
 
 
 class _Conversion:
-    """One run of the conversion inside one write transaction (re-runnable from scratch)."""
+    """One run of the conversion inside one write transaction (re-runnable from scratch).
+
+    The hot loops (forward, reverse and verify over the ``ids`` bucket) take the legacy
+    entries a leaf page at a time and handle the common case, a 32-hex OpenID with its
+    8-byte row, inline: they talk to the view's LMDB transaction directly (same transaction,
+    same encodings as :class:`LmdbView`: UTF-8 identity keys, vUINs as 8-byte big-endian,
+    which is also how bbolt stored the rows, so a legacy row is its own LMDB encoding).
+    Everything else (noise, normalised ids, conflicts, aliases) goes through the view and
+    the original per-entry code paths.
+    """
 
     def __init__(self, view: LmdbView, bolt: BoltFile, report: MigrationReport,
                  progress: Callable[[str, int], None]) -> None:
@@ -154,21 +175,33 @@ class _Conversion:
         self.report = report
         self.app_id = report.app_id
         self.prefix = OpenId(app_id=report.app_id, openid="0").key[:-1]  # "openid:QQ:<app>:"
+        self.prefix_bytes = self.prefix.encode("utf-8")
         self.progress = progress
         self.confirmed: set[int] = set()  # forward numbers some row-<n> agrees with
         self.pending: list[tuple[str, str]] = []  # (bucket/key, identity key) to reissue
         self.highest = 0
         self.legacy_counter: int | None = None
         self.has_pro_keys = False  # the forward pass notes them; the pro pass runs only then
+        # Where the forward pass's drops end in report.dropped, once the reverse work has
+        # started inside the forward pass (see ids_passes): a non-UTF-8 row- key met there
+        # is a forward-pass drop and goes before every reverse-pass drop, as in two passes.
+        self.forward_drops_end: int | None = None
+        txn = view._txn  # see the class docstring
+        tables = view._t
+        self.txn = txn
+        self.forward_db = tables.identity_to_vuin
+        self.sets_db = tables.vuin_to_identity
+        self.alias_db = tables.vuin_alias
 
     # helpers
     def _ids(self) -> Iterator[tuple[bytes, str | None, bytes | None]]:
         """``ids`` entries as (raw key, text key or None if not UTF-8, value or None)."""
-        for key, value in self.bolt.items(_IDS):
-            try:
-                yield key, key.decode("utf-8"), value
-            except UnicodeDecodeError:
-                yield key, None, value
+        for page in self.bolt.pages(_IDS):
+            for key, value in page:
+                try:
+                    yield key, key.decode("utf-8"), value
+                except UnicodeDecodeError:
+                    yield key, None, value
 
     def _drop(self, bucket: str, key: bytes, reason: str) -> None:
         self.report.dropped.append(Entry(bucket, _shown(key), reason))
@@ -208,78 +241,192 @@ class _Conversion:
             "forward key)")))
 
     # passes
-    def forward_keys(self) -> None:
-        count = 0
-        for raw, text, value in self._ids():
-            count += 1
-            if count % 50_000 == 0:
-                self.progress("ids forward", count)
-            if text is None:
-                self._drop("ids", raw, "key is not UTF-8")
-                continue
-            if text == "currentRow":
-                counter = int.from_bytes(value, "big") if value and len(value) == 8 else None
-                if counter is not None and counter <= MAX_VUIN:
-                    self.legacy_counter = counter
-                else:
-                    self._drop("ids", raw, f"currentRow is not an 8-byte counter within "
-                                           f"1..{MAX_VUIN}")
-                continue
-            if text.startswith("row-"):
-                continue  # reverse keys: next pass
-            if ":" in text:
-                self.has_pro_keys = True  # pro keys: the pass after
-                continue
-            if value is None:
-                self._drop("ids", raw, "a nested bucket where an id was expected")
-                continue
-            if len(value) != 8:
-                self._drop("ids", raw, f"forward value is {len(value)} bytes, not an 8-byte row")
-                continue
-            number = int.from_bytes(value, "big")
-            if not 0 < number <= MAX_VUIN:
-                self._drop("ids", raw, f"row {number} is outside 1..{MAX_VUIN}")
-                continue
-            try:
-                key = _legacy_key(text, self.prefix)
-            except BadInputError as err:
-                self._drop("ids", raw, f"id cannot be a key: {err.reason}")
-                continue
-            if self.view.has_identities(number):
-                self.report.conflicts.append(Entry("ids", text, (
-                    f"row {number} is also the forward row of another id; a new vUIN is "
-                    "issued")))
-                self.pending.append((text, key))
-                continue
-            self._place(key, number)
-            if not key.startswith(self.prefix):
-                self.report.normalised.append(
-                    Entry("ids", text, f"not a 32-hex OpenID: stored as {key}"))
-        self.report.read["ids"] = count
+    def reverse_follows_forward(self) -> bool:
+        """Whether every key the forward pass handles sorts before every ``row-`` key.
 
-    def reverse_keys(self) -> None:
-        for raw, text, value in self._ids():
-            if text is None or not text.startswith("row-"):
-                continue
-            number = _row(text[4:])
-            if number is None:
-                self._drop("ids", raw, _row_reason(text[4:]))
-                continue
-            if not value:
-                self._drop("ids", raw, "reverse key with an empty value")
-                continue
-            try:
-                key = _legacy_key(value.decode("utf-8"), self.prefix)
-            except UnicodeDecodeError:
-                self._drop("ids", raw, "reverse value is not UTF-8")
-                continue
-            except BadInputError as err:
-                self._drop("ids", raw, f"reverse value cannot be a key: {err.reason}")
-                continue
-            if self.view.vuin_of(key) == number:
-                self.confirmed.add(number)
-                continue
-            self._attach(text, key, number, "reverse key")
+        bbolt keeps a bucket's keys in byte order, so the ``row-`` keys are one contiguous
+        run; if the greatest key is in that run (or before it), nothing the forward pass
+        handles comes after a ``row-`` key, and one pass in key order does all the forward
+        work before any reverse work, exactly as two passes would. The usual case: 32-hex
+        ids, ``currentRow`` and pro keys all sort before ``row-``. When in doubt (an empty
+        rightmost leaf, or damage, which the passes then report in their usual order): no.
+        """
+        try:
+            last = self.bolt.last_key(_IDS)
+        except LegacyDbError:
+            return False
+        return last is not None and (last < _ROW_PREFIX or last.startswith(_ROW_PREFIX))
+
+    def ids_passes(self) -> None:
+        """The forward pass and then the reverse pass; one pass doing both when
+        :meth:`reverse_follows_forward`, else two."""
+        if self.reverse_follows_forward():
+            self._ids_pass(forward=True, reverse=True)
+            if self.forward_drops_end is None:  # no row- key: the reverse pass had nothing
+                self.progress("ids reverse keys", 0)
+        else:
+            self._ids_pass(forward=True, reverse=False)
+            self.progress("ids reverse keys", 0)
+            self._ids_pass(forward=False, reverse=True)
+
+    def _ids_pass(self, *, forward: bool, reverse: bool) -> None:
+        """One pass over ``ids`` in key order doing the forward work, the reverse work or
+        both (then every forward key comes before every ``row-`` key: see above).
+
+        The common entries are handled inline; anything else goes to :meth:`_forward_entry`
+        or :meth:`_reverse_entry`, the rules in full.
+        """
+        prefix = self.prefix_bytes
+        openid = _OPENID_BYTES.fullmatch
+        row = _ROW_BYTES.fullmatch
+        get = self.txn.get
+        put = self.txn.put
+        forward_db = self.forward_db
+        sets_db = self.sets_db
+        confirm = self.confirmed.add
+        from_bytes = int.from_bytes
+        highest = 0
+        count = 0
+        next_progress = _PROGRESS_EVERY
+        stage = "ids forward" if forward else "ids reverse keys"
+        in_reverse = False  # a row- key was handled (only when both passes are fused)
+        for page in self.bolt.pages(_IDS):
+            count += len(page)
+            while count >= next_progress:
+                self.progress(stage, next_progress)
+                next_progress += _PROGRESS_EVERY
+            for raw, value in page:
+                if len(raw) == 32 and openid(raw):
+                    if not forward:
+                        continue
+                    if in_reverse:
+                        raise LegacyDbError(
+                            f"{self.bolt.path}: ids key {_shown(raw)} comes after the row- "
+                            "keys it sorted before: the file changed while it was read")
+                    if value is not None and len(value) == 8:
+                        number = from_bytes(value, "big")
+                        if 0 < number <= MAX_VUIN:
+                            key = prefix + raw
+                            # NOOVERWRITE: refused if the number already names someone
+                            if put(value, key, db=sets_db, overwrite=False):
+                                put(key, value, db=forward_db)
+                                if number > highest:  # noqa: PLR1730 - max() costs a call
+                                    highest = number
+                            else:
+                                self._forward_conflict(raw.decode("ascii"), key.decode("ascii"),
+                                                       number)
+                            continue
+                    self._forward_entry(raw, value)
+                elif raw.startswith(_ROW_PREFIX):
+                    if not reverse:
+                        if forward:
+                            self._forward_entry(raw, value)  # drops a non-UTF-8 key
+                        continue
+                    if not in_reverse and forward:
+                        in_reverse = True
+                        self.forward_drops_end = len(self.report.dropped)
+                        stage = "ids reverse keys"
+                        self.progress(stage, 0)
+                    if (row(raw, 4) and value and len(value) == 32 and openid(value)
+                            and (number := int(raw[4:])) <= MAX_VUIN):
+                        key = prefix + value
+                        if get(key, db=forward_db) == number.to_bytes(8, "big"):
+                            confirm(number)
+                        else:
+                            self._attach(raw.decode("ascii"), key.decode("ascii"), number,
+                                         "reverse key")
+                        continue
+                    self._reverse_entry(raw, value)
+                elif forward:
+                    if in_reverse:
+                        raise LegacyDbError(
+                            f"{self.bolt.path}: ids key {_shown(raw)} comes after the row- "
+                            "keys it sorted before: the file changed while it was read")
+                    self._forward_entry(raw, value)
+        self.highest = max(self.highest, highest)
+        if forward:
+            self.report.read["ids"] = count
+
+    def _forward_conflict(self, text: str, key: str, number: int) -> None:
+        self.report.conflicts.append(Entry("ids", text, (
+            f"row {number} is also the forward row of another id; a new vUIN is issued")))
+        self.pending.append((text, key))
+
+    def _forward_entry(self, raw: bytes, value: bytes | None) -> None:
+        """The forward rules for one ``ids`` entry (reverse keys are left to the reverse
+        pass, pro keys to the pro pass)."""
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            self._drop("ids", raw, "key is not UTF-8")
+            return
+        if text == "currentRow":
+            counter = int.from_bytes(value, "big") if value and len(value) == 8 else None
+            if counter is not None and counter <= MAX_VUIN:
+                self.legacy_counter = counter
+            else:
+                self._drop("ids", raw, f"currentRow is not an 8-byte counter within "
+                                       f"1..{MAX_VUIN}")
+            return
+        if text.startswith("row-"):
+            return  # reverse keys: next pass
+        if ":" in text:
+            self.has_pro_keys = True  # pro keys: the pass after
+            return
+        if value is None:
+            self._drop("ids", raw, "a nested bucket where an id was expected")
+            return
+        if len(value) != 8:
+            self._drop("ids", raw, f"forward value is {len(value)} bytes, not an 8-byte row")
+            return
+        number = int.from_bytes(value, "big")
+        if not 0 < number <= MAX_VUIN:
+            self._drop("ids", raw, f"row {number} is outside 1..{MAX_VUIN}")
+            return
+        try:
+            key = _legacy_key(text, self.prefix)
+        except BadInputError as err:
+            self._drop("ids", raw, f"id cannot be a key: {err.reason}")
+            return
+        if self.view.has_identities(number):
+            self._forward_conflict(text, key, number)
+            return
+        self._place(key, number)
+        if not key.startswith(self.prefix):
+            self.report.normalised.append(
+                Entry("ids", text, f"not a 32-hex OpenID: stored as {key}"))
+
+    def _reverse_entry(self, raw: bytes, value: bytes | None) -> None:
+        """The reverse rules for one ``row-`` key."""
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            if self.forward_drops_end is not None:
+                # a forward-pass drop met inside the fused pass: it goes where the forward
+                # pass's drops end, before the reverse pass's own (as with two passes)
+                self.report.dropped.insert(self.forward_drops_end,
+                                           Entry("ids", _shown(raw), "key is not UTF-8"))
+                self.forward_drops_end += 1
+            return
+        number = _row(text[4:])
+        if number is None:
+            self._drop("ids", raw, _row_reason(text[4:]))
+            return
+        if not value:
+            self._drop("ids", raw, "reverse key with an empty value")
+            return
+        try:
+            key = _legacy_key(value.decode("utf-8"), self.prefix)
+        except UnicodeDecodeError:
+            self._drop("ids", raw, "reverse value is not UTF-8")
+            return
+        except BadInputError as err:
+            self._drop("ids", raw, f"reverse value cannot be a key: {err.reason}")
+            return
+        if self.view.vuin_of(key) == number:
+            self.confirmed.add(number)
+            return
+        self._attach(text, key, number, "reverse key")
 
     def pro_keys(self) -> None:
         if not self.has_pro_keys:
@@ -360,30 +507,44 @@ class _Conversion:
         """Every legacy mapping that was kept must read back from the new store.
 
         The same pass notes the forward keys that had no ``row-<n>`` (reverse rebuilt).
+        The common entries are checked inline against the raw store values (a forward row
+        must be stored byte for byte as bbolt held it; a ``row-<n>`` that names the vUIN
+        of its id and no alias resolves to it); the rest by :meth:`_verify_entry`.
         """
-        conflicted = {e.key for e in self.report.conflicts}
-        dropped = {e.key for e in self.report.dropped}
-        for _raw, text, value in self._ids():
-            if text is None or text in dropped or text in conflicted or text == "currentRow":
-                continue
-            if text.startswith("row-"):
-                number = _row(text[4:])
-                if number is None or not value:
+        skipped = {e.key.encode("utf-8") for e in self.report.conflicts}
+        skipped |= {e.key.encode("utf-8") for e in self.report.dropped}
+        prefix = self.prefix_bytes
+        openid = _OPENID_BYTES.fullmatch
+        row = _ROW_BYTES.fullmatch
+        get = self.txn.get
+        forward_db = self.forward_db
+        alias_db = self.alias_db
+        confirmed = self.confirmed
+        rebuilt = self.report.reverse_rebuilt.append
+        from_bytes = int.from_bytes
+        for page in self.bolt.pages(_IDS):
+            for raw, value in page:
+                if skipped and raw in skipped:
                     continue
-                key = _legacy_key(value.decode("utf-8"), self.prefix)
-                got = self.view.vuin_of(key)
-                if got is None or follow_alias(self.view, number) != got:
-                    raise MigrationVerifyError(
-                        f"verification: {text} → {key} does not resolve in the new store")
-            elif ":" not in text and value is not None and len(value) == 8:
-                key = _legacy_key(text, self.prefix)
-                number = int.from_bytes(value, "big")
-                if self.view.vuin_of(key) != number:
-                    raise MigrationVerifyError(
-                        f"verification: {key} does not map to its legacy row")
-                if number not in self.confirmed:
-                    self.report.reverse_rebuilt.append(
-                        Entry("ids", text, f"no row-{number} key: reverse side rebuilt"))
+                if len(raw) == 32 and openid(raw):
+                    if value is None or len(value) != 8:
+                        continue  # dropped
+                    if get(prefix + raw, db=forward_db) != value:
+                        raise MigrationVerifyError(
+                            f"verification: {self.prefix}{raw.decode('ascii')} does not map "
+                            "to its legacy row")
+                    number = from_bytes(value, "big")
+                    if number not in confirmed:
+                        rebuilt(Entry("ids", raw.decode("ascii"),
+                                      f"no row-{number} key: reverse side rebuilt"))
+                    continue
+                if (raw.startswith(_ROW_PREFIX) and row(raw, 4) and value and len(value) == 32
+                        and openid(value) and (number := int(raw[4:])) <= MAX_VUIN):
+                    encoded = number.to_bytes(8, "big")
+                    if get(prefix + value, db=forward_db) == encoded and get(
+                            encoded, db=alias_db) is None:
+                        continue  # the id has this very vUIN, and it is no alias
+                self._verify_entry(raw, value)
         for bucket, copied in (("config", self.view.iter_config()),
                                ("UserInfo", self.view.iter_user_info())):
             not_copied = sum(1 for e in self.report.dropped if e.bucket == bucket)
@@ -391,10 +552,35 @@ class _Conversion:
                 raise MigrationVerifyError(
                     f"verification: {bucket} entries differ from the legacy file")
 
+    def _verify_entry(self, raw: bytes, value: bytes | None) -> None:
+        """The verification of one ``ids`` entry not in the conflicts nor dropped."""
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return
+        if text == "currentRow":
+            return
+        if text.startswith("row-"):
+            number = _row(text[4:])
+            if number is None or not value:
+                return
+            key = _legacy_key(value.decode("utf-8"), self.prefix)
+            got = self.view.vuin_of(key)
+            if got is None or follow_alias(self.view, number) != got:
+                raise MigrationVerifyError(
+                    f"verification: {text} → {key} does not resolve in the new store")
+        elif ":" not in text and value is not None and len(value) == 8:
+            key = _legacy_key(text, self.prefix)
+            number = int.from_bytes(value, "big")
+            if self.view.vuin_of(key) != number:
+                raise MigrationVerifyError(
+                    f"verification: {key} does not map to its legacy row")
+            if number not in self.confirmed:
+                self.report.reverse_rebuilt.append(
+                    Entry("ids", text, f"no row-{number} key: reverse side rebuilt"))
+
     def run(self) -> MigrationReport:
-        self.forward_keys()
-        self.progress("ids reverse keys", 0)
-        self.reverse_keys()
+        self.ids_passes()
         self.progress("ids pro keys", 0)
         self.pro_keys()
         self.reissue()
