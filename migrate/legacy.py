@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
@@ -522,6 +523,8 @@ class _Conversion:
         confirmed = self.confirmed
         rebuilt = self.report.reverse_rebuilt.append
         from_bytes = int.from_bytes
+        # read from the store itself: with no alias at all, no number is an alias
+        no_aliases = self.txn.stat(alias_db)["entries"] == 0
         for page in self.bolt.pages(_IDS):
             for raw, value in page:
                 if skipped and raw in skipped:
@@ -541,8 +544,8 @@ class _Conversion:
                 if (raw.startswith(_ROW_PREFIX) and row(raw, 4) and value and len(value) == 32
                         and openid(value) and (number := int(raw[4:])) <= MAX_VUIN):
                     encoded = number.to_bytes(8, "big")
-                    if get(prefix + value, db=forward_db) == encoded and get(
-                            encoded, db=alias_db) is None:
+                    if get(prefix + value, db=forward_db) == encoded and (
+                            no_aliases or get(encoded, db=alias_db) is None):
                         continue  # the id has this very vUIN, and it is no alias
                 self._verify_entry(raw, value)
         for bucket, copied in (("config", self.view.iter_config()),
@@ -628,6 +631,36 @@ def _file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+class _Sha256Thread:
+    """The legacy file's sha256 (for the marker), computed on a thread while the conversion
+    runs: hashlib and file reads release the GIL, so on a second core it costs the
+    conversion nearly nothing. :meth:`result` waits for it and raises what it raised."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._digest: str | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="legacy-sha256", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._digest = _file_sha256(self._path)
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller by result()
+            self._error = exc
+
+    def result(self) -> str:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._digest is not None
+        return self._digest
+
+    def wait(self) -> None:
+        """Let the thread end (its outcome unused): no thread outlives the migration."""
+        self._thread.join()
+
+
 def migrate_legacy(
     legacy_path: str | Path,
     identity_store: LmdbIdentityStore,
@@ -662,7 +695,25 @@ def migrate_legacy(
         raise BadInputError("legacy", str(path), "no such file")
     tell = progress or (lambda stage, count: None)
     log.info("[migrate] start", legacy=str(path), dry_run=dry_run)
-    sha256 = _file_sha256(path)
+    hasher = _Sha256Thread(path)
+    try:
+        report = _migrate_open(path, identity_store, msgid_store, app_id, report, hasher,
+                               dry_run, tell, clock)
+    finally:
+        hasher.wait()
+    report.status = "dry_run" if dry_run else "migrated"
+    report.seconds = time.perf_counter() - started
+    log.info("[migrate] done", status=report.status, read=report.read, written=report.written,
+             dropped=len(report.dropped), conflicts=len(report.conflicts),
+             seconds=round(report.seconds, 3))
+    return report
+
+
+def _migrate_open(path: Path, identity_store: LmdbIdentityStore,
+                  msgid_store: LmdbMsgIdStore | None, app_id: str, report: MigrationReport,
+                  hasher: _Sha256Thread, dry_run: bool, tell: Callable[[str, int], None],
+                  clock: Callable[[], float]) -> MigrationReport:
+    """The migration proper, the legacy file open (its sha256 being computed meanwhile)."""
     with BoltFile(path) as bolt:
         msg_counter = _cache_counter(bolt, report)
         meta_notes = [Entry("(meta)", "meta", problem) for problem in bolt.meta_problems]
@@ -673,6 +724,7 @@ def migrate_legacy(
             fresh.notes.extend(meta_notes)  # e.g. the newest meta page was damaged
             result = _Conversion(view, bolt, fresh, tell).run()
             result.counters["legacy_cache_counter"] = msg_counter
+            sha256 = hasher.result()  # (a dry run too: a file that cannot be read fails)
             if not dry_run:
                 view.set_meta(MARKER, {
                     "legacy_path": str(path.resolve()),
@@ -697,9 +749,4 @@ def migrate_legacy(
         except IdmapError:
             log.error("[migrate] failed: nothing was written, no marker", legacy=str(path))
             raise
-    report.status = "dry_run" if dry_run else "migrated"
-    report.seconds = time.perf_counter() - started
-    log.info("[migrate] done", status=report.status, read=report.read, written=report.written,
-             dropped=len(report.dropped), conflicts=len(report.conflicts),
-             seconds=round(report.seconds, 3))
     return report
