@@ -52,10 +52,12 @@ log = structlog.get_logger("gensokyo_idmap.migrate")
 MARKER: Final = "migrated_from_legacy"
 _OPENID: Final = re.compile(r"[0-9A-Fa-f]{32}")
 _ROW: Final = re.compile(r"[1-9][0-9]{0,18}")
-# The same two patterns on raw bytes, for the hot loops: a key or value they match is ASCII,
-# so its text is what the str patterns would have seen.
-_OPENID_BYTES: Final = re.compile(rb"[0-9A-Fa-f]{32}")
-_ROW_BYTES: Final = re.compile(rb"[1-9][0-9]{0,18}")
+# The same two tests on raw bytes, for the hot loops (cheaper than a regex call): 32 bytes
+# that ``translate(None, _HEX_DIGITS)`` deletes entirely are ``_OPENID``; a row suffix that
+# ``isdigit()`` (ASCII digits, not empty), does not start with "0" and has at most 19
+# digits is ``_ROW``. Either way the bytes are ASCII, so their text is what the str
+# patterns would have seen.
+_HEX_DIGITS: Final = b"0123456789ABCDEFabcdef"
 _ROW_PREFIX: Final = b"row-"
 _PROGRESS_EVERY: Final = 50_000
 _IDS: Final = (b"ids",)
@@ -278,8 +280,7 @@ class _Conversion:
         or :meth:`_reverse_entry`, the rules in full.
         """
         prefix = self.prefix_bytes
-        openid = _OPENID_BYTES.fullmatch
-        row = _ROW_BYTES.fullmatch
+        hex_digits = _HEX_DIGITS
         get = self.txn.get
         put = self.txn.put
         forward_db = self.forward_db
@@ -297,7 +298,7 @@ class _Conversion:
                 self.progress(stage, next_progress)
                 next_progress += _PROGRESS_EVERY
             for raw, value in page:
-                if len(raw) == 32 and openid(raw):
+                if len(raw) == 32 and not raw.translate(None, hex_digits):
                     if not forward:
                         continue
                     if in_reverse:
@@ -310,7 +311,10 @@ class _Conversion:
                             key = prefix + raw
                             # NOOVERWRITE: refused if the number already names someone
                             if put(value, key, db=sets_db, overwrite=False):
-                                put(key, value, db=forward_db)
+                                # bbolt order is LMDB order for these keys: appending
+                                # skips the search; refused unless key > the last one
+                                put(key, value, db=forward_db, append=True) or put(
+                                    key, value, db=forward_db)
                                 if number > highest:  # noqa: PLR1730 - max() costs a call
                                     highest = number
                             else:
@@ -328,8 +332,11 @@ class _Conversion:
                         self.forward_drops_end = len(self.report.dropped)
                         stage = "ids reverse keys"
                         self.progress(stage, 0)
-                    if (row(raw, 4) and value and len(value) == 32 and openid(value)
-                            and (number := int(raw[4:])) <= MAX_VUIN):
+                    digits = raw[4:]
+                    if (digits.isdigit() and digits[0] != 48 and len(digits) <= 19  # 48: "0"
+                            and value and len(value) == 32
+                            and not value.translate(None, hex_digits)
+                            and (number := int(digits)) <= MAX_VUIN):
                         key = prefix + value
                         if get(key, db=forward_db) == number.to_bytes(8, "big"):
                             confirm(number)
@@ -515,8 +522,7 @@ class _Conversion:
         skipped = {e.key.encode("utf-8") for e in self.report.conflicts}
         skipped |= {e.key.encode("utf-8") for e in self.report.dropped}
         prefix = self.prefix_bytes
-        openid = _OPENID_BYTES.fullmatch
-        row = _ROW_BYTES.fullmatch
+        hex_digits = _HEX_DIGITS
         get = self.txn.get
         forward_db = self.forward_db
         alias_db = self.alias_db
@@ -529,7 +535,7 @@ class _Conversion:
             for raw, value in page:
                 if skipped and raw in skipped:
                     continue
-                if len(raw) == 32 and openid(raw):
+                if len(raw) == 32 and not raw.translate(None, hex_digits):
                     if value is None or len(value) != 8:
                         continue  # dropped
                     if get(prefix + raw, db=forward_db) != value:
@@ -541,8 +547,10 @@ class _Conversion:
                         rebuilt(Entry("ids", raw.decode("ascii"),
                                       f"no row-{number} key: reverse side rebuilt"))
                     continue
-                if (raw.startswith(_ROW_PREFIX) and row(raw, 4) and value and len(value) == 32
-                        and openid(value) and (number := int(raw[4:])) <= MAX_VUIN):
+                if (raw.startswith(_ROW_PREFIX) and (digits := raw[4:]).isdigit()
+                        and digits[0] != 48 and len(digits) <= 19  # 48: "0"; see _HEX_DIGITS
+                        and value and len(value) == 32 and not value.translate(None, hex_digits)
+                        and (number := int(digits)) <= MAX_VUIN):
                     encoded = number.to_bytes(8, "big")
                     if get(prefix + value, db=forward_db) == encoded and (
                             no_aliases or get(encoded, db=alias_db) is None):
