@@ -189,8 +189,7 @@ class _Conversion:
         # started inside the forward pass (see ids_passes): a non-UTF-8 row- key met there
         # is a forward-pass drop and goes before every reverse-pass drop, as in two passes.
         self.forward_drops_end: int | None = None
-        txn = view._txn  # see the class docstring
-        tables = view._t
+        txn, tables = view.bulk_handles()
         self.txn = txn
         self.forward_db = tables.identity_to_vuin
         self.sets_db = tables.vuin_to_identity

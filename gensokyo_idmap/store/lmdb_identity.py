@@ -72,6 +72,12 @@ class LmdbView(IdentityWriter):
         self._counter: int | None = None
         self._counter_dirty = False
 
+    def bulk_handles(self) -> tuple[lmdb.Transaction[bytes], Any]:
+        """(transaction, table handles) for bulk loaders (legacy migration) that write
+        millions of entries and cannot afford a method call per put; they must keep the
+        tables' invariants themselves."""
+        return self._txn, self._t
+
     def flush(self) -> None:
         """Write what this view holds back (the counter); called just before commit."""
         if self._counter_dirty and self._counter is not None:
