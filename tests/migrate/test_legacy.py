@@ -289,3 +289,67 @@ def test_cli_migrate_json_and_refusal(tmp_path: Path) -> None:
                            catch_exceptions=False)
     assert failed.exit_code == 1
     assert failed.stderr.startswith("error: ")
+
+
+# --- one fused pass vs two passes --------------------------------------------------------
+
+
+def _rebuilt_fixture(tmp_path: Path, name: str, extra_ids: dict[bytes, bytes]) -> Path:
+    """small-counter.db's content rewritten by the test bbolt writer, without its non-UTF-8
+    ids key (which makes the converter take two passes) plus ``extra_ids``."""
+    from migrate.bbolt import BoltFile
+
+    from .test_bbolt import Builder
+
+    content: dict[bytes, Any] = {}
+    with BoltFile(FIXTURES / "small-counter.db") as bolt:
+        for bucket in bolt.bucket_names():
+            content[bucket] = dict(bolt.items((bucket,)))
+    ids = content[b"ids"]
+    for key in [k for k in ids if not _utf8(k)]:
+        del ids[key]
+    ids.update(extra_ids)
+    target = tmp_path / name
+    target.write_bytes(bytes(Builder(page_size=4096, per_leaf=40, fanout=16).build(content)))
+    return target
+
+
+def _utf8(raw: bytes) -> bool:
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _content(store: LmdbIdentityStore) -> tuple[Any, ...]:
+    with store.read() as view:
+        return (sorted(view.iter_identities()), sorted(view.iter_vuin_sets()),
+                sorted(view.iter_aliases()), view.vuin_counter(),
+                sorted(view.iter_config()), sorted(view.iter_user_info()))
+
+
+def test_one_pass_and_two_passes_give_the_same_store(tmp_path: Path) -> None:
+    # ids ending in row- keys: the converter fuses its forward and reverse passes
+    fused = _rebuilt_fixture(tmp_path, "fused.db", {})
+    # a trailing key after the row- keys forces the two-pass path (and is dropped)
+    split = _rebuilt_fixture(tmp_path, "split.db", {b"\xfe\xfftail": b"\x00" * 8})
+    results = []
+    for legacy in (fused, split):
+        root = tmp_path / legacy.stem
+        root.mkdir()
+        store = LmdbIdentityStore(root / "openid-map.db")
+        try:
+            report = migrate_legacy(legacy, store, None, APP)
+            results.append((report, _content(store)))
+        finally:
+            store.close()
+    (fused_report, fused_store), (split_report, split_store) = results
+    assert fused_store == split_store
+    assert sorted(e.key for e in split_report.dropped) == sorted(
+        [e.key for e in fused_report.dropped] + ["0xfeff7461696c"])
+    expected = manifest("small-counter")
+    assert fused_store[0]  # not empty
+    forward = dict(fused_store[0])
+    for legacy_id, row in expected["ids"]["forward"].items():
+        assert forward[key_of(legacy_id)] == row
