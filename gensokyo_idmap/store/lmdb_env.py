@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace, TracebackType
-from typing import Any, Final, Generic, Protocol, TypeVar
+from typing import Any, Final, Generic, Protocol, Self, TypeVar
 
 import lmdb
 import structlog
@@ -337,3 +337,9 @@ class LmdbEnv(Generic[V]):
         self._committer.close()
         with self.write_lock, self.read_lock:
             self.env.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

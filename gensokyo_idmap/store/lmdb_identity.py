@@ -9,9 +9,8 @@ versions, reads, group commit and map growth are the shared :class:`LmdbEnv` mac
 from __future__ import annotations
 
 import os
-from collections.abc import Awaitable, Callable, Iterator
-from pathlib import Path
-from typing import Any, Final, TypeVar
+from collections.abc import Callable, Iterator
+from typing import Any, Final
 
 import lmdb
 
@@ -21,7 +20,6 @@ from gensokyo_idmap.store.lmdb_env import LmdbEnv, Table
 
 __all__ = ["DEFAULT_MAP_SIZE", "SCHEMA_VERSION", "UPGRADES", "LmdbIdentityStore"]
 
-T = TypeVar("T")
 
 #: The schema this code writes. Older stores are upgraded by UPGRADES, newer ones refused.
 SCHEMA_VERSION: Final = 1
@@ -233,8 +231,12 @@ def _is_empty(txn: lmdb.Transaction[bytes], tables: Any) -> bool:
     return int(txn.stat(tables.identity_to_vuin)["entries"]) == 0
 
 
-class LmdbIdentityStore:
-    """openid-map.db. Open one per process and path (LMDB forbids two in one process)."""
+class LmdbIdentityStore(LmdbEnv[LmdbView]):
+    """openid-map.db. Open one per process and path (LMDB forbids two in one process).
+
+    Reads, group-committed writes (durable on return), ``transact`` and ``close`` come from
+    :class:`LmdbEnv`; this class adds the tables, the schema history and the probe.
+    """
 
     def __init__(
         self,
@@ -244,7 +246,7 @@ class LmdbIdentityStore:
         schema_version: int = SCHEMA_VERSION,
         upgrades: dict[int, Callable[[LmdbView], None]] | None = None,
     ) -> None:
-        self._lmdb: LmdbEnv[LmdbView] = LmdbEnv(
+        super().__init__(
             path,
             tables=_TABLES,
             make_view=LmdbView,
@@ -254,9 +256,8 @@ class LmdbIdentityStore:
             schema_version=schema_version,
             upgrades=UPGRADES if upgrades is None else upgrades,
         )
-        self.path: Path = self._lmdb.path
-        self._forward = self._lmdb.tables.identity_to_vuin  # the two handles probe() needs
-        self._last_seen = self._lmdb.tables.last_seen
+        self._forward = self.tables.identity_to_vuin  # the two handles probe() needs
+        self._last_seen = self.tables.last_seen
 
     def probe(self, key: str, scene: str | None) -> tuple[int | None, bool]:
         """The vUIN of ``key``, and whether ``key`` is already last seen in ``scene``.
@@ -266,13 +267,12 @@ class LmdbIdentityStore:
         saves decoding it.
         """
         encoded = key.encode("utf-8")
-        lmdb_env = self._lmdb
-        lmdb_env.read_lock.acquire()
+        self.read_lock.acquire()
         try:
-            txn = lmdb_env.env.begin()
+            txn = self.env.begin()
         except BaseException:
-            lmdb_env.read_lock.release()
-            txn = lmdb_env.begin_read()  # the slow path: adopts a map grown elsewhere, or raises
+            self.read_lock.release()
+            txn = self.begin_read()  # the slow path: adopts a map grown elsewhere, or raises
         try:
             raw = txn.get(encoded, db=self._forward)
             if raw is None or scene is None:
@@ -281,41 +281,7 @@ class LmdbIdentityStore:
                 seen = txn.get(raw + scene.encode("utf-8"), db=self._last_seen)
         finally:
             txn.abort()
-            lmdb_env.read_lock.release()
+            self.read_lock.release()
         if raw is None:
             return None, False
         return decode_u64(raw), seen is not None and seen.startswith(_last_seen_prefix(encoded))
-
-    def read(self) -> Any:
-        """``with store.read() as view:`` a consistent snapshot; never waits for the writer."""
-        return self._lmdb.read()
-
-    def write(self, fn: Callable[[IdentityWriter], T]) -> Awaitable[T]:
-        """Run ``fn`` in a write transaction; the awaitable resolves once it is durable."""
-        return self._lmdb.write(fn)
-
-    def write_sync(self, fn: Callable[[IdentityWriter], T]) -> T:
-        return self._lmdb.write_sync(fn)
-
-    def transact(self, fn: Callable[[LmdbView], T], *, commit: bool = True) -> T:
-        """``fn`` alone in one all-or-nothing write transaction (see LmdbEnv.transact)."""
-        return self._lmdb.transact(fn, commit=commit)
-
-    @property
-    def commit_stats(self) -> tuple[int, int]:
-        """(batches committed, write functions run) since open."""
-        return self._lmdb.commit_stats
-
-    @property
-    def map_size(self) -> int:
-        return self._lmdb.map_size
-
-    def close(self) -> None:
-        """Finish queued writes, then close the file."""
-        self._lmdb.close()
-
-    def __enter__(self) -> LmdbIdentityStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

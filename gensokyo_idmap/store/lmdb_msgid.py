@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Final, TypeVar
+from typing import Any, Final
 
 import lmdb
 import structlog
@@ -34,7 +34,6 @@ from gensokyo_idmap.store.lmdb_env import LmdbEnv, Table
 
 __all__ = ["MSGID_SCHEMA_VERSION", "LmdbMsgIdStore", "open_msgid_store"]
 
-T = TypeVar("T")
 log = structlog.get_logger("gensokyo_idmap.store")
 
 MSGID_SCHEMA_VERSION: Final = 1
@@ -164,13 +163,13 @@ def _is_empty(txn: lmdb.Transaction[bytes], tables: Any) -> bool:
     return int(txn.stat(tables.virtual_to_msg)["entries"]) == 0
 
 
-class LmdbMsgIdStore:
-    """msgid-map.db. Open one per process and path."""
+class LmdbMsgIdStore(LmdbEnv[MsgIdView]):
+    """msgid-map.db. Open one per process and path (the rest comes from :class:`LmdbEnv`)."""
 
     def __init__(
         self, path: str | os.PathLike[str], *, map_size: int = DEFAULT_MSGID_MAP_SIZE
     ) -> None:
-        self._lmdb: LmdbEnv[MsgIdView] = LmdbEnv(
+        super().__init__(
             path,
             tables=_TABLES,
             make_view=MsgIdView,
@@ -180,38 +179,17 @@ class LmdbMsgIdStore:
             schema_version=MSGID_SCHEMA_VERSION,
             upgrades={},
         )
-        self.path: Path = self._lmdb.path
-
-    def read(self) -> Any:
-        """``with store.read() as view:`` a consistent snapshot; never waits for the writer."""
-        return self._lmdb.read()
-
-    def write(self, fn: Callable[[MsgIdView], T]) -> Awaitable[T]:
-        return self._lmdb.write(fn)
-
-    def write_sync(self, fn: Callable[[MsgIdView], T]) -> T:
-        return self._lmdb.write_sync(fn)
-
-    def transact(self, fn: Callable[[MsgIdView], T], *, commit: bool = True) -> T:
-        return self._lmdb.transact(fn, commit=commit)
 
     def check(self) -> None:
         """Walk every table once: damage that LMDB can see surfaces here, not mid-traffic."""
         try:
-            with self._lmdb.read() as view:
+            with self.read() as view:
                 for table in _TABLES:
                     cur = view._txn.cursor(getattr(view._t, table.attr))
                     for _ in cur.iternext(keys=True, values=False):
                         pass
         except lmdb.Error as exc:
             raise StoreError(f"{self.path}: unreadable: {exc}") from exc
-
-    @property
-    def commit_stats(self) -> tuple[int, int]:
-        return self._lmdb.commit_stats
-
-    def close(self) -> None:
-        self._lmdb.close()
 
 
 def open_msgid_store(
