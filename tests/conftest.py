@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import signal
+import threading
 from collections.abc import Coroutine, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -20,6 +23,27 @@ T = TypeVar("T")
 def run(coro: Coroutine[Any, Any, T]) -> T:
     """Run one coroutine to completion: the tests are plain functions on a fresh loop."""
     return asyncio.run(coro)
+
+
+@contextmanager
+def time_limit(seconds: float, what: str = "the body") -> Iterator[None]:
+    """Fail (instead of hanging) when the body runs longer than ``seconds`` (SIGALRM; a
+    no-op off the main thread)."""
+    if not hasattr(signal, "setitimer") or threading.current_thread() is not (
+            threading.main_thread()):
+        yield
+        return
+
+    def on_alarm(signum: int, frame: object) -> None:
+        raise TimeoutError(f"{what} still running after {seconds} s: a hang")
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 @pytest.fixture

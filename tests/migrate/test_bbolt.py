@@ -8,14 +8,12 @@ import lzma
 import math
 import os
 import shutil
-import signal
 import struct
 import tempfile
-import threading
 import time
 import tracemalloc
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Union
@@ -36,6 +34,8 @@ from migrate.bbolt import (
     BoltFile,
     fnv1a64,
 )
+
+from ..conftest import time_limit as _time_limit
 
 LEGACY = Path(__file__).resolve().parent.parent / "fixtures" / "legacy"
 SHARED_MEDIUM = Path("/work/shared/fixtures/legacy/medium-counter.db.xz")
@@ -60,26 +60,9 @@ def read_everything(path: Path) -> list[tuple[tuple[bytes, ...], bytes, bytes | 
         return list(db.walk())
 
 
-@contextmanager
-def time_limit(seconds: float) -> Iterator[None]:
-    """Fail (instead of hanging) when the body runs longer than ``seconds``."""
-    if (
-        not hasattr(signal, "setitimer")
-        or threading.current_thread() is not threading.main_thread()
-    ):
-        yield
-        return
-
-    def on_alarm(signum: int, frame: object) -> None:
-        raise TimeoutError(f"reader still running after {seconds} s: a hang")
-
-    previous = signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+def time_limit(seconds: float) -> AbstractContextManager[None]:
+    """A hang guard for the reader (see conftest.time_limit)."""
+    return _time_limit(seconds, "reader")
 
 
 # --------------------------------------------------------------------------- manifests

@@ -28,13 +28,11 @@ the property test) so that a known bug does not stop the random examples from ru
 from __future__ import annotations
 
 import hashlib
-import signal
 import struct
 import tempfile
-import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import NamedTuple
 
@@ -48,6 +46,8 @@ from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
 from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore
 from migrate.bbolt import BoltFile
 from migrate.legacy import MARKER, MigrationReport, migrate_legacy
+
+from ..conftest import time_limit as _time_limit
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "legacy"
 APP = "102076543"  # settings.appid of the fixtures
@@ -104,24 +104,9 @@ VALUE_BYTES = [
 IDS_CURRENT_ROW = next(e for e in ENTRIES[b"ids"] if e.key == b"currentRow")
 
 
-@contextmanager
-def time_limit(seconds: float) -> Iterator[None]:
-    """Fail (instead of hanging) when the body runs longer than ``seconds``."""
-    if not hasattr(signal, "setitimer") or threading.current_thread() is not (
-            threading.main_thread()):
-        yield
-        return
-
-    def on_alarm(signum: int, frame: object) -> None:
-        raise TimeoutError(f"migration still running after {seconds} s: a hang")
-
-    previous = signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+def time_limit(seconds: float) -> AbstractContextManager[None]:
+    """A hang guard for the migration (see conftest.time_limit)."""
+    return _time_limit(seconds, "migration")
 
 
 def check_consistent(identity: LmdbIdentityStore, report: MigrationReport) -> None:
