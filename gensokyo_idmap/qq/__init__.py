@@ -1,0 +1,1 @@
+"""The QQ official bot platform side: wire models, webhook signatures, gateway, OpenAPI."""
