@@ -1,0 +1,1 @@
+"""The OneBot v11 side: message format, events, transports and actions."""
