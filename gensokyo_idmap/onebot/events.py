@@ -1,0 +1,148 @@
+"""OneBot v11 event objects, built from plain values (pure, no I/O).
+
+Every event has ``time``, ``self_id`` and ``post_type``, then ``<post_type>_type`` and
+``sub_type`` (reference onebot-v11.md §2): clients route on that chain, and NoneBot drops
+an event to a generic model when a field its model needs is missing, so every builder
+emits the full field set with the spec's types (ids int64, ``message_id`` int32).
+``message`` is an array or a CQ string as the connection's ``message_format`` says;
+``raw_message`` is always the CQ string.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Final, Literal
+
+from gensokyo_idmap.errors import BadInputError
+from gensokyo_idmap.onebot.message import Segment, segments_to_cq, segments_to_json
+
+__all__ = [
+    "MessageFormat",
+    "friend_add",
+    "group_decrease",
+    "group_increase",
+    "group_message",
+    "heartbeat",
+    "lifecycle",
+    "private_message",
+]
+
+MessageFormat = Literal["array", "string"]
+_INT32_MAX: Final = 2**31 - 1
+_INT64_MAX: Final = 2**63 - 1
+
+
+def _id(field: str, value: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= _INT64_MAX:
+        raise BadInputError(field, value, "must be a positive int64")
+    return value
+
+
+def _message_id(value: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= _INT32_MAX:
+        raise BadInputError("message_id", value, "must be a positive int32")
+    return value
+
+
+def _base(self_id: int, time: int, post_type: str) -> dict[str, Any]:
+    return {"time": int(time), "self_id": _id("self_id", self_id), "post_type": post_type}
+
+
+def _message_fields(segments: Sequence[Segment], fmt: MessageFormat) -> dict[str, Any]:
+    raw = segments_to_cq(segments)
+    message: object = segments_to_json(segments) if fmt == "array" else raw
+    return {"message": message, "raw_message": raw, "font": 0}
+
+
+def group_message(
+    *,
+    self_id: int,
+    time: int,
+    message_id: int,
+    group_id: int,
+    user_id: int,
+    segments: Sequence[Segment],
+    fmt: MessageFormat = "array",
+    nickname: str = "",
+    role: Literal["owner", "admin", "member"] = "member",
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A group message (``sub_type`` normal); ``extra`` adds extension fields."""
+    event = _base(self_id, time, "message") | {
+        "message_type": "group",
+        "sub_type": "normal",
+        "message_id": _message_id(message_id),
+        "group_id": _id("group_id", group_id),
+        "user_id": _id("user_id", user_id),
+        "anonymous": None,
+        **_message_fields(segments, fmt),
+        "sender": {"user_id": user_id, "nickname": nickname, "card": "", "sex": "unknown",
+                   "age": 0, "area": "", "level": "", "role": role, "title": ""},
+    }
+    return event | dict(extra or {})
+
+
+def private_message(
+    *,
+    self_id: int,
+    time: int,
+    message_id: int,
+    user_id: int,
+    segments: Sequence[Segment],
+    fmt: MessageFormat = "array",
+    nickname: str = "",
+    sub_type: Literal["friend", "group", "other"] = "friend",
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    event = _base(self_id, time, "message") | {
+        "message_type": "private",
+        "sub_type": sub_type,
+        "message_id": _message_id(message_id),
+        "user_id": _id("user_id", user_id),
+        **_message_fields(segments, fmt),
+        "sender": {"user_id": user_id, "nickname": nickname, "sex": "unknown", "age": 0},
+    }
+    return event | dict(extra or {})
+
+
+def group_increase(
+    *, self_id: int, time: int, group_id: int, user_id: int, operator_id: int,
+    sub_type: Literal["approve", "invite"] = "approve",
+) -> dict[str, Any]:
+    return _base(self_id, time, "notice") | {
+        "notice_type": "group_increase", "sub_type": sub_type,
+        "group_id": _id("group_id", group_id), "user_id": _id("user_id", user_id),
+        "operator_id": _id("operator_id", operator_id),
+    }
+
+
+def group_decrease(
+    *, self_id: int, time: int, group_id: int, user_id: int, operator_id: int,
+    sub_type: Literal["leave", "kick", "kick_me"] = "leave",
+) -> dict[str, Any]:
+    return _base(self_id, time, "notice") | {
+        "notice_type": "group_decrease", "sub_type": sub_type,
+        "group_id": _id("group_id", group_id), "user_id": _id("user_id", user_id),
+        "operator_id": _id("operator_id", operator_id),
+    }
+
+
+def friend_add(*, self_id: int, time: int, user_id: int) -> dict[str, Any]:
+    return _base(self_id, time, "notice") | {
+        "notice_type": "friend_add", "user_id": _id("user_id", user_id)}
+
+
+def lifecycle(
+    *, self_id: int, time: int, sub_type: Literal["enable", "disable", "connect"]
+) -> dict[str, Any]:
+    return _base(self_id, time, "meta_event") | {
+        "meta_event_type": "lifecycle", "sub_type": sub_type}
+
+
+def heartbeat(*, self_id: int, time: int, interval_ms: int, good: bool = True) -> dict[str, Any]:
+    """``interval`` is milliseconds to the next heartbeat; NoneBot needs the status bools."""
+    return _base(self_id, time, "meta_event") | {
+        "meta_event_type": "heartbeat",
+        "status": {"online": True, "good": bool(good)},
+        "interval": int(interval_ms),
+    }
