@@ -1,0 +1,575 @@
+"""QQ platform frames and events as typed values (reference §2.2 and §4), pure: no I/O.
+
+In the spirit of h11 / wsproto: bytes (or text, or an already decoded object) go in, frozen
+dataclasses come out, and nothing here reads a socket, a clock or a store.
+
+- :func:`parse_envelope` reads one frame ``{"op", "d", "s", "t", "id"}`` as sent by the
+  gateway or posted to the webhook.
+- :func:`parse_dispatch` turns an op 0 envelope into one :data:`QQEvent`. Event types this
+  module does not know become :class:`UnknownEvent` (never an exception), so a new platform
+  event is logged and counted upstream instead of breaking anything.
+
+Every id the event carries becomes a typed key: OpenIDs are per AppID, so they are
+:class:`~gensokyo_idmap.identity.OpenId` of the serving AppID, whatever their role (group,
+member, C2C user, operator); ``author.union_openid`` becomes a
+:class:`~gensokyo_idmap.identity.UnionId`. ``event.identities()`` lists them for the identity
+graph and ``event.scene`` names the chat for ``last_seen`` (``QQ:<app>:group:<group_openid>``,
+``QQ:<app>:c2c:<user_openid>``).
+
+Rejections raise :class:`~gensokyo_idmap.errors.BadInputError` naming the path of the field
+(``d.group_openid``, ``d.author.member_openid``, ``d.attachments[0].url`` …). Fields the
+reference marks UNCONFIRMED are read leniently: absent or ``null`` is fine, and a value of
+the wrong kind is ignored rather than rejected where nothing depends on it (``mentions``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final, TypeAlias
+
+from gensokyo_idmap.errors import BadInputError
+from gensokyo_idmap.identity import IdentityKey, OpenId, UnionId, check_app_id
+
+__all__ = [
+    "DISPATCH",
+    "MAX_OPENID_LEN",
+    "Attachment",
+    "C2CMessage",
+    "Envelope",
+    "FriendEvent",
+    "GroupMemberEvent",
+    "GroupMessage",
+    "GroupRobotEvent",
+    "Interaction",
+    "QQEvent",
+    "Ready",
+    "Resumed",
+    "UnknownEvent",
+    "parse_dispatch",
+    "parse_envelope",
+]
+
+#: The op code of a dispatch frame (an event).
+DISPATCH: Final = 0
+#: Observed OpenIDs are 32 hex characters; anything past this is not an OpenID, and the cap
+#: keeps every scene text well inside the store's 400-byte scene limit.
+MAX_OPENID_LEN: Final = 128
+
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://")
+_UINT_TEXT = re.compile(r"[0-9]{1,19}")
+
+_GROUP_MESSAGE_TYPES: Final = frozenset({"GROUP_AT_MESSAGE_CREATE", "GROUP_MESSAGE_CREATE"})
+_GROUP_ROBOT_TYPES: Final = frozenset(
+    {"GROUP_ADD_ROBOT", "GROUP_DEL_ROBOT", "GROUP_MSG_REJECT", "GROUP_MSG_RECEIVE"}
+)
+_GROUP_MEMBER_TYPES: Final = frozenset({"GROUP_MEMBER_ADD", "GROUP_MEMBER_REMOVE"})
+_FRIEND_TYPES: Final = frozenset({"FRIEND_ADD", "FRIEND_DEL", "C2C_MSG_REJECT", "C2C_MSG_RECEIVE"})
+#: Event types with a model of their own (``RESUMED`` has no body worth reading).
+_MODELLED_TYPES: Final = (
+    _GROUP_MESSAGE_TYPES | _GROUP_ROBOT_TYPES | _GROUP_MEMBER_TYPES | _FRIEND_TYPES
+    | {"C2C_MESSAGE_CREATE", "INTERACTION_CREATE", "READY"}
+)
+
+
+# --------------------------------------------------------------------------- envelope
+
+
+@dataclass(frozen=True, slots=True)
+class Envelope:
+    """One frame: ``op`` always; ``s`` (seq), ``t`` (event type), ``id`` (event id) on
+    dispatches; ``d`` whatever the op carries (kept as decoded)."""
+
+    op: int
+    d: Any = None
+    s: int | None = None
+    t: str | None = None
+    id: str | None = None
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def parse_envelope(raw: bytes | bytearray | str | Mapping[str, Any]) -> Envelope:
+    """Read one frame. Bad JSON or a non-object → ``frame``; a missing or non-integer ``op``
+    → ``op``; ``s`` / ``t`` / ``id`` of the wrong kind → that field."""
+    if isinstance(raw, bytes | bytearray | str):
+        try:
+            obj: Any = json.loads(raw, parse_constant=_reject_constant)
+        except (ValueError, RecursionError) as err:
+            # ValueError covers JSONDecodeError, UnicodeDecodeError and over-long integers.
+            raise BadInputError("frame", _preview(raw), f"not valid JSON ({err})") from None
+    else:
+        obj = raw
+    if not isinstance(obj, Mapping):
+        raise BadInputError("frame", obj, "a frame must be a JSON object")
+    if "op" not in obj:
+        raise BadInputError("op", None, "missing")
+    op = obj["op"]
+    if not _is_int(op):
+        raise BadInputError("op", op, "must be an integer")
+    s = obj.get("s")
+    if s is not None and not _is_int(s):
+        raise BadInputError("s", s, "seq must be an integer or null")
+    t = obj.get("t")
+    if t is not None and not isinstance(t, str):
+        raise BadInputError("t", t, "event type must be text or null")
+    event_id = obj.get("id")
+    if event_id is not None and not isinstance(event_id, str):
+        raise BadInputError("id", event_id, "event id must be text or null")
+    return Envelope(op=op, d=obj.get("d"), s=s, t=t, id=event_id)
+
+
+def _preview(raw: bytes | bytearray | str) -> str:
+    text = raw if isinstance(raw, str) else bytes(raw[:300]).decode("utf-8", "replace")
+    return text[:200]
+
+
+# --------------------------------------------------------------------------- events
+
+
+@dataclass(frozen=True, slots=True)
+class Attachment:
+    """A file sent with a message. ``url`` always has a scheme (``https://`` is prepended
+    when the platform left it out); the ints are ``None`` when not given."""
+
+    content_type: str
+    url: str
+    filename: str | None = None
+    size: int | None = None
+    width: int | None = None
+    height: int | None = None
+
+
+def _group_scene(group: OpenId) -> str:
+    return f"{group.platform}:{group.app_id}:group:{group.openid}"
+
+
+def _c2c_scene(user: OpenId) -> str:
+    return f"{user.platform}:{user.app_id}:c2c:{user.openid}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Event:
+    """What every dispatch has: ``t``, the envelope ``id`` (event id) and ``s`` (seq)."""
+
+    event_type: str
+    event_id: str | None = None
+    seq: int | None = None
+
+    def identities(self) -> tuple[IdentityKey, ...]:
+        """The typed identity keys this event carries, for the identity graph."""
+        return ()
+
+    @property
+    def scene(self) -> str | None:
+        """The chat this event happened in, for ``last_seen``; ``None`` when there is none."""
+        return None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GroupMessage(_Event):
+    """``GROUP_AT_MESSAGE_CREATE`` or ``GROUP_MESSAGE_CREATE``."""
+
+    message_id: str
+    group: OpenId
+    author: OpenId
+    author_union: UnionId | None = None
+    content: str = ""
+    timestamp: str = ""
+    attachments: tuple[Attachment, ...] = ()
+    mentioned_bot: bool = False
+
+    def identities(self) -> tuple[IdentityKey, ...]:
+        keys: tuple[IdentityKey, ...] = (self.group, self.author)
+        return keys if self.author_union is None else (*keys, self.author_union)
+
+    @property
+    def scene(self) -> str:
+        return _group_scene(self.group)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class C2CMessage(_Event):
+    """``C2C_MESSAGE_CREATE``: a private message to the bot."""
+
+    message_id: str
+    user: OpenId
+    author_union: UnionId | None = None
+    content: str = ""
+    timestamp: str = ""
+    attachments: tuple[Attachment, ...] = ()
+
+    def identities(self) -> tuple[IdentityKey, ...]:
+        return (self.user,) if self.author_union is None else (self.user, self.author_union)
+
+    @property
+    def scene(self) -> str:
+        return _c2c_scene(self.user)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GroupRobotEvent(_Event):
+    """``GROUP_ADD_ROBOT`` / ``GROUP_DEL_ROBOT`` / ``GROUP_MSG_REJECT`` / ``GROUP_MSG_RECEIVE``;
+    ``timestamp`` in unix seconds."""
+
+    group: OpenId
+    operator: OpenId
+    timestamp: int | None = None
+
+    def identities(self) -> tuple[IdentityKey, ...]:
+        return (self.group, self.operator)
+
+    @property
+    def scene(self) -> str:
+        return _group_scene(self.group)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GroupMemberEvent(_Event):
+    """``GROUP_MEMBER_ADD`` / ``GROUP_MEMBER_REMOVE`` (not in the documentation; read leniently
+    when sent)."""
+
+    group: OpenId
+    member: OpenId
+    operator: OpenId | None = None
+    timestamp: int | None = None
+
+    def identities(self) -> tuple[IdentityKey, ...]:
+        keys: tuple[IdentityKey, ...] = (self.group, self.member)
+        return keys if self.operator is None else (*keys, self.operator)
+
+    @property
+    def scene(self) -> str:
+        return _group_scene(self.group)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FriendEvent(_Event):
+    """``FRIEND_ADD`` / ``FRIEND_DEL`` / ``C2C_MSG_REJECT`` / ``C2C_MSG_RECEIVE``."""
+
+    user: OpenId
+    timestamp: int | None = None
+
+    def identities(self) -> tuple[IdentityKey, ...]:
+        return (self.user,)
+
+    @property
+    def scene(self) -> str:
+        return _c2c_scene(self.user)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Interaction(_Event):
+    """``INTERACTION_CREATE`` (a button or C2C quick menu); acknowledged by
+    ``interaction_id``. ``scene_type`` is the wire ``d.scene`` (``c2c|group|guild``), named
+    so as not to clash with :attr:`scene`."""
+
+    interaction_id: str
+    interaction_type: int | None = None
+    scene_type: str | None = None
+    chat_type: int | None = None
+    group: OpenId | None = None
+    group_member: OpenId | None = None
+    user: OpenId | None = None
+    button_data: str | None = None
+    button_id: str | None = None
+    timestamp: str = ""
+
+    def identities(self) -> tuple[IdentityKey, ...]:
+        return tuple(key for key in (self.group, self.group_member, self.user) if key is not None)
+
+    @property
+    def scene(self) -> str | None:
+        if self.group is not None:
+            return _group_scene(self.group)
+        if self.user is not None:
+            return _c2c_scene(self.user)
+        return None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Ready(_Event):
+    """``READY``: the gateway session is open; ``session_id`` is what a Resume needs."""
+
+    session_id: str
+    user_id: str | None = None
+    username: str | None = None
+    shard: tuple[int, ...] | None = None
+    version: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Resumed(_Event):
+    """``RESUMED``: the replay after a Resume is complete."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UnknownEvent(_Event):
+    """Any other event type, with its ``d`` as decoded (logged and counted upstream)."""
+
+    d: Any = None
+
+
+QQEvent: TypeAlias = (
+    GroupMessage | C2CMessage | GroupRobotEvent | GroupMemberEvent | FriendEvent
+    | Interaction | Ready | Resumed | UnknownEvent
+)
+
+
+# --------------------------------------------------------------------------- field readers
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _absent(value: object) -> bool:
+    return value is None or value == ""
+
+
+def _object(parent: Mapping[str, Any], key: str, path: str, *, required: bool) -> Mapping[str, Any]:
+    value = parent.get(key)
+    if value is None:
+        if required:
+            raise BadInputError(path, None, "missing")
+        return {}
+    if not isinstance(value, Mapping):
+        raise BadInputError(path, value, "must be an object")
+    return value
+
+
+def _text(parent: Mapping[str, Any], key: str, path: str) -> str | None:
+    """Optional text: absent or null → ``None``; anything but text → rejected."""
+    value = parent.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise BadInputError(path, value, "must be text")
+    return value
+
+
+def _required_text(parent: Mapping[str, Any], key: str, path: str) -> str:
+    value = _text(parent, key, path)
+    if not value:
+        raise BadInputError(path, value, "missing")
+    return value
+
+
+def _int(parent: Mapping[str, Any], key: str, path: str) -> int | None:
+    """Optional non-negative integer, given as a number or as decimal text."""
+    value = parent.get(key)
+    if value is None or value == "":
+        return None
+    integral = (_is_int(value)
+                or (isinstance(value, float) and value.is_integer())
+                or (isinstance(value, str) and _UINT_TEXT.fullmatch(value) is not None))
+    if not integral:
+        raise BadInputError(path, value, "must be a non-negative integer or decimal text")
+    number = int(value)
+    if number < 0:
+        raise BadInputError(path, value, "must not be negative")
+    return number
+
+
+def _text_timestamp(parent: Mapping[str, Any], key: str, path: str) -> str:
+    """A message timestamp (RFC 3339 text) kept as given; a number becomes its text."""
+    value = parent.get(key)
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if _is_int(value):
+        return str(value)
+    raise BadInputError(path, value, "must be text (RFC 3339) or a number")
+
+
+def _openid(app_id: str, value: object, path: str) -> OpenId:
+    if not isinstance(value, str):
+        raise BadInputError(path, value, "OpenID must be text")
+    if len(value) > MAX_OPENID_LEN:
+        raise BadInputError(path, value, f"OpenID is longer than {MAX_OPENID_LEN} characters")
+    try:
+        return OpenId(app_id=app_id, openid=value)
+    except BadInputError as err:
+        raise BadInputError(path, value, err.reason) from None
+
+
+def _pick_openid(
+    app_id: str, parent: Mapping[str, Any], keys: tuple[str, ...], prefix: str
+) -> OpenId | None:
+    """The first of ``keys`` present (not absent, null or empty) as an OpenID."""
+    for key in keys:
+        value = parent.get(key)
+        if not _absent(value):
+            return _openid(app_id, value, prefix + key)
+    return None
+
+
+def _require_openid(
+    app_id: str, parent: Mapping[str, Any], keys: tuple[str, ...], prefix: str
+) -> OpenId:
+    found = _pick_openid(app_id, parent, keys, prefix)
+    if found is None:
+        others = ", ".join(prefix + key for key in keys[1:])
+        reason = f"missing (and no {others} either)" if others else "missing"
+        raise BadInputError(prefix + keys[0], None, reason)
+    return found
+
+
+def _union(parent: Mapping[str, Any], key: str, path: str) -> UnionId | None:
+    value = parent.get(key)
+    if _absent(value):
+        return None
+    if not isinstance(value, str):
+        raise BadInputError(path, value, "union OpenID must be text")
+    if len(value) > MAX_OPENID_LEN:
+        raise BadInputError(path, value, f"union OpenID is longer than {MAX_OPENID_LEN} characters")
+    try:
+        return UnionId(value)
+    except BadInputError as err:
+        raise BadInputError(path, value, err.reason) from None
+
+
+def _url(value: str) -> str:
+    if _SCHEME.match(value):
+        return value
+    if value.startswith("//"):
+        return "https:" + value
+    return "https://" + value
+
+
+def _attachments(d: Mapping[str, Any]) -> tuple[Attachment, ...]:
+    items = d.get("attachments")
+    if items is None:
+        return ()
+    if not isinstance(items, list):
+        raise BadInputError("d.attachments", items, "must be a list")
+    result = []
+    for index, item in enumerate(items):
+        path = f"d.attachments[{index}]"
+        if not isinstance(item, Mapping):
+            raise BadInputError(path, item, "must be an object")
+        result.append(Attachment(
+            content_type=_text(item, "content_type", f"{path}.content_type") or "",
+            url=_url(_required_text(item, "url", f"{path}.url")),
+            filename=_text(item, "filename", f"{path}.filename"),
+            size=_int(item, "size", f"{path}.size"),
+            width=_int(item, "width", f"{path}.width"),
+            height=_int(item, "height", f"{path}.height"),
+        ))
+    return tuple(result)
+
+
+def _mentions_bot(d: Mapping[str, Any]) -> bool:
+    """``GROUP_MESSAGE_CREATE``: some ``mentions[]`` entry has ``is_you: true`` (UNCONFIRMED
+    shape, so anything unexpected simply does not count as a mention)."""
+    mentions = d.get("mentions")
+    if not isinstance(mentions, list):
+        return False
+    return any(isinstance(m, Mapping) and m.get("is_you") is True for m in mentions)
+
+
+# --------------------------------------------------------------------------- dispatch
+
+
+def parse_dispatch(envelope: Envelope, app_id: str) -> QQEvent:
+    """The event an op 0 envelope carries, with OpenIDs of the serving ``app_id``."""
+    check_app_id(app_id)
+    if envelope.op != DISPATCH:
+        raise BadInputError("op", envelope.op, f"not a dispatch (op {DISPATCH})")
+    t = envelope.t
+    if not t:
+        raise BadInputError("t", t, "a dispatch needs an event type")
+    common: dict[str, Any] = {"event_type": t, "event_id": envelope.id, "seq": envelope.s}
+    d = envelope.d
+    if t == "RESUMED":
+        return Resumed(**common)
+    if t not in _MODELLED_TYPES:
+        return UnknownEvent(**common, d=d)
+    if not isinstance(d, Mapping):
+        raise BadInputError("d", d, f"the body of {t} must be an object")
+
+    if t in _GROUP_MESSAGE_TYPES:
+        author = _object(d, "author", "d.author", required=True)
+        return GroupMessage(
+            **common,
+            message_id=_required_text(d, "id", "d.id"),
+            group=_require_openid(app_id, d, ("group_openid", "group_id"), "d."),
+            author=_require_openid(app_id, author, ("member_openid", "id"), "d.author."),
+            author_union=_union(author, "union_openid", "d.author.union_openid"),
+            content=_text(d, "content", "d.content") or "",
+            timestamp=_text_timestamp(d, "timestamp", "d.timestamp"),
+            attachments=_attachments(d),
+            mentioned_bot=t == "GROUP_AT_MESSAGE_CREATE" or _mentions_bot(d),
+        )
+    if t == "C2C_MESSAGE_CREATE":
+        author = _object(d, "author", "d.author", required=True)
+        return C2CMessage(
+            **common,
+            message_id=_required_text(d, "id", "d.id"),
+            user=_require_openid(app_id, author, ("user_openid", "id"), "d.author."),
+            author_union=_union(author, "union_openid", "d.author.union_openid"),
+            content=_text(d, "content", "d.content") or "",
+            timestamp=_text_timestamp(d, "timestamp", "d.timestamp"),
+            attachments=_attachments(d),
+        )
+    if t in _GROUP_ROBOT_TYPES:
+        return GroupRobotEvent(
+            **common,
+            group=_require_openid(app_id, d, ("group_openid",), "d."),
+            operator=_require_openid(app_id, d, ("op_member_openid",), "d."),
+            timestamp=_int(d, "timestamp", "d.timestamp"),
+        )
+    if t in _GROUP_MEMBER_TYPES:
+        return GroupMemberEvent(
+            **common,
+            group=_require_openid(app_id, d, ("group_openid", "group_id"), "d."),
+            member=_require_openid(app_id, d, ("member_openid", "user_openid"), "d."),
+            operator=_pick_openid(app_id, d, ("op_member_openid",), "d."),
+            timestamp=_int(d, "timestamp", "d.timestamp"),
+        )
+    if t in _FRIEND_TYPES:
+        return FriendEvent(
+            **common,
+            user=_require_openid(app_id, d, ("openid",), "d."),
+            timestamp=_int(d, "timestamp", "d.timestamp"),
+        )
+    if t == "INTERACTION_CREATE":
+        data = _object(d, "data", "d.data", required=False)
+        resolved = _object(data, "resolved", "d.data.resolved", required=False)
+        return Interaction(
+            **common,
+            interaction_id=_required_text(d, "id", "d.id"),
+            interaction_type=_int(d, "type", "d.type"),
+            scene_type=_text(d, "scene", "d.scene"),
+            chat_type=_int(d, "chat_type", "d.chat_type"),
+            group=_pick_openid(app_id, d, ("group_openid",), "d."),
+            group_member=_pick_openid(app_id, d, ("group_member_openid",), "d."),
+            user=_pick_openid(app_id, d, ("user_openid",), "d."),
+            button_data=_text(resolved, "button_data", "d.data.resolved.button_data"),
+            button_id=_text(resolved, "button_id", "d.data.resolved.button_id"),
+            timestamp=_text_timestamp(d, "timestamp", "d.timestamp"),
+        )
+    # READY
+    user = _object(d, "user", "d.user", required=False)
+    return Ready(
+        **common,
+        session_id=_required_text(d, "session_id", "d.session_id"),
+        user_id=_text(user, "id", "d.user.id"),
+        username=_text(user, "username", "d.user.username"),
+        shard=_shard(d),
+        version=_int(d, "version", "d.version"),
+    )
+
+
+def _shard(d: Mapping[str, Any]) -> tuple[int, ...] | None:
+    value = d.get("shard")
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(_is_int(n) and n >= 0 for n in value):
+        raise BadInputError("d.shard", value, "must be a list of non-negative integers")
+    return tuple(value)
