@@ -1,0 +1,215 @@
+"""Inbound bridge: a parsed QQ event → durable identities → OneBot v11 events.
+
+Rules:
+
+1. **Identities first, durably.** Every OpenID of the event is resolved through the
+   identity graph (which returns only after its commit is durable) before any OneBot event
+   is built, so a vUIN a framework sees can never be handed to someone else after a crash.
+   Group and author resolve concurrently and share a group commit.
+2. **One person, one vUIN across bots.** With ``link_union_openid`` the author's
+   ``union_openid`` is resolved together with the OpenID, so the operator's other AppIDs
+   land on the same vUIN.
+3. **Real message ids become int32 virtual ids** in the msgid map (inbound, with the chat),
+   which is also what the reply path reads back for passive replies.
+4. **Unknown or non-chat events produce no OneBot event**; they are logged, never raised.
+
+Only the ``vuin`` mode of ``op_userid_type`` exists so far (the other modes arrive with the
+rest of issue 5); transports and the platform clients live elsewhere and call
+:meth:`InboundBridge.translate`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import structlog
+
+from gensokyo_idmap.identity import IdentityKey, OpenId
+from gensokyo_idmap.idmap import IdentityGraph
+from gensokyo_idmap.msgid import MsgContext, MsgIdMap
+from gensokyo_idmap.onebot import events as ob
+from gensokyo_idmap.onebot.message import Segment
+from gensokyo_idmap.qq.events import (
+    Attachment,
+    C2CMessage,
+    FriendEvent,
+    GroupMemberEvent,
+    GroupMessage,
+    GroupRobotEvent,
+    Interaction,
+    QQEvent,
+)
+
+__all__ = ["BridgeSettings", "InboundBridge", "attachment_segment"]
+
+log = structlog.get_logger("gensokyo_idmap.bridge")
+
+
+@dataclass(frozen=True, slots=True)
+class BridgeSettings:
+    app_id: str
+    self_id: int
+    message_format: ob.MessageFormat = "array"
+    link_union_openid: bool = True
+    extensions: bool = False
+
+
+def attachment_segment(attachment: Attachment) -> Segment:
+    """An attachment as the OneBot segment a framework expects for its kind."""
+    kind = attachment.content_type.lower()
+    if kind.startswith("image/"):
+        segment_type = "image"
+    elif kind in ("voice", "audio") or kind.startswith("audio/"):
+        segment_type = "record"
+    elif kind.startswith("video/"):
+        segment_type = "video"
+    else:
+        segment_type = "file"
+    data = [("file", attachment.url), ("url", attachment.url)]
+    if attachment.filename:
+        data.append(("name", attachment.filename))
+    return Segment(segment_type, tuple(data))
+
+
+def _avatar(app_id: str, openid: OpenId) -> str:
+    return f"https://q.qlogo.cn/qqapp/{app_id}/{openid.openid}/640"
+
+
+class InboundBridge:
+    """Turns platform events into OneBot events; the identity and msgid stores are shared."""
+
+    def __init__(
+        self,
+        graph: IdentityGraph,
+        msgids: MsgIdMap,
+        settings: BridgeSettings,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.graph = graph
+        self.msgids = msgids
+        self.settings = settings
+        self._clock = clock
+        self._log = log.bind()
+
+    async def _vuin(self, keys: list[IdentityKey], scene: str | None) -> int:
+        return (await self.graph.resolve(keys, scene=scene)).vuin
+
+    def _person(self, openid: OpenId, union: IdentityKey | None) -> list[IdentityKey]:
+        if union is not None and self.settings.link_union_openid:
+            return [openid, union]
+        return [openid]
+
+    def _segments(self, content: str, attachments: tuple[Attachment, ...],
+                  at_self: bool) -> list[Segment]:
+        segments: list[Segment] = []
+        if at_self:
+            # The platform strips the @bot (content then starts with a space); put it back
+            # as an at segment so frameworks see a message addressed to them.
+            segments.append(Segment("at", (("qq", str(self.settings.self_id)),)))
+        if content:
+            segments.append(Segment.text(content))
+        segments.extend(attachment_segment(a) for a in attachments)
+        return segments
+
+    async def translate(self, event: QQEvent) -> list[dict[str, Any]]:
+        """The OneBot events for one platform event (empty for lifecycle or unknown ones)."""
+        s = self.settings
+        now = int(self._clock())
+        if isinstance(event, GroupMessage):
+            group_vuin, user_vuin = await asyncio.gather(
+                self._vuin([event.group], event.scene),
+                self._vuin(self._person(event.author, event.author_union), event.scene),
+            )
+            virtual_id = await self.msgids.store_real(
+                event.message_id, MsgContext(s.app_id, "group", event.group.openid, "in"))
+            extra = self._extensions("group", event.author, event.group)
+            self._log.info("[message] group mapped", group=group_vuin, user=user_vuin,
+                           message_id=virtual_id)
+            at_self = event.event_type == "GROUP_AT_MESSAGE_CREATE" or event.mentioned_bot
+            return [ob.group_message(
+                self_id=s.self_id, time=now, message_id=virtual_id, group_id=group_vuin,
+                user_id=user_vuin, fmt=s.message_format, extra=extra,
+                segments=self._segments(event.content, event.attachments, at_self))]
+        if isinstance(event, C2CMessage):
+            user_vuin = await self._vuin(self._person(event.user, event.author_union),
+                                         event.scene)
+            virtual_id = await self.msgids.store_real(
+                event.message_id, MsgContext(s.app_id, "c2c", event.user.openid, "in"))
+            self._log.info("[message] c2c mapped", user=user_vuin, message_id=virtual_id)
+            return [ob.private_message(
+                self_id=s.self_id, time=now, message_id=virtual_id, user_id=user_vuin,
+                fmt=s.message_format, extra=self._extensions("private", event.user, None),
+                segments=self._segments(event.content, event.attachments, False))]
+        if isinstance(event, GroupRobotEvent):
+            group_vuin, operator_vuin = await asyncio.gather(
+                self._vuin([event.group], event.scene), self._vuin([event.operator], event.scene))
+            self._log.info("[message] group robot event mapped", type=event.event_type,
+                           group=group_vuin, operator=operator_vuin)
+            when = event.timestamp or now
+            if event.event_type == "GROUP_ADD_ROBOT":
+                return [ob.group_increase(self_id=s.self_id, time=when, group_id=group_vuin,
+                                          user_id=s.self_id, operator_id=operator_vuin,
+                                          sub_type="invite")]
+            if event.event_type == "GROUP_DEL_ROBOT":
+                return [ob.group_decrease(self_id=s.self_id, time=when, group_id=group_vuin,
+                                          user_id=s.self_id, operator_id=operator_vuin,
+                                          sub_type="kick_me")]
+            return [self._notice(event.event_type.lower(), when, group_id=group_vuin,
+                                 operator_id=operator_vuin)]
+        if isinstance(event, GroupMemberEvent):
+            group_vuin, member_vuin = await asyncio.gather(
+                self._vuin([event.group], event.scene), self._vuin([event.member], event.scene))
+            operator_vuin = (member_vuin if event.operator is None
+                             else await self._vuin([event.operator], event.scene))
+            self._log.info("[message] group_member mapped", type=event.event_type,
+                           group=group_vuin, user=member_vuin)
+            when = event.timestamp or now
+            if event.event_type == "GROUP_MEMBER_ADD":
+                return [ob.group_increase(self_id=s.self_id, time=when, group_id=group_vuin,
+                                          user_id=member_vuin, operator_id=operator_vuin)]
+            left: Literal["leave", "kick"] = "leave" if operator_vuin == member_vuin else "kick"
+            return [ob.group_decrease(self_id=s.self_id, time=when, group_id=group_vuin,
+                                      user_id=member_vuin, operator_id=operator_vuin,
+                                      sub_type=left)]
+        if isinstance(event, FriendEvent):
+            user_vuin = await self._vuin([event.user], event.scene)
+            self._log.info("[message] friend mapped", type=event.event_type, user=user_vuin)
+            when = event.timestamp or now
+            if event.event_type == "FRIEND_ADD":
+                return [ob.friend_add(self_id=s.self_id, time=when, user_id=user_vuin)]
+            return [self._notice(event.event_type.lower(), when, user_id=user_vuin)]
+        if isinstance(event, Interaction):
+            ids: dict[str, int] = {}
+            if event.group is not None:
+                ids["group_id"] = await self._vuin([event.group], event.scene)
+            member = event.group_member or event.user
+            if member is not None:
+                ids["user_id"] = await self._vuin([member], event.scene)
+            return [self._notice("interaction", now, interaction_id=event.interaction_id,
+                                 button_data=event.button_data, button_id=event.button_id,
+                                 **ids)]
+        self._log.info("[message] not forwarded", type=event.event_type)
+        return []
+
+    def _notice(self, notice_type: str, when: int, **fields: Any) -> dict[str, Any]:
+        """An extension notice (no v11 equivalent): documented in the README."""
+        return {"time": when, "self_id": self.settings.self_id, "post_type": "notice",
+                "notice_type": notice_type, **fields}
+
+    def _extensions(self, message_type: str, user: OpenId,
+                    group: OpenId | None) -> dict[str, Any] | None:
+        """The Go daemon's extra fields, when ``onebot.extensions`` is on."""
+        if not self.settings.extensions:
+            return None
+        extra: dict[str, Any] = {
+            "real_message_type": message_type,
+            "real_user_id": user.openid,
+            "avatar": _avatar(self.settings.app_id, user),
+        }
+        if group is not None:
+            extra["real_group_id"] = group.openid
+        return extra

@@ -1,0 +1,153 @@
+"""Inbound bridge on real stores: platform frames in, OneBot events out, identities durable."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from structlog.testing import capture_logs
+
+from gensokyo_idmap.bridge import BridgeSettings, InboundBridge
+from gensokyo_idmap.identity import OpenId, UnionId
+from gensokyo_idmap.idmap import IdentityGraph
+from gensokyo_idmap.msgid import MsgIdMap
+from gensokyo_idmap.qq.events import parse_dispatch, parse_envelope
+from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
+from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore
+
+from .conftest import FakeClock, run
+
+APP = "102000001"
+SELF = 102000001
+GROUP = "A1B2C3D4E5F60718293A4B5C6D7E8F90"
+USER = "0F1E2D3C4B5A69788796A5B4C3D2E1F0"
+UNION = "7C1D0000000000000000000000000001"
+OTHER = "9A8B7C6D5E4F30211203F4E5D6C7B8A9"
+
+GROUP_AT = {
+    "op": 0, "s": 7, "t": "GROUP_AT_MESSAGE_CREATE", "id": "GROUP_AT_MESSAGE_CREATE:k3j2h1g0f9e8d7",
+    "d": {"id": "ROBOT1.0_grpMsg0001", "content": " hello", "timestamp": "2025-01-01T12:00:00+08:00",
+          "group_openid": GROUP, "group_id": GROUP,
+          "author": {"id": USER, "member_openid": USER, "union_openid": UNION},
+          "attachments": [{"content_type": "image/png", "filename": "a.png", "height": 100,
+                           "width": 200, "size": 2048,
+                           "url": "multimedia.nt.qq.com.cn/download?x=1"}],
+          "message_scene": {"source": "default"}, "message_type": 0},
+}
+C2C = {"op": 0, "s": 8, "t": "C2C_MESSAGE_CREATE", "id": "C2C_MESSAGE_CREATE:x1",
+       "d": {"id": "ROBOT1.0_c2cMsg0001", "content": "hi [1]", "timestamp": "2025-01-01T12:00:00+08:00",
+             "author": {"id": USER, "user_openid": USER, "union_openid": UNION}}}
+
+
+def frame(raw: dict[str, Any]) -> Any:
+    return parse_dispatch(parse_envelope(json.dumps(raw).encode()), APP)
+
+
+@pytest.fixture
+def bridge(identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore,
+           clock: FakeClock) -> InboundBridge:
+    return InboundBridge(IdentityGraph(identity_store, clock=clock),
+                         MsgIdMap(msgid_store, clock=clock),
+                         BridgeSettings(app_id=APP, self_id=SELF), clock=clock)
+
+
+def test_group_at_message_becomes_a_onebot_group_message(bridge: InboundBridge,
+                                                         clock: FakeClock) -> None:
+    [event] = run(bridge.translate(frame(GROUP_AT)))
+    graph = bridge.graph
+    group_vuin = graph.lookup(OpenId(APP, GROUP))
+    user_vuin = graph.lookup(OpenId(APP, USER))
+    assert group_vuin is not None and user_vuin is not None and group_vuin != user_vuin
+    assert graph.lookup(UnionId(UNION)) == user_vuin  # linked to the same person
+    assert event["post_type"] == "message" and event["message_type"] == "group"
+    assert (event["group_id"], event["user_id"], event["self_id"]) == (group_vuin, user_vuin, SELF)
+    assert event["message_id"] == 1 and event["time"] == int(clock.now)
+    assert event["message"] == [
+        {"type": "at", "data": {"qq": str(SELF)}},
+        {"type": "text", "data": {"text": " hello"}},
+        {"type": "image", "data": {"file": "https://multimedia.nt.qq.com.cn/download?x=1",
+                                   "url": "https://multimedia.nt.qq.com.cn/download?x=1",
+                                   "name": "a.png"}},
+    ]
+    record = bridge.msgids.lookup(1)
+    assert record is not None and record.real_id == "ROBOT1.0_grpMsg0001"
+    assert (record.chat_kind, record.target, record.direction) == ("group", GROUP, "in")
+    latest = bridge.msgids.latest_inbound(APP, "group", GROUP, 300)
+    assert latest is not None and latest.virtual_id == 1
+
+
+def test_same_people_keep_their_vuins_and_c2c_shares_the_user(bridge: InboundBridge) -> None:
+    [first] = run(bridge.translate(frame(GROUP_AT)))
+    [again] = run(bridge.translate(frame(GROUP_AT)))
+    [private] = run(bridge.translate(frame(C2C)))
+    assert (again["group_id"], again["user_id"]) == (first["group_id"], first["user_id"])
+    assert again["message_id"] == first["message_id"]  # the same real id: the same virtual id
+    assert private["message_type"] == "private" and private["sub_type"] == "friend"
+    assert private["user_id"] == first["user_id"]
+    assert private["raw_message"] == "hi &#91;1&#93;"
+
+
+def test_string_format_and_extensions(identity_store: LmdbIdentityStore,
+                                      msgid_store: LmdbMsgIdStore, clock: FakeClock) -> None:
+    bridge = InboundBridge(IdentityGraph(identity_store, clock=clock),
+                           MsgIdMap(msgid_store, clock=clock),
+                           BridgeSettings(app_id=APP, self_id=SELF, message_format="string",
+                                          extensions=True), clock=clock)
+    [event] = run(bridge.translate(frame(C2C)))
+    assert event["message"] == "hi &#91;1&#93;"
+    assert event["real_user_id"] == USER and event["real_message_type"] == "private"
+    assert event["avatar"] == f"https://q.qlogo.cn/qqapp/{APP}/{USER}/640"
+
+
+def test_robot_member_and_friend_events(bridge: InboundBridge) -> None:
+    add = {"op": 0, "s": 3, "t": "GROUP_ADD_ROBOT", "id": "GROUP_ADD_ROBOT:abc123",
+           "d": {"group_openid": GROUP, "op_member_openid": USER, "timestamp": 1735700000}}
+    [joined] = run(bridge.translate(frame(add)))
+    assert joined["notice_type"] == "group_increase" and joined["sub_type"] == "invite"
+    assert joined["user_id"] == SELF and joined["time"] == 1735700000
+    assert joined["operator_id"] == bridge.graph.lookup(OpenId(APP, USER))
+    kicked = run(bridge.translate(frame(add | {"t": "GROUP_DEL_ROBOT"})))[0]
+    assert (kicked["notice_type"], kicked["sub_type"]) == ("group_decrease", "kick_me")
+    reject = run(bridge.translate(frame(add | {"t": "GROUP_MSG_REJECT"})))[0]
+    assert reject["notice_type"] == "group_msg_reject"
+    friend = {"op": 0, "t": "FRIEND_ADD", "id": "FRIEND_ADD:1",
+              "d": {"openid": OTHER, "timestamp": 1735700001}}
+    [added] = run(bridge.translate(frame(friend)))
+    assert added == {"time": 1735700001, "self_id": SELF, "post_type": "notice",
+                     "notice_type": "friend_add",
+                     "user_id": bridge.graph.lookup(OpenId(APP, OTHER))}
+    [removed] = run(bridge.translate(frame(friend | {"t": "FRIEND_DEL"})))
+    assert removed["notice_type"] == "friend_del"
+
+
+def test_unknown_and_lifecycle_events_produce_nothing(bridge: InboundBridge) -> None:
+    with capture_logs() as logs:
+        quiet = InboundBridge(bridge.graph, bridge.msgids, bridge.settings)
+        assert run(quiet.translate(frame({"op": 0, "t": "SOMETHING_NEW", "d": {"x": 1}}))) == []
+    assert any(e["event"] == "[message] not forwarded" for e in logs)
+    with bridge.graph.store.read() as view:
+        assert view.counts().identities == 0
+
+
+def test_identities_are_committed_before_the_event_is_returned(
+        bridge: InboundBridge, identity_store: LmdbIdentityStore) -> None:
+    [event] = run(bridge.translate(frame(GROUP_AT)))
+    # a fresh read transaction sees them: they were committed (with fsync: the graph's
+    # group commit returns only then, which tests/test_durability.py proves with kill -9)
+    with identity_store.read() as view:
+        assert view.vuin_of(OpenId(APP, USER).key) == event["user_id"]
+        assert view.vuin_of(OpenId(APP, GROUP).key) == event["group_id"]
+
+
+def test_mapped_log_lines(identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore,
+                          clock: FakeClock) -> None:
+    with capture_logs() as logs:
+        bridge = InboundBridge(IdentityGraph(identity_store, clock=clock),
+                               MsgIdMap(msgid_store, clock=clock),
+                               BridgeSettings(app_id=APP, self_id=SELF), clock=clock)
+        [event] = run(bridge.translate(frame(GROUP_AT)))
+    mapped = [e for e in logs if e["event"] == "[message] group mapped"]
+    assert mapped == [{"event": "[message] group mapped", "group": event["group_id"],
+                       "user": event["user_id"], "message_id": event["message_id"],
+                       "log_level": "info"}]
