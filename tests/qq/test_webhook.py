@@ -1,0 +1,199 @@
+"""Webhook receiver over real sockets: a signing sender, the real bridge, real stores."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+from aiohttp import ClientSession, web
+from aiohttp.test_utils import TestServer
+
+from gensokyo_idmap.bridge import BridgeSettings, InboundBridge
+from gensokyo_idmap.identity import OpenId
+from gensokyo_idmap.idmap import IdentityGraph
+from gensokyo_idmap.msgid import MsgIdMap
+from gensokyo_idmap.qq.events import QQEvent
+from gensokyo_idmap.qq.signing import SIGNATURE_HEADER, TIMESTAMP_HEADER, WebhookKey
+from gensokyo_idmap.qq.webhook import WebhookReceiver
+from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
+from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore
+
+APP = "102000001"
+SECRET = "DG5g3B4j9X2KOErG"
+GROUP = "A1B2C3D4E5F60718293A4B5C6D7E8F90"
+USER = "0F1E2D3C4B5A69788796A5B4C3D2E1F0"
+DISPATCH = json.dumps({
+    "op": 0, "s": 7, "t": "GROUP_AT_MESSAGE_CREATE", "id": "GROUP_AT_MESSAGE_CREATE:k3j2",
+    "d": {"id": "ROBOT1.0_grpMsg0001", "content": " hello", "timestamp": "2025-01-01T12:00:00+08:00",
+          "group_openid": GROUP, "author": {"id": USER, "member_openid": USER}},
+}).encode()
+
+
+def signed(body: bytes, secret: str = SECRET, ts: str = "1725442341") -> dict[str, str]:
+    return {TIMESTAMP_HEADER: ts, SIGNATURE_HEADER: WebhookKey.from_secret(secret)
+            .sign_callback(ts, body), "X-Bot-Appid": APP, "User-Agent": "QQBot-Callback"}
+
+
+Scenario = Callable[[ClientSession, str, WebhookReceiver, list[dict[str, Any]]], Awaitable[None]]
+
+
+def serve(identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore, scenario: Scenario,
+          pipeline_wrapper: Callable[[Any], Any] | None = None) -> None:
+    """Start the receiver on 127.0.0.1 with the real bridge, run the scenario, stop."""
+    forwarded: list[dict[str, Any]] = []
+    bridge = InboundBridge(IdentityGraph(identity_store), MsgIdMap(msgid_store),
+                           BridgeSettings(app_id=APP, self_id=int(APP)))
+
+    async def pipeline(event: QQEvent) -> None:
+        forwarded.extend(await bridge.translate(event))
+
+    receiver = WebhookReceiver(APP, WebhookKey.from_secret(SECRET),
+                               pipeline_wrapper(pipeline) if pipeline_wrapper else pipeline)
+
+    async def main() -> None:
+        app = web.Application()
+        app.add_routes(receiver.routes())
+        server = TestServer(app, host="127.0.0.1")
+        await server.start_server()
+        try:
+            async with ClientSession() as session:
+                await asyncio.wait_for(
+                    scenario(session, str(server.make_url("/qqbot")), receiver, forwarded), 20)
+        finally:
+            await server.close()
+
+    asyncio.run(main())
+
+
+def stored(identity_store: LmdbIdentityStore) -> int:
+    with identity_store.read() as view:
+        return view.counts().identities
+
+
+def test_signed_dispatch_is_processed_then_acknowledged(
+        identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore) -> None:
+    async def scenario(session: ClientSession, url: str, receiver: WebhookReceiver,
+                       forwarded: list[dict[str, Any]]) -> None:
+        async with session.post(url, data=DISPATCH, headers=signed(DISPATCH)) as resp:
+            assert resp.status == 200
+            assert await resp.json() == {"op": 12}
+        # acknowledged only after the identities were committed and the event built
+        assert len(forwarded) == 1 and forwarded[0]["message_type"] == "group"
+        assert receiver.processed == 1
+
+    serve(identity_store, msgid_store, scenario)
+    with identity_store.read() as view:
+        assert view.vuin_of(OpenId(APP, USER).key) is not None
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [{}, {TIMESTAMP_HEADER: "1725442341"},
+     {TIMESTAMP_HEADER: "1725442341", SIGNATURE_HEADER: "00" * 64},
+     "other-secret", "tampered"],
+)
+def test_unsigned_or_badly_signed_callbacks_get_401_and_store_nothing(
+        identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore, headers: Any) -> None:
+    async def scenario(session: ClientSession, url: str, receiver: WebhookReceiver,
+                       forwarded: list[dict[str, Any]]) -> None:
+        body = DISPATCH
+        if headers == "other-secret":
+            sent = signed(body, secret="someone-else")
+        elif headers == "tampered":
+            sent = signed(body)
+            body = body.replace(b"hello", b"HELLO")
+        else:
+            sent = headers
+        async with session.post(url, data=body, headers=sent) as resp:
+            assert resp.status == 401
+            error = (await resp.json())["error"]
+            assert SIGNATURE_HEADER in error["message"] or TIMESTAMP_HEADER in error["message"]
+            assert SECRET not in error["message"]
+        assert forwarded == [] and receiver.rejected == 1
+
+    serve(identity_store, msgid_store, scenario)
+    assert stored(identity_store) == 0
+
+
+def test_url_validation_is_answered_with_the_reference_signature(
+        identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore) -> None:
+    body = json.dumps({"op": 13, "d": {"plain_token": "Arq0D5A61EgUu4OxUvOp",
+                                       "event_ts": "1725442341"}}).encode()
+
+    async def scenario(session: ClientSession, url: str, receiver: WebhookReceiver,
+                       forwarded: list[dict[str, Any]]) -> None:
+        for headers in ({}, signed(body)):  # unsigned as in the platform's example, or signed
+            async with session.post(url, data=body, headers=headers) as resp:
+                assert resp.status == 200
+                assert await resp.json() == {
+                    "plain_token": "Arq0D5A61EgUu4OxUvOp",
+                    "signature": "87befc99c42c651b3aac0278e71ada338433ae26fcb24307bdc5ad38c1adc2d0"
+                                 "1bcfcadc0842edac85e85205028a1132afe09280305f13aa6909ffc2d652c706"}
+        bad = signed(body, secret="someone-else")
+        async with session.post(url, data=body, headers=bad) as resp:
+            assert resp.status == 401  # a present but wrong signature is still refused
+
+    serve(identity_store, msgid_store, scenario)
+
+
+def test_signed_garbage_is_400(identity_store: LmdbIdentityStore,
+                               msgid_store: LmdbMsgIdStore) -> None:
+    async def scenario(session: ClientSession, url: str, receiver: WebhookReceiver,
+                       forwarded: list[dict[str, Any]]) -> None:
+        for body in (b"{not json", b'{"op":0,"t":"GROUP_AT_MESSAGE_CREATE","d":{"id":"x"}}'):
+            async with session.post(url, data=body, headers=signed(body)) as resp:
+                assert resp.status == 400
+                assert "error" in await resp.json()
+
+    serve(identity_store, msgid_store, scenario)
+    assert stored(identity_store) == 0
+
+
+def test_duplicate_deliveries_are_processed_once(
+        identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore) -> None:
+    calls: list[str] = []
+
+    def slow(pipeline: Any) -> Any:
+        async def wrapped(event: QQEvent) -> None:
+            calls.append(event.event_type)
+            await asyncio.sleep(0.05)  # keep the first delivery in flight for the second
+            await pipeline(event)
+        return wrapped
+
+    async def scenario(session: ClientSession, url: str, receiver: WebhookReceiver,
+                       forwarded: list[dict[str, Any]]) -> None:
+        async def deliver() -> int:
+            async with session.post(url, data=DISPATCH, headers=signed(DISPATCH)) as resp:
+                return resp.status
+        statuses = await asyncio.gather(deliver(), deliver())
+        statuses.append(await deliver())  # and once more after both finished
+        assert statuses == [200, 200, 200]
+        assert len(forwarded) == 1 and receiver.duplicates == 2
+
+    serve(identity_store, msgid_store, scenario, slow)
+    assert calls == ["GROUP_AT_MESSAGE_CREATE"]
+
+
+def test_failed_processing_is_not_acknowledged_and_is_retried(
+        identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore) -> None:
+    failures = [RuntimeError("downstream queue closed")]
+
+    def flaky(pipeline: Any) -> Any:
+        async def wrapped(event: QQEvent) -> None:
+            if failures:
+                raise failures.pop()
+            await pipeline(event)
+        return wrapped
+
+    async def scenario(session: ClientSession, url: str, receiver: WebhookReceiver,
+                       forwarded: list[dict[str, Any]]) -> None:
+        async with session.post(url, data=DISPATCH, headers=signed(DISPATCH)) as resp:
+            assert resp.status == 503  # the platform delivers it again
+        async with session.post(url, data=DISPATCH, headers=signed(DISPATCH)) as resp:
+            assert resp.status == 200
+        assert len(forwarded) == 1
+
+    serve(identity_store, msgid_store, scenario, flaky)
