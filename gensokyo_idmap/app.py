@@ -1,7 +1,8 @@
 """The daemon process: open the stores, run until told to stop, close cleanly.
 
-Today the daemon holds both stores open, sweeps expired message ids, and serves nothing over
-the network yet; the platform side, the OneBot transports and the HTTP API attach here.
+Today: both stores, the sweeper, the webhook receiver (when ``webhook.listen`` is set) feeding
+the inbound bridge, and reverse-WebSocket clients to the frameworks. The gateway client, the
+other OneBot transports, actions and the HTTP API attach here as they land.
 """
 
 from __future__ import annotations
@@ -10,10 +11,17 @@ import asyncio
 import signal
 
 import structlog
+from aiohttp import web
 
+from gensokyo_idmap.bridge import BridgeSettings, InboundBridge
 from gensokyo_idmap.config import Config
+from gensokyo_idmap.errors import BadInputError
 from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.msgid import MsgIdMap
+from gensokyo_idmap.onebot.reverse_ws import ReverseWsClient
+from gensokyo_idmap.qq.events import QQEvent
+from gensokyo_idmap.qq.signing import WebhookKey
+from gensokyo_idmap.qq.webhook import WebhookReceiver
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
 from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore, open_msgid_store
 
@@ -64,6 +72,8 @@ async def run_daemon(config: Config, stop: asyncio.Event | None = None) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     sweeper: asyncio.Task[None] | None = None
+    clients: list[ReverseWsClient] = []
+    runner: web.AppRunner | None = None
     try:
         graph = IdentityGraph(store)
         msgids = MsgIdMap(msgid_store, ttl_seconds=config.idmap.msgid_ttl_seconds)
@@ -85,20 +95,80 @@ async def run_daemon(config: Config, stop: asyncio.Event | None = None) -> None:
         sweeper = asyncio.create_task(
             msgids.run_sweeper(stop, config.idmap.msgid_sweep_interval_seconds)
         )
+        clients = _reverse_ws_clients(config)
+        for client in clients:
+            client.start()
+            log.info("[onebot] reverse ws", url=client.url, self_id=client.self_id)
+        if config.webhook.listen:
+            bridge = InboundBridge(graph, msgids, BridgeSettings(
+                app_id=config.bot.app_id, self_id=config.self_id,
+                message_format=config.onebot.message_format,
+                link_union_openid=config.idmap.link_union_openid,
+                extensions=config.onebot.extensions))
+            runner = await _start_webhook(config, bridge, clients)
+        listeners = ([f"webhook http://{config.webhook.listen}{config.webhook.path}"]
+                     if runner is not None else [])
+        listeners += [f"reverse ws {c.url}" for c in clients]
         log.info(
             "[app] ready",
-            listeners="none yet: platform and OneBot transports are not built in this release",
+            listeners=listeners or "none configured (webhook.listen, onebot.reverse_ws)",
             cli="gensokyo-idmap identity --help",
         )
-        del graph
         await stop.wait()
         log.info("[app] stopping")
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
+        if runner is not None:
+            await runner.cleanup()  # stop intake first: nothing new is acknowledged
+        for client in clients:
+            await client.close()
         if sweeper is not None:
             stop.set()
             await sweeper
         msgid_store.close()
         store.close()
         log.info("[app] stopped")
+
+
+def _reverse_ws_clients(config: Config) -> list[ReverseWsClient]:
+    token = config.onebot.access_token.get_secret_value() or None
+    return [
+        ReverseWsClient(url, config.self_id, access_token=token,
+                        reconnect_interval=config.onebot.reconnect_interval_seconds,
+                        heartbeat_interval=config.onebot.heartbeat_interval_seconds)
+        for url in config.onebot.reverse_ws
+    ]
+
+
+async def _start_webhook(
+    config: Config, bridge: InboundBridge, clients: list[ReverseWsClient]
+) -> web.AppRunner:
+    """The callback server: verified events go through the bridge to every framework."""
+    secret = config.bot.secret.get_secret_value()
+    if not config.bot.app_id:
+        raise BadInputError("webhook.listen", config.webhook.listen,
+                            "the webhook needs bot.app_id")
+    if not secret:
+        log.warning("[qq] webhook has no bot.secret: every callback is refused until it is set")
+
+    async def pipeline(event: QQEvent) -> None:
+        for onebot_event in await bridge.translate(event):
+            for client in clients:
+                client.publish(onebot_event)
+
+    key = WebhookKey.from_secret(secret) if secret else None
+    receiver = WebhookReceiver(config.bot.app_id, key, pipeline)
+    app = web.Application()
+    app.add_routes(receiver.routes(config.webhook.path))
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    host, _, port = config.webhook.listen.rpartition(":")
+    try:
+        await web.TCPSite(runner, host, int(port)).start()
+    except OSError as exc:
+        await runner.cleanup()
+        raise BadInputError("webhook.listen", config.webhook.listen,
+                            f"cannot listen there: {exc.strerror}") from None
+    log.info("[qq] webhook listening", url=f"http://{config.webhook.listen}{config.webhook.path}")
+    return runner

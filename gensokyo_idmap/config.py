@@ -47,10 +47,56 @@ class IdmapConfig(_Section):
     msgid_sweep_interval_seconds: float = Field(
         default=60, gt=0, description="how often expired message ids are deleted"
     )
+    link_union_openid: bool = Field(
+        default=True, description="one vUIN for one person across the operator's AppIDs"
+    )
     legacy_db: Path | None = Field(
         default=None,
         description="the old Go daemon's idmap.db; default <data_dir>/idmap.db; empty: none",
     )
+
+
+def _host_port(value: str) -> str:
+    if value:
+        host, sep, port = value.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError("must be host:port (e.g. 127.0.0.1:8443), or empty to switch off")
+    return value
+
+
+class WebhookConfig(_Section):
+    listen: str = Field(default="", description="host:port of the callback server; empty: off")
+    path: str = Field(default="/qqbot", description="URL path the platform posts to")
+
+    @field_validator("listen")
+    @classmethod
+    def _listen(cls, value: str) -> str:
+        return _host_port(value)
+
+    @field_validator("path")
+    @classmethod
+    def _absolute(cls, value: str) -> str:
+        if not value.startswith("/"):
+            raise ValueError("must start with '/'")
+        return value
+
+
+class OneBotConfig(_Section):
+    self_id: int | None = Field(default=None, gt=0, description="default: the AppID")
+    access_token: SecretStr = Field(default=SecretStr(""), description="never logged")
+    message_format: Literal["array", "string"] = "array"
+    reverse_ws: list[str] = Field(default_factory=list, description="framework URLs to dial")
+    reconnect_interval_seconds: float = Field(default=3.0, gt=0)
+    heartbeat_interval_seconds: float = Field(default=5.0, gt=0)
+    extensions: bool = Field(default=False, description="add the Go daemon's real_* fields")
+
+    @field_validator("reverse_ws")
+    @classmethod
+    def _ws_urls(cls, urls: list[str]) -> list[str]:
+        for url in urls:
+            if not url.startswith(("ws://", "wss://")):
+                raise ValueError(f"{url!r} is not a ws:// or wss:// URL")
+        return urls
 
 
 class LogConfig(_Section):
@@ -61,7 +107,16 @@ class LogConfig(_Section):
 class Config(_Section):
     bot: BotConfig = BotConfig()
     idmap: IdmapConfig = IdmapConfig()
+    webhook: WebhookConfig = WebhookConfig()
+    onebot: OneBotConfig = OneBotConfig()
     log: LogConfig = LogConfig()
+
+    @property
+    def self_id(self) -> int:
+        """The bot's OneBot ``self_id``: configured, else the AppID, else 1."""
+        if self.onebot.self_id is not None:
+            return self.onebot.self_id
+        return int(self.bot.app_id) if self.bot.app_id else 1
 
     @property
     def identity_db_path(self) -> Path:

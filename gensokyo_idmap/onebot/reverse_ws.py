@@ -72,6 +72,7 @@ class ReverseWsClient:
         self.dropped = 0
         self.sent = 0
         self.connects = 0
+        self._failing = False
 
     def publish(self, event: dict[str, Any]) -> None:
         """Queue an event for this framework; never waits."""
@@ -107,11 +108,15 @@ class ReverseWsClient:
                     async with session.ws_connect(self.url, headers=self._headers(),
                                                   heartbeat=None, autoping=True) as ws:
                         self.connects += 1
+                        self._failing = False
                         log.info("[onebot] reverse ws connected", url=self.url)
                         await self._serve(ws)
                 except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
-                    log.warning("[onebot] reverse ws unavailable", url=self.url,
-                                error=type(exc).__name__, retry_in=self.reconnect_interval)
+                    # loud once per outage, quiet while it lasts
+                    report = log.warning if not self._failing else log.debug
+                    report("[onebot] reverse ws unavailable", url=self.url,
+                           error=type(exc).__name__, retry_in=self.reconnect_interval)
+                    self._failing = True
                 finally:
                     self.connected.clear()
                 if self._closed.is_set():

@@ -94,7 +94,7 @@ class WebhookReceiver:
     def __init__(
         self,
         app_id: str,
-        key: WebhookKey,
+        key: WebhookKey | None,
         pipeline: Pipeline,
         *,
         clock: Callable[[], float] = time.monotonic,
@@ -121,6 +121,9 @@ class WebhookReceiver:
         if request.content_length is not None and request.content_length > _MAX_BODY:
             return self._refuse(413, BadInputError("body", request.content_length, "too large"))
         body = await request.read()
+        if self.key is None:
+            return self._refuse(401, BadInputError(
+                "bot.secret", "<unset>", "not configured: callbacks cannot be verified"))
         timestamp = request.headers.get(TIMESTAMP_HEADER)
         signature = request.headers.get(SIGNATURE_HEADER)
         envelope = None

@@ -197,3 +197,27 @@ def test_failed_processing_is_not_acknowledged_and_is_retried(
         assert len(forwarded) == 1
 
     serve(identity_store, msgid_store, scenario, flaky)
+
+
+def test_without_a_secret_every_callback_is_refused(identity_store: LmdbIdentityStore,
+                                                    msgid_store: LmdbMsgIdStore) -> None:
+    async def main() -> None:
+        async def pipeline(event: QQEvent) -> None:
+            raise AssertionError("nothing may get through")
+
+        receiver = WebhookReceiver(APP, None, pipeline)
+        app = web.Application()
+        app.add_routes(receiver.routes())
+        server = TestServer(app, host="127.0.0.1")
+        await server.start_server()
+        try:
+            async with ClientSession() as session:
+                async with session.post(server.make_url("/qqbot"), data=DISPATCH,
+                                        headers=signed(DISPATCH)) as resp:
+                    assert resp.status == 401
+                    assert "bot.secret" in (await resp.json())["error"]["message"]
+        finally:
+            await server.close()
+
+    asyncio.run(main())
+    assert stored(identity_store) == 0

@@ -1,0 +1,113 @@
+"""End to end inside one process: signed webhook POST → daemon → reverse WS framework."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+from pathlib import Path
+from typing import Any
+
+from aiohttp import ClientSession, WSMsgType, web
+from aiohttp.test_utils import TestServer
+
+from gensokyo_idmap.app import run_daemon
+from gensokyo_idmap.config import Config
+from gensokyo_idmap.identity import OpenId
+from gensokyo_idmap.qq.signing import SIGNATURE_HEADER, TIMESTAMP_HEADER, WebhookKey
+from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
+
+APP = "102000001"
+SECRET = "e2e-secret-Zq9x"
+GROUP = "A1B2C3D4E5F60718293A4B5C6D7E8F90"
+USER = "0F1E2D3C4B5A69788796A5B4C3D2E1F0"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def group_message(n: int) -> bytes:
+    return json.dumps({
+        "op": 0, "s": n, "t": "GROUP_AT_MESSAGE_CREATE", "id": f"GROUP_AT_MESSAGE_CREATE:{n}",
+        "d": {"id": f"ROBOT1.0_msg{n}", "content": f" hello {n}",
+              "timestamp": "2025-01-01T12:00:00+08:00", "group_openid": GROUP,
+              "author": {"id": USER, "member_openid": USER}},
+    }).encode()
+
+
+def test_webhook_event_reaches_the_framework_with_stored_vuins(tmp_path: Path) -> None:
+    received: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+    headers_seen: list[dict[str, str]] = []
+
+    async def framework(request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse()
+        await ws.prepare(request)
+        headers_seen.append(dict(request.headers))
+        async for message in ws:
+            if message.type == WSMsgType.TEXT:
+                await received.put(json.loads(message.data))
+        return ws
+
+    async def next_message() -> dict[str, Any]:
+        while True:
+            frame = await asyncio.wait_for(received.get(), 10)
+            if frame.get("post_type") == "message":
+                return frame
+
+    port = free_port()
+
+    async def main() -> list[dict[str, Any]]:
+        app = web.Application()
+        app.router.add_get("/ws", framework)
+        server = TestServer(app, host="127.0.0.1")
+        await server.start_server()
+        config = Config.model_validate({
+            "bot": {"app_id": APP, "secret": SECRET},
+            "idmap": {"data_dir": str(tmp_path / "data")},
+            "webhook": {"listen": f"127.0.0.1:{port}"},
+            "onebot": {"reverse_ws": [str(server.make_url("/ws")).replace("http", "ws")],
+                       "access_token": "tok", "heartbeat_interval_seconds": 60},
+        })
+        stop = asyncio.Event()
+        daemon = asyncio.create_task(run_daemon(config, stop))
+        key = WebhookKey.from_secret(SECRET)
+        try:
+            first = await asyncio.wait_for(received.get(), 10)
+            assert first["meta_event_type"] == "lifecycle"
+            messages = []
+            async with ClientSession() as session:
+                for n in (1, 2):
+                    body = group_message(n)
+                    ts = "1735700000"
+                    async with session.post(
+                        f"http://127.0.0.1:{port}/qqbot", data=body,
+                        headers={TIMESTAMP_HEADER: ts, SIGNATURE_HEADER: key.sign_callback(ts, body)},
+                    ) as resp:
+                        assert resp.status == 200 and await resp.json() == {"op": 12}
+                    messages.append(await next_message())
+                async with session.post(f"http://127.0.0.1:{port}/qqbot", data=group_message(3),
+                                        headers={TIMESTAMP_HEADER: "1"}) as resp:
+                    assert resp.status == 401
+            return messages
+        finally:
+            stop.set()
+            await asyncio.wait_for(daemon, 10)
+            await server.close()
+
+    messages = asyncio.run(asyncio.wait_for(main(), 60))
+    assert headers_seen[0]["Authorization"] == "Bearer tok"
+    assert headers_seen[0]["X-Self-ID"] == APP
+    store = LmdbIdentityStore(tmp_path / "data" / "openid-map.db")
+    try:
+        with store.read() as view:
+            group_vuin = view.vuin_of(OpenId(APP, GROUP).key)
+            user_vuin = view.vuin_of(OpenId(APP, USER).key)
+    finally:
+        store.close()
+    for n, message in enumerate(messages, start=1):
+        assert (message["group_id"], message["user_id"]) == (group_vuin, user_vuin)
+        assert message["message"][1] == {"type": "text", "data": {"text": f" hello {n}"}}
+        assert message["message_id"] == n
