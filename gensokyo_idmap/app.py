@@ -13,13 +13,12 @@ import signal
 import structlog
 from aiohttp import web
 
-from gensokyo_idmap.bridge import BridgeSettings, InboundBridge
+from gensokyo_idmap.bridge import BridgeSettings, InboundBridge, InboundPipeline
 from gensokyo_idmap.config import Config
 from gensokyo_idmap.errors import BadInputError
 from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.msgid import MsgIdMap
 from gensokyo_idmap.onebot.reverse_ws import ReverseWsClient
-from gensokyo_idmap.qq.events import QQEvent
 from gensokyo_idmap.qq.signing import WebhookKey
 from gensokyo_idmap.qq.webhook import WebhookReceiver
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
@@ -152,11 +151,7 @@ async def _start_webhook(
     if not secret:
         log.warning("[qq] webhook has no bot.secret: every callback is refused until it is set")
 
-    async def pipeline(event: QQEvent) -> None:
-        for onebot_event in await bridge.translate(event):
-            for client in clients:
-                client.publish(onebot_event)
-
+    pipeline = InboundPipeline(bridge, clients)
     key = WebhookKey.from_secret(secret) if secret else None
     receiver = WebhookReceiver(config.bot.app_id, key, pipeline)
     app = web.Application()

@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import structlog
 
@@ -44,7 +45,8 @@ from gensokyo_idmap.qq.events import (
     QQEvent,
 )
 
-__all__ = ["BridgeSettings", "InboundBridge", "attachment_segment"]
+__all__ = ["BridgeSettings", "EventSink", "InboundBridge", "InboundPipeline",
+           "attachment_segment"]
 
 log = structlog.get_logger("gensokyo_idmap.bridge")
 
@@ -213,3 +215,46 @@ class InboundBridge:
         if group is not None:
             extra["real_group_id"] = group.openid
         return extra
+
+
+class EventSink(Protocol):
+    """A downstream connection: takes a OneBot event without waiting (it queues)."""
+
+    def publish(self, event: dict[str, Any]) -> None: ...
+
+
+class InboundPipeline:
+    """Platform event → bridge → every sink, keeping each chat's events in arrival order.
+
+    Deliveries are processed concurrently (one slow chat must not hold up the others), but
+    two events of the same chat take turns in the order they arrived: asyncio locks are
+    fair, so the one that asked first translates and publishes first.
+    """
+
+    def __init__(self, bridge: InboundBridge, sinks: Sequence[EventSink]) -> None:
+        self.bridge = bridge
+        self.sinks = list(sinks)
+        self._turns: dict[str, tuple[asyncio.Lock, int]] = {}
+
+    @asynccontextmanager
+    async def _turn(self, scene: str | None) -> AsyncIterator[None]:
+        if scene is None:
+            yield
+            return
+        lock, users = self._turns.get(scene, (asyncio.Lock(), 0))
+        self._turns[scene] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._turns[scene]
+            if users == 1:
+                del self._turns[scene]  # nobody else waits: forget the chat
+            else:
+                self._turns[scene] = (lock, users - 1)
+
+    async def __call__(self, event: QQEvent) -> None:
+        async with self._turn(event.scene):
+            for onebot_event in await self.bridge.translate(event):
+                for sink in self.sinks:
+                    sink.publish(onebot_event)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
 import pytest
 from structlog.testing import capture_logs
 
-from gensokyo_idmap.bridge import BridgeSettings, InboundBridge
+from gensokyo_idmap.bridge import BridgeSettings, InboundBridge, InboundPipeline
 from gensokyo_idmap.identity import OpenId, UnionId
 from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.msgid import MsgIdMap
@@ -151,3 +152,56 @@ def test_mapped_log_lines(identity_store: LmdbIdentityStore, msgid_store: LmdbMs
     assert mapped == [{"event": "[message] group mapped", "group": event["group_id"],
                        "user": event["user_id"], "message_id": event["message_id"],
                        "log_level": "info"}]
+
+
+# --- pipeline: per-chat order ------------------------------------------------------------
+
+
+class Collect:
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+
+    def publish(self, event: dict[str, Any]) -> None:
+        self.events.append(event)
+
+
+class SlowFirstBridge(InboundBridge):
+    """The real bridge, except that the first message of a run takes a while to translate."""
+
+    slow_ids = {"ROBOT1.0_first"}
+
+    async def translate(self, event: Any) -> list[dict[str, Any]]:
+        if getattr(event, "message_id", None) in self.slow_ids:
+            await asyncio.sleep(0.05)
+        return await super().translate(event)
+
+
+def _group_msg(message_id: str, group: str = GROUP) -> Any:
+    raw = json.loads(json.dumps(GROUP_AT))
+    raw["d"]["id"] = message_id
+    raw["d"]["group_openid"] = raw["d"]["group_id"] = group
+    raw["d"]["content"] = message_id
+    return frame(raw)
+
+
+def test_events_of_one_chat_keep_their_order(identity_store: LmdbIdentityStore,
+                                             msgid_store: LmdbMsgIdStore) -> None:
+    bridge = SlowFirstBridge(IdentityGraph(identity_store), MsgIdMap(msgid_store),
+                             BridgeSettings(app_id=APP, self_id=SELF))
+    sinks = [Collect(), Collect()]
+    pipeline = InboundPipeline(bridge, sinks)
+
+    async def main() -> None:
+        # first (slow) and second arrive together for the same group; another group too
+        await asyncio.gather(pipeline(_group_msg("ROBOT1.0_first")),
+                             pipeline(_group_msg("ROBOT1.0_second")),
+                             pipeline(_group_msg("ROBOT1.0_elsewhere", OTHER)))
+
+    run(main())
+    for sink in sinks:
+        texts = [e["message"][1]["data"]["text"] for e in sink.events]
+        same_chat = [t for t in texts if t != "ROBOT1.0_elsewhere"]
+        assert same_chat == ["ROBOT1.0_first", "ROBOT1.0_second"]
+        # the other chat did not wait for the slow one
+        assert texts.index("ROBOT1.0_elsewhere") < texts.index("ROBOT1.0_first")
+    assert pipeline._turns == {}  # nothing remembered once the chats are idle
