@@ -13,11 +13,12 @@ import signal
 import structlog
 from aiohttp import web
 
-from gensokyo_idmap.bridge import BridgeSettings, InboundBridge, InboundPipeline
+from gensokyo_idmap.bridge import BridgeSettings, EventSink, InboundBridge, InboundPipeline
 from gensokyo_idmap.config import Config
 from gensokyo_idmap.errors import BadInputError
 from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.msgid import MsgIdMap
+from gensokyo_idmap.onebot.forward_ws import ForwardWsServer
 from gensokyo_idmap.onebot.reverse_ws import ReverseWsClient
 from gensokyo_idmap.qq.signing import WebhookKey
 from gensokyo_idmap.qq.webhook import WebhookReceiver
@@ -73,6 +74,8 @@ async def run_daemon(config: Config, stop: asyncio.Event | None = None) -> None:
     sweeper: asyncio.Task[None] | None = None
     clients: list[ReverseWsClient] = []
     runner: web.AppRunner | None = None
+    forward: ForwardWsServer | None = None
+    forward_runner: web.AppRunner | None = None
     try:
         graph = IdentityGraph(store)
         msgids = MsgIdMap(msgid_store, ttl_seconds=config.idmap.msgid_ttl_seconds)
@@ -98,15 +101,26 @@ async def run_daemon(config: Config, stop: asyncio.Event | None = None) -> None:
         for client in clients:
             client.start()
             log.info("[onebot] reverse ws", url=client.url, self_id=client.self_id)
+        sinks: list[EventSink] = list(clients)
+        if config.onebot.forward_ws:
+            forward = ForwardWsServer(
+                config.self_id, access_token=config.onebot.access_token.get_secret_value(),
+                heartbeat_interval=config.onebot.heartbeat_interval_seconds)
+            forward_runner = await _listen(forward.routes(), config.onebot.forward_ws,
+                                           "onebot.forward_ws")
+            sinks.append(forward)
+            log.info("[onebot] forward ws listening", url=f"ws://{config.onebot.forward_ws}/")
         if config.webhook.listen:
             bridge = InboundBridge(graph, msgids, BridgeSettings(
                 app_id=config.bot.app_id, self_id=config.self_id,
                 message_format=config.onebot.message_format,
                 link_union_openid=config.idmap.link_union_openid,
                 extensions=config.onebot.extensions))
-            runner = await _start_webhook(config, bridge, clients)
+            runner = await _start_webhook(config, bridge, sinks)
         listeners = ([f"webhook http://{config.webhook.listen}{config.webhook.path}"]
                      if runner is not None else [])
+        if forward is not None:
+            listeners.append(f"forward ws ws://{config.onebot.forward_ws}/")
         listeners += [f"reverse ws {c.url}" for c in clients]
         log.info(
             "[app] ready",
@@ -122,6 +136,10 @@ async def run_daemon(config: Config, stop: asyncio.Event | None = None) -> None:
             await runner.cleanup()  # stop intake first: nothing new is acknowledged
         for client in clients:
             await client.close()
+        if forward is not None:
+            await forward.close()
+        if forward_runner is not None:
+            await forward_runner.cleanup()
         if sweeper is not None:
             stop.set()
             await sweeper
@@ -140,8 +158,23 @@ def _reverse_ws_clients(config: Config) -> list[ReverseWsClient]:
     ]
 
 
+async def _listen(routes: list[web.RouteDef], listen: str, field: str) -> web.AppRunner:
+    """An aiohttp server for ``routes`` on ``host:port``; a bad address names its key."""
+    app = web.Application()
+    app.add_routes(routes)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    host, _, port = listen.rpartition(":")
+    try:
+        await web.TCPSite(runner, host, int(port)).start()
+    except OSError as exc:
+        await runner.cleanup()
+        raise BadInputError(field, listen, f"cannot listen there: {exc.strerror}") from None
+    return runner
+
+
 async def _start_webhook(
-    config: Config, bridge: InboundBridge, clients: list[ReverseWsClient]
+    config: Config, bridge: InboundBridge, sinks: list[EventSink]
 ) -> web.AppRunner:
     """The callback server: verified events go through the bridge to every framework."""
     secret = config.bot.secret.get_secret_value()
@@ -151,19 +184,10 @@ async def _start_webhook(
     if not secret:
         log.warning("[qq] webhook has no bot.secret: every callback is refused until it is set")
 
-    pipeline = InboundPipeline(bridge, clients)
+    pipeline = InboundPipeline(bridge, sinks)
     key = WebhookKey.from_secret(secret) if secret else None
     receiver = WebhookReceiver(config.bot.app_id, key, pipeline)
-    app = web.Application()
-    app.add_routes(receiver.routes(config.webhook.path))
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    host, _, port = config.webhook.listen.rpartition(":")
-    try:
-        await web.TCPSite(runner, host, int(port)).start()
-    except OSError as exc:
-        await runner.cleanup()
-        raise BadInputError("webhook.listen", config.webhook.listen,
-                            f"cannot listen there: {exc.strerror}") from None
+    runner = await _listen(receiver.routes(config.webhook.path), config.webhook.listen,
+                           "webhook.listen")
     log.info("[qq] webhook listening", url=f"http://{config.webhook.listen}{config.webhook.path}")
     return runner

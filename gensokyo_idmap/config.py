@@ -86,9 +86,15 @@ class OneBotConfig(_Section):
     access_token: SecretStr = Field(default=SecretStr(""), description="never logged")
     message_format: Literal["array", "string"] = "array"
     reverse_ws: list[str] = Field(default_factory=list, description="framework URLs to dial")
+    forward_ws: str = Field(default="", description="host:port frameworks dial; empty: off")
     reconnect_interval_seconds: float = Field(default=3.0, gt=0)
     heartbeat_interval_seconds: float = Field(default=5.0, gt=0)
     extensions: bool = Field(default=False, description="add the Go daemon's real_* fields")
+
+    @field_validator("forward_ws")
+    @classmethod
+    def _forward(cls, value: str) -> str:
+        return _host_port(value)
 
     @field_validator("reverse_ws")
     @classmethod

@@ -58,6 +58,7 @@ def test_webhook_event_reaches_the_framework_with_stored_vuins(tmp_path: Path) -
                 return frame
 
     port = free_port()
+    forward_port = free_port()
 
     async def main() -> list[dict[str, Any]]:
         app = web.Application()
@@ -69,6 +70,7 @@ def test_webhook_event_reaches_the_framework_with_stored_vuins(tmp_path: Path) -
             "idmap": {"data_dir": str(tmp_path / "data")},
             "webhook": {"listen": f"127.0.0.1:{port}"},
             "onebot": {"reverse_ws": [str(server.make_url("/ws")).replace("http", "ws")],
+                       "forward_ws": f"127.0.0.1:{forward_port}",
                        "access_token": "tok", "heartbeat_interval_seconds": 60},
         })
         stop = asyncio.Event()
@@ -79,6 +81,17 @@ def test_webhook_event_reaches_the_framework_with_stored_vuins(tmp_path: Path) -
             assert first["meta_event_type"] == "lifecycle"
             messages = []
             async with ClientSession() as session:
+                forward = None
+                for _ in range(500):  # the forward listener may still be starting
+                    try:
+                        forward = await session.ws_connect(
+                            f"ws://127.0.0.1:{forward_port}/",
+                            headers={"Authorization": "Bearer tok"})
+                        break
+                    except OSError:
+                        await asyncio.sleep(0.01)
+                assert forward is not None
+                assert json.loads((await forward.receive()).data)["sub_type"] == "connect"
                 for n in (1, 2):
                     body = group_message(n)
                     ts = "1735700000"
@@ -88,9 +101,12 @@ def test_webhook_event_reaches_the_framework_with_stored_vuins(tmp_path: Path) -
                     ) as resp:
                         assert resp.status == 200 and await resp.json() == {"op": 12}
                     messages.append(await next_message())
+                    via_forward = json.loads((await asyncio.wait_for(forward.receive(), 10)).data)
+                    assert via_forward == messages[-1]  # both transports get the same event
                 async with session.post(f"http://127.0.0.1:{port}/qqbot", data=group_message(3),
                                         headers={TIMESTAMP_HEADER: "1"}) as resp:
                     assert resp.status == 401
+                await forward.close()
             return messages
         finally:
             stop.set()

@@ -109,7 +109,7 @@ def test_full_queue_drops_the_oldest_and_counts() -> None:
         for n in range(5):
             client.publish({"n": n})
         assert client.dropped == 3
-        assert list(client._queue) == [{"n": 3}, {"n": 4}]
+        assert client.queue.pending() == [{"n": 3}, {"n": 4}]
 
     asyncio.run(main())
 

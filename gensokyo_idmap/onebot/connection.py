@@ -1,0 +1,135 @@
+"""What every OneBot WebSocket connection does, whichever side dialled.
+
+A connection sends ``lifecycle/connect`` first, then the events of its queue in order and a
+heartbeat every interval; incoming frames are actions answered through the handler. The
+queue is bounded and :meth:`EventQueue.publish` never waits: a slow or dead framework drops
+its own oldest events (logged, counted) and holds up nobody else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+import structlog
+
+from gensokyo_idmap.onebot import events as ob
+
+__all__ = ["ActionHandler", "EventQueue", "serve_socket"]
+
+log = structlog.get_logger("gensokyo_idmap.onebot")
+
+ActionHandler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+
+
+class _Socket(Protocol):
+    """The part of aiohttp's client and server WebSocket objects a connection uses."""
+
+    @property
+    def closed(self) -> bool: ...
+    async def send_str(self, data: str) -> None: ...
+    async def close(self) -> bool: ...
+    def __aiter__(self) -> Any: ...
+
+
+class EventQueue:
+    """Events waiting for one connection, oldest first, at most ``size`` of them."""
+
+    def __init__(self, size: int, name: str) -> None:
+        self._events: deque[dict[str, Any]] = deque(maxlen=size)
+        self._wakeup = asyncio.Event()
+        self.name = name
+        self.dropped = 0
+        self.sent = 0
+
+    def publish(self, event: dict[str, Any]) -> None:
+        if len(self._events) == self._events.maxlen:
+            self.dropped += 1
+            log.warning("[onebot] queue full: oldest event dropped", connection=self.name,
+                        dropped=self.dropped)
+        self._events.append(event)
+        self._wakeup.set()
+
+    def __len__(self) -> int:
+        return len(self._events)
+
+    def pending(self) -> list[dict[str, Any]]:
+        return list(self._events)
+
+    async def drain_into(self, ws: _Socket) -> None:
+        """Send queued events in order; an event leaves the queue once it was written."""
+        while not ws.closed:
+            while self._events:
+                await ws.send_str(json.dumps(self._events[0], ensure_ascii=False))
+                self._events.popleft()
+                self.sent += 1
+            self._wakeup.clear()
+            if not self._events:
+                await self._wakeup.wait()
+
+    def wake(self) -> None:
+        self._wakeup.set()
+
+
+def unsupported(frame: dict[str, Any]) -> dict[str, Any]:
+    return {"status": "failed", "retcode": 1404, "data": None,
+            "message": "unsupported action", "wording": "unsupported action",
+            "echo": frame.get("echo")}
+
+
+async def _heartbeats(ws: _Socket, self_id: int, interval: float,
+                      clock: Callable[[], float]) -> None:
+    while not ws.closed:
+        await asyncio.sleep(interval)
+        await ws.send_str(json.dumps(ob.heartbeat(
+            self_id=self_id, time=int(clock()), interval_ms=int(interval * 1000))))
+
+
+async def _actions(ws: _Socket, on_action: ActionHandler | None) -> None:
+    async for message in ws:
+        if message.type.name != "TEXT":
+            continue
+        try:
+            frame = json.loads(message.data)
+        except ValueError:
+            await ws.send_str(json.dumps({"status": "failed", "retcode": 1400, "data": None,
+                                          "message": "bad JSON", "wording": "bad JSON",
+                                          "echo": None}))
+            continue
+        if not isinstance(frame, dict):
+            continue
+        response = await on_action(frame) if on_action is not None else unsupported(frame)
+        await ws.send_str(json.dumps(response, ensure_ascii=False))
+
+
+async def serve_socket(
+    ws: _Socket,
+    queue: EventQueue,
+    *,
+    self_id: int,
+    heartbeat_interval: float,
+    on_action: ActionHandler | None,
+    clock: Callable[[], float],
+    stop: asyncio.Event,
+    on_open: Callable[[], None] | None = None,
+) -> None:
+    """Run one connection until it closes or ``stop`` is set; then close it properly."""
+    await ws.send_str(json.dumps(ob.lifecycle(self_id=self_id, time=int(clock()),
+                                              sub_type="connect")))
+    if on_open is not None:
+        on_open()
+    tasks = [asyncio.create_task(queue.drain_into(ws)),
+             asyncio.create_task(_heartbeats(ws, self_id, heartbeat_interval, clock)),
+             asyncio.create_task(_actions(ws, on_action)),
+             asyncio.create_task(stop.wait())]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if not ws.closed:
+            await ws.close()
