@@ -19,6 +19,7 @@ from gensokyo_idmap.errors import BadInputError
 from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.msgid import MsgIdMap
 from gensokyo_idmap.onebot.forward_ws import ForwardWsServer
+from gensokyo_idmap.onebot.http_post import HttpPostTarget
 from gensokyo_idmap.onebot.reverse_ws import ReverseWsClient
 from gensokyo_idmap.qq.signing import WebhookKey
 from gensokyo_idmap.qq.webhook import WebhookReceiver
@@ -76,6 +77,7 @@ async def run_daemon(config: Config, stop: asyncio.Event | None = None) -> None:
     runner: web.AppRunner | None = None
     forward: ForwardWsServer | None = None
     forward_runner: web.AppRunner | None = None
+    posts: list[HttpPostTarget] = []
     try:
         graph = IdentityGraph(store)
         msgids = MsgIdMap(msgid_store, ttl_seconds=config.idmap.msgid_ttl_seconds)
@@ -101,7 +103,13 @@ async def run_daemon(config: Config, stop: asyncio.Event | None = None) -> None:
         for client in clients:
             client.start()
             log.info("[onebot] reverse ws", url=client.url, self_id=client.self_id)
-        sinks: list[EventSink] = list(clients)
+        posts = [HttpPostTarget(target.url, config.self_id,
+                                secret=target.secret.get_secret_value())
+                 for target in config.onebot.http_post]
+        for post in posts:
+            post.start()
+            log.info("[onebot] http post", url=post.url)
+        sinks: list[EventSink] = [*clients, *posts]
         if config.onebot.forward_ws:
             forward = ForwardWsServer(
                 config.self_id, access_token=config.onebot.access_token.get_secret_value(),
@@ -122,6 +130,7 @@ async def run_daemon(config: Config, stop: asyncio.Event | None = None) -> None:
         if forward is not None:
             listeners.append(f"forward ws ws://{config.onebot.forward_ws}/")
         listeners += [f"reverse ws {c.url}" for c in clients]
+        listeners += [f"http post {p.url}" for p in posts]
         log.info(
             "[app] ready",
             listeners=listeners or "none configured (webhook.listen, onebot.reverse_ws)",
@@ -136,6 +145,8 @@ async def run_daemon(config: Config, stop: asyncio.Event | None = None) -> None:
             await runner.cleanup()  # stop intake first: nothing new is acknowledged
         for client in clients:
             await client.close()
+        for post in posts:
+            await post.close()
         if forward is not None:
             await forward.close()
         if forward_runner is not None:

@@ -81,12 +81,25 @@ class WebhookConfig(_Section):
         return value
 
 
+class HttpPostConfig(_Section):
+    url: str = Field(description="framework endpoint events are POSTed to")
+    secret: SecretStr = Field(default=SecretStr(""), description="HMAC-SHA1 key; never logged")
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// URL")
+        return value
+
+
 class OneBotConfig(_Section):
     self_id: int | None = Field(default=None, gt=0, description="default: the AppID")
     access_token: SecretStr = Field(default=SecretStr(""), description="never logged")
     message_format: Literal["array", "string"] = "array"
     reverse_ws: list[str] = Field(default_factory=list, description="framework URLs to dial")
     forward_ws: str = Field(default="", description="host:port frameworks dial; empty: off")
+    http_post: list[HttpPostConfig] = Field(default_factory=list)
     reconnect_interval_seconds: float = Field(default=3.0, gt=0)
     heartbeat_interval_seconds: float = Field(default=5.0, gt=0)
     extensions: bool = Field(default=False, description="add the Go daemon's real_* fields")

@@ -14,6 +14,7 @@ from aiohttp.test_utils import TestServer
 from gensokyo_idmap.app import run_daemon
 from gensokyo_idmap.config import Config
 from gensokyo_idmap.identity import OpenId
+from gensokyo_idmap.onebot.http_post import sign_body
 from gensokyo_idmap.qq.signing import SIGNATURE_HEADER, TIMESTAMP_HEADER, WebhookKey
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
 
@@ -41,6 +42,11 @@ def group_message(n: int) -> bytes:
 def test_webhook_event_reaches_the_framework_with_stored_vuins(tmp_path: Path) -> None:
     received: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
     headers_seen: list[dict[str, str]] = []
+    posted: asyncio.Queue[tuple[dict[str, str], bytes]] = asyncio.Queue()
+
+    async def post_receiver(request: web.Request) -> web.Response:
+        await posted.put((dict(request.headers), await request.read()))
+        return web.Response(status=204)
 
     async def framework(request: web.Request) -> web.WebSocketResponse:
         ws = web.WebSocketResponse()
@@ -63,6 +69,7 @@ def test_webhook_event_reaches_the_framework_with_stored_vuins(tmp_path: Path) -
     async def main() -> list[dict[str, Any]]:
         app = web.Application()
         app.router.add_get("/ws", framework)
+        app.router.add_post("/post", post_receiver)
         server = TestServer(app, host="127.0.0.1")
         await server.start_server()
         config = Config.model_validate({
@@ -71,6 +78,8 @@ def test_webhook_event_reaches_the_framework_with_stored_vuins(tmp_path: Path) -
             "webhook": {"listen": f"127.0.0.1:{port}"},
             "onebot": {"reverse_ws": [str(server.make_url("/ws")).replace("http", "ws")],
                        "forward_ws": f"127.0.0.1:{forward_port}",
+                       "http_post": [{"url": str(server.make_url("/post")),
+                                      "secret": "post-secret"}],
                        "access_token": "tok", "heartbeat_interval_seconds": 60},
         })
         stop = asyncio.Event()
@@ -102,7 +111,10 @@ def test_webhook_event_reaches_the_framework_with_stored_vuins(tmp_path: Path) -
                         assert resp.status == 200 and await resp.json() == {"op": 12}
                     messages.append(await next_message())
                     via_forward = json.loads((await asyncio.wait_for(forward.receive(), 10)).data)
-                    assert via_forward == messages[-1]  # both transports get the same event
+                    assert via_forward == messages[-1]  # every transport gets the same event
+                    headers, body = await asyncio.wait_for(posted.get(), 10)
+                    assert json.loads(body) == messages[-1]
+                    assert headers["X-Signature"] == sign_body("post-secret", body)
                 async with session.post(f"http://127.0.0.1:{port}/qqbot", data=group_message(3),
                                         headers={TIMESTAMP_HEADER: "1"}) as resp:
                     assert resp.status == 401

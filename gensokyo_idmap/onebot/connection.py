@@ -73,6 +73,18 @@ class EventQueue:
     def wake(self) -> None:
         self._wakeup.set()
 
+    async def next_or_none(self, stop: asyncio.Event) -> dict[str, Any] | None:
+        """The oldest event, taken off the queue; None when ``stop`` is set meanwhile."""
+        while not self._events:
+            if stop.is_set():
+                return None
+            self._wakeup.clear()
+            await self._wakeup.wait()
+        if stop.is_set() and not self._events:
+            return None
+        self.sent += 1
+        return self._events.popleft()
+
 
 def unsupported(frame: dict[str, Any]) -> dict[str, Any]:
     return {"status": "failed", "retcode": 1404, "data": None,

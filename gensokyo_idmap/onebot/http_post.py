@@ -1,0 +1,112 @@
+"""HTTP POST event reporting: each event is POSTed as JSON to every configured framework URL.
+
+Headers: ``Content-Type: application/json``, ``X-Self-ID``, and ``X-Signature:
+sha1=<HMAC-SHA1 of the raw body>`` when a secret is set (reference onebot-v11.md §1.2). One
+bounded queue and one sender task per URL: a slow or dead receiver drops its own oldest
+events (logged, counted) and delays nobody. A failed POST is retried a few times with a
+short backoff, then dropped and logged. A quick-operation reply body is logged and left
+alone until the OneBot actions exist (the outbound bridge).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import json
+from typing import Any, Final
+
+import aiohttp
+import structlog
+
+from gensokyo_idmap.onebot.connection import EventQueue
+
+__all__ = ["HttpPostTarget", "sign_body"]
+
+log = structlog.get_logger("gensokyo_idmap.onebot.http_post")
+
+_ATTEMPTS: Final = 3
+
+
+def sign_body(secret: str, body: bytes) -> str:
+    """The ``X-Signature`` value: ``sha1=`` + hex HMAC-SHA1 of the raw body."""
+    return "sha1=" + hmac.new(secret.encode("utf-8"), body, hashlib.sha1).hexdigest()
+
+
+class HttpPostTarget:
+    """One framework URL receiving events by HTTP POST."""
+
+    def __init__(
+        self,
+        url: str,
+        self_id: int,
+        *,
+        secret: str | None = None,
+        queue_size: int = 10_000,
+        timeout: float = 10.0,
+        retry_delay: float = 0.5,
+    ) -> None:
+        self.url = url
+        self.self_id = self_id
+        self._secret = secret or None
+        self.queue = EventQueue(queue_size, url)
+        self._timeout = aiohttp.ClientTimeout(total=timeout)
+        self._retry_delay = retry_delay
+        self._task: asyncio.Task[None] | None = None
+        self._stop = asyncio.Event()
+        self.delivered = 0
+        self.failed = 0
+
+    def publish(self, event: dict[str, Any]) -> None:
+        self.queue.publish(event)
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name=f"http-post {self.url}")
+
+    async def close(self) -> None:
+        self._stop.set()
+        self.queue.wake()
+        if self._task is not None:
+            await self._task
+
+    def _headers(self, body: bytes) -> dict[str, str]:
+        headers = {"Content-Type": "application/json", "X-Self-ID": str(self.self_id),
+                   "User-Agent": "gensokyo-idmap/0.1 (OneBot/11)"}
+        if self._secret is not None:
+            headers["X-Signature"] = sign_body(self._secret, body)
+        return headers
+
+    async def _run(self) -> None:
+        async with aiohttp.ClientSession(timeout=self._timeout) as session:
+            while not self._stop.is_set():
+                event = await self.queue.next_or_none(self._stop)
+                if event is None:
+                    continue
+                await self._post(session, event)
+
+    async def _post(self, session: aiohttp.ClientSession, event: dict[str, Any]) -> None:
+        body = json.dumps(event, ensure_ascii=False).encode("utf-8")
+        for attempt in range(1, _ATTEMPTS + 1):
+            try:
+                async with session.post(self.url, data=body, headers=self._headers(body)) as resp:
+                    if resp.status < 500:
+                        reply = await resp.read()
+                        if resp.status >= 400:
+                            log.warning("[onebot] http post refused", url=self.url,
+                                        status=resp.status)
+                        elif reply.strip():
+                            log.info("[onebot] http post quick operation not supported yet",
+                                     url=self.url)
+                        self.delivered += resp.status < 400
+                        return
+                    log.warning("[onebot] http post failed", url=self.url, status=resp.status,
+                                attempt=attempt)
+            except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
+                log.warning("[onebot] http post failed", url=self.url,
+                            error=type(exc).__name__, attempt=attempt)
+            if attempt < _ATTEMPTS:
+                await asyncio.sleep(self._retry_delay * attempt)
+        self.failed += 1
+        log.error("[onebot] http post gave up on an event", url=self.url,
+                  post_type=event.get("post_type"))

@@ -1,0 +1,75 @@
+"""HTTP POST reporting against a real receiver on 127.0.0.1."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+
+from gensokyo_idmap.onebot.http_post import HttpPostTarget, sign_body
+
+TIMEOUT = 10
+
+
+def test_reference_signature_vector() -> None:
+    assert sign_body("s3cret", b'{"a":1}') == "sha1=79999786a1bff10cd4d7dd0b0752574af76be0b5"
+
+
+def test_events_are_posted_in_order_with_headers_and_a_checkable_signature() -> None:
+    received: list[tuple[dict[str, str], bytes]] = []
+    fail_first = [True]
+
+    async def receiver(request: web.Request) -> web.Response:
+        body = await request.read()
+        if fail_first and fail_first.pop():
+            return web.Response(status=502)  # a hiccup: the event must be retried
+        received.append((dict(request.headers), body))
+        return web.Response(status=204)
+
+    async def main() -> HttpPostTarget:
+        app = web.Application()
+        app.router.add_post("/onebot", receiver)
+        server = TestServer(app, host="127.0.0.1")
+        await server.start_server()
+        target = HttpPostTarget(str(server.make_url("/onebot")), 10001, secret="s3cret",
+                                retry_delay=0.01)
+        target.start()
+        try:
+            for n in range(3):
+                target.publish({"self_id": 10001, "post_type": "message", "n": n})
+            for _ in range(int(TIMEOUT / 0.01)):
+                if len(received) == 3:
+                    break
+                await asyncio.sleep(0.01)
+        finally:
+            await target.close()
+            await server.close()
+        return target
+
+    target = asyncio.run(main())
+    assert [json.loads(body)["n"] for _, body in received] == [0, 1, 2]
+    for headers, body in received:
+        assert headers["X-Self-ID"] == "10001"
+        assert headers["Content-Type"] == "application/json"
+        assert headers["X-Signature"] == sign_body("s3cret", body)
+    assert target.delivered == 3 and target.failed == 0
+
+
+def test_a_dead_receiver_costs_its_own_events_only() -> None:
+    async def main() -> tuple[int, int]:
+        target = HttpPostTarget("http://127.0.0.1:9/nothing", 1, queue_size=2, retry_delay=0.001)
+        target.start()
+        for n in range(5):
+            target.publish({"n": n})  # never waits, even though nothing listens
+        for _ in range(500):
+            if target.failed + target.queue.dropped >= 5:
+                break
+            await asyncio.sleep(0.01)
+        await target.close()
+        return target.failed, target.queue.dropped
+
+    failed, dropped = asyncio.run(asyncio.wait_for(main(), 30))
+    assert failed + dropped == 5 and dropped >= 1
