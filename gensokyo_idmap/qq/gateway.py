@@ -1,0 +1,242 @@
+"""WebSocket gateway client of the QQ bot platform (reference qq-platform.md §2).
+
+Rules:
+
+1. **Session flow**: Hello (op 10) → Identify (op 2, token ``QQBot <access token>``,
+   intents, shard ``[0, 1]``) → READY; heartbeats (op 1 with the last seq) every
+   ``heartbeat_interval``; op 7 Reconnect → reconnect and Resume; op 9 Invalid Session →
+   forget the session and Identify afresh.
+2. **Nothing processed is lost to a crash, nothing is skipped**: the session id and the seq
+   of the last dispatch *whose processing finished* are saved (atomically, to a small file)
+   after each dispatch. After a drop or a restart the client Resumes from there, so the
+   platform replays what came after; if the platform refuses the Resume (op 9, close 4006 /
+   4007 / 49xx) it Identifies afresh.
+3. **Close codes**: 4004 drops the access token before retrying; 4009 keeps the session;
+   4001/4002/4010–4014/4914/4915 are fatal: the client stops and says why.
+4. **Backoff**: reconnects wait ``reconnect_delay``, doubling up to ``max_delay`` while it
+   keeps failing; a READY or RESUMED resets it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import aiohttp
+import structlog
+
+from gensokyo_idmap.errors import BadInputError
+from gensokyo_idmap.qq.events import QQEvent, Ready, Resumed, parse_dispatch, parse_envelope
+from gensokyo_idmap.qq.token import AccessTokenManager
+
+__all__ = ["DEFAULT_INTENTS", "FATAL_CLOSE_CODES", "GatewayClient", "GatewayState"]
+
+log = structlog.get_logger("gensokyo_idmap.qq.gateway")
+
+DEFAULT_INTENTS: Final = 1 << 25  # GROUP_AND_C2C_EVENT
+FATAL_CLOSE_CODES: Final = frozenset({4001, 4002, 4010, 4011, 4012, 4013, 4014, 4914, 4915})
+_FORGET_SESSION_CODES: Final = frozenset({4006, 4007, *range(4900, 4914)})
+
+
+@dataclass(frozen=True, slots=True)
+class _Saved:
+    session_id: str | None
+    seq: int | None
+
+
+class GatewayState:
+    """Session id and last processed seq, in one small JSON file replaced atomically."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+
+    def load(self) -> _Saved:
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+            session, seq = data.get("session_id"), data.get("seq")
+            if (isinstance(session, str) or session is None) and (
+                    isinstance(seq, int) or seq is None):
+                return _Saved(session, seq)
+        except (OSError, ValueError, AttributeError):
+            pass
+        return _Saved(None, None)
+
+    def save(self, session_id: str | None, seq: int | None) -> None:
+        """Written then renamed: a crash leaves the old state or the new one, never half."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        scratch = self.path.with_name(self.path.name + ".tmp")
+        scratch.write_text(json.dumps({"session_id": session_id, "seq": seq}), encoding="utf-8")
+        os.replace(scratch, self.path)
+
+
+class _Restart(Exception):
+    """Leave this connection and connect again (resuming unless the session was dropped)."""
+
+
+class _Fatal(Exception):
+    pass
+
+
+class GatewayClient:
+    def __init__(
+        self,
+        url: str,
+        app_id: str,
+        tokens: AccessTokenManager,
+        pipeline: Callable[[QQEvent], Awaitable[None]],
+        state: GatewayState,
+        *,
+        intents: int = DEFAULT_INTENTS,
+        reconnect_delay: float = 1.0,
+        max_delay: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.url = url
+        self.app_id = app_id
+        self.tokens = tokens
+        self.pipeline = pipeline
+        self.state = state
+        self.intents = intents
+        self._delay = reconnect_delay
+        self._base_delay = reconnect_delay
+        self._max_delay = max_delay
+        saved = state.load()
+        self.session_id = saved.session_id
+        self.seq = saved.seq
+        self._stop = asyncio.Event()
+        self.identifies = 0
+        self.resumes = 0
+        self.fatal: str | None = None
+
+    async def close(self) -> None:
+        self._stop.set()
+
+    async def run(self, session: aiohttp.ClientSession) -> None:
+        """Connect, and reconnect, until closed or a fatal close code."""
+        while not self._stop.is_set():
+            try:
+                async with session.ws_connect(self.url, heartbeat=None) as ws:
+                    await self._serve(ws)
+            except _Fatal as fatal:
+                self.fatal = str(fatal)
+                log.error("[qq] gateway stopped", reason=self.fatal)
+                return
+            except _Restart:
+                pass
+            except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
+                log.warning("[qq] gateway unavailable", error=type(exc).__name__,
+                            retry_in=self._delay)
+            if self._stop.is_set():
+                return
+            try:
+                await asyncio.wait_for(self._stop.wait(), self._delay)
+            except TimeoutError:
+                pass
+            self._delay = min(self._delay * 2, self._max_delay)
+
+    async def _send(self, ws: aiohttp.ClientWebSocketResponse, op: int, d: Any) -> None:
+        await ws.send_str(json.dumps({"op": op, "d": d}))
+
+    async def _serve(self, ws: aiohttp.ClientWebSocketResponse) -> None:
+        hello = await self._frame(ws)
+        if hello.op != 10 or not isinstance(hello.d, dict):
+            raise _Restart()
+        interval = float(hello.d.get("heartbeat_interval", 45000)) / 1000.0
+        token = await self.tokens.authorization()
+        if self.session_id is not None:
+            self.resumes += 1
+            await self._send(ws, 6, {"token": token, "session_id": self.session_id,
+                                     "seq": self.seq or 0})
+        else:
+            self.identifies += 1
+            await self._send(ws, 2, {"token": token, "intents": self.intents, "shard": [0, 1],
+                                     "properties": {"$os": "linux", "$browser": "gensokyo-idmap",
+                                                    "$device": "gensokyo-idmap"}})
+        beats = asyncio.create_task(self._heartbeats(ws, interval))
+        stopping = asyncio.create_task(self._stop.wait())
+        try:
+            while True:
+                receive = asyncio.create_task(self._frame(ws))
+                done, _ = await asyncio.wait({receive, stopping},
+                                             return_when=asyncio.FIRST_COMPLETED)
+                if stopping in done:
+                    receive.cancel()
+                    await ws.close()
+                    return
+                await self._handle(ws, receive.result())
+        finally:
+            beats.cancel()
+            stopping.cancel()
+            await asyncio.gather(beats, stopping, return_exceptions=True)
+
+    async def _frame(self, ws: aiohttp.ClientWebSocketResponse) -> Any:
+        message = await ws.receive()
+        if message.type == aiohttp.WSMsgType.TEXT:
+            try:
+                return parse_envelope(message.data)
+            except BadInputError as err:
+                log.warning("[qq] gateway frame ignored", reason=err.message)
+                return parse_envelope({"op": -1})
+        if message.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED,
+                            aiohttp.WSMsgType.CLOSING):
+            self._on_close(ws.close_code)
+        raise _Restart()
+
+    def _on_close(self, code: int | None) -> None:
+        log.info("[qq] gateway closed", code=code)
+        if code in FATAL_CLOSE_CODES:
+            raise _Fatal(f"the platform closed the gateway with code {code}")
+        if code == 4004:
+            self.tokens.invalidate()
+        if code in _FORGET_SESSION_CODES:
+            self._forget_session()
+
+    def _forget_session(self) -> None:
+        self.session_id = None
+        self.seq = None
+        self.state.save(None, None)
+
+    async def _heartbeats(self, ws: aiohttp.ClientWebSocketResponse, interval: float) -> None:
+        while not ws.closed:
+            await asyncio.sleep(interval)
+            await self._send(ws, 1, self.seq)
+
+    async def _handle(self, ws: aiohttp.ClientWebSocketResponse, frame: Any) -> None:
+        if frame.op == 7:
+            log.info("[qq] gateway asks to reconnect")
+            await ws.close()
+            raise _Restart()
+        if frame.op == 9:
+            log.warning("[qq] gateway session invalid: identifying afresh")
+            self._forget_session()
+            await ws.close()
+            raise _Restart()
+        if frame.op != 0:
+            return  # 11 heartbeat ACK, unknown ops
+        try:
+            event = parse_dispatch(frame, self.app_id)
+        except BadInputError as err:
+            log.warning("[qq] gateway event refused", type=frame.t, reason=err.message)
+            self._processed(frame.s)
+            return
+        if isinstance(event, Ready):
+            self.session_id = event.session_id
+            self._delay = self._base_delay
+            log.info("[qq] gateway ready", session_id=event.session_id)
+        elif isinstance(event, Resumed):
+            self._delay = self._base_delay
+            log.info("[qq] gateway resumed", seq=self.seq)
+        else:
+            await self.pipeline(event)  # durable identities before the seq moves on
+        self._processed(frame.s)
+
+    def _processed(self, seq: int | None) -> None:
+        if seq:
+            self.seq = seq
+        self.state.save(self.session_id, self.seq)

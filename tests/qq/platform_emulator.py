@@ -1,0 +1,117 @@
+"""An emulated QQ bot platform for tests: token endpoint and WebSocket gateway, real wire format.
+
+The gateway keeps every dispatch it ever sent with its seq, so a Resume replays exactly what
+came after the client's seq; a test can drop connections, send op 9, or close with a code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from typing import Any
+
+from aiohttp import WSMsgType, web
+from aiohttp.test_utils import TestServer
+
+APP = "102000001"
+SECRET = "emulator-secret"
+
+
+class EmulatedPlatform:
+    def __init__(self, heartbeat_ms: int = 200) -> None:
+        self.heartbeat_ms = heartbeat_ms
+        self.tokens_issued = 0
+        self.session_id = str(uuid.uuid4())
+        self.sent: list[dict[str, Any]] = []  # every dispatch, in seq order
+        self.identifies: list[dict[str, Any]] = []
+        self.resumes: list[dict[str, Any]] = []
+        self.heartbeats: list[Any] = []
+        self.sockets: list[web.WebSocketResponse] = []
+        self.next_close_code: int | None = None
+        self.server: TestServer | None = None
+
+    # token endpoint
+    async def token(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        if body != {"appId": APP, "clientSecret": SECRET}:
+            return web.json_response({"code": 100016, "message": "invalid appid or secret"})
+        self.tokens_issued += 1
+        return web.json_response({"access_token": f"T{self.tokens_issued}", "expires_in": "7200"})
+
+    def current_token(self) -> str:
+        return f"QQBot T{self.tokens_issued}"
+
+    # gateway
+    async def gateway(self, request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse()
+        await ws.prepare(request)
+        self.sockets.append(ws)
+        await ws.send_json({"op": 10, "d": {"heartbeat_interval": self.heartbeat_ms}})
+        async for message in ws:
+            if message.type != WSMsgType.TEXT:
+                continue
+            frame = json.loads(message.data)
+            op, d = frame.get("op"), frame.get("d")
+            if op == 1:
+                self.heartbeats.append(d)
+                await ws.send_json({"op": 11})
+            elif op == 2:
+                self.identifies.append(d)
+                if d.get("token") != self.current_token():
+                    await ws.close(code=4004)
+                    break
+                self.session_id = str(uuid.uuid4())
+                await self._dispatch(ws, "READY", {"version": 1, "session_id": self.session_id,
+                                                   "user": {"id": "1", "username": "bot",
+                                                            "bot": True}, "shard": [0, 1]})
+            elif op == 6:
+                self.resumes.append(d)
+                if d.get("session_id") != self.session_id:
+                    await ws.send_json({"op": 9, "d": False})
+                    continue
+                for event in self.sent:
+                    if event["s"] > d.get("seq", 0) and event["t"] not in ("READY", "RESUMED"):
+                        await ws.send_json(event)
+                await self._dispatch(ws, "RESUMED", "")
+        return ws
+
+    async def _dispatch(self, ws: web.WebSocketResponse | None, t: str, d: Any,
+                        event_id: str | None = None) -> dict[str, Any]:
+        event = {"op": 0, "s": len(self.sent) + 1, "t": t, "id": event_id or f"{t}:{len(self.sent) + 1}",
+                 "d": d}
+        self.sent.append(event)
+        if ws is not None and not ws.closed:
+            await ws.send_json(event)
+        return event
+
+    async def push(self, t: str, d: Any) -> dict[str, Any]:
+        """Send a dispatch to the live connection (or only record it, if none is open)."""
+        live = next((ws for ws in reversed(self.sockets) if not ws.closed), None)
+        return await self._dispatch(live, t, d)
+
+    async def drop(self, code: int = 4009) -> None:
+        for ws in self.sockets:
+            if not ws.closed:
+                await ws.close(code=code)
+
+    async def start(self) -> TestServer:
+        app = web.Application()
+        app.router.add_post("/app/getAppAccessToken", self.token)
+        app.router.add_get("/websocket", self.gateway)
+        self.server = TestServer(app, host="127.0.0.1")
+        await self.server.start_server()
+        return self.server
+
+    def url(self, path: str) -> str:
+        assert self.server is not None
+        return str(self.server.make_url(path))
+
+    def ws_url(self) -> str:
+        return self.url("/websocket").replace("http://", "ws://")
+
+
+def group_message(n: int, group: str = "A1B2C3D4E5F60718293A4B5C6D7E8F90",
+                  user: str = "0F1E2D3C4B5A69788796A5B4C3D2E1F0") -> dict[str, Any]:
+    return {"id": f"ROBOT1.0_gw{n}", "content": f"m{n}", "timestamp": "2025-01-01T12:00:00+08:00",
+            "group_openid": group, "author": {"id": user, "member_openid": user}}

@@ -1,0 +1,152 @@
+"""Gateway client against the emulated platform: identify, dispatch, resume, replay, codes."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from aiohttp import ClientSession
+
+from gensokyo_idmap.qq.events import GroupMessage, QQEvent
+from gensokyo_idmap.qq.gateway import GatewayClient, GatewayState
+from gensokyo_idmap.qq.token import AccessTokenManager
+
+from .platform_emulator import APP, SECRET, EmulatedPlatform, group_message
+
+TIMEOUT = 15
+
+
+async def until(check: Callable[[], bool]) -> None:
+    for _ in range(int(TIMEOUT / 0.01)):
+        if check():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("condition not reached in time")
+
+
+def run_with(tmp_path: Path, scenario: Callable[[EmulatedPlatform, Callable[[], GatewayClient],
+                                                  list[QQEvent]], Awaitable[None]]) -> None:
+    async def main() -> None:
+        platform = EmulatedPlatform()
+        await platform.start()
+        events: list[QQEvent] = []
+
+        async def pipeline(event: QQEvent) -> None:
+            events.append(event)
+
+        async with ClientSession() as session:
+            tokens = AccessTokenManager(APP, SECRET, session,
+                                        token_url=platform.url("/app/getAppAccessToken"))
+
+            def client() -> GatewayClient:
+                return GatewayClient(platform.ws_url(), APP, tokens, pipeline,
+                                     GatewayState(tmp_path / "gateway.json"),
+                                     reconnect_delay=0.01)
+            try:
+                await asyncio.wait_for(scenario(platform, client, events), TIMEOUT * 2)
+            finally:
+                assert platform.server is not None
+                await platform.server.close()
+
+    asyncio.run(main())
+
+
+def messages(events: list[QQEvent]) -> list[str]:
+    return [e.content for e in events if isinstance(e, GroupMessage)]
+
+
+def test_identify_dispatch_heartbeat_and_saved_state(tmp_path: Path) -> None:
+    async def scenario(platform: EmulatedPlatform, make: Callable[[], GatewayClient],
+                       events: list[QQEvent]) -> None:
+        client = make()
+        async with ClientSession() as session:
+            task = asyncio.create_task(client.run(session))
+            await until(lambda: client.session_id is not None)
+            await platform.push("GROUP_AT_MESSAGE_CREATE", group_message(1))
+            await until(lambda: messages(events) == ["m1"])
+            await until(lambda: 2 in platform.heartbeats)  # heartbeats carry the last seq
+            await client.close()
+            await task
+        identify = platform.identifies[0]
+        assert identify["token"] == "QQBot T1" and identify["intents"] == 1 << 25
+        assert identify["shard"] == [0, 1]
+        assert GatewayState(tmp_path / "gateway.json").load().seq == 2
+
+    run_with(tmp_path, scenario)
+
+
+def test_drop_resumes_and_replays_what_was_missed(tmp_path: Path) -> None:
+    async def scenario(platform: EmulatedPlatform, make: Callable[[], GatewayClient],
+                       events: list[QQEvent]) -> None:
+        client = make()
+        async with ClientSession() as session:
+            task = asyncio.create_task(client.run(session))
+            await until(lambda: client.session_id is not None)
+            await platform.push("GROUP_AT_MESSAGE_CREATE", group_message(1))
+            await until(lambda: messages(events) == ["m1"])
+            await platform.drop(4009)
+            await platform.push("GROUP_AT_MESSAGE_CREATE", group_message(2))  # while away
+            await until(lambda: messages(events) == ["m1", "m2"])
+            await client.close()
+            await task
+        assert client.identifies == 1 and client.resumes == 1
+        assert platform.resumes[0]["seq"] == 2  # READY=1, m1=2
+
+    run_with(tmp_path, scenario)
+
+
+def test_restart_of_the_daemon_resumes_the_saved_session(tmp_path: Path) -> None:
+    async def scenario(platform: EmulatedPlatform, make: Callable[[], GatewayClient],
+                       events: list[QQEvent]) -> None:
+        async with ClientSession() as session:
+            first = make()
+            task = asyncio.create_task(first.run(session))
+            await until(lambda: first.session_id is not None)
+            await platform.push("GROUP_AT_MESSAGE_CREATE", group_message(1))
+            await until(lambda: messages(events) == ["m1"])
+            await first.close()
+            await task
+            await platform.push("GROUP_AT_MESSAGE_CREATE", group_message(2))  # daemon down
+            second = make()  # a new process would read the same state file
+            task = asyncio.create_task(second.run(session))
+            await until(lambda: messages(events) == ["m1", "m2"])
+            await second.close()
+            await task
+        assert second.resumes == 1 and second.identifies == 0
+
+    run_with(tmp_path, scenario)
+
+
+def test_refused_resume_falls_back_to_identify(tmp_path: Path) -> None:
+    GatewayState(tmp_path / "gateway.json").save("stale-session", 41)
+
+    async def scenario(platform: EmulatedPlatform, make: Callable[[], GatewayClient],
+                       events: list[QQEvent]) -> None:
+        client = make()
+        async with ClientSession() as session:
+            task = asyncio.create_task(client.run(session))
+            await until(lambda: client.identifies == 1 and client.session_id == platform.session_id)
+            await client.close()
+            await task
+        assert platform.resumes[0]["session_id"] == "stale-session"
+
+    run_with(tmp_path, scenario)
+
+
+def test_close_4004_fetches_a_new_token_and_fatal_codes_stop(tmp_path: Path) -> None:
+    async def scenario(platform: EmulatedPlatform, make: Callable[[], GatewayClient],
+                       events: list[QQEvent]) -> None:
+        client = make()
+        async with ClientSession() as session:
+            task = asyncio.create_task(client.run(session))
+            await until(lambda: client.session_id is not None)
+            await platform.drop(4004)
+            await until(lambda: platform.tokens_issued == 2 and len(platform.resumes) == 1)
+            assert platform.resumes[0]["token"] == "QQBot T2"
+            await platform.drop(4014)  # intent not permitted: fatal
+            await asyncio.wait_for(task, TIMEOUT)
+        assert client.fatal is not None and "4014" in client.fatal
+
+    run_with(tmp_path, scenario)
