@@ -10,18 +10,21 @@ from __future__ import annotations
 import asyncio
 import signal
 
+import aiohttp
 import structlog
 from aiohttp import web
 
 from gensokyo_idmap.bridge import BridgeSettings, EventSink, InboundBridge, InboundPipeline
 from gensokyo_idmap.config import Config
-from gensokyo_idmap.errors import BadInputError
+from gensokyo_idmap.errors import BadInputError, PlatformError
 from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.msgid import MsgIdMap
 from gensokyo_idmap.onebot.forward_ws import ForwardWsServer
 from gensokyo_idmap.onebot.http_post import HttpPostTarget
 from gensokyo_idmap.onebot.reverse_ws import ReverseWsClient
+from gensokyo_idmap.qq.gateway import GatewayClient, GatewayState, discover_gateway
 from gensokyo_idmap.qq.signing import WebhookKey
+from gensokyo_idmap.qq.token import AccessTokenManager
 from gensokyo_idmap.qq.webhook import WebhookReceiver
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
 from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore, open_msgid_store
@@ -78,6 +81,8 @@ async def run_daemon(config: Config, stop: asyncio.Event | None = None) -> None:
     forward: ForwardWsServer | None = None
     forward_runner: web.AppRunner | None = None
     posts: list[HttpPostTarget] = []
+    http: aiohttp.ClientSession | None = None
+    gateway_task: asyncio.Task[None] | None = None
     try:
         graph = IdentityGraph(store)
         msgids = MsgIdMap(msgid_store, ttl_seconds=config.idmap.msgid_ttl_seconds)
@@ -118,17 +123,26 @@ async def run_daemon(config: Config, stop: asyncio.Event | None = None) -> None:
                                            "onebot.forward_ws")
             sinks.append(forward)
             log.info("[onebot] forward ws listening", url=f"ws://{config.onebot.forward_ws}/")
+        bridge = InboundBridge(graph, msgids, BridgeSettings(
+            app_id=config.bot.app_id, self_id=config.self_id,
+            message_format=config.onebot.message_format,
+            link_union_openid=config.idmap.link_union_openid,
+            extensions=config.onebot.extensions))
+        pipeline = InboundPipeline(bridge, sinks)
         if config.webhook.listen:
-            bridge = InboundBridge(graph, msgids, BridgeSettings(
-                app_id=config.bot.app_id, self_id=config.self_id,
-                message_format=config.onebot.message_format,
-                link_union_openid=config.idmap.link_union_openid,
-                extensions=config.onebot.extensions))
-            runner = await _start_webhook(config, bridge, sinks)
+            runner = await _start_webhook(config, pipeline)
+        if config.qq.gateway:
+            if not config.bot.app_id or not config.bot.secret.get_secret_value():
+                raise BadInputError("qq.gateway", True,
+                                    "the gateway needs bot.app_id and bot.secret")
+            http = aiohttp.ClientSession()
+            gateway_task = asyncio.create_task(_run_gateway(config, http, pipeline))
         listeners = ([f"webhook http://{config.webhook.listen}{config.webhook.path}"]
                      if runner is not None else [])
         if forward is not None:
             listeners.append(f"forward ws ws://{config.onebot.forward_ws}/")
+        if config.qq.gateway:
+            listeners.append(f"qq gateway via {config.qq.api_base}/gateway/bot")
         listeners += [f"reverse ws {c.url}" for c in clients]
         listeners += [f"http post {p.url}" for p in posts]
         log.info(
@@ -141,8 +155,13 @@ async def run_daemon(config: Config, stop: asyncio.Event | None = None) -> None:
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
+        if gateway_task is not None:
+            gateway_task.cancel()  # stop intake first: the saved seq is the last processed
+            await asyncio.gather(gateway_task, return_exceptions=True)
+        if http is not None:
+            await http.close()
         if runner is not None:
-            await runner.cleanup()  # stop intake first: nothing new is acknowledged
+            await runner.cleanup()  # nothing new is acknowledged
         for client in clients:
             await client.close()
         for post in posts:
@@ -184,9 +203,28 @@ async def _listen(routes: list[web.RouteDef], listen: str, field: str) -> web.Ap
     return runner
 
 
-async def _start_webhook(
-    config: Config, bridge: InboundBridge, sinks: list[EventSink]
-) -> web.AppRunner:
+async def _run_gateway(
+    config: Config, http: aiohttp.ClientSession, pipeline: InboundPipeline
+) -> None:
+    """Discover the gateway URL, then keep a session (resuming the saved one)."""
+    tokens = AccessTokenManager(config.bot.app_id, config.bot.secret.get_secret_value(), http,
+                                token_url=config.qq.token_url)
+    delay = 1.0
+    while True:
+        try:
+            url = await discover_gateway(http, config.qq.api_base, tokens)
+            break
+        except PlatformError as err:
+            log.warning("[qq] gateway discovery failed", reason=err.message, retry_in=delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 60.0)
+    client = GatewayClient(url, config.bot.app_id, tokens, pipeline,
+                           GatewayState(config.gateway_state_path), intents=config.qq.intents)
+    log.info("[qq] gateway", url=url, intents=config.qq.intents)
+    await client.run(http)
+
+
+async def _start_webhook(config: Config, pipeline: InboundPipeline) -> web.AppRunner:
     """The callback server: verified events go through the bridge to every framework."""
     secret = config.bot.secret.get_secret_value()
     if not config.bot.app_id:
@@ -195,7 +233,6 @@ async def _start_webhook(
     if not secret:
         log.warning("[qq] webhook has no bot.secret: every callback is refused until it is set")
 
-    pipeline = InboundPipeline(bridge, sinks)
     key = WebhookKey.from_secret(secret) if secret else None
     receiver = WebhookReceiver(config.bot.app_id, key, pipeline)
     runner = await _listen(receiver.routes(config.webhook.path), config.webhook.listen,

@@ -21,8 +21,8 @@ from gensokyo_idmap.config import Config, load_config
 from gensokyo_idmap.errors import BadInputError, IdmapError
 from gensokyo_idmap.identity import IdentityKey, RUin, VUin, parse_client_input, parse_vuin
 from gensokyo_idmap.idmap import IdentityGraph
-from gensokyo_idmap.msgid import DEFAULT_MSGID_TTL_SECONDS, MsgContext, MsgIdMap, check_virtual_id
 from gensokyo_idmap.logging import configure_logging
+from gensokyo_idmap.msgid import DEFAULT_MSGID_TTL_SECONDS, MsgContext, MsgIdMap, check_virtual_id
 from gensokyo_idmap.store.base import MsgRecord
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
 from gensokyo_idmap.store.lmdb_msgid import open_msgid_store

@@ -64,6 +64,20 @@ def _host_port(value: str) -> str:
     return value
 
 
+class QQConfig(_Section):
+    api_base: str = Field(default="https://api.sgroup.qq.com", description="OpenAPI base URL")
+    token_url: str = Field(default="https://bots.qq.com/app/getAppAccessToken")
+    gateway: bool = Field(default=False, description="connect to the WebSocket gateway")
+    intents: int = Field(default=1 << 25, ge=0, description="default: group and C2C events")
+
+    @field_validator("api_base", "token_url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// URL")
+        return value.rstrip("/")
+
+
 class WebhookConfig(_Section):
     listen: str = Field(default="", description="host:port of the callback server; empty: off")
     path: str = Field(default="/qqbot", description="URL path the platform posts to")
@@ -126,6 +140,7 @@ class LogConfig(_Section):
 class Config(_Section):
     bot: BotConfig = BotConfig()
     idmap: IdmapConfig = IdmapConfig()
+    qq: QQConfig = QQConfig()
     webhook: WebhookConfig = WebhookConfig()
     onebot: OneBotConfig = OneBotConfig()
     log: LogConfig = LogConfig()
@@ -140,6 +155,10 @@ class Config(_Section):
     @property
     def identity_db_path(self) -> Path:
         return self.idmap.data_dir / "openid-map.db"
+
+    @property
+    def gateway_state_path(self) -> Path:
+        return self.idmap.data_dir / "gateway-session.json"
 
     @property
     def msgid_db_path(self) -> Path:

@@ -139,3 +139,63 @@ def test_webhook_event_reaches_the_framework_with_stored_vuins(tmp_path: Path) -
         assert (message["group_id"], message["user_id"]) == (group_vuin, user_vuin)
         assert message["message"][1] == {"type": "text", "data": {"text": f" hello {n}"}}
         assert message["message_id"] == n
+
+
+def test_gateway_events_reach_the_framework_and_a_restart_resumes(tmp_path: Path) -> None:
+    from .qq.platform_emulator import APP as EMU_APP
+    from .qq.platform_emulator import SECRET as EMU_SECRET
+    from .qq.platform_emulator import EmulatedPlatform, group_message as gw_message
+
+    received: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+
+    async def framework(request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse()
+        await ws.prepare(request)
+        async for message in ws:
+            if message.type == WSMsgType.TEXT:
+                frame = json.loads(message.data)
+                if frame.get("post_type") == "message":
+                    await received.put(frame)
+        return ws
+
+    async def main() -> list[dict[str, Any]]:
+        platform = EmulatedPlatform()
+        await platform.start()
+        app = web.Application()
+        app.router.add_get("/ws", framework)
+        server = TestServer(app, host="127.0.0.1")
+        await server.start_server()
+        config = Config.model_validate({
+            "bot": {"app_id": EMU_APP, "secret": EMU_SECRET},
+            "idmap": {"data_dir": str(tmp_path / "data")},
+            "qq": {"gateway": True, "api_base": platform.url("/").rstrip("/"),
+                   "token_url": platform.url("/app/getAppAccessToken")},
+            "onebot": {"reverse_ws": [str(server.make_url("/ws")).replace("http", "ws")],
+                       "heartbeat_interval_seconds": 60},
+        })
+        got: list[dict[str, Any]] = []
+        try:
+            for round_ in (1, 2):
+                stop = asyncio.Event()
+                daemon = asyncio.create_task(run_daemon(config, stop))
+                if round_ == 1:
+                    for _ in range(1000):
+                        if platform.identifies:
+                            break
+                        await asyncio.sleep(0.01)
+                    await platform.push("GROUP_AT_MESSAGE_CREATE", gw_message(1))
+                got.append(await asyncio.wait_for(received.get(), 10))
+                stop.set()
+                await asyncio.wait_for(daemon, 10)
+                if round_ == 1:  # sent while the daemon is down: replayed on Resume
+                    await platform.push("GROUP_AT_MESSAGE_CREATE", gw_message(2))
+            assert len(platform.identifies) == 1 and len(platform.resumes) == 1
+        finally:
+            await server.close()
+            assert platform.server is not None
+            await platform.server.close()
+        return got
+
+    got = asyncio.run(asyncio.wait_for(main(), 60))
+    assert [m["message"][-1]["data"]["text"] for m in got] == ["m1", "m2"]
+    assert got[0]["user_id"] == got[1]["user_id"] and got[0]["group_id"] == got[1]["group_id"]

@@ -31,11 +31,12 @@ from typing import Any, Final
 import aiohttp
 import structlog
 
-from gensokyo_idmap.errors import BadInputError
+from gensokyo_idmap.errors import BadInputError, PlatformError
 from gensokyo_idmap.qq.events import QQEvent, Ready, Resumed, parse_dispatch, parse_envelope
 from gensokyo_idmap.qq.token import AccessTokenManager
 
-__all__ = ["DEFAULT_INTENTS", "FATAL_CLOSE_CODES", "GatewayClient", "GatewayState"]
+__all__ = ["DEFAULT_INTENTS", "FATAL_CLOSE_CODES", "GatewayClient", "GatewayState",
+           "discover_gateway"]
 
 log = structlog.get_logger("gensokyo_idmap.qq.gateway")
 
@@ -48,6 +49,25 @@ _FORGET_SESSION_CODES: Final = frozenset({4006, 4007, *range(4900, 4914)})
 class _Saved:
     session_id: str | None
     seq: int | None
+
+
+async def discover_gateway(
+    session: aiohttp.ClientSession, api_base: str, tokens: AccessTokenManager
+) -> str:
+    """``GET {api_base}/gateway/bot`` → the WebSocket URL to dial."""
+    headers = {"Authorization": await tokens.authorization(), "X-Union-Appid": tokens.app_id}
+    try:
+        async with session.get(f"{api_base}/gateway/bot", headers=headers) as resp:
+            if resp.status == 401:
+                tokens.invalidate()
+            data = await resp.json(content_type=None)
+    except (aiohttp.ClientError, OSError, asyncio.TimeoutError, ValueError) as exc:
+        raise PlatformError(
+            f"gateway discovery at {api_base} failed: {type(exc).__name__}") from None
+    url = data.get("url") if isinstance(data, dict) else None
+    if not isinstance(url, str) or not url.startswith(("ws://", "wss://")):
+        raise PlatformError(f"gateway discovery at {api_base} gave no ws URL (HTTP {resp.status})")
+    return url
 
 
 class GatewayState:

@@ -42,6 +42,14 @@ class EmulatedPlatform:
     def current_token(self) -> str:
         return f"QQBot T{self.tokens_issued}"
 
+    async def gateway_bot(self, request: web.Request) -> web.Response:
+        if request.headers.get("Authorization") != self.current_token():
+            return web.json_response({"code": 11244, "message": "token not exist"}, status=401)
+        return web.json_response({"url": self.ws_url(), "shards": 1,
+                                  "session_start_limit": {"total": 1000, "remaining": 999,
+                                                          "reset_after": 86400000,
+                                                          "max_concurrency": 1}})
+
     # gateway
     async def gateway(self, request: web.Request) -> web.WebSocketResponse:
         ws = web.WebSocketResponse()
@@ -99,6 +107,7 @@ class EmulatedPlatform:
         app = web.Application()
         app.router.add_post("/app/getAppAccessToken", self.token)
         app.router.add_get("/websocket", self.gateway)
+        app.router.add_get("/gateway/bot", self.gateway_bot)
         self.server = TestServer(app, host="127.0.0.1")
         await self.server.start_server()
         return self.server
