@@ -29,6 +29,7 @@ from typing import Any, Literal, Protocol
 
 import structlog
 
+from gensokyo_idmap.dedup import DeliveryLog, delivery_key
 from gensokyo_idmap.identity import IdentityKey, OpenId
 from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.msgid import MsgContext, MsgIdMap
@@ -228,13 +229,17 @@ class InboundPipeline:
 
     Deliveries are processed concurrently (one slow chat must not hold up the others), but
     two events of the same chat take turns in the order they arrived: asyncio locks are
-    fair, so the one that asked first translates and publishes first.
+    fair, so the one that asked first translates and publishes first. A delivery already
+    processed (webhook retry, gateway replay, both sources at once) is skipped.
     """
 
-    def __init__(self, bridge: InboundBridge, sinks: Sequence[EventSink]) -> None:
+    def __init__(self, bridge: InboundBridge, sinks: Sequence[EventSink],
+                 deliveries: DeliveryLog | None = None) -> None:
         self.bridge = bridge
         self.sinks = list(sinks)
         self._turns: dict[str, tuple[asyncio.Lock, int]] = {}
+        self._deliveries = deliveries or DeliveryLog()
+        self.duplicates = 0
 
     @asynccontextmanager
     async def _turn(self, scene: str | None) -> AsyncIterator[None]:
@@ -254,7 +259,22 @@ class InboundPipeline:
                 self._turns[scene] = (lock, users - 1)
 
     async def __call__(self, event: QQEvent) -> None:
-        async with self._turn(event.scene):
-            for onebot_event in await self.bridge.translate(event):
-                for sink in self.sinks:
-                    sink.publish(onebot_event)
+        """Process ``event`` once; raise if it could not be (the source must redeliver)."""
+        key = delivery_key(event)
+        earlier = self._deliveries.claim(key) if key is not None else None
+        if earlier is not None:
+            self.duplicates += 1
+            await earlier  # a repeat: the first delivery's outcome is this one's too
+            log.info("[message] duplicate delivery skipped", key=key)
+            return
+        try:
+            async with self._turn(event.scene):
+                for onebot_event in await self.bridge.translate(event):
+                    for sink in self.sinks:
+                        sink.publish(onebot_event)
+        except BaseException as exc:
+            if key is not None:
+                self._deliveries.finish(key, exc)
+            raise
+        if key is not None:
+            self._deliveries.finish(key, None)

@@ -205,3 +205,21 @@ def test_events_of_one_chat_keep_their_order(identity_store: LmdbIdentityStore,
         # the other chat did not wait for the slow one
         assert texts.index("ROBOT1.0_elsewhere") < texts.index("ROBOT1.0_first")
     assert pipeline._turns == {}  # nothing remembered once the chats are idle
+
+
+def test_a_delivery_seen_before_is_skipped_whatever_the_source(
+        identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore) -> None:
+    bridge = InboundBridge(IdentityGraph(identity_store), MsgIdMap(msgid_store),
+                           BridgeSettings(app_id=APP, self_id=SELF))
+    sink = Collect()
+    pipeline = InboundPipeline(bridge, [sink])
+
+    async def main() -> None:
+        await pipeline(_group_msg("ROBOT1.0_once"))   # e.g. via the webhook
+        await pipeline(_group_msg("ROBOT1.0_once"))   # e.g. replayed by the gateway
+        await pipeline(_group_msg("ROBOT1.0_other"))
+
+    run(main())
+    assert [e["message"][1]["data"]["text"] for e in sink.events] == [
+        "ROBOT1.0_once", "ROBOT1.0_other"]
+    assert pipeline.duplicates == 1

@@ -9,19 +9,14 @@ Rules (reference qq-platform.md §3):
 2. **Acknowledge only what is durable.** A dispatch is answered ``{"op":12}`` after the
    pipeline finished with it (identities committed); if the pipeline fails the answer is a
    5xx, so the platform delivers it again. A crash before the answer loses nothing.
-3. **One delivery, one processing.** The platform may push a message twice; the same event
-   (``d.id`` for messages, the envelope ``id`` otherwise) is processed once while it is
-   remembered (a bounded, time-limited set). A repeat of one still in flight waits for it.
+3. **One delivery, one processing** is the pipeline's job (:class:`InboundPipeline`
+   de-duplicates whatever source an event came from).
 
-The pipeline is any ``async (QQEvent) -> None``; the daemon passes the bridge plus the
-fan-out to the frameworks.
+The pipeline is any ``async (QQEvent) -> None`` that raises when it could not process.
 """
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Final
 
@@ -38,54 +33,8 @@ log = structlog.get_logger("gensokyo_idmap.qq.webhook")
 
 DEFAULT_WEBHOOK_PATH: Final = "/qqbot"
 _MAX_BODY: Final = 4 * 1024 * 1024
-_DEDUP_SECONDS: Final = 300.0
-_DEDUP_MAX: Final = 100_000
 
 Pipeline = Callable[[QQEvent], Awaitable[None]]
-
-
-class _Seen:
-    """Event keys processed (or in flight) recently: bounded in count and in time."""
-
-    def __init__(self, ttl: float, limit: int, clock: Callable[[], float]) -> None:
-        self._ttl = ttl
-        self._limit = limit
-        self._clock = clock
-        self._entries: OrderedDict[str, tuple[float, asyncio.Future[None]]] = OrderedDict()
-
-    def claim(self, key: str) -> asyncio.Future[None] | None:
-        """None: the caller processes ``key`` now. A future: someone did or is doing it."""
-        now = self._clock()
-        while self._entries:
-            oldest, (at, _) = next(iter(self._entries.items()))
-            if now - at < self._ttl and len(self._entries) < self._limit:
-                break
-            del self._entries[oldest]
-        found = self._entries.get(key)
-        if found is not None:
-            return found[1]
-        self._entries[key] = (now, asyncio.get_running_loop().create_future())
-        return None
-
-    def finish(self, key: str, error: BaseException | None) -> None:
-        entry = self._entries.get(key)
-        if entry is None:
-            return
-        future = entry[1]
-        if error is not None:
-            del self._entries[key]  # not processed: a redelivery must try again
-            if not future.done():
-                future.set_exception(error)
-                future.exception()  # retrieved here: waiters re-raise it themselves
-        elif not future.done():
-            future.set_result(None)
-
-
-def _dedup_key(event: QQEvent) -> str | None:
-    message_id = getattr(event, "message_id", None)
-    if isinstance(message_id, str) and message_id:
-        return f"msg:{message_id}"
-    return f"evt:{event.event_id}" if event.event_id else None
 
 
 class WebhookReceiver:
@@ -96,16 +45,11 @@ class WebhookReceiver:
         app_id: str,
         key: WebhookKey | None,
         pipeline: Pipeline,
-        *,
-        clock: Callable[[], float] = time.monotonic,
-        dedup_seconds: float = _DEDUP_SECONDS,
     ) -> None:
         self.app_id = app_id
         self.key = key
         self.pipeline = pipeline
-        self._seen = _Seen(dedup_seconds, _DEDUP_MAX, clock)
         self.processed = 0
-        self.duplicates = 0
         self.rejected = 0
 
     def routes(self, path: str = DEFAULT_WEBHOOK_PATH) -> list[web.RouteDef]:
@@ -159,25 +103,11 @@ class WebhookReceiver:
             event = parse_dispatch(envelope, self.app_id)
         except BadInputError as err:
             return self._refuse(400, err)
-        key = _dedup_key(event)
-        earlier = self._seen.claim(key) if key is not None else None
-        if earlier is not None:
-            self.duplicates += 1
-            try:
-                await earlier  # the first delivery's outcome decides this one's answer too
-            except Exception:
-                return web.json_response({"op": 12, "d": 1}, status=503)
-            log.info("[qq] webhook duplicate", key=key)
-            return web.json_response({"op": 12})
         try:
-            await self.pipeline(event)
+            await self.pipeline(event)  # de-duplicates, and waits for a repeat in flight
         except Exception as exc:
-            if key is not None:
-                self._seen.finish(key, exc)
             log.error("[qq] webhook event not processed: the platform will retry",
                       type=event.event_type, error=f"{type(exc).__name__}: {exc}")
             return web.json_response({"op": 12, "d": 1}, status=503)
-        if key is not None:
-            self._seen.finish(key, None)
         self.processed += 1
         return web.json_response({"op": 12})

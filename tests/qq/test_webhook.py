@@ -11,7 +11,7 @@ import pytest
 from aiohttp import ClientSession, web
 from aiohttp.test_utils import TestServer
 
-from gensokyo_idmap.bridge import BridgeSettings, InboundBridge
+from gensokyo_idmap.bridge import BridgeSettings, InboundBridge, InboundPipeline
 from gensokyo_idmap.identity import OpenId
 from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.msgid import MsgIdMap
@@ -41,17 +41,19 @@ Scenario = Callable[[ClientSession, str, WebhookReceiver, list[dict[str, Any]]],
 
 
 def serve(identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore, scenario: Scenario,
-          pipeline_wrapper: Callable[[Any], Any] | None = None) -> None:
-    """Start the receiver on 127.0.0.1 with the real bridge, run the scenario, stop."""
-    forwarded: list[dict[str, Any]] = []
-    bridge = InboundBridge(IdentityGraph(identity_store), MsgIdMap(msgid_store),
-                           BridgeSettings(app_id=APP, self_id=int(APP)))
+          translate_wrapper: Callable[[Any], Any] | None = None) -> InboundPipeline:
+    """Start the receiver on 127.0.0.1 with the real bridge and pipeline, run the scenario."""
+    collected = Collector()
 
-    async def pipeline(event: QQEvent) -> None:
-        forwarded.extend(await bridge.translate(event))
+    class Bridge(InboundBridge):
+        async def translate(self, event: Any) -> list[dict[str, Any]]:
+            inner = super().translate
+            return await (translate_wrapper(inner) if translate_wrapper else inner)(event)
 
-    receiver = WebhookReceiver(APP, WebhookKey.from_secret(SECRET),
-                               pipeline_wrapper(pipeline) if pipeline_wrapper else pipeline)
+    bridge = Bridge(IdentityGraph(identity_store), MsgIdMap(msgid_store),
+                    BridgeSettings(app_id=APP, self_id=int(APP)))
+    pipeline = InboundPipeline(bridge, [collected])
+    receiver = WebhookReceiver(APP, WebhookKey.from_secret(SECRET), pipeline)
 
     async def main() -> None:
         app = web.Application()
@@ -61,11 +63,21 @@ def serve(identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore, scenar
         try:
             async with ClientSession() as session:
                 await asyncio.wait_for(
-                    scenario(session, str(server.make_url("/qqbot")), receiver, forwarded), 20)
+                    scenario(session, str(server.make_url("/qqbot")), receiver,
+                             collected.events), 20)
         finally:
             await server.close()
 
     asyncio.run(main())
+    return pipeline
+
+
+class Collector:
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+
+    def publish(self, event: dict[str, Any]) -> None:
+        self.events.append(event)
 
 
 def stored(identity_store: LmdbIdentityStore) -> int:
@@ -156,11 +168,12 @@ def test_duplicate_deliveries_are_processed_once(
         identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore) -> None:
     calls: list[str] = []
 
-    def slow(pipeline: Any) -> Any:
-        async def wrapped(event: QQEvent) -> None:
+    def slow(translate: Any) -> Any:
+        async def wrapped(event: QQEvent) -> list[dict[str, Any]]:
             calls.append(event.event_type)
             await asyncio.sleep(0.05)  # keep the first delivery in flight for the second
-            await pipeline(event)
+            result: list[dict[str, Any]] = await translate(event)
+            return result
         return wrapped
 
     async def scenario(session: ClientSession, url: str, receiver: WebhookReceiver,
@@ -171,21 +184,23 @@ def test_duplicate_deliveries_are_processed_once(
         statuses = await asyncio.gather(deliver(), deliver())
         statuses.append(await deliver())  # and once more after both finished
         assert statuses == [200, 200, 200]
-        assert len(forwarded) == 1 and receiver.duplicates == 2
+        assert len(forwarded) == 1
 
-    serve(identity_store, msgid_store, scenario, slow)
+    pipeline = serve(identity_store, msgid_store, scenario, slow)
     assert calls == ["GROUP_AT_MESSAGE_CREATE"]
+    assert pipeline.duplicates == 2
 
 
 def test_failed_processing_is_not_acknowledged_and_is_retried(
         identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore) -> None:
     failures = [RuntimeError("downstream queue closed")]
 
-    def flaky(pipeline: Any) -> Any:
-        async def wrapped(event: QQEvent) -> None:
+    def flaky(translate: Any) -> Any:
+        async def wrapped(event: QQEvent) -> list[dict[str, Any]]:
             if failures:
                 raise failures.pop()
-            await pipeline(event)
+            result: list[dict[str, Any]] = await translate(event)
+            return result
         return wrapped
 
     async def scenario(session: ClientSession, url: str, receiver: WebhookReceiver,
