@@ -22,7 +22,9 @@ from gensokyo_idmap.msgid import MsgIdMap
 from gensokyo_idmap.onebot.forward_ws import ForwardWsServer
 from gensokyo_idmap.onebot.http_post import HttpPostTarget
 from gensokyo_idmap.onebot.reverse_ws import ReverseWsClient
+from gensokyo_idmap.qq.events import Interaction
 from gensokyo_idmap.qq.gateway import GatewayClient, GatewayState, discover_gateway
+from gensokyo_idmap.qq.openapi import OpenApiClient
 from gensokyo_idmap.qq.signing import WebhookKey
 from gensokyo_idmap.qq.token import AccessTokenManager
 from gensokyo_idmap.qq.webhook import WebhookReceiver
@@ -128,15 +130,25 @@ async def run_daemon(config: Config, stop: asyncio.Event | None = None) -> None:
             message_format=config.onebot.message_format,
             link_union_openid=config.idmap.link_union_openid,
             extensions=config.onebot.extensions))
-        pipeline = InboundPipeline(bridge, sinks)
+        tokens: AccessTokenManager | None = None
+        acknowledge = None
+        if config.bot.app_id and config.bot.secret.get_secret_value():
+            http = aiohttp.ClientSession()
+            tokens = AccessTokenManager(config.bot.app_id, config.bot.secret.get_secret_value(),
+                                        http, token_url=config.qq.token_url)
+            openapi = OpenApiClient(config.qq.api_base, tokens, http)
+
+            async def acknowledge(event: Interaction) -> None:
+                await openapi.ack_interaction(event.interaction_id)
+
+        pipeline = InboundPipeline(bridge, sinks, acknowledge=acknowledge)
         if config.webhook.listen:
             runner = await _start_webhook(config, pipeline)
         if config.qq.gateway:
-            if not config.bot.app_id or not config.bot.secret.get_secret_value():
+            if http is None or tokens is None:
                 raise BadInputError("qq.gateway", True,
                                     "the gateway needs bot.app_id and bot.secret")
-            http = aiohttp.ClientSession()
-            gateway_task = asyncio.create_task(_run_gateway(config, http, pipeline))
+            gateway_task = asyncio.create_task(_run_gateway(config, http, tokens, pipeline))
         listeners = ([f"webhook http://{config.webhook.listen}{config.webhook.path}"]
                      if runner is not None else [])
         if forward is not None:
@@ -204,11 +216,10 @@ async def _listen(routes: list[web.RouteDef], listen: str, field: str) -> web.Ap
 
 
 async def _run_gateway(
-    config: Config, http: aiohttp.ClientSession, pipeline: InboundPipeline
+    config: Config, http: aiohttp.ClientSession, tokens: AccessTokenManager,
+    pipeline: InboundPipeline,
 ) -> None:
     """Discover the gateway URL, then keep a session (resuming the saved one)."""
-    tokens = AccessTokenManager(config.bot.app_id, config.bot.secret.get_secret_value(), http,
-                                token_url=config.qq.token_url)
     delay = 1.0
     while True:
         try:

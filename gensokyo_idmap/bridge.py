@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
@@ -30,6 +30,7 @@ from typing import Any, Literal, Protocol
 import structlog
 
 from gensokyo_idmap.dedup import DeliveryLog, delivery_key
+from gensokyo_idmap.errors import IdmapError
 from gensokyo_idmap.identity import IdentityKey, OpenId
 from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.msgid import MsgContext, MsgIdMap
@@ -234,12 +235,24 @@ class InboundPipeline:
     """
 
     def __init__(self, bridge: InboundBridge, sinks: Sequence[EventSink],
-                 deliveries: DeliveryLog | None = None) -> None:
+                 deliveries: DeliveryLog | None = None,
+                 acknowledge: Callable[[Interaction], Awaitable[None]] | None = None) -> None:
         self.bridge = bridge
         self.sinks = list(sinks)
+        self._acknowledge = acknowledge
         self._turns: dict[str, tuple[asyncio.Lock, int]] = {}
         self._deliveries = deliveries or DeliveryLog()
         self.duplicates = 0
+
+    async def _acknowledge_quietly(self, event: Interaction) -> None:
+        """The platform wants every interaction acknowledged; a failure is logged, not
+        raised (the event itself was processed and must not be redelivered for it)."""
+        assert self._acknowledge is not None
+        try:
+            await self._acknowledge(event)
+        except IdmapError as err:
+            log.warning("[qq] interaction not acknowledged", id=event.interaction_id,
+                        reason=err.message)
 
     @asynccontextmanager
     async def _turn(self, scene: str | None) -> AsyncIterator[None]:
@@ -272,6 +285,8 @@ class InboundPipeline:
                 for onebot_event in await self.bridge.translate(event):
                     for sink in self.sinks:
                         sink.publish(onebot_event)
+            if isinstance(event, Interaction) and self._acknowledge is not None:
+                await self._acknowledge_quietly(event)
         except BaseException as exc:
             if key is not None:
                 self._deliveries.finish(key, exc)

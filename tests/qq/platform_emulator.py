@@ -29,6 +29,8 @@ class EmulatedPlatform:
         self.heartbeats: list[Any] = []
         self.sockets: list[web.WebSocketResponse] = []
         self.next_close_code: int | None = None
+        self.interaction_acks: list[tuple[str, Any, str | None]] = []
+        self.reject_next_token: bool = False
         self.server: TestServer | None = None
 
     # token endpoint
@@ -41,6 +43,18 @@ class EmulatedPlatform:
 
     def current_token(self) -> str:
         return f"QQBot T{self.tokens_issued}"
+
+    async def interactions(self, request: web.Request) -> web.Response:
+        auth = request.headers.get("Authorization")
+        if self.reject_next_token:
+            self.reject_next_token = False
+            return web.json_response({"code": 11244, "message": "token not exist"}, status=401)
+        if auth != self.current_token():
+            return web.json_response({"code": 11244, "message": "token not exist"}, status=401)
+        if request.match_info["id"] == "missing":
+            return web.json_response({"code": 11255, "message": "invalid request"}, status=400)
+        self.interaction_acks.append((request.match_info["id"], await request.json(), auth))
+        return web.Response(status=204)
 
     async def gateway_bot(self, request: web.Request) -> web.Response:
         if request.headers.get("Authorization") != self.current_token():
@@ -108,6 +122,7 @@ class EmulatedPlatform:
         app.router.add_post("/app/getAppAccessToken", self.token)
         app.router.add_get("/websocket", self.gateway)
         app.router.add_get("/gateway/bot", self.gateway_bot)
+        app.router.add_put("/interactions/{id}", self.interactions)
         self.server = TestServer(app, host="127.0.0.1")
         await self.server.start_server()
         return self.server
