@@ -17,7 +17,6 @@ import signal
 import socket
 import sys
 from pathlib import Path
-from typing import Any
 
 import yaml
 from aiohttp import ClientError, ClientSession, WSMsgType, web
