@@ -220,9 +220,10 @@ class InboundBridge:
 
 
 class EventSink(Protocol):
-    """A downstream connection: takes a OneBot event without waiting (it queues)."""
+    """A downstream connection: takes a OneBot event without waiting (it queues), and may
+    return a future that resolves once the event actually went out."""
 
-    def publish(self, event: dict[str, Any]) -> None: ...
+    def publish(self, event: dict[str, Any]) -> Awaitable[Any] | None: ...
 
 
 class InboundPipeline:
@@ -243,6 +244,7 @@ class InboundPipeline:
         self._turns: dict[str, tuple[asyncio.Lock, int]] = {}
         self._deliveries = deliveries or DeliveryLog()
         self.duplicates = 0
+        self.delivery_wait = 2.0
 
     async def _acknowledge_quietly(self, event: Interaction) -> None:
         """The platform wants every interaction acknowledged; a failure is logged, not
@@ -281,10 +283,18 @@ class InboundPipeline:
             log.info("[message] duplicate delivery skipped", key=key)
             return
         try:
+            written: list[Awaitable[Any]] = []
             async with self._turn(event.scene):
                 for onebot_event in await self.bridge.translate(event):
                     for sink in self.sinks:
-                        sink.publish(onebot_event)
+                        future = sink.publish(onebot_event)
+                        if future is not None:
+                            written.append(future)
+            if written:
+                # Connected frameworks get it on the wire before the source is told "done"
+                # (the webhook's ack); a stuck one delays the ack by at most this much.
+                await asyncio.wait([asyncio.ensure_future(f) for f in written],
+                                   timeout=self.delivery_wait)
             if isinstance(event, Interaction) and self._acknowledge is not None:
                 await self._acknowledge_quietly(event)
         except BaseException as exc:

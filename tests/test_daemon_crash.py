@@ -4,7 +4,9 @@ The daemon runs as a real process (``gensokyo-idmap serve``) with the webhook on
 a reverse-WS framework in this test process. Events carry new users; the framework records
 (OpenID, vUIN) from each event (``onebot.extensions`` adds ``real_user_id``). After each
 SIGKILL the store is opened here and every pair the framework saw must be in it, with the
-identity tables exact inverses. Several rounds, each restarting the daemon on the same data.
+identity tables exact inverses; and every webhook the daemon acknowledged (200) while the
+framework was connected reached the framework (the daemon waits for the socket write of
+connected frameworks before it acknowledges). Several rounds on the same data.
 """
 
 from __future__ import annotations
@@ -64,10 +66,14 @@ def test_vuins_seen_downstream_survive_kill_9(tmp_path: Path) -> None:
     rng = random.Random(int(os.environ.get("CRASH_SEED", "7")))
     seen: dict[str, int] = {}
     acked = 0
+    acked_users: list[str] = []
+    connections = 0
 
     async def framework(request: web.Request) -> web.WebSocketResponse:
+        nonlocal connections
         ws = web.WebSocketResponse()
         await ws.prepare(request)
+        connections += 1
         async for message in ws:
             if message.type == WSMsgType.TEXT:
                 frame = json.loads(message.data)
@@ -97,7 +103,7 @@ def test_vuins_seen_downstream_survive_kill_9(tmp_path: Path) -> None:
         n = 0
         try:
             async with ClientSession() as session:
-                for _ in range(ROUNDS):
+                for round_ in range(1, ROUNDS + 1):
                     child = await asyncio.create_subprocess_exec(
                         sys.executable, "-c", "from gensokyo_idmap.cli import main; main()",
                         "serve", "--config", str(config),
@@ -109,12 +115,17 @@ def test_vuins_seen_downstream_survive_kill_9(tmp_path: Path) -> None:
                                     break
                             except ClientError:
                                 await asyncio.sleep(0.02)
+                        for _ in range(1000):  # and the framework is connected again
+                            if connections >= round_:
+                                break
+                            await asyncio.sleep(0.01)
 
                         async def stream() -> None:
                             nonlocal n, acked
                             while True:
                                 n += 1
-                                body = event(n)
+                                n_sent = n
+                                body = event(n_sent)
                                 ts = "1735700000"
                                 headers = {TIMESTAMP_HEADER: ts,
                                            SIGNATURE_HEADER: key.sign_callback(ts, body)}
@@ -123,6 +134,7 @@ def test_vuins_seen_downstream_survive_kill_9(tmp_path: Path) -> None:
                                                             data=body, headers=headers) as resp:
                                         if resp.status == 200:
                                             acked += 1
+                                            acked_users.append(f"{n_sent:032X}")
                                 except ClientError:
                                     return
 
@@ -142,4 +154,6 @@ def test_vuins_seen_downstream_survive_kill_9(tmp_path: Path) -> None:
 
     asyncio.run(asyncio.wait_for(main(), 120))
     assert acked > 0 and len(seen) > 0, (acked, len(seen))
+    lost = [user for user in acked_users if user not in seen]
+    assert lost == [], f"acknowledged but never delivered: {lost}"
     print(f"rounds={ROUNDS} acked={acked} seen-by-framework={len(seen)}")

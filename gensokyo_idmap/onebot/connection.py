@@ -36,36 +36,50 @@ class _Socket(Protocol):
 
 
 class EventQueue:
-    """Events waiting for one connection, oldest first, at most ``size`` of them."""
+    """Events waiting for one connection, oldest first, at most ``size`` of them.
+
+    :meth:`publish` returns a future that turns True once the event was written to the
+    socket (or posted), False if it was dropped: the webhook waits on it, for connected
+    frameworks, before acknowledging.
+    """
 
     def __init__(self, size: int, name: str) -> None:
-        self._events: deque[dict[str, Any]] = deque(maxlen=size)
+        self._events: deque[tuple[dict[str, Any], asyncio.Future[bool]]] = deque()
+        self._size = size
         self._wakeup = asyncio.Event()
         self.name = name
         self.dropped = 0
         self.sent = 0
 
-    def publish(self, event: dict[str, Any]) -> None:
-        if len(self._events) == self._events.maxlen:
+    def publish(self, event: dict[str, Any]) -> asyncio.Future[bool]:
+        if len(self._events) >= self._size:
+            _, evicted = self._events.popleft()
+            if not evicted.done():
+                evicted.set_result(False)
             self.dropped += 1
             log.warning("[onebot] queue full: oldest event dropped", connection=self.name,
                         dropped=self.dropped)
-        self._events.append(event)
+        written: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._events.append((event, written))
         self._wakeup.set()
+        return written
 
     def __len__(self) -> int:
         return len(self._events)
 
     def pending(self) -> list[dict[str, Any]]:
-        return list(self._events)
+        return [event for event, _ in self._events]
 
     async def drain_into(self, ws: _Socket) -> None:
         """Send queued events in order; an event leaves the queue once it was written."""
         while not ws.closed:
             while self._events:
-                await ws.send_str(json.dumps(self._events[0], ensure_ascii=False))
+                event, written = self._events[0]
+                await ws.send_str(json.dumps(event, ensure_ascii=False))
                 self._events.popleft()
                 self.sent += 1
+                if not written.done():
+                    written.set_result(True)
             self._wakeup.clear()
             if not self._events:
                 await self._wakeup.wait()
@@ -73,15 +87,15 @@ class EventQueue:
     def wake(self) -> None:
         self._wakeup.set()
 
-    async def next_or_none(self, stop: asyncio.Event) -> dict[str, Any] | None:
-        """The oldest event, taken off the queue; None when ``stop`` is set meanwhile."""
+    async def next_or_none(
+        self, stop: asyncio.Event
+    ) -> tuple[dict[str, Any], asyncio.Future[bool]] | None:
+        """The oldest event and its future, taken off the queue; None once ``stop`` is set."""
         while not self._events:
             if stop.is_set():
                 return None
             self._wakeup.clear()
             await self._wakeup.wait()
-        if stop.is_set() and not self._events:
-            return None
         self.sent += 1
         return self._events.popleft()
 

@@ -62,9 +62,10 @@ class ForwardWsServer:
     def routes(self) -> list[web.RouteDef]:
         return [web.get("/", self.handle)]
 
-    def publish(self, event: dict[str, Any]) -> None:
-        for queue in self._queues:
-            queue.publish(event)
+    def publish(self, event: dict[str, Any]) -> asyncio.Future[Any] | None:
+        """Queue for every connected framework; the future resolves when all were written."""
+        written = [queue.publish(event) for queue in self._queues]
+        return asyncio.gather(*written) if written else None
 
     def _authorised(self, request: web.Request) -> bool:
         if self._token is None:

@@ -57,8 +57,8 @@ class HttpPostTarget:
         self.delivered = 0
         self.failed = 0
 
-    def publish(self, event: dict[str, Any]) -> None:
-        self.queue.publish(event)
+    def publish(self, event: dict[str, Any]) -> asyncio.Future[bool]:
+        return self.queue.publish(event)
 
     def start(self) -> None:
         if self._task is None:
@@ -80,12 +80,15 @@ class HttpPostTarget:
     async def _run(self) -> None:
         async with aiohttp.ClientSession(timeout=self._timeout) as session:
             while not self._stop.is_set():
-                event = await self.queue.next_or_none(self._stop)
-                if event is None:
+                taken = await self.queue.next_or_none(self._stop)
+                if taken is None:
                     continue
-                await self._post(session, event)
+                event, posted = taken
+                ok = await self._post(session, event)
+                if not posted.done():
+                    posted.set_result(ok)
 
-    async def _post(self, session: aiohttp.ClientSession, event: dict[str, Any]) -> None:
+    async def _post(self, session: aiohttp.ClientSession, event: dict[str, Any]) -> bool:
         body = json.dumps(event, ensure_ascii=False).encode("utf-8")
         for attempt in range(1, _ATTEMPTS + 1):
             try:
@@ -99,7 +102,7 @@ class HttpPostTarget:
                             log.info("[onebot] http post quick operation not supported yet",
                                      url=self.url)
                         self.delivered += resp.status < 400
-                        return
+                        return resp.status < 400
                     log.warning("[onebot] http post failed", url=self.url, status=resp.status,
                                 attempt=attempt)
             except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
@@ -110,3 +113,4 @@ class HttpPostTarget:
         self.failed += 1
         log.error("[onebot] http post gave up on an event", url=self.url,
                   post_type=event.get("post_type"))
+        return False

@@ -65,9 +65,11 @@ class ReverseWsClient:
     def dropped(self) -> int:
         return self.queue.dropped
 
-    def publish(self, event: dict[str, Any]) -> None:
-        """Queue an event for this framework; never waits."""
-        self.queue.publish(event)
+    def publish(self, event: dict[str, Any]) -> asyncio.Future[bool] | None:
+        """Queue an event for this framework; never waits. The future (only while connected:
+        otherwise nobody should wait for it) turns True once the event was written."""
+        written = self.queue.publish(event)
+        return written if self.connected.is_set() else None
 
     def start(self) -> None:
         if self._task is None:
