@@ -175,6 +175,7 @@ async def run_daemon(config: Config, stop: asyncio.Event | None = None) -> None:
         if runner is not None:
             await runner.cleanup()  # nothing new is acknowledged
         for client in clients:
+            await client.drain(timeout=2.0)  # what was acknowledged but not yet sent
             await client.close()
         for post in posts:
             await post.close()

@@ -75,6 +75,14 @@ class ReverseWsClient:
         if self._task is None:
             self._task = asyncio.create_task(self._run(), name=f"reverse-ws {self.url}")
 
+    async def drain(self, timeout: float) -> None:
+        """While connected, give queued events up to ``timeout`` seconds to go out."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        while len(self.queue) and self.connected.is_set():
+            if asyncio.get_running_loop().time() >= deadline:
+                return
+            await asyncio.sleep(0.01)
+
     async def close(self) -> None:
         """Stop reconnecting and close the connection with a proper close frame."""
         self._closed.set()

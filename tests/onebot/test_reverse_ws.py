@@ -147,3 +147,25 @@ def test_actions_are_answered() -> None:
             await server.close()
 
     asyncio.run(asyncio.wait_for(main(), 30))
+
+
+def test_drain_sends_what_is_queued_before_close() -> None:
+    async def main() -> None:
+        framework = Framework()
+        server = await start(framework)
+        client = ReverseWsClient(str(server.make_url("/onebot/v11/ws")), 1, heartbeat_interval=60)
+        client.start()
+        try:
+            await framework.next_frame()  # connect
+            for n in range(3000):  # ~6 MB: more than the socket takes in one go
+                client.publish({"n": n, "pad": "x" * 2000})
+            await client.drain(timeout=10)
+            assert len(client.queue) == 0
+            await client.close()
+            got = [await framework.next_frame() for _ in range(3000)]
+            assert [frame["n"] for frame in got] == list(range(3000))
+        finally:
+            await client.close()
+            await server.close()
+
+    asyncio.run(asyncio.wait_for(main(), 30))
