@@ -397,10 +397,19 @@ def test_client_bare_text_is_openid_of_serving_app() -> None:
 @given(tokens, app_ids)
 def test_client_any_bare_token_is_openid(token: str, app_id: str) -> None:
     assume(not token.isdigit() and not token[:5].lower() == "ruin-")
+    assume(not (token[0] in "+-" and token[1:].isdigit()))  # a signed number: refused below
     assert parse_client_input(token, app_id) == OpenId(app_id=app_id, openid=token)
     with pytest.raises(BadInputError) as excinfo:
         parse_client_input(token, app_id, guess_openid=False)
     assert_bad(excinfo, "user_id", token)
+
+
+@pytest.mark.parametrize("value", ["-1", "-0", "+5", "-123456789012"])
+def test_client_signed_number_is_refused_not_taken_as_openid(value: str) -> None:
+    with pytest.raises(BadInputError) as excinfo:
+        parse_client_input(value, APP)
+    assert_bad(excinfo, "user_id", value)
+    assert "without a sign" in excinfo.value.reason
 
 
 def test_client_guess_refused() -> None:
