@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import threading
 from collections.abc import Coroutine, Iterator
@@ -11,10 +12,16 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from hypothesis import settings
 
 from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
 from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore
+
+# CI runs the property tests derandomized, so a build is red only for a reason that is
+# there every time; local runs keep searching freshly (HYPOTHESIS_PROFILE=ci to reproduce).
+settings.register_profile("ci", derandomize=True, deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 APP_ID = "102000001"
 T = TypeVar("T")
