@@ -336,3 +336,47 @@ def migrate_command(ctx: _Context, legacy_path: Path | None, dry_run: bool) -> N
     if on_terminal:
         click.echo("", err=True)
     _emit(ctx, report.to_json(), lambda: "\n".join(report.summary_lines()))
+
+
+@main.command("stats")
+@click.pass_obj
+def stats_command(ctx: _Context) -> None:
+    """Counts per table, file sizes, schema versions and the migration marker."""
+    from migrate.legacy import MARKER
+
+    identity_path = ctx.data_dir / "openid-map.db"
+    msgid_path = ctx.data_dir / "msgid-map.db"
+    try:
+        with _graph(ctx) as graph, graph.store.read() as view:
+            counts = view.counts()
+            schema = view.get_meta("schema_version")
+            marker = view.get_meta(MARKER)
+            counter = view.vuin_counter()
+        with _msgids(ctx, DEFAULT_MSGID_TTL_SECONDS) as msgids:
+            msg_counts = msgids.counts()
+    except IdmapError as err:
+        _fail(err)
+    data = {
+        "openid_map": {"path": str(identity_path), "bytes": identity_path.stat().st_size,
+                       "schema_version": schema, "vuin_counter": counter,
+                       "identities": counts.identities, "vuins": counts.vuins,
+                       "last_seen": counts.last_seen, "aliases": counts.aliases,
+                       "config": counts.config, "user_info": counts.user_info,
+                       "migrated_from_legacy": marker},
+        "msgid_map": {"path": str(msgid_path), "bytes": msgid_path.stat().st_size,
+                      "entries": msg_counts.live_or_unswept, "counter": msg_counts.counter},
+    }
+
+    def human() -> str:
+        o, m = data["openid_map"], data["msgid_map"]
+        lines = [f"openid-map.db  {o['bytes']} bytes, schema {o['schema_version']}, "
+                 f"vuin_counter {o['vuin_counter']}"]
+        lines += [f"  {name:<12} {o[name]}" for name in
+                  ("identities", "vuins", "last_seen", "aliases", "config", "user_info")]
+        lines.append("  migrated     " + ("no" if marker is None else
+                                          f"yes, from {marker.get('legacy_path')}"))
+        lines.append(f"msgid-map.db   {m['bytes']} bytes, {m['entries']} entries, "
+                     f"counter {m['counter']}")
+        return "\n".join(lines)
+
+    _emit(ctx, data, human)

@@ -387,3 +387,22 @@ def test_msgid_store_bad_input_exits_2(cli: Cli) -> None:
     result = cli("msgid", "store", "x" * 401)
     assert result.exit_code == 2
     assert "message_id" in result.stderr
+
+
+# --------------------------------------------------------------------------- stats
+
+
+def test_stats_counts_tables_and_files(cli: Cli, data_dir: Path) -> None:
+    ok(cli("identity", "resolve", "9F3A", "rUIN-QQ-0-2870338968", "--scene", "QQ:1:c2c"))
+    ok(cli("identity", "resolve", "ABCD"))
+    ok(cli("identity", "rebind", "2", "77"))
+    ok(cli("msgid", "store", "ROBOT1.0_x"))
+    data = json.loads(ok(cli("stats", as_json=True)))
+    o = data["openid_map"]
+    assert (o["identities"], o["vuins"], o["last_seen"], o["aliases"]) == (3, 2, 1, 1)
+    assert o["schema_version"] == 1 and o["vuin_counter"] == 2
+    assert o["migrated_from_legacy"] is None
+    assert o["bytes"] == (data_dir / "openid-map.db").stat().st_size
+    assert data["msgid_map"]["entries"] == 1 and data["msgid_map"]["counter"] == 1
+    human = ok(cli("stats"))
+    assert "identities   3" in human and "migrated     no" in human
