@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace, TracebackType
-from typing import Any, Final, Generic, Protocol, Self, TypeVar
+from typing import Any, ClassVar, Final, Generic, Protocol, Self, TypeVar
 
 import lmdb
 import structlog
@@ -43,6 +43,41 @@ class Table:
     name: bytes
     attr: str
     dupsort: bool = False
+
+
+class CounterView:
+    """A view over one transaction that keeps one counter of the ``meta`` table.
+
+    The counter is read once per transaction and written once at its end (:meth:`flush`,
+    just before commit): a batch of 64 allocations decodes and encodes it once, not 64 times.
+    """
+
+    __slots__ = ("_counter", "_counter_dirty", "_t", "_txn")
+
+    #: The counter's key in ``meta``.
+    COUNTER_KEY: ClassVar[bytes]
+
+    def __init__(self, txn: lmdb.Transaction[bytes], tables: Any) -> None:
+        self._txn = txn
+        self._t = tables
+        self._counter: int | None = None
+        self._counter_dirty = False
+
+    def _get_counter(self) -> int:
+        if self._counter is None:
+            raw = self._txn.get(self.COUNTER_KEY, db=self._t.meta)
+            self._counter = 0 if raw is None else int(decode_value(raw))
+        return self._counter
+
+    def _set_counter(self, value: int) -> None:
+        self._counter = value
+        self._counter_dirty = True
+
+    def flush(self) -> None:
+        """Write what this view holds back (the counter); called just before commit."""
+        if self._counter_dirty and self._counter is not None:
+            self._txn.put(self.COUNTER_KEY, encode_value(self._counter), db=self._t.meta)
+            self._counter_dirty = False
 
 
 class TxnView(Protocol):

@@ -16,7 +16,7 @@ import lmdb
 
 from gensokyo_idmap.store.base import IdentityWriter, LastSeen, TableCounts
 from gensokyo_idmap.store.codec import decode_u64, decode_value, encode_u64, encode_value
-from gensokyo_idmap.store.lmdb_env import LmdbEnv, Table
+from gensokyo_idmap.store.lmdb_env import CounterView, LmdbEnv, Table
 
 __all__ = ["DEFAULT_MAP_SIZE", "SCHEMA_VERSION", "UPGRADES", "LmdbIdentityStore"]
 
@@ -57,30 +57,17 @@ def _scene_key(vuin: int, scene: str) -> bytes:
     return encode_u64(vuin) + raw
 
 
-class LmdbView(IdentityWriter):
+class LmdbView(CounterView, IdentityWriter):
     """Reads (and, in a write transaction, writes) of one LMDB transaction."""
 
-    __slots__ = ("_counter", "_counter_dirty", "_t", "_txn")
-
-    def __init__(self, txn: lmdb.Transaction[bytes], tables: Any) -> None:
-        self._txn = txn
-        self._t = tables
-        # The counter is read once per transaction and written once at its end (flush):
-        # a batch of 64 allocations decodes and encodes it once, not 64 times.
-        self._counter: int | None = None
-        self._counter_dirty = False
+    __slots__ = ()
+    COUNTER_KEY = _META_COUNTER
 
     def bulk_handles(self) -> tuple[lmdb.Transaction[bytes], Any]:
         """(transaction, table handles) for bulk loaders (legacy migration) that write
         millions of entries and cannot afford a method call per put; they must keep the
         tables' invariants themselves."""
         return self._txn, self._t
-
-    def flush(self) -> None:
-        """Write what this view holds back (the counter); called just before commit."""
-        if self._counter_dirty and self._counter is not None:
-            self._txn.put(_META_COUNTER, encode_value(self._counter), db=self._t.meta)
-            self._counter_dirty = False
 
     # reads
     def vuin_of(self, key: str) -> int | None:
@@ -125,10 +112,7 @@ class LmdbView(IdentityWriter):
         return found
 
     def vuin_counter(self) -> int:
-        if self._counter is None:
-            raw = self._txn.get(_META_COUNTER, db=self._t.meta)
-            self._counter = 0 if raw is None else int(decode_value(raw))
-        return self._counter
+        return self._get_counter()
 
     def iter_identities(self) -> Iterator[tuple[str, int]]:
         for k, v in self._txn.cursor(self._t.identity_to_vuin):
@@ -183,8 +167,7 @@ class LmdbView(IdentityWriter):
         self._txn.delete(_scene_key(vuin, scene), db=self._t.last_seen)
 
     def set_vuin_counter(self, value: int) -> None:
-        self._counter = value
-        self._counter_dirty = True
+        self._set_counter(value)
 
     # meta and the legacy-compatible tables
     def get_meta(self, name: str) -> Any:

@@ -30,7 +30,7 @@ import structlog
 from gensokyo_idmap.errors import StoreError
 from gensokyo_idmap.store.base import MsgIdCounts, MsgIdWriter, MsgRecord
 from gensokyo_idmap.store.codec import decode_u64, decode_value, encode_u64, encode_value
-from gensokyo_idmap.store.lmdb_env import LmdbEnv, Table
+from gensokyo_idmap.store.lmdb_env import CounterView, LmdbEnv, Table
 
 __all__ = ["MSGID_SCHEMA_VERSION", "LmdbMsgIdStore", "open_msgid_store"]
 
@@ -57,21 +57,11 @@ def _chat_prefix(app_id: str, chat_kind: str, target: str) -> bytes:
     return f"{app_id}\0{chat_kind}\0{target}\0".encode()
 
 
-class MsgIdView(MsgIdWriter):
+class MsgIdView(CounterView, MsgIdWriter):
     """Reads (and, in a write transaction, writes) of one msgid-map.db transaction."""
 
-    __slots__ = ("_counter", "_counter_dirty", "_t", "_txn")
-
-    def __init__(self, txn: lmdb.Transaction[bytes], tables: Any) -> None:
-        self._txn = txn
-        self._t = tables
-        self._counter: int | None = None
-        self._counter_dirty = False
-
-    def flush(self) -> None:
-        if self._counter_dirty and self._counter is not None:
-            self._txn.put(_META_COUNTER, encode_value(self._counter), db=self._t.meta)
-            self._counter_dirty = False
+    __slots__ = ()
+    COUNTER_KEY = _META_COUNTER
 
     # reads
     def virtual_of(self, real_id: str) -> int | None:
@@ -116,10 +106,7 @@ class MsgIdView(MsgIdWriter):
         return None
 
     def msg_counter(self) -> int:
-        if self._counter is None:
-            raw = self._txn.get(_META_COUNTER, db=self._t.meta)
-            self._counter = 0 if raw is None else int(decode_value(raw))
-        return self._counter
+        return self._get_counter()
 
     def counts(self) -> MsgIdCounts:
         return MsgIdCounts(
@@ -155,8 +142,7 @@ class MsgIdView(MsgIdWriter):
         self._txn.delete(encode_u64(expires_ms) + _u32(virtual_id), db=self._t.expires_at)
 
     def set_msg_counter(self, value: int) -> None:
-        self._counter = value
-        self._counter_dirty = True
+        self._set_counter(value)
 
 
 def _is_empty(txn: lmdb.Transaction[bytes], tables: Any) -> bool:
