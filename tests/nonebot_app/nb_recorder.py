@@ -1,0 +1,41 @@
+"""NoneBot plugin of the end-to-end test app: records every message event, answers ``ping``.
+
+Each message event is appended to ``NB_RECORD_FILE`` as ``{"event": {...}}`` (the event as
+NoneBot parsed it: ``user_id``, ``group_id``, ``message_id``, ``self_id``, ``message`` …).
+A message whose plain text is exactly ``ping`` is answered with ``pong`` through
+``bot.send`` (NoneBot's ``send_msg`` action); the outcome is recorded as
+``{"send_result": ...}`` or ``{"send_error": "<exception>"}``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nonebot import on_message
+from nonebot.adapters.onebot.v11 import Bot, MessageEvent
+
+from record_file import record
+
+recorder = on_message(priority=1, block=False)
+
+
+def _segments(message: Any) -> list[dict[str, Any]]:
+    return [{"type": seg.type, "data": dict(seg.data)} for seg in message]
+
+
+@recorder.handle()
+async def record_and_answer(bot: Bot, event: MessageEvent) -> None:
+    dumped = event.model_dump(mode="json", exclude={"message", "original_message", "reply"})
+    dumped["message"] = _segments(event.message)
+    dumped["original_message"] = _segments(event.original_message)
+    dumped["plain_text"] = event.get_plaintext()
+    dumped["to_me"] = event.to_me
+    dumped["bot_self_id"] = bot.self_id
+    record({"event": dumped})
+    if event.get_plaintext().strip() == "ping":
+        try:
+            result = await bot.send(event, "pong")
+        except Exception as exc:  # noqa: BLE001 - recorded for the test to read
+            record({"send_error": f"{type(exc).__name__}: {exc}"})
+        else:
+            record({"send_result": result})

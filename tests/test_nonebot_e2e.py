@@ -1,0 +1,269 @@
+"""A real OneBot client — NoneBot2 with its OneBot v11 adapter — fed by the daemon.
+
+Three processes: the emulated QQ platform (token endpoint, /gateway/bot, gateway) runs in
+this test's event loop; NoneBot (``tests/nonebot_app/bot.py``) and the daemon
+(``gensokyo-idmap serve``) run as subprocesses, the daemon dialling NoneBot by reverse
+WebSocket with an access token. The NoneBot plugin appends every frame and message event it
+gets to a JSON-lines file, which this test reads.
+
+Checked: a group message and a private message reach NoneBot's plugin as OneBot v11 message
+events with integer ids — ``user_id`` / ``group_id`` the vUINs the identity store holds for
+those OpenIDs, ``message_id`` an int32, ``self_id`` an int — and after a SIGTERM and a
+restart on the same data dir, a message from the same user and group carries the same
+vUINs. The plugin also answers ``ping`` (NoneBot's ``send_msg``); its outcome is recorded
+but not asserted until the daemon handles outbound actions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from gensokyo_idmap.identity import OpenId
+from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
+
+from .qq.platform_emulator import APP, SECRET, EmulatedPlatform, group_message
+
+NONEBOT_APP = Path(__file__).resolve().parent / "nonebot_app" / "bot.py"
+GROUP = "A1B2C3D4E5F60718293A4B5C6D7E8F90"
+USER = "0F1E2D3C4B5A69788796A5B4C3D2E1F0"
+TOKEN = "nb-e2e-token-7Qx"
+WAIT = 20.0  # every single wait is bounded by this
+INT32 = range(-(2**31), 2**31)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def nonebot_missing() -> str | None:
+    """Why NoneBot cannot run here (tried in a child: NoneBot stays out of this process)."""
+    probe = subprocess.run(
+        [sys.executable, "-c", "import nonebot, nonebot.adapters.onebot.v11, fastapi, uvicorn"],
+        capture_output=True, text=True, timeout=60)
+    if probe.returncode == 0:
+        return None
+    return (probe.stderr.strip().splitlines() or ["import failed"])[-1]
+
+
+def c2c_message(n: int, user: str = USER, content: str = "ping") -> dict[str, Any]:
+    return {"id": f"ROBOT1.0_c2c{n}", "content": content,
+            "timestamp": "2025-01-01T12:00:00+08:00",
+            "author": {"id": user, "user_openid": user}}
+
+
+def daemon_command(config: Path) -> list[str]:
+    script = Path(sys.executable).with_name("gensokyo-idmap")
+    if script.exists():
+        return [str(script), "serve", "--config", str(config)]
+    return [sys.executable, "-c", "from gensokyo_idmap.cli import main; main()",
+            "serve", "--config", str(config)]
+
+
+class Records:
+    """The JSON lines NoneBot's app wrote (``{"raw"|"event"|"call_api"|"send_…": …}``)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def all(self) -> list[dict[str, Any]]:
+        if not self.path.exists():
+            return []
+        return [json.loads(line) for line in self.path.read_text("utf-8").splitlines() if line]
+
+    def of(self, kind: str) -> list[Any]:
+        return [entry[kind] for entry in self.all() if kind in entry]
+
+
+async def until(what: str, check: Callable[[], bool], *, context: Callable[[], str]) -> None:
+    """Poll ``check`` until it holds, for at most WAIT seconds."""
+    deadline = time.monotonic() + WAIT
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no {what} within {WAIT} s\n{context()}")
+        await asyncio.sleep(0.02)
+
+
+@pytest.mark.slow
+def test_nonebot_gets_group_and_private_messages_with_durable_vuins(tmp_path: Path) -> None:
+    missing = nonebot_missing()
+    if missing is not None:
+        pytest.skip(f"NoneBot2 / nonebot-adapter-onebot not importable (pip install -e "
+                    f"'.[test]'): {missing}")
+
+    data_dir = tmp_path / "data"
+    records = Records(tmp_path / "nonebot-records.jsonl")
+    nb_port = free_port()
+    nb_lines: list[str] = []
+    daemon_logs: list[Path] = []
+
+    def context() -> str:
+        parts = ["--- NoneBot output (tail) ---", *nb_lines[-40:]]
+        for log_file in daemon_logs:
+            parts.append(f"--- {log_file.name} (tail) ---")
+            parts.extend(log_file.read_text("utf-8", "replace").splitlines()[-40:])
+        parts.append("--- records ---")
+        parts.extend(json.dumps(entry) for entry in records.all()[-20:])
+        return "\n".join(parts)
+
+    def nb_connections() -> int:
+        return sum(1 for line in nb_lines if re.search(rf"Bot {APP}\b.* connected", line))
+
+    async def pump(stream: asyncio.StreamReader) -> None:
+        async for raw in stream:
+            nb_lines.append(raw.decode("utf-8", "replace").rstrip())
+
+    async def main() -> None:
+        platform = EmulatedPlatform()
+        await platform.start()
+        config = tmp_path / "config.yml"
+        config.write_text(yaml.safe_dump({
+            "bot": {"app_id": APP, "secret": SECRET},
+            "idmap": {"data_dir": str(data_dir)},
+            "qq": {"gateway": True, "api_base": platform.url("/").rstrip("/"),
+                   "token_url": platform.url("/app/getAppAccessToken")},
+            "webhook": {"listen": ""},
+            "onebot": {"reverse_ws": [f"ws://127.0.0.1:{nb_port}/onebot/v11/ws"],
+                       "forward_ws": "", "http_post": [], "access_token": TOKEN,
+                       "reconnect_interval_seconds": 0.2, "heartbeat_interval_seconds": 60},
+            "log": {"level": "info"},
+        }))
+        env = {**os.environ, "HOST": "127.0.0.1", "PORT": str(nb_port),
+               "ONEBOT_ACCESS_TOKEN": TOKEN, "NB_RECORD_FILE": str(records.path),
+               "API_TIMEOUT": "5", "LOG_LEVEL": "INFO", "PYTHONUNBUFFERED": "1"}
+        nonebot = await asyncio.create_subprocess_exec(
+            sys.executable, str(NONEBOT_APP), cwd=tmp_path, env=env,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+        assert nonebot.stdout is not None
+        pumping = asyncio.create_task(pump(nonebot.stdout))
+        daemons: list[asyncio.subprocess.Process] = []
+
+        async def start_daemon() -> asyncio.subprocess.Process:
+            log_file = tmp_path / f"daemon-{len(daemons) + 1}.log"
+            daemon_logs.append(log_file)
+            with log_file.open("wb") as out:
+                child = await asyncio.create_subprocess_exec(
+                    *daemon_command(config), stdout=out, stderr=subprocess.STDOUT)
+            daemons.append(child)
+            return child
+
+        async def stop_daemon(child: asyncio.subprocess.Process) -> None:
+            child.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(child.wait(), WAIT)
+            except TimeoutError:
+                raise AssertionError(f"daemon ignored SIGTERM for {WAIT} s\n{context()}") from None
+            assert child.returncode == 0, f"daemon exit code {child.returncode}\n{context()}"
+
+        async def nonebot_listening() -> bool:
+            if nonebot.returncode is not None:
+                raise AssertionError(f"NoneBot exited ({nonebot.returncode})\n{context()}")
+            try:
+                _, writer = await asyncio.open_connection("127.0.0.1", nb_port)
+            except OSError:
+                return False
+            writer.close()
+            await writer.wait_closed()
+            return True
+
+        try:
+            deadline = time.monotonic() + WAIT
+            while not await nonebot_listening():
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"NoneBot not listening within {WAIT} s\n{context()}")
+                await asyncio.sleep(0.05)
+
+            # first daemon: gateway Identify, reverse WS accepted by NoneBot
+            await start_daemon()
+            await until("gateway Identify", lambda: len(platform.identifies) == 1,
+                        context=context)
+            await until("NoneBot connection", lambda: nb_connections() == 1, context=context)
+            await platform.push("GROUP_AT_MESSAGE_CREATE", group_message(1, GROUP, USER))
+            await until("group message at NoneBot", lambda: len(records.of("event")) == 1,
+                        context=context)
+            await platform.push("C2C_MESSAGE_CREATE", c2c_message(2))
+            await until("private message at NoneBot", lambda: len(records.of("event")) == 2,
+                        context=context)
+            # the plugin answers "ping" with "pong"; only recorded until outbound actions
+            # exist (the daemon answers unknown actions at once, so this is quick)
+            await until("the outcome of the pong reply",
+                        lambda: bool(records.of("send_error") or records.of("send_result")),
+                        context=context)
+            await stop_daemon(daemons[0])
+
+            # the restart, on the same data dir: NoneBot must take the new connection
+            await start_daemon()
+            await until("gateway Resume", lambda: len(platform.resumes) == 1, context=context)
+            await until("NoneBot reconnection", lambda: nb_connections() == 2, context=context)
+            await platform.push("GROUP_AT_MESSAGE_CREATE", group_message(3, GROUP, USER))
+            await until("group message after the restart",
+                        lambda: len(records.of("event")) == 3, context=context)
+            await stop_daemon(daemons[1])
+        finally:
+            for child in [*daemons, nonebot]:
+                if child.returncode is None:
+                    child.kill()
+                    await asyncio.wait_for(child.wait(), WAIT)
+            await asyncio.wait_for(pumping, WAIT)
+            (tmp_path / "nonebot.log").write_text("\n".join(nb_lines) + "\n", "utf-8")
+            assert platform.server is not None
+            await platform.server.close()
+
+    started = time.monotonic()
+    asyncio.run(asyncio.wait_for(main(), 120))
+    elapsed = time.monotonic() - started
+
+    store = LmdbIdentityStore(data_dir / "openid-map.db")
+    try:
+        with store.read() as view:
+            user_vuin = view.vuin_of(OpenId(APP, USER).key)
+            group_vuin = view.vuin_of(OpenId(APP, GROUP).key)
+    finally:
+        store.close()
+    assert isinstance(user_vuin, int) and isinstance(group_vuin, int)
+    assert user_vuin != group_vuin
+
+    raw = records.of("raw")  # as sent on the wire, before NoneBot's models coerce anything
+    events = records.of("event")  # as NoneBot's plugin got them
+    assert len(raw) == len(events) == 3, context()
+    for frame in raw:
+        assert type(frame["self_id"]) is int, frame
+        assert type(frame["user_id"]) is int, frame
+        assert type(frame["message_id"]) is int and frame["message_id"] in INT32, frame
+        assert frame.get("group_id") is None or type(frame["group_id"]) is int, frame
+
+    group_1, private_2, group_3 = events
+    for event, text in ((group_1, "m1"), (group_3, "m3")):
+        assert event["post_type"] == "message" and event["message_type"] == "group", event
+        assert event["sub_type"] == "normal", event
+        assert (event["user_id"], event["group_id"]) == (user_vuin, group_vuin), event
+        # GROUP_AT_MESSAGE_CREATE: the leading @bot made NoneBot mark the event to_me
+        assert event["to_me"] is True, event
+        assert event["plain_text"] == text, event
+    assert private_2["message_type"] == "private" and private_2["sub_type"] == "friend"
+    assert private_2["user_id"] == user_vuin, private_2
+    assert private_2["plain_text"] == "ping" and private_2["to_me"] is True, private_2
+    for event in events:
+        assert type(event["self_id"]) is int and event["bot_self_id"] == str(event["self_id"])
+        assert type(event["message_id"]) is int and event["message_id"] in INT32, event
+    assert len({event["message_id"] for event in events}) == 3, events
+
+    calls = [entry for entry in records.all() if "call_api" in entry]
+    outcome = records.of("send_result") or records.of("send_error")
+    print(f"\nNoneBot e2e took {elapsed:.1f} s; vUINs user={user_vuin} group={group_vuin}; "
+          f"NoneBot called {calls}; outcome {outcome}")
