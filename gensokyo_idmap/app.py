@@ -1,8 +1,8 @@
 """The daemon process: open the stores, run until told to stop, close cleanly.
 
-Today: both stores, the sweeper, the webhook receiver (when ``webhook.listen`` is set) feeding
-the inbound bridge, and reverse-WebSocket clients to the frameworks. The gateway client, the
-other OneBot transports, actions and the HTTP API attach here as they land.
+Both stores and the sweeper; the platform side (webhook receiver, gateway client, OpenAPI
+client) feeding the inbound bridge; the OneBot side (reverse WS clients, forward WS server,
+HTTP POST targets, HTTP API server), whose actions all go to one ActionService.
 """
 
 from __future__ import annotations
@@ -14,14 +14,17 @@ import aiohttp
 import structlog
 from aiohttp import web
 
+from gensokyo_idmap.action_service import ActionService
 from gensokyo_idmap.bridge import BridgeSettings, EventSink, InboundBridge, InboundPipeline
 from gensokyo_idmap.config import Config
 from gensokyo_idmap.errors import BadInputError, PlatformError
 from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.msgid import MsgIdMap
 from gensokyo_idmap.onebot.forward_ws import ForwardWsServer
+from gensokyo_idmap.onebot.http_api import HttpApiServer
 from gensokyo_idmap.onebot.http_post import HttpPostTarget
 from gensokyo_idmap.onebot.reverse_ws import ReverseWsClient
+from gensokyo_idmap.outbound import OutboundSender, OutboundSettings
 from gensokyo_idmap.qq.events import Interaction
 from gensokyo_idmap.qq.gateway import GatewayClient, GatewayState, discover_gateway
 from gensokyo_idmap.qq.openapi import OpenApiClient
@@ -85,6 +88,8 @@ async def run_daemon(config: Config, stop: asyncio.Event | None = None) -> None:
     posts: list[HttpPostTarget] = []
     http: aiohttp.ClientSession | None = None
     gateway_task: asyncio.Task[None] | None = None
+    api_runner: web.AppRunner | None = None
+    actions: ActionService | None = None
     try:
         graph = IdentityGraph(store)
         msgids = MsgIdMap(msgid_store, ttl_seconds=config.idmap.msgid_ttl_seconds)
@@ -106,41 +111,53 @@ async def run_daemon(config: Config, stop: asyncio.Event | None = None) -> None:
         sweeper = asyncio.create_task(
             msgids.run_sweeper(stop, config.idmap.msgid_sweep_interval_seconds)
         )
-        clients = _reverse_ws_clients(config)
-        for client in clients:
-            client.start()
-            log.info("[onebot] reverse ws", url=client.url, self_id=client.self_id)
-        posts = [HttpPostTarget(target.url, config.self_id,
-                                secret=target.secret.get_secret_value())
-                 for target in config.onebot.http_post]
-        for post in posts:
-            post.start()
-            log.info("[onebot] http post", url=post.url)
-        sinks: list[EventSink] = [*clients, *posts]
-        if config.onebot.forward_ws:
-            forward = ForwardWsServer(
-                config.self_id, access_token=config.onebot.access_token.get_secret_value(),
-                heartbeat_interval=config.onebot.heartbeat_interval_seconds)
-            forward_runner = await _listen(forward.routes(), config.onebot.forward_ws,
-                                           "onebot.forward_ws")
-            sinks.append(forward)
-            log.info("[onebot] forward ws listening", url=f"ws://{config.onebot.forward_ws}/")
-        bridge = InboundBridge(graph, msgids, BridgeSettings(
-            app_id=config.bot.app_id, self_id=config.self_id,
-            message_format=config.onebot.message_format,
-            link_union_openid=config.idmap.link_union_openid,
-            extensions=config.onebot.extensions))
         tokens: AccessTokenManager | None = None
+        openapi: OpenApiClient | None = None
         acknowledge = None
         if config.bot.app_id and config.bot.secret.get_secret_value():
             http = aiohttp.ClientSession()
             tokens = AccessTokenManager(config.bot.app_id, config.bot.secret.get_secret_value(),
                                         http, token_url=config.qq.token_url)
             openapi = OpenApiClient(config.qq.api_base, tokens, http)
+            platform = openapi
 
             async def acknowledge(event: Interaction) -> None:
-                await openapi.ack_interaction(event.interaction_id)
+                await platform.ack_interaction(event.interaction_id)
 
+        actions = ActionService(OutboundSender(graph, msgids, openapi, OutboundSettings(
+            app_id=config.bot.app_id, self_id=config.self_id,
+            op_userid_type=config.onebot.op_userid_type)))
+        clients = _reverse_ws_clients(config, actions)
+        for client in clients:
+            client.start()
+            log.info("[onebot] reverse ws", url=client.url, self_id=client.self_id)
+        posts = [HttpPostTarget(target.url, config.self_id,
+                                secret=target.secret.get_secret_value(),
+                                on_quick_operation=actions.quick_reply)
+                 for target in config.onebot.http_post]
+        for post in posts:
+            post.start()
+            log.info("[onebot] http post", url=post.url)
+        sinks: list[EventSink] = [*clients, *posts]
+        token = config.onebot.access_token.get_secret_value()
+        if config.onebot.forward_ws:
+            forward = ForwardWsServer(
+                config.self_id, access_token=token, on_action=actions,
+                heartbeat_interval=config.onebot.heartbeat_interval_seconds)
+            forward_runner = await _listen(forward.routes(), config.onebot.forward_ws,
+                                           "onebot.forward_ws")
+            sinks.append(forward)
+            log.info("[onebot] forward ws listening", url=f"ws://{config.onebot.forward_ws}/")
+        if config.onebot.http_api:
+            api = HttpApiServer(actions, access_token=token)
+            api_runner = await _listen(api.routes(), config.onebot.http_api, "onebot.http_api")
+            log.info("[onebot] http api listening", url=f"http://{config.onebot.http_api}/")
+        bridge = InboundBridge(graph, msgids, BridgeSettings(
+            app_id=config.bot.app_id, self_id=config.self_id,
+            message_format=config.onebot.message_format,
+            link_union_openid=config.idmap.link_union_openid,
+            extensions=config.onebot.extensions,
+            op_userid_type=config.onebot.op_userid_type))
         pipeline = InboundPipeline(bridge, sinks, acknowledge=acknowledge)
         if config.webhook.listen:
             runner = await _start_webhook(config, pipeline)
@@ -153,6 +170,8 @@ async def run_daemon(config: Config, stop: asyncio.Event | None = None) -> None:
                      if runner is not None else [])
         if forward is not None:
             listeners.append(f"forward ws ws://{config.onebot.forward_ws}/")
+        if api_runner is not None:
+            listeners.append(f"onebot http api http://{config.onebot.http_api}/")
         if config.qq.gateway:
             listeners.append(f"qq gateway via {config.qq.api_base}/gateway/bot")
         listeners += [f"reverse ws {c.url}" for c in clients]
@@ -170,10 +189,10 @@ async def run_daemon(config: Config, stop: asyncio.Event | None = None) -> None:
         if gateway_task is not None:
             gateway_task.cancel()  # stop intake first: the saved seq is the last processed
             await asyncio.gather(gateway_task, return_exceptions=True)
-        if http is not None:
-            await http.close()
         if runner is not None:
             await runner.cleanup()  # nothing new is acknowledged
+        if api_runner is not None:
+            await api_runner.cleanup()
         for client in clients:
             await client.drain(timeout=2.0)  # what was acknowledged but not yet sent
             await client.close()
@@ -183,6 +202,10 @@ async def run_daemon(config: Config, stop: asyncio.Event | None = None) -> None:
             await forward.close()
         if forward_runner is not None:
             await forward_runner.cleanup()
+        if actions is not None:
+            await actions.drain()  # queued (_async) sends finish before the client closes
+        if http is not None:
+            await http.close()
         if sweeper is not None:
             stop.set()
             await sweeper
@@ -191,10 +214,10 @@ async def run_daemon(config: Config, stop: asyncio.Event | None = None) -> None:
         log.info("[app] stopped")
 
 
-def _reverse_ws_clients(config: Config) -> list[ReverseWsClient]:
+def _reverse_ws_clients(config: Config, actions: ActionService) -> list[ReverseWsClient]:
     token = config.onebot.access_token.get_secret_value() or None
     return [
-        ReverseWsClient(url, config.self_id, access_token=token,
+        ReverseWsClient(url, config.self_id, access_token=token, on_action=actions,
                         reconnect_interval=config.onebot.reconnect_interval_seconds,
                         heartbeat_interval=config.onebot.heartbeat_interval_seconds)
         for url in config.onebot.reverse_ws

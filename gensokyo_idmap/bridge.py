@@ -13,19 +13,25 @@ Rules:
    which is also what the reply path reads back for passive replies.
 4. **Unknown or non-chat events produce no OneBot event**; they are logged, never raised.
 
-Only the ``vuin`` mode of ``op_userid_type`` exists so far (the other modes arrive with the
-rest of issue 5); transports and the platform clients live elsewhere and call
-:meth:`InboundBridge.translate`.
+5. **Non-message events a reply may name** (``event_id``: GROUP_ADD_ROBOT,
+   GROUP_MSG_RECEIVE, FRIEND_ADD, C2C_MSG_RECEIVE, INTERACTION_CREATE) keep their envelope id
+   in the msgid map too, under the chat's ``group-event`` / ``c2c-event`` kind.
+6. **``op_userid_type``** (DESIGN §5) decides what ``user_id`` / ``group_id`` /
+   ``operator_id`` carry: the vUIN (default), the platform's own OpenID (``raw``: text, for
+   frameworks that take string ids), or the person's QQ number when an rUIN is bound
+   (``ruin``, else the vUIN).
+
+Transports and the platform clients live elsewhere and call :meth:`InboundBridge.translate`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Final, Literal, Protocol
 
 import structlog
 
@@ -36,6 +42,7 @@ from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.msgid import MsgContext, MsgIdMap
 from gensokyo_idmap.onebot import events as ob
 from gensokyo_idmap.onebot.message import Segment
+from gensokyo_idmap.passive_reply import EVENT_KINDS
 from gensokyo_idmap.qq.events import (
     Attachment,
     C2CMessage,
@@ -60,6 +67,15 @@ class BridgeSettings:
     message_format: ob.MessageFormat = "array"
     link_union_openid: bool = True
     extensions: bool = False
+    op_userid_type: Literal["vuin", "raw", "ruin"] = "vuin"
+
+
+#: Non-message events whose envelope id the platform accepts as a send's ``event_id``.
+REPLYABLE_EVENTS: Final = {
+    "GROUP_ADD_ROBOT": "group", "GROUP_MSG_RECEIVE": "group",
+    "FRIEND_ADD": "c2c", "C2C_MSG_RECEIVE": "c2c",
+}
+_ID_FIELDS: Final = ("user_id", "group_id", "operator_id")
 
 
 def attachment_segment(attachment: Attachment) -> Segment:
@@ -121,6 +137,49 @@ class InboundBridge:
 
     async def translate(self, event: QQEvent) -> list[dict[str, Any]]:
         """The OneBot events for one platform event (empty for lifecycle or unknown ones)."""
+        events = await self._translate(event)
+        if events:
+            await self._remember_event_id(event)
+            if self.settings.op_userid_type != "vuin":
+                ids = self._downstream_ids(event)
+                events = [_with_ids(item, ids) for item in events]
+        return events
+
+    async def _remember_event_id(self, event: QQEvent) -> None:
+        """Keep a reply-able event's id, so a send to that chat can answer it (rule 5)."""
+        if event.event_id is None:
+            return
+        chat: tuple[str, OpenId] | None = None
+        kind = REPLYABLE_EVENTS.get(event.event_type)
+        if isinstance(event, GroupRobotEvent) and kind is not None:
+            chat = ("group", event.group)
+        elif isinstance(event, FriendEvent) and kind is not None:
+            chat = ("c2c", event.user)
+        elif isinstance(event, Interaction):
+            if event.group is not None:
+                chat = ("group", event.group)
+            elif event.user is not None:
+                chat = ("c2c", event.user)
+        if chat is not None:
+            await self.msgids.store_real(event.event_id, MsgContext(
+                self.settings.app_id, EVENT_KINDS[chat[0]], chat[1].openid, "in"))
+
+    def _downstream_ids(self, event: QQEvent) -> dict[int, int | str]:
+        """vUIN → what ``op_userid_type`` sends instead, for the OpenIDs of ``event``."""
+        ids: dict[int, int | str] = {}
+        for key in event.identities():
+            if not isinstance(key, OpenId):
+                continue
+            vuin = self.graph.lookup(key)
+            if vuin is None or vuin in ids:
+                continue
+            if self.settings.op_userid_type == "raw":
+                ids[vuin] = key.openid
+            else:
+                ids[vuin] = _qq_number(self.graph.show(vuin).identities) or vuin
+        return ids
+
+    async def _translate(self, event: QQEvent) -> list[dict[str, Any]]:
         s = self.settings
         now = int(self._clock())
         if isinstance(event, GroupMessage):
@@ -217,6 +276,30 @@ class InboundBridge:
         if group is not None:
             extra["real_group_id"] = group.openid
         return extra
+
+
+def _qq_number(identities: Sequence[str]) -> int | None:
+    """The lowest-index QQ rUIN of an identity set, as a number (None if there is none)."""
+    numbers = []
+    for key in identities:
+        if key.startswith("ruin:QQ:"):
+            _, _, index, value = key.split(":", 3)
+            if value.isascii() and value.isdigit():
+                numbers.append((int(index), int(value)))
+    return min(numbers)[1] if numbers else None
+
+
+def _with_ids(event: dict[str, Any], ids: Mapping[int, int | str]) -> dict[str, Any]:
+    """``event`` with its id fields (and ``sender.user_id``) swapped by ``ids``."""
+    swapped = dict(event)
+    for name in _ID_FIELDS:
+        value = swapped.get(name)
+        if isinstance(value, int) and value in ids:
+            swapped[name] = ids[value]
+    sender = swapped.get("sender")
+    if isinstance(sender, dict) and sender.get("user_id") in ids:
+        swapped["sender"] = {**sender, "user_id": ids[sender["user_id"]]}
+    return swapped
 
 
 class EventSink(Protocol):

@@ -117,8 +117,11 @@ class OneBotConfig(_Section):
     reconnect_interval_seconds: float = Field(default=3.0, gt=0)
     heartbeat_interval_seconds: float = Field(default=5.0, gt=0)
     extensions: bool = Field(default=False, description="add the Go daemon's real_* fields")
+    http_api: str = Field(default="", description="host:port of the OneBot HTTP API; empty: off")
+    op_userid_type: Literal["vuin", "raw", "ruin"] = Field(
+        default="vuin", description="what user_id/group_id carry downstream (DESIGN §5)")
 
-    @field_validator("forward_ws")
+    @field_validator("forward_ws", "http_api")
     @classmethod
     def _forward(cls, value: str) -> str:
         return _host_port(value)

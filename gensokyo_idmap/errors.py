@@ -101,8 +101,24 @@ class LegacyDbError(StoreError):
 
 
 class PlatformError(IdmapError):
-    """The QQ platform answered with an error."""
+    """The QQ platform answered with an error (or could not be reached).
+
+    ``status`` is the HTTP status (None when no answer came), ``platform_code`` and
+    ``platform_message`` what the platform's body said, so a failed action can show them.
+    """
 
     retcode = 103
     http_status = 502
     code = "platform_error"
+
+    def __init__(self, message: str, *, status: int | None = None,
+                 platform_code: int | None = None, platform_message: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.platform_code = platform_code
+        self.platform_message = platform_message
+
+    @property
+    def retryable(self) -> bool:
+        """No answer, a 5xx or a 429: the same request may succeed a moment later."""
+        return self.status is None or self.status >= 500 or self.status == 429

@@ -363,6 +363,26 @@ class IdentityGraph:
                 aliases=tuple(sorted(view.aliases_to(target))),
             )
 
+    def seen_in_scenes(
+        self, key_prefix: str, scene_of: Callable[[str], str], limit: int
+    ) -> list[tuple[str, int, LastSeen]]:
+        """(key, vUIN, last_seen) of the keys under ``key_prefix`` that were last seen in
+        the scene ``scene_of(key)`` names, at most ``limit`` of them, in key order.
+
+        This is what the graph knows about "the groups of this bot", "its friends" or "the
+        members of a group" (the platform has no list API); the cost is one walk of the
+        prefix, so callers bound it.
+        """
+        found: list[tuple[str, int, LastSeen]] = []
+        with self.store.read() as view:
+            for key, vuin in view.iter_identities(key_prefix):
+                seen = view.last_seen(vuin, scene_of(key))
+                if seen is not None:
+                    found.append((key, vuin, seen))
+                    if len(found) >= limit:
+                        break
+        return found
+
     async def bind(self, key: IdentityKey, vuin: int) -> BindResult:
         """Point ``key`` at ``vuin`` (or what it is an alias of), adding it to that set."""
         try:
@@ -394,19 +414,29 @@ class IdentityGraph:
         scene: str | None = None,
         explicit: IdentityKey | None = None,
         usable: Usable = ANY_IDENTITY,
+        scene_prefix: str | None = None,
     ) -> IdentityKey:
         """The one identity to use for ``vuin`` (DESIGN §4).
 
         Explicit identity > ``last_seen`` in this scene > any usable identity of the set.
+        ``scene_prefix`` (e.g. ``QQ:<app>:c2c:``) stands for "this kind of chat" when the
+        exact scene is not known yet: the most recent usable ``last_seen`` among them wins.
         """
         if explicit is not None:
             return explicit
         _check_vuin(vuin, "vuin")
         with self.store.read() as view:
             target = follow_alias(view, vuin)
+            seen_here: list[LastSeen] = []
             if scene is not None:
-                seen = view.last_seen(target, scene)
-                if seen is not None and view.vuin_of(seen.identity) == target:
+                exact = view.last_seen(target, scene)
+                seen_here = [exact] if exact is not None else []
+            elif scene_prefix is not None:
+                seen_here = sorted((seen for name, seen in view.last_seen_all(target)
+                                    if name.startswith(scene_prefix)),
+                                   key=lambda seen: seen.since, reverse=True)
+            for seen in seen_here:
+                if view.vuin_of(seen.identity) == target:
                     key = _parse_stored_key(seen.identity)
                     if usable.accepts(key):
                         return key

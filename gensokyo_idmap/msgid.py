@@ -230,17 +230,19 @@ class MsgIdMap:
         return None if record is None or record.real_id != real_id else record.virtual_id
 
     def latest_inbound(
-        self, app_id: str, chat_kind: str, target: str, window_seconds: float
+        self, app_id: str, chat_kind: str, target: str, window_seconds: float,
+        before: MsgRecord | None = None,
     ) -> MsgRecord | None:
         """The newest inbound message of a chat created within the window (passive replies).
 
         One cursor seek on ``chat_recent``, whatever the store holds; it steps back only over
-        this chat's expired-but-unswept messages.
+        this chat's expired-but-unswept messages. ``before`` asks for the next older one
+        (a message whose replies are used up).
         """
         now_ms = self._now_ms()
         with self.store.read() as view:
             return view.latest_inbound(
-                app_id, chat_kind, target, now_ms, now_ms - int(window_seconds * 1000)
+                app_id, chat_kind, target, now_ms, now_ms - int(window_seconds * 1000), before
             )
 
     async def sweep(self) -> int:

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 import structlog
 
 from gensokyo_idmap.onebot import events as ob
+from gensokyo_idmap.onebot.actions import RETCODE_BAD_JSON, failed, unknown_action
 
 __all__ = ["ActionHandler", "EventQueue", "serve_socket"]
 
@@ -100,12 +101,6 @@ class EventQueue:
         return self._events.popleft()
 
 
-def unsupported(frame: dict[str, Any]) -> dict[str, Any]:
-    return {"status": "failed", "retcode": 1404, "data": None,
-            "message": "unsupported action", "wording": "unsupported action",
-            "echo": frame.get("echo")}
-
-
 async def _heartbeats(ws: _Socket, self_id: int, interval: float,
                       clock: Callable[[], float]) -> None:
     while not ws.closed:
@@ -114,21 +109,36 @@ async def _heartbeats(ws: _Socket, self_id: int, interval: float,
             self_id=self_id, time=int(clock()), interval_ms=int(interval * 1000))))
 
 
-async def _actions(ws: _Socket, on_action: ActionHandler | None) -> None:
-    async for message in ws:
-        if message.type.name != "TEXT":
-            continue
-        try:
-            frame = json.loads(message.data)
-        except ValueError:
-            await ws.send_str(json.dumps({"status": "failed", "retcode": 1400, "data": None,
-                                          "message": "bad JSON", "wording": "bad JSON",
-                                          "echo": None}))
-            continue
-        if not isinstance(frame, dict):
-            continue
-        response = await on_action(frame) if on_action is not None else unsupported(frame)
+async def _answer(ws: _Socket, on_action: ActionHandler | None, frame: Any) -> None:
+    if not isinstance(frame, dict):
+        response = failed(RETCODE_BAD_JSON, "an action frame must be a JSON object")
+    elif on_action is None:
+        response = unknown_action(str(frame.get("action")), frame.get("echo"))
+    else:
+        response = await on_action(frame)
+    if not ws.closed:
         await ws.send_str(json.dumps(response, ensure_ascii=False))
+
+
+async def _actions(ws: _Socket, on_action: ActionHandler | None) -> None:
+    """Answer every action frame; each runs on its own, so a slow send (the platform may
+    take seconds) never holds up a quick ``get_status`` on the same connection."""
+    running: set[asyncio.Task[None]] = set()
+    try:
+        async for message in ws:
+            if message.type.name != "TEXT":
+                continue
+            try:
+                frame = json.loads(message.data)
+            except ValueError:
+                await ws.send_str(json.dumps(failed(RETCODE_BAD_JSON, "bad JSON")))
+                continue
+            task = asyncio.create_task(_answer(ws, on_action, frame))
+            running.add(task)
+            task.add_done_callback(running.discard)
+    finally:
+        for task in running:
+            task.cancel()
 
 
 async def serve_socket(

@@ -20,12 +20,12 @@ from aiohttp import web
 
 from gensokyo_idmap.onebot.connection import ActionHandler, EventQueue, serve_socket
 
-__all__ = ["ForwardWsServer"]
+__all__ = ["ForwardWsServer", "presented_token"]
 
 log = structlog.get_logger("gensokyo_idmap.onebot.forward_ws")
 
 
-def _presented_token(request: web.Request) -> str | None:
+def presented_token(request: web.Request) -> str | None:
     header = request.headers.get("Authorization", "")
     scheme, _, value = header.partition(" ")
     if scheme.lower() in ("bearer", "token") and value:
@@ -70,7 +70,7 @@ class ForwardWsServer:
     def _authorised(self, request: web.Request) -> bool:
         if self._token is None:
             return True
-        presented = _presented_token(request)
+        presented = presented_token(request)
         return presented is not None and hmac.compare_digest(
             presented.encode("utf-8"), self._token.encode("utf-8"))
 

@@ -4,8 +4,9 @@ Headers: ``Content-Type: application/json``, ``X-Self-ID``, and ``X-Signature:
 sha1=<HMAC-SHA1 of the raw body>`` when a secret is set (reference onebot-v11.md §1.2). One
 bounded queue and one sender task per URL: a slow or dead receiver drops its own oldest
 events (logged, counted) and delays nobody. A failed POST is retried a few times with a
-short backoff, then dropped and logged. A quick-operation reply body is logged and left
-alone until the OneBot actions exist (the outbound bridge).
+short backoff, then dropped and logged. A JSON object in the answer is a quick operation
+(``{"reply": …, "at_sender": …}``): it is handed to ``on_quick_operation`` with its event, in
+the background, so the next event is not held up by the platform call.
 """
 
 from __future__ import annotations
@@ -14,11 +15,13 @@ import asyncio
 import hashlib
 import hmac
 import json
+from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 import aiohttp
 import structlog
 
+from gensokyo_idmap.errors import IdmapError
 from gensokyo_idmap.onebot.connection import EventQueue
 
 __all__ = ["HttpPostTarget", "sign_body"]
@@ -26,6 +29,7 @@ __all__ = ["HttpPostTarget", "sign_body"]
 log = structlog.get_logger("gensokyo_idmap.onebot.http_post")
 
 _ATTEMPTS: Final = 3
+QuickOperation = Callable[[dict[str, Any], dict[str, Any]], Awaitable[Any]]
 
 
 def sign_body(secret: str, body: bytes) -> str:
@@ -45,6 +49,7 @@ class HttpPostTarget:
         queue_size: int = 10_000,
         timeout: float = 10.0,
         retry_delay: float = 0.5,
+        on_quick_operation: QuickOperation | None = None,
     ) -> None:
         self.url = url
         self.self_id = self_id
@@ -56,6 +61,8 @@ class HttpPostTarget:
         self._stop = asyncio.Event()
         self.delivered = 0
         self.failed = 0
+        self._on_quick_operation = on_quick_operation
+        self._operations: set[asyncio.Task[None]] = set()
 
     def publish(self, event: dict[str, Any]) -> asyncio.Future[bool]:
         return self.queue.publish(event)
@@ -69,6 +76,8 @@ class HttpPostTarget:
         self.queue.wake()
         if self._task is not None:
             await self._task
+        if self._operations:
+            await asyncio.gather(*self._operations, return_exceptions=True)
 
     def _headers(self, body: bytes) -> dict[str, str]:
         headers = {"Content-Type": "application/json", "X-Self-ID": str(self.self_id),
@@ -88,6 +97,29 @@ class HttpPostTarget:
                 if not posted.done():
                     posted.set_result(ok)
 
+    def _quick_operation(self, event: dict[str, Any], reply: bytes) -> None:
+        try:
+            operation = json.loads(reply)
+        except ValueError:
+            log.warning("[onebot] http post answer is not JSON; ignored", url=self.url)
+            return
+        if not isinstance(operation, dict) or not operation:
+            return
+        if self._on_quick_operation is None:
+            log.info("[onebot] quick operation ignored (no action service)", url=self.url)
+            return
+        task = asyncio.create_task(self._run_quick_operation(event, operation))
+        self._operations.add(task)
+        task.add_done_callback(self._operations.discard)
+
+    async def _run_quick_operation(self, event: dict[str, Any],
+                                   operation: dict[str, Any]) -> None:
+        assert self._on_quick_operation is not None
+        try:
+            await self._on_quick_operation(event, operation)
+        except IdmapError as err:
+            log.warning("[onebot] quick operation failed", url=self.url, reason=err.message)
+
     async def _post(self, session: aiohttp.ClientSession, event: dict[str, Any]) -> bool:
         body = json.dumps(event, ensure_ascii=False).encode("utf-8")
         for attempt in range(1, _ATTEMPTS + 1):
@@ -99,8 +131,7 @@ class HttpPostTarget:
                             log.warning("[onebot] http post refused", url=self.url,
                                         status=resp.status)
                         elif reply.strip():
-                            log.info("[onebot] http post quick operation not supported yet",
-                                     url=self.url)
+                            self._quick_operation(event, reply)
                         self.delivered += resp.status < 400
                         return resp.status < 400
                     log.warning("[onebot] http post failed", url=self.url, status=resp.status,

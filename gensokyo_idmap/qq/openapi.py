@@ -1,41 +1,76 @@
-"""The platform's OpenAPI over HTTP (``QQBot <token>`` authorised); only what is used so far.
+"""The platform's OpenAPI over HTTP (``QQBot <token>`` authorised).
 
-Every call retries once after a 401 with a fresh token (the token may have been replaced
-early); errors come back as :class:`PlatformError` carrying the platform's code and message,
-never the token.
+- Every call retries once after a 401 with a fresh token (the token may have been replaced
+  early).
+- No answer, a 5xx or a 429 is retried a bounded number of times with backoff, sending the
+  very same body: for message sends that keeps the same ``msg_id`` + ``msg_seq``, which the
+  platform refuses to deliver twice, so a retry after a lost answer cannot double a message.
+- Errors come back as :class:`PlatformError` carrying the HTTP status and the platform's
+  code and message, never the token.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any
+from typing import Any, Final
+from urllib.parse import quote
 
 import aiohttp
 import structlog
 
-from gensokyo_idmap.errors import PlatformError
+from gensokyo_idmap.errors import BadInputError, PlatformError
 from gensokyo_idmap.qq.token import AccessTokenManager
 
-__all__ = ["OpenApiClient"]
+__all__ = ["CHAT_PATHS", "OpenApiClient"]
 
 log = structlog.get_logger("gensokyo_idmap.qq.openapi")
+
+#: Path prefix of each chat kind's endpoints.
+CHAT_PATHS: Final = {"group": "/v2/groups/", "c2c": "/v2/users/"}
+_ERROR_STATUSES: Final = range(400, 600)
+
+
+def _chat_path(chat_kind: str, target: str) -> str:
+    try:
+        return CHAT_PATHS[chat_kind] + target
+    except KeyError:
+        raise BadInputError("chat_kind", chat_kind, "must be group or c2c") from None
 
 
 class OpenApiClient:
     def __init__(self, api_base: str, tokens: AccessTokenManager,
-                 session: aiohttp.ClientSession) -> None:
+                 session: aiohttp.ClientSession, *, attempts: int = 3,
+                 backoff_seconds: float = 0.5, timeout_seconds: float = 10.0) -> None:
         self.api_base = api_base.rstrip("/")
         self.tokens = tokens
         self.session = session
+        self.attempts = attempts
+        self.backoff_seconds = backoff_seconds
+        self.timeout = aiohttp.ClientTimeout(total=timeout_seconds)
 
     async def request(self, method: str, path: str, body: Any = None) -> Any:
+        """One call, retried as the module says; the decoded JSON answer (None if empty)."""
+        delay = self.backoff_seconds
+        for attempt in range(1, self.attempts + 1):
+            try:
+                return await self._authorised(method, path, body)
+            except PlatformError as err:
+                if not err.retryable or attempt == self.attempts:
+                    raise
+                log.warning("[qq] openapi retry", method=method, path=path, attempt=attempt,
+                            reason=err.message, retry_in=delay)
+            await asyncio.sleep(delay)
+            delay *= 2
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _authorised(self, method: str, path: str, body: Any) -> Any:
         for attempt in (1, 2):
             headers = {"Authorization": await self.tokens.authorization(),
                        "X-Union-Appid": self.tokens.app_id}
             try:
                 async with self.session.request(method, self.api_base + path, json=body,
-                                                headers=headers) as resp:
+                                                headers=headers, timeout=self.timeout) as resp:
                     raw = await resp.read()
                     status = resp.status
             except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
@@ -47,14 +82,41 @@ class OpenApiClient:
                 data = json.loads(raw) if raw.strip() else None
             except ValueError:
                 data = None
-            if status >= 400:
+            if status in _ERROR_STATUSES or status in (201, 202):
+                # 201/202 are "accepted, not sent" (e.g. pending audit): a failure to report.
                 code = data.get("code") if isinstance(data, dict) else None
                 message = data.get("message") if isinstance(data, dict) else None
                 raise PlatformError(f"{method} {path}: HTTP {status}, code {code}, "
-                                    f"message {message!r}")
+                                    f"message {message!r}", status=status,
+                                    platform_code=code if isinstance(code, int) else None,
+                                    platform_message=message if isinstance(message, str)
+                                    else None)
             return data
-        raise PlatformError(f"{method} {path}: still unauthorised with a fresh token")
+        raise PlatformError(f"{method} {path}: still unauthorised with a fresh token",
+                            status=401)
 
     async def ack_interaction(self, interaction_id: str, code: int = 0) -> None:
         """``PUT /interactions/{id}`` (0 ok): the platform expects it for every button press."""
         await self.request("PUT", f"/interactions/{interaction_id}", {"code": code})
+
+    async def send_message(self, chat_kind: str, target: str,
+                           body: dict[str, Any]) -> dict[str, Any]:
+        """``POST /v2/{groups|users}/{openid}/messages``; the answer holds the new ``id``."""
+        answer = await self.request("POST", _chat_path(chat_kind, target) + "/messages", body)
+        if not isinstance(answer, dict) or not isinstance(answer.get("id"), str):
+            raise PlatformError(f"send to {chat_kind} answered without a message id "
+                                f"({str(answer)[:120]!r})")
+        return answer
+
+    async def upload_media(self, chat_kind: str, target: str, body: dict[str, Any]) -> str:
+        """``POST …/files`` with ``srv_send_msg`` false; the ``file_info`` to send it with."""
+        answer = await self.request("POST", _chat_path(chat_kind, target) + "/files", body)
+        info = answer.get("file_info") if isinstance(answer, dict) else None
+        if not isinstance(info, str) or not info:
+            raise PlatformError(f"upload to {chat_kind} answered without file_info")
+        return info
+
+    async def recall(self, chat_kind: str, target: str, message_id: str) -> None:
+        """``DELETE …/messages/{id}`` (only the bot's own, within 2 minutes)."""
+        path = f"{_chat_path(chat_kind, target)}/messages/{quote(message_id, safe='')}"
+        await self.request("DELETE", path)

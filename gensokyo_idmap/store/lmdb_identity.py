@@ -114,8 +114,14 @@ class LmdbView(CounterView, IdentityWriter):
     def vuin_counter(self) -> int:
         return self._get_counter()
 
-    def iter_identities(self) -> Iterator[tuple[str, int]]:
-        for k, v in self._txn.cursor(self._t.identity_to_vuin):
+    def iter_identities(self, prefix: str = "") -> Iterator[tuple[str, int]]:
+        cur = self._txn.cursor(self._t.identity_to_vuin)
+        start = prefix.encode("utf-8")
+        if start and not cur.set_range(start):
+            return
+        for k, v in cur:
+            if start and not k.startswith(start):
+                return
             yield bytes(k).decode("utf-8"), decode_u64(v)
 
     def iter_vuin_sets(self) -> Iterator[tuple[int, str]]:

@@ -88,11 +88,14 @@ class MsgIdView(CounterView, MsgIdWriter):
         return found
 
     def latest_inbound(
-        self, app_id: str, chat_kind: str, target: str, now_ms: int, since_ms: int
+        self, app_id: str, chat_kind: str, target: str, now_ms: int, since_ms: int,
+        before: MsgRecord | None = None,
     ) -> MsgRecord | None:
         prefix = _chat_prefix(app_id, chat_kind, target)
         cur = self._txn.cursor(self._t.chat_recent)
-        positioned = cur.set_range(prefix + encode_u64(now_ms + 1))
+        bound = (encode_u64(now_ms + 1) if before is None
+                 else encode_u64(before.created_ms) + _u32(before.virtual_id))
+        positioned = cur.set_range(prefix + bound)
         moved = cur.prev() if positioned else cur.last()
         oldest = prefix + encode_u64(max(since_ms, 0))
         while moved:

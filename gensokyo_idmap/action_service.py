@@ -1,0 +1,351 @@
+"""OneBot v11 actions: one handler table for every transport (reverse WS, forward WS, HTTP).
+
+A transport passes the decoded frame to :class:`ActionService` and sends back the dict it
+returns; the service never raises for a client's mistake. Sends go through
+:class:`~gensokyo_idmap.outbound.OutboundSender`; the information actions answer from what
+the identity graph and ``last_seen`` know (the platform has no member or friend lists, and
+no nicknames, so those fields are empty rather than invented).
+
+``_async`` calls are answered ``async`` at once and run in the background (kept referenced
+until done; their failures are logged).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any, Final
+
+import structlog
+
+from gensokyo_idmap.errors import BadInputError, IdmapError, NotFoundError, PlatformError
+from gensokyo_idmap.identity import RUin, VUin, parse_key
+from gensokyo_idmap.idmap import IdentityGraph
+from gensokyo_idmap.msgid import MsgIdMap, check_virtual_id
+from gensokyo_idmap.onebot.actions import (
+    ActionRequest,
+    async_accepted,
+    bool_param,
+    failed,
+    failed_from,
+    int_param,
+    ok,
+    parse_action,
+    str_param,
+    unknown_action,
+)
+from gensokyo_idmap.onebot.message import Segment, normalize_message
+from gensokyo_idmap.outbound import ChatKind, OutboundSender, Target
+
+__all__ = ["ActionService"]
+
+log = structlog.get_logger("gensokyo_idmap.actions")
+
+Params = Mapping[str, Any]
+Handler = Callable[[Params], Awaitable[Any]]
+#: The most entries a list action walks (friend, group and member lists).
+LIST_LIMIT: Final = 10_000
+_RETCODE_INTERNAL: Final = 102
+
+
+def _package_version() -> str:
+    try:
+        return version("gensokyo-idmap")
+    except PackageNotFoundError:  # pragma: no cover - running from a bare checkout
+        return "0"
+
+
+@dataclass(frozen=True, slots=True)
+class _Chat:
+    """The chat an action's params name."""
+
+    kind: ChatKind
+    target: Target
+
+
+class ActionService:
+    def __init__(self, sender: OutboundSender, clock: Callable[[], float] = time.time) -> None:
+        self.sender = sender
+        self.graph: IdentityGraph = sender.graph
+        self.msgids: MsgIdMap = sender.msgids
+        self.app_id = sender.settings.app_id
+        self.self_id = sender.settings.self_id
+        self._clock = clock
+        self._background: set[asyncio.Task[Any]] = set()
+        self.handlers: dict[str, Handler] = {
+            "send_msg": self.send_msg,
+            "send_group_msg": self.send_group_msg,
+            "send_private_msg": self.send_private_msg,
+            "delete_msg": self.delete_msg,
+            "get_msg": self.get_msg,
+            "get_login_info": self.get_login_info,
+            "get_stranger_info": self.get_stranger_info,
+            "get_friend_list": self.get_friend_list,
+            "get_group_info": self.get_group_info,
+            "get_group_list": self.get_group_list,
+            "get_group_member_info": self.get_group_member_info,
+            "get_group_member_list": self.get_group_member_list,
+            "get_status": self.get_status,
+            "get_version_info": self.get_version_info,
+            "can_send_image": self.can_send,
+            "can_send_record": self.can_send,
+            ".handle_quick_operation": self.handle_quick_operation,
+            "bind_identity": self.bind_identity,
+            "get_identity": self.get_identity,
+        }
+
+    # --- dispatch -------------------------------------------------------------------------
+
+    async def __call__(self, frame: dict[str, Any]) -> dict[str, Any]:
+        echo = frame.get("echo") if isinstance(frame, dict) else None
+        try:
+            request = parse_action(frame)
+        except BadInputError as err:
+            return failed_from(err, echo)
+        handler = self.handlers.get(request.action)
+        if handler is None:
+            log.info("[onebot] unknown action", action=request.action)
+            return unknown_action(request.action, echo)
+        if request.queued:
+            task = asyncio.create_task(self._run(handler, request))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+            return async_accepted(echo)
+        return await self._run(handler, request)
+
+    async def _run(self, handler: Handler, request: ActionRequest) -> dict[str, Any]:
+        try:
+            data = await handler(request.params)
+        except PlatformError as err:
+            detail = (f"platform code {err.platform_code}: {err.platform_message}"
+                      if err.platform_code is not None or err.platform_message
+                      else err.message)
+            log.warning("[onebot] action failed", action=request.action, reason=err.message)
+            return failed(err.retcode, f"{request.action}: {detail}", request.echo)
+        except IdmapError as err:
+            log.info("[onebot] action refused", action=request.action, reason=err.message)
+            return failed_from(err, request.echo)
+        except Exception as exc:  # a bug of ours: answer anyway, the client must not hang
+            log.exception("[onebot] action crashed", action=request.action)
+            return failed(_RETCODE_INTERNAL, f"{request.action}: internal error "
+                          f"({type(exc).__name__})", request.echo)
+        return ok(data, request.echo)
+
+    async def drain(self) -> None:
+        """Wait for queued (``_async``) actions still running."""
+        if self._background:
+            await asyncio.gather(*self._background, return_exceptions=True)
+
+    # --- sending --------------------------------------------------------------------------
+
+    def _message(self, params: Params) -> list[Segment]:
+        if params.get("message") is None:
+            raise BadInputError("message", None, "is required")
+        return normalize_message(params["message"],
+                                 auto_escape=bool_param(params, "auto_escape"))
+
+    def _chat(self, params: Params, message_type: str | None = None) -> _Chat:
+        kind = message_type or str_param(params, "message_type", required=False)
+        if kind is None:
+            kind = "group" if params.get("group_id") is not None else "private"
+        if kind == "group":
+            return _Chat("group", self.sender.resolve_target(
+                "group", params.get("group_id"), "group_id", params.get("openid")))
+        if kind == "private":
+            if params.get("user_id") is None:
+                raise BadInputError("user_id", None, "is required")
+            return _Chat("c2c", self.sender.resolve_target(
+                "c2c", params.get("user_id"), "user_id", params.get("openid")))
+        raise BadInputError("message_type", kind, "must be group or private")
+
+    async def send_msg(self, params: Params) -> dict[str, int]:
+        chat = self._chat(params)
+        return {"message_id": await self.sender.send(chat.target, self._message(params))}
+
+    async def send_group_msg(self, params: Params) -> dict[str, int]:
+        if params.get("group_id") is None:
+            raise BadInputError("group_id", None, "is required")
+        chat = self._chat(params, "group")
+        return {"message_id": await self.sender.send(chat.target, self._message(params))}
+
+    async def send_private_msg(self, params: Params) -> dict[str, int]:
+        chat = self._chat(params, "private")
+        return {"message_id": await self.sender.send(chat.target, self._message(params))}
+
+    async def delete_msg(self, params: Params) -> None:
+        await self.sender.recall(check_virtual_id(params.get("message_id") or ""))
+
+    async def handle_quick_operation(self, params: Params) -> None:
+        """The quick operations the platform can do: ``reply`` (with ``at_sender``).
+
+        Moderation operations (delete, kick, ban, approve) have no platform API; they are
+        ignored, as the spec allows for what an implementation cannot do.
+        """
+        context, operation = params.get("context"), params.get("operation")
+        if not isinstance(context, Mapping):
+            raise BadInputError("context", context, "must be the event (an object)")
+        if not isinstance(operation, Mapping):
+            raise BadInputError("operation", operation, "must be an object")
+        await self.quick_reply(context, operation)
+
+    async def quick_reply(self, context: Mapping[str, Any],
+                          operation: Mapping[str, Any]) -> int | None:
+        """Carry out a quick operation's ``reply`` for the event ``context``; its message id."""
+        if operation.get("reply") is None or context.get("post_type") != "message":
+            return None
+        segments = normalize_message(operation["reply"],
+                                     auto_escape=bool_param(operation, "auto_escape"))
+        kind = context.get("message_type")
+        chat = self._chat(context, kind if isinstance(kind, str) else None)
+        if chat.kind == "group" and bool_param(operation, "at_sender", default=True):
+            user = context.get("user_id")
+            if user is not None:
+                segments = [Segment("at", (("qq", str(user)),)), Segment.text(" "), *segments]
+        return await self.sender.send(chat.target, segments)
+
+    # --- messages -------------------------------------------------------------------------
+
+    async def get_msg(self, params: Params) -> dict[str, Any]:
+        virtual_id = check_virtual_id(params.get("message_id") or "")
+        record = self.msgids.lookup(virtual_id)
+        if record is None:
+            raise NotFoundError(f"message_id {virtual_id} is unknown or expired")
+        kind = "group" if record.chat_kind.startswith("group") else "private"
+        sender = {"user_id": self.self_id} if record.direction == "out" else {}
+        return {"time": record.created_ms // 1000, "message_type": kind,
+                "message_id": virtual_id, "real_id": virtual_id,
+                "real_message_id": record.real_id, "direction": record.direction,
+                "sender": sender, "message": []}
+
+    # --- information ----------------------------------------------------------------------
+
+    async def get_login_info(self, params: Params) -> dict[str, Any]:
+        return {"user_id": self.self_id, "nickname": f"QQBot {self.app_id}"}
+
+    def _known_vuin(self, params: Params, field: str) -> int:
+        value = params.get(field)
+        if value is None:
+            raise BadInputError(field, None, "is required")
+        parsed = self.sender.client_id(value, field)
+        if isinstance(parsed, VUin):
+            vuin = self.graph.canonical(parsed.value)
+        else:
+            vuin = self.graph.lookup(parsed)
+        if vuin is None:
+            raise NotFoundError(f"{field} {value}: no vUIN is known for it")
+        return vuin
+
+    async def get_stranger_info(self, params: Params) -> dict[str, Any]:
+        vuin = self._known_vuin(params, "user_id")
+        return {"user_id": vuin, "nickname": "", "sex": "unknown", "age": 0}
+
+    def _openids_seen(self, scene_of: Callable[[str], str]) -> list[tuple[str, int, float]]:
+        prefix = f"openid:QQ:{self.app_id}:"
+        return [(key[len(prefix):], vuin, seen.since) for key, vuin, seen
+                in self.graph.seen_in_scenes(prefix, scene_of, LIST_LIMIT)]
+
+    def _scene(self, kind: str, key: str) -> str:
+        return f"QQ:{self.app_id}:{kind}:{key.rsplit(':', 1)[-1]}"
+
+    async def get_friend_list(self, params: Params) -> list[dict[str, Any]]:
+        """People who talked to the bot in C2C (the platform's "friends" of a bot)."""
+        return [{"user_id": vuin, "nickname": "", "remark": ""}
+                for _, vuin, _ in self._openids_seen(lambda key: self._scene("c2c", key))]
+
+    def _group(self, params: Params) -> Target:
+        if params.get("group_id") is None:
+            raise BadInputError("group_id", None, "is required")
+        return self.sender.resolve_target("group", params["group_id"], "group_id",
+                                          params.get("openid"))
+
+    def _members(self, group: Target) -> list[tuple[str, int, float]]:
+        scene = f"QQ:{self.app_id}:group:{group.openid}"
+        return [member for member in self._openids_seen(lambda key: scene)
+                if member[0] != group.openid]
+
+    def _group_info(self, vuin: int, members: int) -> dict[str, Any]:
+        return {"group_id": vuin, "group_name": "", "member_count": members,
+                "max_member_count": 0}
+
+    async def get_group_info(self, params: Params) -> dict[str, Any]:
+        group = self._group(params)
+        if group.vuin is None:
+            raise NotFoundError(f"group_id {params['group_id']}: no vUIN is known for it")
+        return self._group_info(group.vuin, len(self._members(group)))
+
+    async def get_group_list(self, params: Params) -> list[dict[str, Any]]:
+        """Groups the bot has seen (each group's own OpenID is last seen in its own chat)."""
+        return [self._group_info(vuin, 0)
+                for _, vuin, _ in self._openids_seen(lambda key: self._scene("group", key))]
+
+    def _member_info(self, group_vuin: int, vuin: int, since: float) -> dict[str, Any]:
+        return {"group_id": group_vuin, "user_id": vuin, "nickname": "", "card": "",
+                "sex": "unknown", "age": 0, "area": "", "join_time": 0,
+                "last_sent_time": int(since), "level": "", "role": "member",
+                "unfriendly": False, "title": "", "title_expire_time": 0,
+                "card_changeable": False}
+
+    async def get_group_member_info(self, params: Params) -> dict[str, Any]:
+        group = self._group(params)
+        user = self._known_vuin(params, "user_id")
+        for _, vuin, since in self._members(group):
+            if vuin == user:
+                return self._member_info(group.vuin or 0, vuin, since)
+        raise NotFoundError(f"user_id {params['user_id']} was not seen in group "
+                            f"{params['group_id']}")
+
+    async def get_group_member_list(self, params: Params) -> list[dict[str, Any]]:
+        group = self._group(params)
+        return [self._member_info(group.vuin or 0, vuin, since)
+                for _, vuin, since in self._members(group)]
+
+    async def get_status(self, params: Params) -> dict[str, Any]:
+        online = self.sender.openapi is not None
+        return {"online": online, "good": True}
+
+    async def get_version_info(self, params: Params) -> dict[str, Any]:
+        return {"app_name": "gensokyo-idmap", "app_version": _package_version(),
+                "protocol_version": "v11"}
+
+    async def can_send(self, params: Params) -> dict[str, bool]:
+        return {"yes": True}
+
+    # --- identity extensions --------------------------------------------------------------
+
+    async def bind_identity(self, params: Params) -> dict[str, Any]:
+        """Extension: bind an identity (``key``: typed key, ``rUIN-…`` or OpenID) to a vUIN."""
+        key = self.sender.client_id(str_param(params, "key"), "key")
+        if isinstance(key, VUin):
+            raise BadInputError("key", params.get("key"), "must name an identity, not a vUIN")
+        vuin = int_param(params, "vuin")
+        assert vuin is not None
+        result = await self.graph.bind(key, vuin)
+        return {"key": result.key, "vuin": result.vuin, "outcome": result.outcome,
+                "previous": result.previous}
+
+    async def get_identity(self, params: Params) -> dict[str, Any]:
+        """Extension: the vUIN of ``key``, or the identities of ``vuin`` (rUINs as text)."""
+        if params.get("vuin") is not None:
+            vuin_param = int_param(params, "vuin")
+            assert vuin_param is not None
+            shown = self.graph.show(vuin_param)
+            return {"vuin": shown.vuin, "identities": [_external(key)
+                                                       for key in shown.identities],
+                    "aliases": list(shown.aliases)}
+        key = self.sender.client_id(str_param(params, "key"), "key")
+        if isinstance(key, VUin):
+            raise BadInputError("key", params.get("key"), "must name an identity, not a vUIN")
+        found = self.graph.lookup(key)
+        if found is None:
+            raise NotFoundError(f"{key.key} has no vUIN")
+        return {"key": key.key, "vuin": found}
+
+
+def _external(key: str) -> str:
+    """A stored key as a client reads it: rUINs in their ``rUIN-…`` text form."""
+    parsed = parse_key(key)
+    return parsed.text if isinstance(parsed, RUin) else key
+

@@ -1,0 +1,94 @@
+"""The OneBot HTTP API (we are the server): ``GET|POST /<action>`` with params, or
+``POST /`` with ``{"action", "params"}`` as go-cqhttp accepts (reference §1.1).
+
+Params come from the query string, a form body or a JSON body (query values are text; the
+action handlers read numbers and booleans leniently). The token is the forward WebSocket's:
+missing → 401, wrong → 403, compared in constant time. An unknown action is HTTP 404 with
+the usual failed body; a malformed body 400; a body type we cannot read 406. Everything else
+is 200 with the action's response, ``status`` telling success from failure.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from typing import Any
+
+from aiohttp import web
+
+from gensokyo_idmap.onebot.actions import RETCODE_UNKNOWN_ACTION, failed
+from gensokyo_idmap.onebot.connection import ActionHandler
+from gensokyo_idmap.onebot.forward_ws import presented_token
+
+__all__ = ["HttpApiServer"]
+
+
+class HttpApiServer:
+    def __init__(self, on_action: ActionHandler, *, access_token: str | None = None) -> None:
+        self._on_action = on_action
+        self._token = access_token or None
+
+    def routes(self) -> list[web.RouteDef]:
+        return [web.route("*", "/", self.handle_root),
+                web.route("*", "/{action}", self.handle),
+                web.route("*", "/{action}/", self.handle)]
+
+    def _refusal(self, request: web.Request) -> web.Response | None:
+        if self._token is None:
+            return None
+        presented = presented_token(request)
+        if presented is None:
+            return web.json_response(failed(1401, "access token required"), status=401)
+        if not hmac.compare_digest(presented.encode(), self._token.encode()):
+            return web.json_response(failed(1403, "access token wrong"), status=403)
+        return None
+
+    async def _body(self, request: web.Request) -> dict[str, Any] | web.Response:
+        if request.method not in ("GET", "POST"):
+            return web.json_response(failed(1405, f"method {request.method} not allowed"),
+                                     status=405)
+        params: dict[str, Any] = {k: v for k, v in request.query.items() if k != "access_token"}
+        if request.method == "GET" or not request.can_read_body:
+            return params
+        kind = request.content_type
+        if kind == "application/json":
+            try:
+                body = json.loads(await request.read())
+            except ValueError:
+                return web.json_response(failed(1400, "body is not valid JSON"), status=400)
+            if not isinstance(body, dict):
+                return web.json_response(failed(1400, "body must be a JSON object"),
+                                         status=400)
+            return {**params, **body}
+        if kind in ("application/x-www-form-urlencoded", "multipart/form-data"):
+            form = await request.post()
+            return {**params, **{k: v for k, v in form.items() if isinstance(v, str)}}
+        return web.json_response(failed(1406, f"content type {kind} not supported"),
+                                 status=406)
+
+    async def _answer(self, frame: dict[str, Any]) -> web.Response:
+        response = await self._on_action(frame)
+        status = 404 if response.get("retcode") == RETCODE_UNKNOWN_ACTION else 200
+        return web.json_response(response, status=status,
+                                 dumps=lambda o: json.dumps(o, ensure_ascii=False))
+
+    async def handle(self, request: web.Request) -> web.Response:
+        refused = self._refusal(request)
+        if refused is not None:
+            return refused
+        params = await self._body(request)
+        if isinstance(params, web.Response):
+            return params
+        return await self._answer({"action": request.match_info["action"], "params": params})
+
+    async def handle_root(self, request: web.Request) -> web.Response:
+        refused = self._refusal(request)
+        if refused is not None:
+            return refused
+        body = await self._body(request)
+        if isinstance(body, web.Response):
+            return body
+        params = body.get("params")
+        return await self._answer({"action": body.get("action"),
+                                   "params": params if params is not None else {},
+                                   "echo": body.get("echo")})

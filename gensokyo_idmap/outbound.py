@@ -1,0 +1,203 @@
+"""Outbound bridge: a OneBot send names a vUIN → one OpenID → a passive reply on the platform.
+
+Rules:
+
+1. **One identity leaves** (DESIGN §4): an explicit OpenID / ``rUIN-…`` in the request wins;
+   else the identity last seen in this kind of chat for this AppID; else any OpenID of this
+   AppID in the set; else a :class:`NoUsableIdentityError` naming the vUIN. A rebound vUIN's
+   alias resolves to the new vUIN first.
+2. **Always a passive reply** (:mod:`gensokyo_idmap.passive_reply`): a ``reply`` segment's
+   message, else the newest received message of the chat still in its window with replies
+   left, else the newest non-message event of the chat; with no usable id the platform
+   answers, and its refusal is the action's failure.
+3. **What was sent is remembered**: each platform message id goes into the msgid map
+   (direction out) and the first one's virtual id is the action's ``message_id``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final, Literal
+
+import structlog
+
+from gensokyo_idmap.errors import BadInputError, IdmapError, NotFoundError, PlatformError
+from gensokyo_idmap.identity import (
+    IdentityKey,
+    OpenId,
+    RUin,
+    VUin,
+    parse_client_input,
+)
+from gensokyo_idmap.idmap import IdentityGraph, openid_of_app
+from gensokyo_idmap.msgid import MsgContext, MsgIdMap
+from gensokyo_idmap.onebot.message import Segment
+from gensokyo_idmap.passive_reply import (
+    EVENT_KINDS,
+    REPLY_WINDOW_SECONDS,
+    ReplyBudget,
+    ReplyTo,
+)
+from gensokyo_idmap.qq.openapi import OpenApiClient
+from gensokyo_idmap.qq.outgoing import message_body, plan_message
+
+__all__ = ["ChatKind", "OutboundSender", "OutboundSettings", "Target"]
+
+log = structlog.get_logger("gensokyo_idmap.outbound")
+
+ChatKind = Literal["group", "c2c"]
+UserIdType = Literal["vuin", "raw", "ruin"]
+_MAX_CANDIDATES: Final = 64  # used-up messages stepped over before giving up on a chat
+
+
+@dataclass(frozen=True, slots=True)
+class OutboundSettings:
+    app_id: str
+    self_id: int
+    op_userid_type: UserIdType = "vuin"
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Where a send goes: the chat kind, the OpenID the platform needs, its vUIN if known."""
+
+    chat_kind: ChatKind
+    openid: str
+    vuin: int | None
+
+
+class OutboundSender:
+    def __init__(self, graph: IdentityGraph, msgids: MsgIdMap, openapi: OpenApiClient | None,
+                 settings: OutboundSettings, budget: ReplyBudget | None = None) -> None:
+        self.graph = graph
+        self.msgids = msgids
+        self.openapi = openapi
+        self.settings = settings
+        self.budget = budget or ReplyBudget()
+        self._usable = openid_of_app(settings.app_id)
+
+    # --- identities ---------------------------------------------------------------------
+
+    def client_id(self, value: object, field: str) -> IdentityKey | VUin:
+        """A client's id parameter by DESIGN §1 (and ``op_userid_type``: in ``ruin`` mode a
+        number that is a known QQ rUIN means that person, before it is read as a vUIN)."""
+        if not isinstance(value, int | str) or isinstance(value, bool):
+            raise BadInputError(field, value, "expected a vUIN, an rUIN-… text or an OpenID")
+        parsed = parse_client_input(value, self.settings.app_id or None, field=field)
+        if isinstance(parsed, VUin) and self.settings.op_userid_type == "ruin":
+            as_ruin = RUin("QQ", 0, str(parsed.value))
+            if self.graph.lookup(as_ruin) is not None:
+                return as_ruin
+        return parsed
+
+    def resolve_target(self, chat_kind: ChatKind, value: object, field: str,
+                       explicit: object = None) -> Target:
+        """The OpenID to send to for a client's ``group_id`` / ``user_id`` (rule 1)."""
+        wanted = self.client_id(value, field)
+        override: IdentityKey | None = None
+        if explicit is not None:
+            named = self.client_id(explicit, "openid")
+            if isinstance(named, VUin):
+                raise BadInputError("openid", explicit, "must name an identity, not a vUIN")
+            override = named
+        prefix = f"QQ:{self.settings.app_id}:{chat_kind}:"
+        if isinstance(wanted, VUin):
+            vuin: int | None = wanted.value
+            chosen = self.graph.pick_identity(wanted.value, explicit=override,
+                                              usable=self._usable, scene_prefix=prefix)
+        else:
+            vuin = self.graph.lookup(wanted)
+            if override is not None or isinstance(wanted, OpenId):
+                chosen = override or wanted
+            elif vuin is None:
+                raise NotFoundError(f"{field} {value}: no vUIN is known for it")
+            else:
+                chosen = self.graph.pick_identity(vuin, usable=self._usable,
+                                                  scene_prefix=prefix)
+        if not isinstance(chosen, OpenId) or not self._usable.accepts(chosen):
+            raise BadInputError(field, value, f"{chosen.key} is not {self._usable.description}")
+        return Target(chat_kind, chosen.openid, vuin)
+
+    def mention(self, target: Target, qq: str) -> str:
+        """An ``at`` segment as the platform renders it: a member mention in groups."""
+        if target.chat_kind != "group" or qq in ("all", str(self.settings.self_id)):
+            return ""
+        try:
+            member = self.resolve_target("group", qq, "at.qq")
+        except IdmapError as err:
+            log.info("[message] at left as text", qq=qq, reason=err.message)
+            return f"@{qq}"
+        return f'<qqbot-at-user id="{member.openid}" />'
+
+    # --- replies --------------------------------------------------------------------------
+
+    def _newest_with_replies_left(self, chat_kind: str, target: str,
+                                  window: float) -> str | None:
+        record = self.msgids.latest_inbound(self.settings.app_id, chat_kind, target, window)
+        for _ in range(_MAX_CANDIDATES):
+            if record is None:
+                return None
+            if not self.budget.exhausted(record.real_id):
+                return record.real_id
+            record = self.msgids.latest_inbound(self.settings.app_id, chat_kind, target,
+                                                window, before=record)
+        return None
+
+    def choose_reply(self, target: Target, reply_to: int | None) -> ReplyTo:
+        """What the next message to ``target`` answers (rule 2)."""
+        if reply_to is not None:
+            record = self.msgids.lookup(reply_to)
+            if record is None:
+                raise NotFoundError(f"reply: message_id {reply_to} is unknown or expired")
+            if record.direction == "in":
+                return ReplyTo(msg_id=record.real_id)
+            # a reply to one of our own messages: answer the chat's newest message instead
+        window = REPLY_WINDOW_SECONDS[target.chat_kind]
+        msg_id = self._newest_with_replies_left(target.chat_kind, target.openid, window)
+        if msg_id is not None:
+            return ReplyTo(msg_id=msg_id)
+        event_id = self._newest_with_replies_left(EVENT_KINDS[target.chat_kind],
+                                                  target.openid, window)
+        return ReplyTo(event_id=event_id)
+
+    # --- sending --------------------------------------------------------------------------
+
+    def _platform(self) -> OpenApiClient:
+        if self.openapi is None:
+            raise PlatformError("sending needs bot.app_id and bot.secret (no platform access)")
+        return self.openapi
+
+    async def send(self, target: Target, segments: list[Segment]) -> int:
+        """Send a OneBot message; the virtual id of the first platform message sent."""
+        plan = plan_message(segments, target.chat_kind, lambda qq: self.mention(target, qq))
+        openapi = self._platform()
+        context = MsgContext(self.settings.app_id, target.chat_kind, target.openid, "out")
+        first: int | None = None
+        for part in plan.parts:
+            reply = self.choose_reply(target, plan.reply_to)
+            file_info = None
+            if part.media is not None:
+                file_info = await openapi.upload_media(target.chat_kind, target.openid,
+                                                       part.media.upload_body())
+            seq = self.budget.take(reply.reference)
+            body = message_body(part, msg_id=reply.msg_id, event_id=reply.event_id,
+                                msg_seq=seq, file_info=file_info)
+            answer = await openapi.send_message(target.chat_kind, target.openid, body)
+            virtual_id = await self.msgids.store_real(answer["id"], context)
+            log.info("[message] sent", chat_kind=target.chat_kind, target=target.vuin,
+                     message_id=virtual_id, reply_to=reply.reference, msg_seq=seq)
+            if first is None:
+                first = virtual_id
+        assert first is not None  # plan_message never returns no parts
+        return first
+
+    async def recall(self, virtual_id: int) -> None:
+        """``delete_msg``: only what the bot sent can be recalled (platform rule)."""
+        record = self.msgids.lookup(virtual_id)
+        if record is None:
+            raise NotFoundError(f"message_id {virtual_id} is unknown or expired")
+        if record.direction != "out" or record.chat_kind not in ("group", "c2c"):
+            raise BadInputError("message_id", virtual_id,
+                                "only messages the bot sent can be recalled")
+        await self._platform().recall(record.chat_kind, record.target, record.real_id)
+        log.info("[message] recalled", message_id=virtual_id)

@@ -1,0 +1,71 @@
+"""Which ``msg_id`` / ``event_id`` a send replies to, and its ``msg_seq`` (reference §5.2).
+
+The platform only delivers passive replies: a send names a received message (``msg_id``,
+usable 5 minutes in groups, 60 in C2C, at most 5 replies each) or, for non-message events,
+their envelope id (``event_id``). The same ``msg_id`` + ``msg_seq`` twice is refused, so each
+reply takes the next ``msg_seq`` of its ``msg_id``.
+
+:class:`ReplyBudget` counts replies per id in memory, newest ids kept, so a burst of sends
+in one chat moves on to the next newest message once one is used up. The counts do not
+survive a restart: after one, a used-up id may be tried again and the platform's refusal
+surfaces as a failed action (never a fake ok).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Final
+
+__all__ = [
+    "EVENT_KINDS",
+    "MAX_REPLIES",
+    "REPLY_WINDOW_SECONDS",
+    "ReplyBudget",
+    "ReplyTo",
+]
+
+#: How long a received message can be replied to, per chat kind.
+REPLY_WINDOW_SECONDS: Final = {"group": 5 * 60, "c2c": 60 * 60}
+#: Replies the platform accepts per ``msg_id``.
+MAX_REPLIES: Final = 5
+#: msgid-map chat kind under which the envelope ids of non-message events are kept.
+EVENT_KINDS: Final = {"group": "group-event", "c2c": "c2c-event"}
+_REMEMBERED: Final = 100_000
+
+
+@dataclass(frozen=True, slots=True)
+class ReplyTo:
+    """What a send answers: a message (``msg_id``), an event (``event_id``) or nothing."""
+
+    msg_id: str | None = None
+    event_id: str | None = None
+
+    @property
+    def reference(self) -> str | None:
+        return self.msg_id or self.event_id
+
+
+class ReplyBudget:
+    """Replies sent per ``msg_id`` / ``event_id`` (and so the next ``msg_seq``)."""
+
+    def __init__(self, limit: int = MAX_REPLIES, remembered: int = _REMEMBERED) -> None:
+        self.limit = limit
+        self._used: OrderedDict[str, int] = OrderedDict()
+        self._remembered = remembered
+
+    def used(self, reference: str) -> int:
+        return self._used.get(reference, 0)
+
+    def exhausted(self, reference: str) -> bool:
+        return self.used(reference) >= self.limit
+
+    def take(self, reference: str | None) -> int:
+        """The ``msg_seq`` for the next send on ``reference`` (1, 2, …); counts it."""
+        if reference is None:
+            return 1
+        seq = self._used.pop(reference, 0) + 1
+        self._used[reference] = seq
+        if len(self._used) > self._remembered:
+            self._used.popitem(last=False)  # the oldest id is long out of its window
+        return seq

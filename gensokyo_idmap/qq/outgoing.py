@@ -1,0 +1,201 @@
+"""OneBot segments → the QQ platform's message bodies (reference §5.1, §5.3), pure.
+
+A OneBot message can hold what the platform sends as several messages: text goes out as
+``msg_type`` 0, each image / record / video as its own ``msg_type`` 7 after a ``/files``
+upload (the text rides on the first one), markdown as ``msg_type`` 2 with its keyboard.
+:func:`plan_message` decides that split; :func:`message_body` writes one body once the
+caller knows the ``msg_id`` / ``event_id`` / ``msg_seq`` and the uploaded ``file_info``.
+
+Mentions need the identity graph, so the planner takes a ``mention`` callback that turns
+the ``at`` segment's ``qq`` value into the text the platform renders (or ``""`` to drop it).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from gensokyo_idmap.errors import BadInputError
+from gensokyo_idmap.msgid import check_virtual_id
+from gensokyo_idmap.onebot.message import Segment
+
+__all__ = [
+    "FILE_TYPES",
+    "Media",
+    "MessagePlan",
+    "OutgoingPart",
+    "message_body",
+    "plan_message",
+]
+
+#: ``/files`` ``file_type`` per OneBot segment type.
+FILE_TYPES: Final = {"image": 1, "video": 2, "record": 3, "file": 4}
+MSG_TEXT: Final = 0
+MSG_MARKDOWN: Final = 2
+MSG_MEDIA: Final = 7
+_BASE64: Final = "base64://"
+#: Segments with nothing the platform can show; dropped quietly (clients add them freely).
+_IGNORED: Final = frozenset({"face", "anonymous", "shake", "poke", "contact", "location",
+                             "share", "music", "forward", "node", "json", "xml", "dice",
+                             "rps"})
+
+
+@dataclass(frozen=True, slots=True)
+class Media:
+    """A file to upload first: by URL, or inline (base64, no ``data:`` prefix)."""
+
+    file_type: int
+    url: str | None = None
+    file_data: str | None = None
+
+    def upload_body(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"file_type": self.file_type, "srv_send_msg": False}
+        if self.url is not None:
+            body["url"] = self.url
+        else:
+            body["file_data"] = self.file_data
+        return body
+
+
+@dataclass(frozen=True, slots=True)
+class OutgoingPart:
+    """One platform message of a OneBot message."""
+
+    msg_type: int
+    content: str = ""
+    media: Media | None = None
+    markdown: dict[str, Any] | None = None
+    keyboard: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MessagePlan:
+    parts: tuple[OutgoingPart, ...]
+    reply_to: int | None  # the virtual message id a ``reply`` segment named
+
+
+def _media(segment: Segment, index: int) -> Media:
+    field = f"message[{index}].file"
+    source = segment.get("url") or segment.get("file")
+    if not source:
+        raise BadInputError(field, None, f"a {segment.type} segment needs a file or url")
+    if source.startswith(("http://", "https://")):
+        return Media(FILE_TYPES[segment.type], url=source)
+    if source.startswith(_BASE64):
+        data = source[len(_BASE64):]
+        try:
+            base64.b64decode(data, validate=True)
+        except (binascii.Error, ValueError):
+            raise BadInputError(field, source[:40], "base64:// data is not valid base64") from None
+        if not data:
+            raise BadInputError(field, source[:40], "base64:// data is empty")
+        return Media(FILE_TYPES[segment.type], file_data=data)
+    raise BadInputError(field, source[:80],
+                        "only http(s):// URLs and base64:// data can be sent; "
+                        "local files are not read")
+
+
+def _json_object(segment: Segment, index: int, name: str) -> dict[str, Any] | None:
+    """A JSON object passed through in ``data.data`` (plain or ``base64://``)."""
+    raw = segment.get("data")
+    if raw is None:
+        return None
+    text = raw
+    if raw.startswith(_BASE64):
+        try:
+            text = base64.b64decode(raw[len(_BASE64):], validate=True).decode("utf-8")
+        except (binascii.Error, ValueError):
+            raise BadInputError(f"message[{index}].data", raw[:40],
+                                f"{name}: base64:// data is not valid") from None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        raise BadInputError(f"message[{index}].data", raw[:80],
+                            f"{name} data must be a JSON object") from None
+    if not isinstance(value, dict):
+        raise BadInputError(f"message[{index}].data", raw[:80],
+                            f"{name} data must be a JSON object")
+    return value
+
+
+def plan_message(segments: Sequence[Segment], chat_kind: str,
+                 mention: Callable[[str], str]) -> MessagePlan:
+    """Split a OneBot message into the platform messages that carry it, in order."""
+    text: list[str] = []
+    media: list[Media] = []
+    markdown: dict[str, Any] | None = None
+    keyboard: dict[str, Any] | None = None
+    reply_to: int | None = None
+    for index, segment in enumerate(segments):
+        kind = segment.type
+        if kind == "text":
+            text.append(segment.get("text") or "")
+        elif kind == "at":
+            target = segment.get("qq")
+            if not target:
+                raise BadInputError(f"message[{index}].qq", None, "an at segment needs qq")
+            text.append(mention(target))
+        elif kind == "reply":
+            if reply_to is None:
+                reply_to = check_virtual_id(segment.get("id") or "", f"message[{index}].id")
+        elif kind in FILE_TYPES:
+            if kind == "file":
+                raise BadInputError(f"message[{index}]", kind,
+                                    "the platform does not send files yet (file_type 4)")
+            media.append(_media(segment, index))
+        elif kind == "markdown":
+            content = segment.get("content")
+            markdown = {"content": content} if content else _json_object(segment, index,
+                                                                          "markdown")
+            if markdown is None:
+                raise BadInputError(f"message[{index}]", kind,
+                                    "a markdown segment needs content or data")
+        elif kind == "keyboard":
+            template = segment.get("id")
+            keyboard = {"id": template} if template else _json_object(segment, index,
+                                                                        "keyboard")
+            if keyboard is None:
+                raise BadInputError(f"message[{index}]", kind,
+                                    "a keyboard segment needs id or data")
+        elif kind not in _IGNORED:
+            raise BadInputError(f"message[{index}].type", kind, "segment type not supported")
+    body = "".join(text)
+    if keyboard is not None and markdown is None:
+        raise BadInputError("message", "keyboard", "a keyboard is sent with a markdown segment")
+    parts: list[OutgoingPart] = []
+    if markdown is not None:
+        if body.strip() and not media:
+            parts.append(OutgoingPart(MSG_TEXT, content=body))
+        parts.append(OutgoingPart(MSG_MARKDOWN, markdown=markdown, keyboard=keyboard))
+    for number, item in enumerate(media):
+        caption = body if number == 0 and body.strip() else " "
+        parts.append(OutgoingPart(MSG_MEDIA, content=caption, media=item))
+    if markdown is None and not media:
+        if not body.strip():
+            raise BadInputError("message", body, "nothing to send (the message is empty)")
+        parts.append(OutgoingPart(MSG_TEXT, content=body))
+    return MessagePlan(tuple(parts), reply_to)
+
+
+def message_body(part: OutgoingPart, *, msg_id: str | None, event_id: str | None,
+                 msg_seq: int, file_info: str | None = None) -> dict[str, Any]:
+    """The JSON body of ``POST /v2/{groups|users}/{openid}/messages`` for one part."""
+    body: dict[str, Any] = {"msg_type": part.msg_type, "content": part.content,
+                            "msg_seq": msg_seq}
+    if part.msg_type == MSG_MEDIA:
+        if file_info is None:
+            raise BadInputError("media", None, "upload the file before sending it")
+        body["media"] = {"file_info": file_info}
+    if part.markdown is not None:
+        body["markdown"] = part.markdown
+    if part.keyboard is not None:
+        body["keyboard"] = part.keyboard
+    if msg_id is not None:
+        body["msg_id"] = msg_id
+    elif event_id is not None:
+        body["event_id"] = event_id
+    return body
