@@ -1,7 +1,15 @@
-"""An emulated QQ bot platform for tests: token endpoint and WebSocket gateway, real wire format.
+"""An emulated QQ bot platform for tests: token endpoint, WebSocket gateway and the OpenAPI
+send endpoints, real wire format.
 
 The gateway keeps every dispatch it ever sent with its seq, so a Resume replays exactly what
 came after the client's seq; a test can drop connections, send op 9, or close with a code.
+
+The OpenAPI side (reference §5) records every request in ``api_calls`` and keeps the
+platform's rules: a send needs ``msg_id`` or ``event_id`` (active messages are refused with
+40034105), the same ``msg_id`` + ``msg_seq`` twice is refused (40054005), at most 5 replies
+per ``msg_id`` (22009), ``msg_type`` 7 needs a ``media.file_info`` this platform issued, and
+only the bot's own messages can be recalled. ``fail_next`` queues (status, body) answers and
+``delay_next`` a stall, for the error paths.
 """
 
 from __future__ import annotations
@@ -32,6 +40,12 @@ class EmulatedPlatform:
         self.interaction_acks: list[tuple[str, Any, str | None]] = []
         self.reject_next_token: bool = False
         self.server: TestServer | None = None
+        self.api_calls: list[tuple[str, str, Any]] = []  # (method, path, JSON body)
+        self.fail_next: list[tuple[int, dict[str, Any]]] = []
+        self.delay_next: list[float] = []
+        self.sent_messages: dict[str, str] = {}  # bot message id → chat path
+        self.file_infos: set[str] = set()
+        self._replies: dict[str, set[int]] = {}  # msg_id / event_id → msg_seqs used
 
     # token endpoint
     async def token(self, request: web.Request) -> web.Response:
@@ -55,6 +69,81 @@ class EmulatedPlatform:
             return web.json_response({"code": 11255, "message": "invalid request"}, status=400)
         self.interaction_acks.append((request.match_info["id"], await request.json(), auth))
         return web.Response(status=204)
+
+    # OpenAPI
+    async def _api_gate(self, request: web.Request) -> tuple[Any, web.Response | None]:
+        """Record the call; answer 401 / an injected failure / after an injected stall."""
+        body = await request.json() if request.can_read_body else None
+        self.api_calls.append((request.method, request.path, body))
+        if request.headers.get("Authorization") != self.current_token():
+            return body, web.json_response({"code": 11244, "message": "token not exist"},
+                                           status=401)
+        if self.delay_next:
+            await asyncio.sleep(self.delay_next.pop(0))
+        if self.fail_next:
+            status, error = self.fail_next.pop(0)
+            return body, web.json_response(error, status=status)
+        return body, None
+
+    def api_requests(self, method: str, suffix: str = "") -> list[tuple[str, Any]]:
+        """(path, body) of the recorded calls with this method whose path ends so."""
+        return [(path, body) for m, path, body in self.api_calls
+                if m == method and path.endswith(suffix)]
+
+    async def send_message(self, request: web.Request) -> web.Response:
+        body, refused = await self._api_gate(request)
+        if refused is not None:
+            return refused
+        error = self._check_send(body)
+        if error is not None:
+            return web.json_response(error, status=400)
+        message_id = f"BOT{len(self.sent_messages) + 1:06d}"
+        self.sent_messages[message_id] = request.path
+        return web.json_response({"id": message_id,
+                                  "timestamp": "2025-01-01T12:00:01+08:00"})
+
+    def _check_send(self, body: Any) -> dict[str, Any] | None:
+        if not isinstance(body, dict) or not isinstance(body.get("msg_type"), int):
+            return {"code": 40011000, "message": "bad request data"}
+        if body["msg_type"] == 7:
+            media = body.get("media")
+            if not isinstance(media, dict) or media.get("file_info") not in self.file_infos:
+                return {"code": 40034002, "message": "unsupported media"}
+        reference = body.get("msg_id") or body.get("event_id")
+        if reference is None:
+            return {"code": 40034105, "message": "主动消息失败, 无权限"}
+        seqs = self._replies.setdefault(reference, set())
+        seq = body.get("msg_seq", 1)
+        if seq in seqs:
+            return {"code": 40054005, "message": "消息被去重，请检查请求msgseq"}
+        if len(seqs) >= 5:
+            return {"code": 22009, "message": "msg limit exceed"}
+        seqs.add(seq)
+        return None
+
+    async def upload_file(self, request: web.Request) -> web.Response:
+        body, refused = await self._api_gate(request)
+        if refused is not None:
+            return refused
+        if not isinstance(body, dict) or body.get("file_type") not in (1, 2, 3, 4) or not (
+                body.get("url") or body.get("file_data")):
+            return web.json_response({"code": 40011000, "message": "bad request data"},
+                                     status=400)
+        info = f"FILEINFO{len(self.file_infos) + 1}"
+        self.file_infos.add(info)
+        return web.json_response({"file_uuid": info.lower(), "file_info": info, "ttl": 3600})
+
+    async def recall_message(self, request: web.Request) -> web.Response:
+        _, refused = await self._api_gate(request)
+        if refused is not None:
+            return refused
+        message_id = request.match_info["message_id"]
+        chat_path = request.path.rsplit("/", 1)[0]
+        if self.sent_messages.get(message_id) != chat_path:
+            return web.json_response({"code": 306004, "message": "message not found"},
+                                     status=400)
+        del self.sent_messages[message_id]
+        return web.Response(status=200)
 
     async def gateway_bot(self, request: web.Request) -> web.Response:
         if request.headers.get("Authorization") != self.current_token():
@@ -123,6 +212,11 @@ class EmulatedPlatform:
         app.router.add_get("/websocket", self.gateway)
         app.router.add_get("/gateway/bot", self.gateway_bot)
         app.router.add_put("/interactions/{id}", self.interactions)
+        for chat in ("groups", "users"):
+            app.router.add_post(f"/v2/{chat}/{{openid}}/messages", self.send_message)
+            app.router.add_post(f"/v2/{chat}/{{openid}}/files", self.upload_file)
+            app.router.add_delete(f"/v2/{chat}/{{openid}}/messages/{{message_id}}",
+                                  self.recall_message)
         self.server = TestServer(app, host="127.0.0.1")
         await self.server.start_server()
         return self.server

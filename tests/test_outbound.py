@@ -1,0 +1,409 @@
+"""Outbound actions on real stores against the emulated platform's OpenAPI.
+
+Each test feeds real platform frames through the inbound bridge (so vUINs, ``last_seen`` and
+the msgid map hold what a running daemon would), then calls actions on the ActionService
+and checks the exact OpenAPI requests the emulator recorded and the OneBot responses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import ClientSession
+
+from gensokyo_idmap.action_service import ActionService
+from gensokyo_idmap.bridge import BridgeSettings, InboundBridge
+from gensokyo_idmap.identity import OpenId, RUin
+from gensokyo_idmap.idmap import IdentityGraph
+from gensokyo_idmap.msgid import MsgIdMap
+from gensokyo_idmap.outbound import OutboundSender, OutboundSettings
+from gensokyo_idmap.qq.events import parse_dispatch, parse_envelope
+from gensokyo_idmap.qq.openapi import OpenApiClient
+from gensokyo_idmap.qq.token import AccessTokenManager
+from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
+from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore
+
+from .conftest import FakeClock
+from .qq.platform_emulator import APP, SECRET, EmulatedPlatform
+
+SELF = int(APP)
+GROUP = "A1B2C3D4E5F60718293A4B5C6D7E8F90"
+GROUP2 = "B1B2C3D4E5F60718293A4B5C6D7E8F91"
+USER = "0F1E2D3C4B5A69788796A5B4C3D2E1F0"
+USER2 = "1F1E2D3C4B5A69788796A5B4C3D2E1F1"
+
+
+@dataclass
+class Harness:
+    platform: EmulatedPlatform
+    bridge: InboundBridge
+    actions: ActionService
+    clock: FakeClock
+    seq: int = 0
+
+    async def inbound(self, kind: str, d: dict[str, Any]) -> dict[str, Any]:
+        self.seq += 1
+        raw = {"op": 0, "s": self.seq, "t": kind, "id": f"{kind}:{self.seq}", "d": d}
+        event = parse_dispatch(parse_envelope(json.dumps(raw).encode()), APP)
+        [onebot] = await self.bridge.translate(event)
+        return onebot
+
+    async def group_message(self, real_id: str, group: str = GROUP,
+                            user: str = USER) -> dict[str, Any]:
+        return await self.inbound("GROUP_AT_MESSAGE_CREATE", {
+            "id": real_id, "content": " ping", "timestamp": "2025-01-01T12:00:00+08:00",
+            "group_openid": group, "author": {"id": user, "member_openid": user}})
+
+    async def c2c_message(self, real_id: str, user: str = USER) -> dict[str, Any]:
+        return await self.inbound("C2C_MESSAGE_CREATE", {
+            "id": real_id, "content": "ping", "timestamp": "2025-01-01T12:00:00+08:00",
+            "author": {"id": user, "user_openid": user}})
+
+    async def call(self, action: str, **params: Any) -> dict[str, Any]:
+        return await self.actions({"action": action, "params": params, "echo": "e1"})
+
+    def sends(self) -> list[tuple[str, Any]]:
+        return self.platform.api_requests("POST", "/messages")
+
+
+def with_daemon(scenario: Callable[[Harness], Awaitable[None]], identity_store: LmdbIdentityStore,
+                msgid_store: LmdbMsgIdStore, clock: FakeClock, *,
+                op_userid_type: Any = "vuin") -> None:
+    async def main() -> None:
+        platform = EmulatedPlatform()
+        await platform.start()
+        try:
+            async with ClientSession() as session:
+                tokens = AccessTokenManager(APP, SECRET, session,
+                                            token_url=platform.url("/app/getAppAccessToken"))
+                api = OpenApiClient(platform.url("/").rstrip("/"), tokens, session,
+                                    backoff_seconds=0.01, timeout_seconds=1.0)
+                graph = IdentityGraph(identity_store, clock=clock)
+                msgids = MsgIdMap(msgid_store, clock=clock)
+                bridge = InboundBridge(graph, msgids, BridgeSettings(
+                    app_id=APP, self_id=SELF, op_userid_type=op_userid_type), clock=clock)
+                sender = OutboundSender(graph, msgids, api, OutboundSettings(
+                    app_id=APP, self_id=SELF, op_userid_type=op_userid_type))
+                harness = Harness(platform, bridge, ActionService(sender, clock=clock), clock)
+                await asyncio.wait_for(scenario(harness), 20)
+        finally:
+            assert platform.server is not None
+            await platform.server.close()
+
+    asyncio.run(main())
+
+
+def test_send_group_msg_replies_to_the_latest_message_of_that_group(
+        identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore, clock: FakeClock) -> None:
+    async def scenario(h: Harness) -> None:
+        event = await h.group_message("ROBOT1.0_g1")
+        await h.group_message("ROBOT1.0_other", group=GROUP2)
+        response = await h.call("send_group_msg", group_id=event["group_id"], message="pong")
+        assert response["status"] == "ok" and response["echo"] == "e1"
+        assert h.sends() == [(f"/v2/groups/{GROUP}/messages", {
+            "msg_type": 0, "content": "pong", "msg_seq": 1, "msg_id": "ROBOT1.0_g1"})]
+        virtual = response["data"]["message_id"]
+        record = h.bridge.msgids.lookup(virtual)
+        assert record is not None and (record.real_id, record.direction) == ("BOT000001", "out")
+        assert (record.chat_kind, record.target) == ("group", GROUP)
+
+    with_daemon(scenario, identity_store, msgid_store, clock)
+
+
+def test_send_private_msg_and_send_msg_forms(
+        identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore, clock: FakeClock) -> None:
+    async def scenario(h: Harness) -> None:
+        event = await h.c2c_message("ROBOT1.0_c1")
+        user = event["user_id"]
+        assert (await h.call("send_private_msg", user_id=user, message="a"))["status"] == "ok"
+        # NoneBot's form: send_msg with message_type and an array message; ids as text
+        await h.call("send_msg", message_type="private", user_id=str(user),
+                     message=[{"type": "text", "data": {"text": "b"}}])
+        await h.call("send_msg", user_id=user, message="c")  # type inferred: private
+        assert h.sends() == [
+            (f"/v2/users/{USER}/messages", {"msg_type": 0, "content": text, "msg_seq": seq,
+                                            "msg_id": "ROBOT1.0_c1"})
+            for seq, text in ((1, "a"), (2, "b"), (3, "c"))]
+
+    with_daemon(scenario, identity_store, msgid_store, clock)
+
+
+def test_reply_segment_names_the_replied_message_and_cq_strings_work(
+        identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore, clock: FakeClock) -> None:
+    async def scenario(h: Harness) -> None:
+        first = await h.group_message("ROBOT1.0_first")
+        await h.group_message("ROBOT1.0_second")
+        response = await h.call(
+            "send_group_msg", group_id=first["group_id"],
+            message=f"[CQ:reply,id={first['message_id']}]x &amp; [CQ:at,qq={first['user_id']}]")
+        assert response["status"] == "ok", response
+        [(_, body)] = h.sends()
+        assert body["msg_id"] == "ROBOT1.0_first"
+        assert body["content"] == f'x & <qqbot-at-user id="{USER}" />'
+        gone = await h.call("send_group_msg", group_id=first["group_id"],
+                            message="[CQ:reply,id=99999]x")
+        assert gone["status"] == "failed" and gone["retcode"] == 100
+        assert "99999" in gone["message"]
+
+    with_daemon(scenario, identity_store, msgid_store, clock)
+
+
+def test_reply_window_and_five_replies_per_message(
+        identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore, clock: FakeClock) -> None:
+    async def scenario(h: Harness) -> None:
+        older = await h.group_message("ROBOT1.0_older")
+        clock.advance(1)
+        await h.group_message("ROBOT1.0_newer")
+        for _ in range(7):
+            response = await h.call("send_group_msg", group_id=older["group_id"], message="r")
+            assert response["status"] == "ok", response
+        used = [(body["msg_id"], body["msg_seq"]) for _, body in h.sends()]
+        assert used == [("ROBOT1.0_newer", n) for n in range(1, 6)] + [
+            ("ROBOT1.0_older", 1), ("ROBOT1.0_older", 2)]
+        clock.advance(5 * 60)  # both are now outside the group window
+        late = await h.call("send_group_msg", group_id=older["group_id"], message="late")
+        assert late["status"] == "failed" and late["retcode"] == 103
+        assert "40034105" in late["wording"]  # the platform's own refusal, not a fake ok
+        assert "msg_id" not in h.sends()[-1][1] and "event_id" not in h.sends()[-1][1]
+
+    with_daemon(scenario, identity_store, msgid_store, clock)
+
+
+def test_c2c_window_is_an_hour_and_events_give_an_event_id(
+        identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore, clock: FakeClock) -> None:
+    async def scenario(h: Harness) -> None:
+        event = await h.c2c_message("ROBOT1.0_c1")
+        clock.advance(59 * 60)
+        await h.call("send_private_msg", user_id=event["user_id"], message="still")
+        assert h.sends()[-1][1]["msg_id"] == "ROBOT1.0_c1"
+        clock.advance(2 * 60)
+        await h.inbound("FRIEND_ADD", {"openid": USER, "timestamp": 1700000000})
+        response = await h.call("send_private_msg", user_id=event["user_id"], message="hi")
+        assert response["status"] == "ok", response
+        body = h.sends()[-1][1]
+        assert body["event_id"] == f"FRIEND_ADD:{h.seq}" and "msg_id" not in body
+
+    with_daemon(scenario, identity_store, msgid_store, clock)
+
+
+def test_media_markdown_and_keyboard(
+        identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore, clock: FakeClock) -> None:
+    async def scenario(h: Harness) -> None:
+        event = await h.group_message("ROBOT1.0_m")
+        group = event["group_id"]
+        response = await h.call("send_group_msg", group_id=group, message=[
+            {"type": "text", "data": {"text": "look"}},
+            {"type": "image", "data": {"file": "https://example.com/a.png"}},
+            {"type": "image", "data": {"file": "base64://aGVsbG8="}}])
+        assert response["status"] == "ok", response
+        uploads = h.platform.api_requests("POST", "/files")
+        assert uploads == [
+            (f"/v2/groups/{GROUP}/files",
+             {"file_type": 1, "srv_send_msg": False, "url": "https://example.com/a.png"}),
+            (f"/v2/groups/{GROUP}/files",
+             {"file_type": 1, "srv_send_msg": False, "file_data": "aGVsbG8="})]
+        assert [body for _, body in h.sends()] == [
+            {"msg_type": 7, "content": "look", "msg_seq": 1, "msg_id": "ROBOT1.0_m",
+             "media": {"file_info": "FILEINFO1"}},
+            {"msg_type": 7, "content": " ", "msg_seq": 2, "msg_id": "ROBOT1.0_m",
+             "media": {"file_info": "FILEINFO2"}}]
+        md = await h.call("send_group_msg", group_id=group, message=[
+            {"type": "markdown", "data": {"content": "# hi"}},
+            {"type": "keyboard", "data": {"id": "kb1"}}])
+        assert md["status"] == "ok", md
+        assert h.sends()[-1][1] == {"msg_type": 2, "content": "", "msg_seq": 3,
+                                    "msg_id": "ROBOT1.0_m", "markdown": {"content": "# hi"},
+                                    "keyboard": {"id": "kb1"}}
+        local = await h.call("send_group_msg", group_id=group,
+                             message="[CQ:image,file=file:///etc/passwd]")
+        assert local["retcode"] == 100 and "local files" in local["message"]
+        assert len(h.platform.api_requests("POST", "/files")) == 2  # nothing uploaded for it
+
+    with_daemon(scenario, identity_store, msgid_store, clock)
+
+
+def test_identity_choice_explicit_last_seen_alias_and_errors(
+        identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore, clock: FakeClock) -> None:
+    async def scenario(h: Harness) -> None:
+        event = await h.c2c_message("ROBOT1.0_c1")
+        await h.c2c_message("ROBOT1.0_c2", user=USER2)
+        user = event["user_id"]
+        graph = h.bridge.graph
+        # explicit openid param wins over the vUIN's own identity
+        await h.call("send_private_msg", user_id=user, openid=USER2, message="x")
+        assert h.sends()[-1][0] == f"/v2/users/{USER2}/messages"
+        # a bare OpenID as user_id is the explicit identity too
+        await h.call("send_private_msg", user_id=USER2, message="y")
+        assert h.sends()[-1][0] == f"/v2/users/{USER2}/messages"
+        # an rUIN names the person it is bound to
+        await graph.bind(RUin("QQ", 0, "2870338968"), user)
+        await h.call("send_private_msg", user_id="rUIN-QQ-0-2870338968", message="z")
+        assert h.sends()[-1][0] == f"/v2/users/{USER}/messages"
+        # after a rebind the old number is an alias of the new one
+        fresh = (await graph.resolve([OpenId(APP, "C" * 32)])).vuin
+        await graph.rebind(user, fresh)
+        assert (await h.call("send_private_msg", user_id=user, message="w"))["status"] == "ok"
+        assert h.sends()[-1][0].startswith("/v2/users/")
+        unknown = await h.call("send_private_msg", user_id=987654, message="?")
+        assert (unknown["status"], unknown["retcode"]) == ("failed", 100)
+        assert "987654" in unknown["message"]
+        # a vUIN whose only identity belongs to another AppID has nothing usable here
+        other = (await graph.resolve([OpenId("999", USER)])).vuin
+        useless = await h.call("send_private_msg", user_id=other, message="?")
+        assert useless["retcode"] == 100 and f"vUIN {other}" in useless["message"]
+        assert "OpenID of QQ AppID" in useless["message"]
+        sends_before = len(h.sends())
+        bad = await h.call("send_private_msg", user_id=True, message="?")
+        assert bad["retcode"] == 100 and "user_id" in bad["message"]
+        missing = await h.call("send_group_msg", message="?")
+        assert missing["retcode"] == 100 and "group_id" in missing["message"]
+        empty = await h.call("send_private_msg", user_id=user, message="")
+        assert empty["retcode"] == 100 and "empty" in empty["message"]
+        assert len(h.sends()) == sends_before  # refused before reaching the platform
+
+    with_daemon(scenario, identity_store, msgid_store, clock)
+
+
+def test_platform_errors_retries_and_timeouts(
+        identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore, clock: FakeClock) -> None:
+    async def scenario(h: Harness) -> None:
+        event = await h.group_message("ROBOT1.0_e")
+        group = event["group_id"]
+        h.platform.fail_next = [(400, {"code": 304027, "message": "reply msg expired"})]
+        refused = await h.call("send_group_msg", group_id=group, message="a")
+        assert (refused["status"], refused["retcode"]) == ("failed", 103)
+        assert "304027" in refused["wording"] and "reply msg expired" in refused["wording"]
+        assert len(h.sends()) == 1  # a 4xx is not retried
+        h.platform.fail_next = [(500, {"code": 1, "message": "busy"}),
+                                (503, {"code": 1, "message": "busy"})]
+        retried = await h.call("send_group_msg", group_id=group, message="b")
+        assert retried["status"] == "ok", retried
+        tries = [body for _, body in h.sends()[1:]]
+        assert len(tries) == 3 and all(body == tries[0] for body in tries)  # same msg_seq
+        h.platform.delay_next = [2.0, 2.0, 2.0]  # every attempt outlives the 1 s timeout
+        slow = await h.call("send_group_msg", group_id=group, message="c")
+        assert slow["status"] == "failed" and "TimeoutError" in slow["wording"]
+        h.platform.reject_next_token = False
+        h.platform.tokens_issued += 1  # the platform replaced the token: a 401, then a retry
+        after_401 = await h.call("send_group_msg", group_id=group, message="d")
+        assert after_401["status"] == "ok", after_401
+
+    with_daemon(scenario, identity_store, msgid_store, clock)
+
+
+def test_delete_msg_and_get_msg(
+        identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore, clock: FakeClock) -> None:
+    async def scenario(h: Harness) -> None:
+        event = await h.group_message("ROBOT1.0_d")
+        sent = await h.call("send_group_msg", group_id=event["group_id"], message="oops")
+        virtual = sent["data"]["message_id"]
+        got = await h.call("get_msg", message_id=virtual)
+        assert got["data"]["message_type"] == "group" and got["data"]["message_id"] == virtual
+        assert got["data"]["sender"] == {"user_id": SELF}
+        assert (await h.call("delete_msg", message_id=virtual))["status"] == "ok"
+        assert h.platform.api_requests("DELETE") == [
+            (f"/v2/groups/{GROUP}/messages/BOT000001", None)]
+        theirs = await h.call("delete_msg", message_id=event["message_id"])
+        assert theirs["retcode"] == 100 and "only messages the bot sent" in theirs["message"]
+        again = await h.call("delete_msg", message_id=virtual)  # the platform says not found
+        assert again["retcode"] == 103 and "306004" in again["wording"]
+        assert (await h.call("get_msg", message_id=12345))["retcode"] == 100
+        assert (await h.call("get_msg", message_id="x"))["retcode"] == 100
+
+    with_daemon(scenario, identity_store, msgid_store, clock)
+
+
+def test_information_actions_answer_from_the_graph(
+        identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore, clock: FakeClock) -> None:
+    async def scenario(h: Harness) -> None:
+        a = await h.group_message("m1")
+        b = await h.group_message("m2", user=USER2)
+        await h.group_message("m3", group=GROUP2)
+        c = await h.c2c_message("m4")
+        login = await h.call("get_login_info")
+        assert login["data"]["user_id"] == SELF
+        groups = (await h.call("get_group_list"))["data"]
+        assert sorted(g["group_id"] for g in groups) == sorted(
+            [a["group_id"], h.bridge.graph.lookup(OpenId(APP, GROUP2))])
+        members = (await h.call("get_group_member_list", group_id=a["group_id"]))["data"]
+        assert sorted(m["user_id"] for m in members) == sorted([a["user_id"], b["user_id"]])
+        assert all(m["group_id"] == a["group_id"] for m in members)
+        info = await h.call("get_group_member_info", group_id=a["group_id"], user_id=b["user_id"])
+        assert info["data"]["user_id"] == b["user_id"]
+        assert info["data"]["last_sent_time"] == int(clock.now)
+        assert (await h.call("get_group_info", group_id=a["group_id"]))["data"][
+            "member_count"] == 2
+        friends = (await h.call("get_friend_list"))["data"]
+        assert [f["user_id"] for f in friends] == [c["user_id"]]
+        stranger = await h.call("get_stranger_info", user_id=c["user_id"])
+        assert stranger["data"]["user_id"] == c["user_id"]
+        assert (await h.call("get_stranger_info", user_id=55555))["retcode"] == 100
+        assert (await h.call("get_status"))["data"]["online"] is True
+        version = (await h.call("get_version_info"))["data"]
+        assert version["protocol_version"] == "v11" and version["app_name"] == "gensokyo-idmap"
+        assert (await h.call("can_send_image"))["data"] == {"yes": True}
+        assert (await h.call("can_send_record"))["data"] == {"yes": True}
+
+    with_daemon(scenario, identity_store, msgid_store, clock)
+
+
+def test_async_unknown_quick_operation_and_identity_extensions(
+        identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore, clock: FakeClock) -> None:
+    async def scenario(h: Harness) -> None:
+        event = await h.group_message("ROBOT1.0_q")
+        queued = await h.actions({"action": "send_group_msg_async", "echo": {"seq": 5},
+                                  "params": {"group_id": event["group_id"], "message": "later"}})
+        assert queued == {"status": "async", "retcode": 1, "data": None, "message": "",
+                          "wording": "", "echo": {"seq": 5}}
+        await h.actions.drain()
+        assert h.sends()[-1][1]["content"] == "later"
+        unknown = await h.actions({"action": "set_group_kick", "echo": 7})
+        assert (unknown["status"], unknown["retcode"], unknown["echo"]) == ("failed", 1404, 7)
+        broken = await h.actions({"params": {}})
+        assert broken["retcode"] == 100 and "action" in broken["message"]
+        quick = await h.call(".handle_quick_operation", context=event,
+                             operation={"reply": "hey", "at_sender": True})
+        assert quick["status"] == "ok", quick
+        assert h.sends()[-1][1]["content"] == f'<qqbot-at-user id="{USER}" /> hey'
+        bound = await h.call("bind_identity", key="rUIN-QQ-0-12345", vuin=event["user_id"])
+        assert bound["data"]["vuin"] == event["user_id"]
+        shown = await h.call("get_identity", vuin=event["user_id"])
+        assert "rUIN-QQ-0-GEZDGNBV" in shown["data"]["identities"]
+        looked = await h.call("get_identity", key=USER)
+        assert looked["data"] == {"key": f"openid:QQ:{APP}:{USER}", "vuin": event["user_id"]}
+        assert (await h.call("bind_identity", key="5", vuin=1))["retcode"] == 100
+
+    with_daemon(scenario, identity_store, msgid_store, clock)
+
+
+def test_op_userid_type_ruin_both_ways(
+        identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore, clock: FakeClock) -> None:
+    async def scenario(h: Harness) -> None:
+        first = await h.group_message("ROBOT1.0_r1")
+        vuin = h.bridge.graph.lookup(OpenId(APP, USER))
+        assert vuin is not None and first["user_id"] == vuin  # no rUIN bound yet
+        await h.bridge.graph.bind(RUin("QQ", 0, "2870338968"), vuin)
+        second = await h.group_message("ROBOT1.0_r2")
+        assert second["user_id"] == 2870338968 and second["sender"]["user_id"] == 2870338968
+        assert second["group_id"] == h.bridge.graph.lookup(OpenId(APP, GROUP))
+        sent = await h.call("send_private_msg", user_id=2870338968, message="to the rUIN")
+        assert sent["status"] == "failed"  # no C2C message to reply to, but it got there:
+        assert h.sends()[-1][0] == f"/v2/users/{USER}/messages"
+
+    with_daemon(scenario, identity_store, msgid_store, clock, op_userid_type="ruin")
+
+
+def test_op_userid_type_raw_sends_the_platform_ids(
+        identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore, clock: FakeClock) -> None:
+    async def scenario(h: Harness) -> None:
+        event = await h.group_message("ROBOT1.0_raw")
+        assert (event["user_id"], event["group_id"]) == (USER, GROUP)
+        assert event["sender"]["user_id"] == USER
+        sent = await h.call("send_group_msg", group_id=event["group_id"], message="back")
+        assert sent["status"] == "ok" and h.sends()[-1][0] == f"/v2/groups/{GROUP}/messages"
+
+    with_daemon(scenario, identity_store, msgid_store, clock, op_userid_type="raw")
