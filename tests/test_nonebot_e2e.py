@@ -10,8 +10,9 @@ Checked: a group message and a private message reach NoneBot's plugin as OneBot 
 events with integer ids — ``user_id`` / ``group_id`` the vUINs the identity store holds for
 those OpenIDs, ``message_id`` an int32, ``self_id`` an int — and after a SIGTERM and a
 restart on the same data dir, a message from the same user and group carries the same
-vUINs. The plugin also answers ``ping`` (NoneBot's ``send_msg``); its outcome is recorded
-but not asserted until the daemon handles outbound actions.
+vUINs. The plugin answers ``ping`` with ``pong`` (NoneBot's ``send_msg``): the emulator
+records ``POST /v2/users/<openid>/messages`` and ``POST /v2/groups/<group_openid>/messages``
+carrying the original ``msg_id``, and NoneBot gets an int ``message_id`` back.
 """
 
 from __future__ import annotations
@@ -199,11 +200,21 @@ def test_nonebot_gets_group_and_private_messages_with_durable_vuins(tmp_path: Pa
             await platform.push("C2C_MESSAGE_CREATE", c2c_message(2))
             await until("private message at NoneBot", lambda: len(records.of("event")) == 2,
                         context=context)
-            # the plugin answers "ping" with "pong"; only recorded until outbound actions
-            # exist (the daemon answers unknown actions at once, so this is quick)
-            await until("the outcome of the pong reply",
-                        lambda: bool(records.of("send_error") or records.of("send_result")),
+            # the plugin answers "ping" with "pong" (send_msg): a passive C2C reply
+            await until("the pong reply", lambda: bool(
+                records.of("send_error") or records.of("send_result")), context=context)
+            assert not records.of("send_error"), context()
+            assert platform.api_requests("POST", "/messages") == [
+                (f"/v2/users/{USER}/messages", {"msg_type": 0, "content": "pong", "msg_seq": 1,
+                                                "msg_id": "ROBOT1.0_c2c2"})], context()
+            # and in a group: the reply names the group message it answers
+            await platform.push("GROUP_AT_MESSAGE_CREATE", group_message(4, GROUP, USER)
+                                | {"content": " ping"})
+            await until("the group pong", lambda: len(records.of("send_result")) == 2,
                         context=context)
+            assert platform.api_requests("POST", "/messages")[1] == (
+                f"/v2/groups/{GROUP}/messages", {"msg_type": 0, "content": "pong",
+                                                 "msg_seq": 1, "msg_id": "ROBOT1.0_gw4"})
             await stop_daemon(daemons[0])
 
             # the restart, on the same data dir: NoneBot must take the new connection
@@ -212,7 +223,7 @@ def test_nonebot_gets_group_and_private_messages_with_durable_vuins(tmp_path: Pa
             await until("NoneBot reconnection", lambda: nb_connections() == 2, context=context)
             await platform.push("GROUP_AT_MESSAGE_CREATE", group_message(3, GROUP, USER))
             await until("group message after the restart",
-                        lambda: len(records.of("event")) == 3, context=context)
+                        lambda: len(records.of("event")) == 4, context=context)
             await stop_daemon(daemons[1])
         finally:
             for child in [*daemons, nonebot]:
@@ -240,14 +251,15 @@ def test_nonebot_gets_group_and_private_messages_with_durable_vuins(tmp_path: Pa
 
     raw = records.of("raw")  # as sent on the wire, before NoneBot's models coerce anything
     events = records.of("event")  # as NoneBot's plugin got them
-    assert len(raw) == len(events) == 3, context()
+    assert len(raw) == len(events) == 4, context()
     for frame in raw:
         assert type(frame["self_id"]) is int, frame
         assert type(frame["user_id"]) is int, frame
         assert type(frame["message_id"]) is int and frame["message_id"] in INT32, frame
         assert frame.get("group_id") is None or type(frame["group_id"]) is int, frame
 
-    group_1, private_2, group_3 = events
+    group_1, private_2, group_4, group_3 = events
+    assert group_4["plain_text"].strip() == "ping" and group_4["user_id"] == user_vuin
     for event, text in ((group_1, "m1"), (group_3, "m3")):
         assert event["post_type"] == "message" and event["message_type"] == "group", event
         assert event["sub_type"] == "normal", event
@@ -261,9 +273,11 @@ def test_nonebot_gets_group_and_private_messages_with_durable_vuins(tmp_path: Pa
     for event in events:
         assert type(event["self_id"]) is int and event["bot_self_id"] == str(event["self_id"])
         assert type(event["message_id"]) is int and event["message_id"] in INT32, event
-    assert len({event["message_id"] for event in events}) == 3, events
+    assert len({event["message_id"] for event in events}) == 4, events
 
     calls = [entry for entry in records.all() if "call_api" in entry]
+    assert [call["call_api"] for call in calls] == ["send_msg", "send_msg"], calls
+    assert all(isinstance(result["message_id"], int) for result in records.of("send_result"))
     outcome = records.of("send_result") or records.of("send_error")
     print(f"\nNoneBot e2e took {elapsed:.1f} s; vUINs user={user_vuin} group={group_vuin}; "
           f"NoneBot called {calls}; outcome {outcome}")
