@@ -73,3 +73,39 @@ def test_a_dead_receiver_costs_its_own_events_only() -> None:
 
     failed, dropped = asyncio.run(asyncio.wait_for(main(), 30))
     assert failed + dropped == 5 and dropped >= 1
+
+
+def test_a_quick_operation_answer_is_carried_out_with_its_event() -> None:
+    operations: list[tuple[dict[str, Any], dict[str, Any]]] = []
+
+    async def receiver(request: web.Request) -> web.Response:
+        event = await request.json()
+        if event["n"] == 0:
+            return web.json_response({"reply": "pong", "at_sender": False})
+        if event["n"] == 1:
+            return web.Response(text="not json")  # ignored, logged
+        return web.Response(status=204)
+
+    async def on_quick_operation(event: dict[str, Any], operation: dict[str, Any]) -> None:
+        operations.append((event, operation))
+
+    async def main() -> HttpPostTarget:
+        app = web.Application()
+        app.router.add_post("/onebot", receiver)
+        server = TestServer(app, host="127.0.0.1")
+        await server.start_server()
+        target = HttpPostTarget(str(server.make_url("/onebot")), 1,
+                                on_quick_operation=on_quick_operation)
+        target.start()
+        try:
+            written = [target.publish({"post_type": "message", "n": n}) for n in range(3)]
+            await asyncio.wait_for(asyncio.gather(*written), TIMEOUT)
+        finally:
+            await target.close()  # waits for the operations still running
+            await server.close()
+        return target
+
+    target = asyncio.run(main())
+    assert operations == [({"post_type": "message", "n": 0}, {"reply": "pong",
+                                                              "at_sender": False})]
+    assert target.delivered == 3
