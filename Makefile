@@ -25,6 +25,7 @@ bench: venv
 	$(BIN)/python bench/identity.py
 	$(BIN)/python bench/msgid.py
 	$(BIN)/python bench/migrate.py
+	$(BIN)/python bench/inbound.py
 
 lint: venv
 	$(BIN)/python -m pip install --quiet -e '.[test,lint]'

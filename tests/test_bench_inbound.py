@@ -1,0 +1,34 @@
+"""Smoke test of bench/inbound.py: a tiny --quick run prints every figure line, all non-zero."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SCENARIOS = [(via, who) for via in ("gateway", "webhook") for who in ("known", "new")]
+EVENTS = 40
+
+
+@pytest.mark.slow
+def test_quick_run_prints_every_scenario_for_daemon_and_bare_relay() -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "inbound.py"), "--quick", "--events", str(EVENTS)],
+        cwd=ROOT, capture_output=True, text=True, timeout=120)
+    out = done.stdout
+    assert done.returncode == 0, out + done.stderr
+    for via, who in SCENARIOS:
+        for target in ("daemon", "bare relay"):
+            row = re.search(rf"^  {via}, {who} users  {target} +(\d+) +([\d,]+) +([\d.]+) "
+                            rf"+([\d.]+) ", out, re.MULTILINE)
+            assert row is not None, f"no row for {via}/{who}/{target}:\n{out}"
+            events, rate, p50, p99 = row.groups()
+            assert int(events) == EVENTS, row.group(0)  # every event arrived
+            assert int(rate.replace(",", "")) > 0, row.group(0)
+            assert 0 < float(p50) <= float(p99), row.group(0)
+        ratio = re.search(rf"^  {via}, {who} users +(\d+\.\d+) ", out, re.MULTILINE)
+        assert ratio is not None and float(ratio.group(1)) > 0, f"no ratio for {via}/{who}"
