@@ -26,6 +26,7 @@ bench: venv
 	$(BIN)/python bench/msgid.py
 	$(BIN)/python bench/migrate.py
 	$(BIN)/python bench/inbound.py
+	$(BIN)/python bench/outbound.py
 
 lint: venv
 	$(BIN)/python -m pip install --quiet -e '.[test,lint]'

@@ -130,7 +130,7 @@ async def _actions(ws: _Socket, on_action: ActionHandler | None) -> None:
                 continue
             try:
                 frame = json.loads(message.data)
-            except ValueError:
+            except (ValueError, RecursionError):
                 await ws.send_str(json.dumps(failed(RETCODE_BAD_JSON, "bad JSON")))
                 continue
             task = asyncio.create_task(_answer(ws, on_action, frame))

@@ -54,7 +54,7 @@ class HttpApiServer:
         if kind == "application/json":
             try:
                 body = json.loads(await request.read())
-            except ValueError:
+            except (ValueError, RecursionError):
                 return web.json_response(failed(1400, "body is not valid JSON"), status=400)
             if not isinstance(body, dict):
                 return web.json_response(failed(1400, "body must be a JSON object"),

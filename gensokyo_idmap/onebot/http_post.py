@@ -100,7 +100,7 @@ class HttpPostTarget:
     def _quick_operation(self, event: dict[str, Any], reply: bytes) -> None:
         try:
             operation = json.loads(reply)
-        except ValueError:
+        except (ValueError, RecursionError):
             log.warning("[onebot] http post answer is not JSON; ignored", url=self.url)
             return
         if not isinstance(operation, dict) or not operation:

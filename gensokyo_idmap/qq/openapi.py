@@ -80,7 +80,7 @@ class OpenApiClient:
                 continue
             try:
                 data = json.loads(raw) if raw.strip() else None
-            except ValueError:
+            except (ValueError, RecursionError):
                 data = None
             if status in _ERROR_STATUSES or status in (201, 202):
                 # 201/202 are "accepted, not sent" (e.g. pending audit): a failure to report.

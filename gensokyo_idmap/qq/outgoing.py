@@ -113,7 +113,7 @@ def _json_object(segment: Segment, index: int, name: str) -> dict[str, Any] | No
                                 f"{name}: base64:// data is not valid") from None
     try:
         value = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: absurdly deep nesting
         raise BadInputError(f"message[{index}].data", raw[:80],
                             f"{name} data must be a JSON object") from None
     if not isinstance(value, dict):

@@ -103,3 +103,12 @@ def test_unknown_action_404_bad_body_400_bad_type_406_without_a_token() -> None:
             assert body["retcode"] == 100 and "action" in body["message"]
 
     with_server(scenario, token=None)
+
+
+def test_absurdly_nested_json_body_is_400() -> None:
+    async def scenario(http: ClientSession) -> None:
+        async with http.post("/echo_params", data=b"[" * 100_000,
+                             headers={"Content-Type": "application/json"}) as resp:
+            assert resp.status == 400
+
+    with_server(scenario, token=None)

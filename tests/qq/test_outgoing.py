@@ -366,3 +366,9 @@ def test_text_segments_become_one_part_of_their_concatenation(texts: list[str]) 
     result = plan_message([Segment.text(t) for t in texts], "c2c", no_mention)
     assert result.parts == (OutgoingPart(0, content=joined),)
     assert result.reply_to is None
+
+
+def test_absurdly_nested_markdown_data_is_bad_input_not_a_crash() -> None:
+    with pytest.raises(BadInputError) as err:
+        plan_message([Segment("markdown", (("data", "[" * 100_000),))], "group", str)
+    assert err.value.field == "message[0].data"

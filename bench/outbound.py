@@ -1,0 +1,250 @@
+"""Outbound benchmark: ``send_group_msg`` through the daemon against the platform called directly.
+
+Run: ``.venv/bin/python bench/outbound.py [--quick] [--strict]``
+
+This is a benchmark script, not a test. The exit code is 0 unless ``--strict`` is given and a
+target is missed.
+
+What runs
+---------
+emulated platform (this process)
+    ``tests/qq/platform_emulator.EmulatedPlatform``: token endpoint, ``/gateway/bot``, the
+    gateway, and ``POST /v2/groups/{openid}/messages`` with the platform's rules (a passive
+    reply needs a ``msg_id`` with replies left; ``msg_id`` + ``msg_seq`` unique).
+daemon (a subprocess)
+    ``gensokyo-idmap serve`` with the gateway on and a forward-WebSocket server; both stores
+    durable in the temp dir, ``log.level: info`` as shipped, logs to a file.
+client (this process)
+    One forward-WebSocket connection to the daemon. It pushes a group message through the
+    emulator's gateway, waits for the OneBot event, then calls ``send_group_msg`` with that
+    event's ``group_id`` five times (the platform's five replies per ``msg_id``); the daemon
+    resolves the vUIN to the group OpenID, picks the newest message with replies left, calls
+    the OpenAPI, stores the returned id in the msgid map and answers with its virtual id.
+
+Figures
+-------
+daemon: send_group_msg
+    Round trips from the client's action frame to the response with its ``echo`` (ops/s and
+    p50 / p99), one call at a time, and with 8 calls in flight.
+direct: POST /messages
+    The same client (an aiohttp session) calling the emulator's send endpoint itself, with a
+    valid token and a fresh ``msg_id`` every five calls: the ceiling, at the same two
+    concurrencies.
+
+Target: daemon / direct round trips per second >= 0.5 (each concurrency). Only send round
+trips are timed; the inbound messages that make replies possible are pushed between batches
+with the clock stopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from _common import Result, Run, Table
+
+import yaml  # noqa: E402 - after _common, which puts the repository on sys.path
+from aiohttp import ClientSession, ClientWebSocketResponse, WSMsgType  # noqa: E402
+
+from tests.qq.platform_emulator import APP, SECRET, EmulatedPlatform  # noqa: E402
+
+GROUP = "A1B2C3D4E5F60718293A4B5C6D7E8F90"
+USER = "0F1E2D3C4B5A69788796A5B4C3D2E1F0"
+REPLIES = 5
+WAIT = 30.0
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class DaemonClient:
+    """One forward-WS connection: events into a queue, responses matched by echo."""
+
+    def __init__(self, ws: ClientWebSocketResponse) -> None:
+        self.ws = ws
+        self.events: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self.waiting: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self.counter = 0
+        self.reader = asyncio.create_task(self._read())
+
+    async def _read(self) -> None:
+        async for message in self.ws:
+            if message.type != WSMsgType.TEXT:
+                continue
+            frame = json.loads(message.data)
+            echo = frame.get("echo")
+            if isinstance(echo, str) and echo in self.waiting:
+                self.waiting.pop(echo).set_result(frame)
+            elif frame.get("post_type") == "message":
+                self.events.put_nowait(frame)
+
+    async def call(self, action: str, params: dict[str, Any]) -> dict[str, Any]:
+        self.counter += 1
+        echo = str(self.counter)
+        answer: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self.waiting[echo] = answer
+        await self.ws.send_str(json.dumps({"action": action, "params": params, "echo": echo}))
+        response = await asyncio.wait_for(answer, WAIT)
+        if response.get("status") != "ok":
+            raise RuntimeError(f"{action} failed: {response}")
+        return response
+
+
+async def timed_batches(total: int, in_flight: int, fresh_msg: Any, call: Any) -> Result:
+    """``total`` calls in batches of REPLIES per fresh message, ``in_flight`` at a time."""
+    lat: list[int] = []
+    seconds = 0.0
+    done = 0
+    clock = time.perf_counter_ns
+    while done < total:
+        batches = max(1, in_flight // REPLIES + (in_flight % REPLIES > 0))
+        refs = [await fresh_msg() for _ in range(batches)]
+        jobs = [ref for ref in refs for _ in range(REPLIES)][: total - done]
+
+        async def one(ref: Any) -> None:
+            a = clock()
+            await call(ref)
+            lat.append(clock() - a)
+
+        started = clock()
+        queue = list(jobs)
+        running: set[asyncio.Task[None]] = set()
+        while queue or running:
+            while queue and len(running) < in_flight:
+                running.add(asyncio.create_task(one(queue.pop(0))))
+            finished, running = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+            for task in finished:
+                task.result()
+        seconds += (clock() - started) / 1e9
+        done += len(jobs)
+    result = Result("", ops=done, seconds=seconds)
+    result.lat_ns = sorted(lat)
+    return result
+
+
+async def main(run: Run, tmp: Path) -> None:
+    total = 300 if run.quick else 2000
+    platform = EmulatedPlatform(heartbeat_ms=30_000)
+    await platform.start()
+    ws_port = free_port()
+    config = tmp / "daemon.yml"
+    config.write_text(yaml.safe_dump({
+        "bot": {"app_id": APP, "secret": SECRET},
+        "idmap": {"data_dir": str(tmp / "data")},
+        "qq": {"gateway": True, "api_base": platform.url("/").rstrip("/"),
+               "token_url": platform.url("/app/getAppAccessToken")},
+        "webhook": {"listen": ""},
+        "onebot": {"forward_ws": f"127.0.0.1:{ws_port}", "reverse_ws": [],
+                   "heartbeat_interval_seconds": 60},
+        "log": {"level": "info", "format": "json"},
+    }))
+    script = Path(sys.executable).with_name("gensokyo-idmap")
+    log_file = (tmp / "daemon.log").open("wb")
+    daemon = subprocess.Popen([str(script), "serve", "--config", str(config)],
+                              stdout=log_file, stderr=subprocess.STDOUT)
+    seq = 0
+    try:
+        async with ClientSession() as http:
+            ws = None
+            deadline = time.monotonic() + WAIT
+            while ws is None:
+                try:
+                    ws = await http.ws_connect(f"ws://127.0.0.1:{ws_port}/")
+                except OSError:
+                    if time.monotonic() > deadline or daemon.poll() is not None:
+                        raise RuntimeError("the daemon did not start; see daemon.log") from None
+                    await asyncio.sleep(0.05)
+            client = DaemonClient(ws)
+            while not platform.identifies:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the daemon never identified on the gateway")
+                await asyncio.sleep(0.02)
+
+            async def fresh_message() -> int:
+                nonlocal seq
+                seq += 1
+                await platform.push("GROUP_AT_MESSAGE_CREATE", {
+                    "id": f"ROBOT1.0_bench{seq}", "content": " ping",
+                    "timestamp": "2025-01-01T12:00:00+08:00", "group_openid": GROUP,
+                    "author": {"id": USER, "member_openid": USER}})
+                event = await asyncio.wait_for(client.events.get(), WAIT)
+                return int(event["group_id"])
+
+            async def via_daemon(group_id: int) -> None:
+                await client.call("send_group_msg", {"group_id": group_id, "message": "pong"})
+
+            direct_refs = iter(range(1, 10**9))
+            direct_seq: dict[str, int] = {}
+            url = platform.url(f"/v2/groups/{GROUP}/messages")
+
+            async def fresh_direct() -> str:
+                return f"direct{next(direct_refs)}"
+
+            async def direct(msg_id: str) -> None:
+                direct_seq[msg_id] = direct_seq.get(msg_id, 0) + 1
+                body = {"msg_type": 0, "content": "pong", "msg_id": msg_id,
+                        "msg_seq": direct_seq[msg_id]}
+                async with http.post(url, json=body,
+                                     headers={"Authorization": platform.current_token(),
+                                              "X-Union-Appid": APP}) as resp:
+                    answer = await resp.json()
+                    if resp.status != 200:
+                        raise RuntimeError(f"direct send failed: {answer}")
+
+            await timed_batches(50, 1, fresh_message, via_daemon)  # warm-up
+            await timed_batches(50, 1, fresh_direct, direct)
+            table = Table(name=34, rate=9, us=9)
+            table.print_header()
+            ratios: list[tuple[int, float]] = []
+            for in_flight in (1, 8):
+                best: dict[str, Result] = {}
+                for _ in range(2):  # interleaved rounds: load elsewhere hits both
+                    for name, fresh, call in (("daemon", fresh_message, via_daemon),
+                                              ("direct", fresh_direct, direct)):
+                        result = await timed_batches(total, in_flight, fresh, call)
+                        if name not in best or result.ops_per_s > best[name].ops_per_s:
+                            best[name] = result
+                best["daemon"].name = f"daemon: send_group_msg x{in_flight}"
+                best["direct"].name = f"direct: POST /messages x{in_flight}"
+                print(table.row(best["daemon"]))
+                print(table.row(best["direct"]))
+                ratios.append((in_flight, best["daemon"].ops_per_s / best["direct"].ops_per_s))
+            print()
+            for in_flight, ratio in ratios:
+                print(f"  ratio daemon/direct, {in_flight} in flight: {ratio:.2f} "
+                      f"(target >= 0.5: {run.verdict(ratio, 0.5)})")
+            sends = len(platform.api_requests("POST", "/messages"))
+            print(f"  platform saw {sends} sends; daemon log: {tmp / 'daemon.log'}")
+            await ws.close()
+            client.reader.cancel()
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        try:
+            daemon.wait(WAIT)
+        except subprocess.TimeoutExpired:
+            daemon.kill()
+            daemon.wait()
+        log_file.close()
+        assert platform.server is not None
+        await platform.server.close()
+
+
+if __name__ == "__main__":
+    bench = Run(__doc__, quick="300 calls per figure instead of 2000",
+                strict="exit 1 when a target is missed", profile="(unused)")
+    with bench.temp_dir("gsk-outbound-", "outbound",
+                        "where fsync is free and the figures mean nothing") as tmp_dir:
+        asyncio.run(main(bench, tmp_dir))
+        print(f"  peak RSS of this process {bench.peak_rss_mib():.0f} MiB; {bench.summary()}")
+    os._exit(bench.exit_code())
