@@ -150,3 +150,39 @@ def test_close_4004_fetches_a_new_token_and_fatal_codes_stop(tmp_path: Path) -> 
         assert client.fatal is not None and "4014" in client.fatal
 
     run_with(tmp_path, scenario)
+
+
+def test_saved_seq_never_runs_ahead_and_is_flushed_when_the_connection_ends(
+        tmp_path: Path) -> None:
+    """The state file is written at most every save_interval, so during a burst it may lag
+    behind what was processed, but never run ahead; when the client stops it is exact."""
+    state = GatewayState(tmp_path / "gateway.json")
+    seen_in_file: list[tuple[int | None, int]] = []
+
+    async def scenario(platform: EmulatedPlatform, make: Callable[[], GatewayClient],
+                       events: list[QQEvent]) -> None:
+        client = make()
+        client.save_interval = 0.2
+        original = client.pipeline
+
+        async def pipeline(event: QQEvent) -> None:
+            seen_in_file.append((state.load().seq, len(events)))
+            await original(event)
+
+        client.pipeline = pipeline
+        async with ClientSession() as session:
+            task = asyncio.create_task(client.run(session))
+            await until(lambda: client.session_id is not None)
+            for n in range(30):
+                await platform.push("GROUP_AT_MESSAGE_CREATE", group_message(n))
+            await until(lambda: len(messages(events)) == 30)
+            await client.close()
+            await task
+        last = platform.sent[-1]["s"]
+        assert state.load().seq == last  # flushed on the way out
+        # while the burst ran, the file lagged (throttled) but never claimed an event that
+        # had not finished: seq k of a message is READY's seq (1) + its position
+        assert all(saved is None or saved <= 1 + done for saved, done in seen_in_file)
+        assert any(saved is not None and saved < 1 + done for saved, done in seen_in_file)
+
+    run_with(tmp_path, scenario)
