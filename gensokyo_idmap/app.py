@@ -17,6 +17,7 @@ from aiohttp import web
 from gensokyo_idmap.action_service import ActionService
 from gensokyo_idmap.bridge import BridgeSettings, EventSink, InboundBridge, InboundPipeline
 from gensokyo_idmap.config import Config
+from gensokyo_idmap.dedup import DeliveryLog
 from gensokyo_idmap.errors import BadInputError, PlatformError
 from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.msgid import MsgIdMap
@@ -25,6 +26,7 @@ from gensokyo_idmap.onebot.http_api import HttpApiServer
 from gensokyo_idmap.onebot.http_post import HttpPostTarget
 from gensokyo_idmap.onebot.reverse_ws import ReverseWsClient
 from gensokyo_idmap.outbound import OutboundSender, OutboundSettings
+from gensokyo_idmap.outbox import Outbox
 from gensokyo_idmap.qq.events import Interaction
 from gensokyo_idmap.qq.gateway import GatewayClient, GatewayState, discover_gateway
 from gensokyo_idmap.qq.openapi import OpenApiClient
@@ -33,6 +35,7 @@ from gensokyo_idmap.qq.token import AccessTokenManager
 from gensokyo_idmap.qq.webhook import WebhookReceiver
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
 from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore, open_msgid_store
+from gensokyo_idmap.store.lmdb_outbox import LmdbOutboxStore
 
 __all__ = ["run_daemon"]
 
@@ -73,11 +76,19 @@ async def run_daemon(config: Config, stop: asyncio.Event | None = None) -> None:
         store.close()
         raise
     try:
-        await _migrate_if_found(config, store, msgid_store)
+        outbox_store = LmdbOutboxStore(config.outbox_db_path)
     except BaseException:
         msgid_store.close()
         store.close()
         raise
+    try:
+        await _migrate_if_found(config, store, msgid_store)
+    except BaseException:
+        outbox_store.close()
+        msgid_store.close()
+        store.close()
+        raise
+    outbox = Outbox(outbox_store)
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     sweeper: asyncio.Task[None] | None = None
@@ -128,7 +139,10 @@ async def run_daemon(config: Config, stop: asyncio.Event | None = None) -> None:
             app_id=config.bot.app_id, self_id=config.self_id,
             op_userid_type=config.onebot.op_userid_type)))
         clients = _reverse_ws_clients(config, actions)
+        deliveries = DeliveryLog()
         for client in clients:
+            for key in outbox.restore(client):  # owed from before a restart: first out
+                deliveries.remember(key)  # and the platform's replay of it is a repeat
             client.start()
             log.info("[onebot] reverse ws", url=client.url, self_id=client.self_id)
         posts = [HttpPostTarget(target.url, config.self_id,
@@ -136,6 +150,8 @@ async def run_daemon(config: Config, stop: asyncio.Event | None = None) -> None:
                                 on_quick_operation=actions.quick_reply)
                  for target in config.onebot.http_post]
         for post in posts:
+            for key in outbox.restore(post):
+                deliveries.remember(key)
             post.start()
             log.info("[onebot] http post", url=post.url)
         sinks: list[EventSink] = [*clients, *posts]
@@ -158,7 +174,8 @@ async def run_daemon(config: Config, stop: asyncio.Event | None = None) -> None:
             link_union_openid=config.idmap.link_union_openid,
             extensions=config.onebot.extensions,
             op_userid_type=config.onebot.op_userid_type))
-        pipeline = InboundPipeline(bridge, sinks, acknowledge=acknowledge)
+        pipeline = InboundPipeline(bridge, sinks, deliveries, acknowledge=acknowledge,
+                                   outbox=outbox)
         if config.webhook.listen:
             runner = await _start_webhook(config, pipeline)
         if config.qq.gateway:
@@ -209,6 +226,8 @@ async def run_daemon(config: Config, stop: asyncio.Event | None = None) -> None:
         if sweeper is not None:
             stop.set()
             await sweeper
+        await outbox.settle()
+        outbox_store.close()
         msgid_store.close()
         store.close()
         log.info("[app] stopped")

@@ -42,6 +42,7 @@ from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.msgid import MsgContext, MsgIdMap
 from gensokyo_idmap.onebot import events as ob
 from gensokyo_idmap.onebot.message import Segment
+from gensokyo_idmap.outbox import Outbox, TrackedSink
 from gensokyo_idmap.passive_reply import EVENT_KINDS
 from gensokyo_idmap.qq.events import (
     Attachment,
@@ -278,6 +279,11 @@ class InboundBridge:
         return extra
 
 
+def _written(future: asyncio.Future[bool]) -> bool:
+    return (future.done() and not future.cancelled() and future.exception() is None
+            and future.result() is True)
+
+
 def _qq_number(identities: Sequence[str]) -> int | None:
     """The lowest-index QQ rUIN of an identity set, as a number (None if there is none)."""
     numbers = []
@@ -320,14 +326,27 @@ class InboundPipeline:
 
     def __init__(self, bridge: InboundBridge, sinks: Sequence[EventSink],
                  deliveries: DeliveryLog | None = None,
-                 acknowledge: Callable[[Interaction], Awaitable[None]] | None = None) -> None:
+                 acknowledge: Callable[[Interaction], Awaitable[None]] | None = None,
+                 outbox: Outbox | None = None) -> None:
         self.bridge = bridge
         self.sinks = list(sinks)
         self._acknowledge = acknowledge
         self._turns: dict[str, tuple[asyncio.Lock, int]] = {}
         self._deliveries = deliveries or DeliveryLog()
+        self._outbox = outbox
         self.duplicates = 0
         self.delivery_wait = 2.0
+
+    async def _keep_owed(self, owed: list[tuple[str, dict[str, Any], asyncio.Future[bool]]],
+                         key: str | None) -> None:
+        """Events a framework has not got yet go to the outbox before the source is told
+        "done": a crash now costs nothing (rule of the outbox module)."""
+        owed = [item for item in owed if not _written(item[2])]
+        if not owed or self._outbox is None:
+            return
+        entries = await self._outbox.keep([(name, onebot, key) for name, onebot, _ in owed])
+        for (name, _, future), entry in zip(owed, entries, strict=True):
+            self._outbox.forget_when_written(name, entry, future)
 
     async def _acknowledge_quietly(self, event: Interaction) -> None:
         """The platform wants every interaction acknowledged; a failure is logged, not
@@ -367,17 +386,25 @@ class InboundPipeline:
             return
         try:
             written: list[Awaitable[Any]] = []
+            owed: list[tuple[str, dict[str, Any], asyncio.Future[bool]]] = []
             async with self._turn(event.scene):
                 for onebot_event in await self.bridge.translate(event):
                     for sink in self.sinks:
-                        future = sink.publish(onebot_event)
-                        if future is not None:
-                            written.append(future)
+                        if self._outbox is not None and isinstance(sink, TrackedSink):
+                            future, connected = sink.publish_tracked(onebot_event)
+                            owed.append((sink.outbox_name, onebot_event, future))
+                            if connected:
+                                written.append(future)
+                            continue
+                        published = sink.publish(onebot_event)
+                        if published is not None:
+                            written.append(published)
             if written:
                 # Connected frameworks get it on the wire before the source is told "done"
                 # (the webhook's ack); a stuck one delays the ack by at most this much.
                 await asyncio.wait([asyncio.ensure_future(f) for f in written],
                                    timeout=self.delivery_wait)
+            await self._keep_owed(owed, key)
             if isinstance(event, Interaction) and self._acknowledge is not None:
                 await self._acknowledge_quietly(event)
         except BaseException as exc:

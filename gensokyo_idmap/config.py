@@ -164,6 +164,10 @@ class Config(_Section):
         return self.idmap.data_dir / "gateway-session.json"
 
     @property
+    def outbox_db_path(self) -> Path:
+        return self.idmap.data_dir / "outbox.db"
+
+    @property
     def msgid_db_path(self) -> Path:
         return self.idmap.data_dir / "msgid-map.db"
 

@@ -54,6 +54,11 @@ class DeliveryLog:
         self._entries[key] = (now, asyncio.get_running_loop().create_future())
         return None
 
+    def remember(self, key: str) -> None:
+        """Record ``key`` as processed (e.g. its events were owed from before a restart)."""
+        if self.claim(key) is None:
+            self.finish(key, None)
+
     def finish(self, key: str, error: BaseException | None) -> None:
         entry = self._entries.get(key)
         if entry is None:

@@ -67,6 +67,15 @@ class HttpPostTarget:
     def publish(self, event: dict[str, Any]) -> asyncio.Future[bool]:
         return self.queue.publish(event)
 
+    @property
+    def outbox_name(self) -> str:
+        return f"http_post {self.url}"
+
+    def publish_tracked(self, event: dict[str, Any]) -> tuple[asyncio.Future[bool], bool]:
+        """Queue an event; its future turns True once a POST succeeded (always worth a
+        wait: a failing receiver resolves it False within the retries)."""
+        return self.queue.publish(event), True
+
     def start(self) -> None:
         if self._task is None:
             self._task = asyncio.create_task(self._run(), name=f"http-post {self.url}")

@@ -71,6 +71,15 @@ class ReverseWsClient:
         written = self.queue.publish(event)
         return written if self.connected.is_set() else None
 
+    @property
+    def outbox_name(self) -> str:
+        return f"reverse_ws {self.url}"
+
+    def publish_tracked(self, event: dict[str, Any]) -> tuple[asyncio.Future[bool], bool]:
+        """Queue an event; its write future even while disconnected (the outbox keeps such
+        events durably), and whether the framework is connected now."""
+        return self.queue.publish(event), self.connected.is_set()
+
     def start(self) -> None:
         if self._task is None:
             self._task = asyncio.create_task(self._run(), name=f"reverse-ws {self.url}")

@@ -1,0 +1,94 @@
+"""outbox.db on LMDB: OneBot events accepted from the platform but not yet written to a
+framework, kept durably (``sync=True``) only while that framework is away.
+
+| table | key → value |
+|---|---|
+| ``meta`` | ``schema_version``, ``outbox_counter`` (the last entry id) |
+| ``outbox`` | sink name NUL + entry id (u64) → the event as JSON bytes |
+
+Entry ids grow by one per entry, so one sink's entries sit in arrival order under its prefix.
+The file is small and short-lived in the normal case (entries are deleted once written); it
+is not the identity store and may be deleted when no framework needs what it holds.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any, Final
+
+import lmdb
+
+from gensokyo_idmap.errors import BadInputError
+from gensokyo_idmap.store.codec import decode_u64, encode_u64
+from gensokyo_idmap.store.lmdb_env import CounterView, LmdbEnv, Table
+
+__all__ = ["OUTBOX_SCHEMA_VERSION", "LmdbOutboxStore", "OutboxView"]
+
+OUTBOX_SCHEMA_VERSION: Final = 1
+DEFAULT_OUTBOX_MAP_SIZE: Final = 16 * 1024 * 1024
+_MAX_SINK_NAME: Final = 400
+
+_TABLES: Final = (
+    Table(b"meta", "meta"),
+    Table(b"outbox", "outbox"),
+)
+
+
+def _prefix(sink: str) -> bytes:
+    raw = sink.encode("utf-8")
+    if not raw or b"\0" in raw or len(raw) > _MAX_SINK_NAME:
+        raise BadInputError("sink", sink, f"a sink name is 1 to {_MAX_SINK_NAME} bytes, no NUL")
+    return raw + b"\0"
+
+
+class OutboxView(CounterView):
+    """Reads and writes of one transaction."""
+
+    COUNTER_KEY = b"outbox_counter"
+    __slots__ = ()
+
+    def add(self, sink: str, body: bytes) -> int:
+        entry = self._get_counter() + 1
+        self._set_counter(entry)
+        self._txn.put(_prefix(sink) + encode_u64(entry), body, db=self._t.outbox)
+        return entry
+
+    def remove(self, sink: str, entry: int) -> None:
+        self._txn.delete(_prefix(sink) + encode_u64(entry), db=self._t.outbox)
+
+    def entries(self, sink: str) -> Iterator[tuple[int, bytes]]:
+        """(entry id, body) of one sink, oldest first."""
+        prefix = _prefix(sink)
+        cur = self._txn.cursor(self._t.outbox)
+        if not cur.set_range(prefix):
+            return
+        for key, value in cur:
+            if not key.startswith(prefix):
+                return
+            yield decode_u64(key[len(prefix):]), bytes(value)
+
+    def trim(self, sink: str, keep: int) -> int:
+        """Delete the oldest entries of ``sink`` beyond the newest ``keep``; how many."""
+        ids = [entry for entry, _ in self.entries(sink)]
+        surplus = ids[: max(0, len(ids) - keep)]
+        for entry in surplus:
+            self.remove(sink, entry)
+        return len(surplus)
+
+    def count(self) -> int:
+        return int(self._txn.stat(self._t.outbox)["entries"])
+
+
+def _is_empty(txn: lmdb.Transaction[bytes], tables: Any) -> bool:
+    return int(txn.stat(tables.outbox)["entries"]) == 0
+
+
+class LmdbOutboxStore(LmdbEnv[OutboxView]):
+    """outbox.db: durable commits, group commit (the rest comes from :class:`LmdbEnv`)."""
+
+    def __init__(self, path: str | os.PathLike[str], *,
+                 map_size: int = DEFAULT_OUTBOX_MAP_SIZE) -> None:
+        super().__init__(path, tables=_TABLES, make_view=OutboxView, is_empty=_is_empty,
+                         durable=True, map_size=map_size,
+                         schema_version=OUTBOX_SCHEMA_VERSION, upgrades={})
