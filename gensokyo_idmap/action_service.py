@@ -21,6 +21,7 @@ from typing import Any, Final
 
 import structlog
 
+from gensokyo_idmap import metrics
 from gensokyo_idmap.errors import BadInputError, IdmapError, NotFoundError, PlatformError
 from gensokyo_idmap.identity import RUin, VUin, parse_key
 from gensokyo_idmap.idmap import IdentityGraph
@@ -117,6 +118,10 @@ class ActionService:
         return await self._run(handler, request)
 
     async def _run(self, handler: Handler, request: ActionRequest) -> dict[str, Any]:
+        with metrics.ACTION_SECONDS.labels(request.action).time():
+            return await self._answer(handler, request)
+
+    async def _answer(self, handler: Handler, request: ActionRequest) -> dict[str, Any]:
         try:
             data = await handler(request.params)
         except PlatformError as err:

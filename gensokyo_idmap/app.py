@@ -9,12 +9,17 @@ from __future__ import annotations
 
 import asyncio
 import signal
+from collections.abc import Awaitable, Callable
 
 import aiohttp
 import structlog
 from aiohttp import web
 
+from gensokyo_idmap import metrics
 from gensokyo_idmap.action_service import ActionService
+from gensokyo_idmap.api import ApiServer
+from gensokyo_idmap.api.access import check_listen
+from gensokyo_idmap.api.server import ApiSettings
 from gensokyo_idmap.bridge import BridgeSettings, EventSink, InboundBridge, InboundPipeline
 from gensokyo_idmap.config import Config
 from gensokyo_idmap.dedup import DeliveryLog
@@ -27,7 +32,7 @@ from gensokyo_idmap.onebot.http_post import HttpPostTarget
 from gensokyo_idmap.onebot.reverse_ws import ReverseWsClient
 from gensokyo_idmap.outbound import OutboundSender, OutboundSettings
 from gensokyo_idmap.outbox import Outbox
-from gensokyo_idmap.qq.events import Interaction
+from gensokyo_idmap.qq.events import Interaction, QQEvent
 from gensokyo_idmap.qq.gateway import GatewayClient, GatewayState, discover_gateway
 from gensokyo_idmap.qq.openapi import OpenApiClient
 from gensokyo_idmap.qq.signing import WebhookKey
@@ -100,6 +105,7 @@ async def run_daemon(config: Config, stop: asyncio.Event | None = None) -> None:
     http: aiohttp.ClientSession | None = None
     gateway_task: asyncio.Task[None] | None = None
     api_runner: web.AppRunner | None = None
+    idmap_api_runner: web.AppRunner | None = None
     actions: ActionService | None = None
     try:
         graph = IdentityGraph(store)
@@ -122,6 +128,8 @@ async def run_daemon(config: Config, stop: asyncio.Event | None = None) -> None:
         sweeper = asyncio.create_task(
             msgids.run_sweeper(stop, config.idmap.msgid_sweep_interval_seconds)
         )
+        if config.api.listen:
+            idmap_api_runner = await _start_api(config, graph, msgids)
         tokens: AccessTokenManager | None = None
         openapi: OpenApiClient | None = None
         acknowledge = None
@@ -177,18 +185,22 @@ async def run_daemon(config: Config, stop: asyncio.Event | None = None) -> None:
         pipeline = InboundPipeline(bridge, sinks, deliveries, acknowledge=acknowledge,
                                    outbox=outbox)
         if config.webhook.listen:
-            runner = await _start_webhook(config, pipeline)
+            runner = await _start_webhook(config, _counted(pipeline, "webhook"))
         if config.qq.gateway:
             if http is None or tokens is None:
                 raise BadInputError("qq.gateway", True,
                                     "the gateway needs bot.app_id and bot.secret")
-            gateway_task = asyncio.create_task(_run_gateway(config, http, tokens, pipeline))
+            gateway_task = asyncio.create_task(_run_gateway(config, http, tokens,
+                                                            _counted(pipeline, "gateway")))
         listeners = ([f"webhook http://{config.webhook.listen}{config.webhook.path}"]
                      if runner is not None else [])
         if forward is not None:
             listeners.append(f"forward ws ws://{config.onebot.forward_ws}/")
         if api_runner is not None:
             listeners.append(f"onebot http api http://{config.onebot.http_api}/")
+        if idmap_api_runner is not None:
+            listeners.append(f"identity api http://{config.api.listen}/ "
+                             "(/v1, /getid, /healthz, /metrics)")
         if config.qq.gateway:
             listeners.append(f"qq gateway via {config.qq.api_base}/gateway/bot")
         listeners += [f"reverse ws {c.url}" for c in clients]
@@ -210,6 +222,8 @@ async def run_daemon(config: Config, stop: asyncio.Event | None = None) -> None:
             await runner.cleanup()  # nothing new is acknowledged
         if api_runner is not None:
             await api_runner.cleanup()
+        if idmap_api_runner is not None:
+            await idmap_api_runner.cleanup()
         for client in clients:
             await client.drain(timeout=2.0)  # what was acknowledged but not yet sent
             await client.close()
@@ -260,7 +274,7 @@ async def _listen(routes: list[web.RouteDef], listen: str, field: str) -> web.Ap
 
 async def _run_gateway(
     config: Config, http: aiohttp.ClientSession, tokens: AccessTokenManager,
-    pipeline: InboundPipeline,
+    pipeline: Callable[[QQEvent], Awaitable[None]],
 ) -> None:
     """Discover the gateway URL, then keep a session (resuming the saved one)."""
     delay = 1.0
@@ -278,7 +292,9 @@ async def _run_gateway(
     await client.run(http)
 
 
-async def _start_webhook(config: Config, pipeline: InboundPipeline) -> web.AppRunner:
+async def _start_webhook(
+    config: Config, pipeline: Callable[[QQEvent], Awaitable[None]]
+) -> web.AppRunner:
     """The callback server: verified events go through the bridge to every framework."""
     secret = config.bot.secret.get_secret_value()
     if not config.bot.app_id:
@@ -292,4 +308,43 @@ async def _start_webhook(config: Config, pipeline: InboundPipeline) -> web.AppRu
     runner = await _listen(receiver.routes(config.webhook.path), config.webhook.listen,
                            "webhook.listen")
     log.info("[qq] webhook listening", url=f"http://{config.webhook.listen}{config.webhook.path}")
+    return runner
+
+
+def _counted(
+    pipeline: InboundPipeline, transport: str
+) -> Callable[[QQEvent], Awaitable[None]]:
+    """The pipeline, counting each platform event it is handed (``gensokyo_events_in``)."""
+    received = metrics.EVENTS_IN.labels(transport)
+
+    async def process(event: QQEvent) -> None:
+        received.inc()
+        await pipeline(event)
+
+    return process
+
+
+async def _start_api(config: Config, graph: IdentityGraph, msgids: MsgIdMap
+                     ) -> web.AppRunner | None:
+    """The identity HTTP API, /getid, /healthz and /metrics on ``api.listen``.
+
+    A taken address is fatal when ``api.listen`` was set; the default one being taken (a
+    second daemon on the machine) only leaves the API off, loudly.
+    """
+    token = config.api.token.get_secret_value()
+    check_listen(config.api.listen, token, config.api.getid_allow)
+    server = ApiServer(graph, msgids, ApiSettings(
+        app_id=config.bot.app_id, identity_path=config.identity_db_path,
+        msgid_path=config.msgid_db_path, token=token,
+        getid_allow=tuple(config.api.getid_allow)))
+    try:
+        runner = await _listen(server.routes(), config.api.listen, "api.listen")
+    except BadInputError as err:
+        if "listen" in config.api.model_fields_set:
+            raise
+        log.warning("[api] not started: the default address is taken (set api.listen)",
+                    listen=config.api.listen, reason=err.reason)
+        return None
+    log.info("[api] listening", url=f"http://{config.api.listen}/",
+             token_required=bool(token), getid_allow=config.api.getid_allow or "loopback")
     return runner

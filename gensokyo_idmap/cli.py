@@ -19,11 +19,18 @@ import click
 
 from gensokyo_idmap.config import Config, load_config
 from gensokyo_idmap.errors import BadInputError, IdmapError
-from gensokyo_idmap.identity import IdentityKey, RUin, VUin, parse_client_input, parse_vuin
+from gensokyo_idmap.identity import IdentityKey, RUin, parse_identity_input, parse_vuin
 from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.logging import configure_logging
 from gensokyo_idmap.msgid import DEFAULT_MSGID_TTL_SECONDS, MsgContext, MsgIdMap, check_virtual_id
-from gensokyo_idmap.store.base import MsgRecord
+from gensokyo_idmap.reports import (
+    bind_data,
+    rebind_data,
+    record_data,
+    resolution_data,
+    stats_data,
+    vuin_data,
+)
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
 from gensokyo_idmap.store.lmdb_msgid import open_msgid_store
 
@@ -56,11 +63,7 @@ def _graph(ctx: _Context) -> Iterator[IdentityGraph]:
 
 
 def _identity_arg(ctx: _Context, value: str, field: str = "KEY") -> IdentityKey:
-    parsed = parse_client_input(value, ctx.app_id, field=field)
-    if isinstance(parsed, VUin):
-        raise BadInputError(field, value, "digits name a vUIN; give an identity (typed key, "
-                            "rUIN-… text or OpenID)")
-    return parsed
+    return parse_identity_input(value, ctx.app_id, field)
 
 
 def _describe(key: IdentityKey) -> str:
@@ -117,8 +120,7 @@ def resolve(ctx: _Context, keys: tuple[str, ...], scene: str | None) -> None:
             result = asyncio.run(graph.resolve(parsed, scene=scene))
     except IdmapError as err:
         _fail(err)
-    _emit(ctx, {"vuin": result.vuin, "created": result.created, "added": list(result.added),
-                "conflicts": [{"key": k, "vuin": v} for k, v in result.conflicts]},
+    _emit(ctx, resolution_data(result),
           lambda: f"{result.vuin}" + (" (new)" if result.created else "")
           + "".join(f"\nconflict: {k} stays on {v}" for k, v in result.conflicts))
 
@@ -151,14 +153,7 @@ def show(ctx: _Context, vuin: str) -> None:
             view = graph.show(number)
     except IdmapError as err:
         _fail(err)
-    data = {
-        "vuin": view.vuin,
-        "requested": view.requested,
-        "identities": list(view.identities),
-        "last_seen": {scene: {"identity": s.identity, "since": s.since}
-                      for scene, s in view.last_seen},
-        "aliases": list(view.aliases),
-    }
+    data = vuin_data(view)
 
     def human() -> str:
         lines = [f"vUIN {view.vuin}" + (f" (alias {view.requested} resolves here)"
@@ -184,9 +179,7 @@ def bind(ctx: _Context, key: str, vuin: str) -> None:
             result = asyncio.run(graph.bind(parsed, number))
     except IdmapError as err:
         _fail(err)
-    _emit(ctx, {"outcome": result.outcome, "key": result.key, "vuin": result.vuin,
-                "previous": result.previous, "reason": result.reason,
-                "aliased": result.aliased},
+    _emit(ctx, bind_data(result),
           lambda: f"{result.outcome}: {_describe(parsed)} → {result.vuin} ({result.reason})")
 
 
@@ -203,8 +196,7 @@ def rebind(ctx: _Context, old: str, new: str) -> None:
             result = asyncio.run(graph.rebind(old_vuin, new_vuin))
     except IdmapError as err:
         _fail(err)
-    _emit(ctx, {"outcome": result.outcome, "old": result.old, "new": result.new,
-                "moved": list(result.moved), "reason": result.reason},
+    _emit(ctx, rebind_data(result),
           lambda: f"{result.outcome}: {result.old} → {result.new} ({result.reason})")
 
 
@@ -226,13 +218,6 @@ def msgid(click_ctx: click.Context, ttl_seconds: float) -> None:
     if ttl_seconds <= 0:
         _fail(BadInputError("--ttl-seconds", ttl_seconds, "must be positive"))
     click_ctx.meta["ttl_seconds"] = ttl_seconds
-
-
-def _record_data(record: MsgRecord) -> dict[str, Any]:
-    return {"virtual_id": record.virtual_id, "real_id": record.real_id, "app_id": record.app_id,
-            "chat_kind": record.chat_kind, "target": record.target,
-            "direction": record.direction, "created_ms": record.created_ms,
-            "expires_ms": record.expires_ms}
 
 
 @msgid.command("store")
@@ -270,7 +255,7 @@ def msgid_lookup(click_ctx: click.Context, virtual_id: str) -> None:
         _emit(ctx, {"virtual_id": number, "real_id": None},
               lambda: f"{number}: unknown or expired")
         sys.exit(1)
-    _emit(ctx, _record_data(record), lambda: record.real_id)
+    _emit(ctx, record_data(record), lambda: record.real_id)
 
 
 @msgid.command("sweep")
@@ -342,30 +327,14 @@ def migrate_command(ctx: _Context, legacy_path: Path | None, dry_run: bool) -> N
 @click.pass_obj
 def stats_command(ctx: _Context) -> None:
     """Counts per table, file sizes, schema versions and the migration marker."""
-    from migrate.legacy import MARKER
-
     identity_path = ctx.data_dir / "openid-map.db"
     msgid_path = ctx.data_dir / "msgid-map.db"
     try:
-        with _graph(ctx) as graph, graph.store.read() as view:
-            counts = view.counts()
-            schema = view.get_meta("schema_version")
-            marker = view.get_meta(MARKER)
-            counter = view.vuin_counter()
-        with _msgids(ctx, DEFAULT_MSGID_TTL_SECONDS) as msgids:
-            msg_counts = msgids.counts()
+        with _graph(ctx) as graph, _msgids(ctx, DEFAULT_MSGID_TTL_SECONDS) as msgids:
+            data = stats_data(graph, identity_path, msgids, msgid_path)
     except IdmapError as err:
         _fail(err)
-    data = {
-        "openid_map": {"path": str(identity_path), "bytes": identity_path.stat().st_size,
-                       "schema_version": schema, "vuin_counter": counter,
-                       "identities": counts.identities, "vuins": counts.vuins,
-                       "last_seen": counts.last_seen, "aliases": counts.aliases,
-                       "config": counts.config, "user_info": counts.user_info,
-                       "migrated_from_legacy": marker},
-        "msgid_map": {"path": str(msgid_path), "bytes": msgid_path.stat().st_size,
-                      "entries": msg_counts.live_or_unswept, "counter": msg_counts.counter},
-    }
+    marker = data["openid_map"]["migrated_from_legacy"]
 
     def human() -> str:
         o, m = data["openid_map"], data["msgid_map"]

@@ -4,11 +4,19 @@ Gensokyo code (and its ``/getid`` API) speaks in rows: ``StoreIDv2(id) -> row``.
 is a vUIN and a bare id is an OpenID of the configured AppID. The "Pro" variants once kept
 composite ``<group>:<user>`` keys behind an ``idmap_pro`` switch; in the identity graph a
 group and a member are simply two identities, so the wrappers need no setting at all.
+
+Where the old daemon's algorithm cannot carry over, the new model keeps what a caller relies
+on: ``SimplifiedStoreID`` returns the id's vUIN (not an md5-derived number, which could name
+someone else), ``UpdateVirtualValuePro`` rebinds the group and the member vUINs (a pair is
+two identities here), ``FindSubKeysById`` lists the members last seen in the group. Config
+keys are ``<section>:<key>`` in the ``config`` table, byte for byte as the old bucket held
+them (migration copies that bucket).
 """
 
 from __future__ import annotations
 
 from gensokyo_idmap.errors import BadInputError, NotFoundError, StoreError
+from gensokyo_idmap.store.base import IdentityWriter
 from gensokyo_idmap.identity import (
     IdentityKey,
     OpenId,
@@ -24,6 +32,27 @@ from gensokyo_idmap.msgid import MsgContext, MsgIdMap, check_virtual_id
 __all__ = ["LegacyIdmap"]
 
 _KEY_PREFIXES = ("openid:", "union:", "ruin:", "raw:")
+_MAX_CONFIG_KEY_BYTES = 511  # LMDB's key limit
+_MAX_MEMBERS = 10_000
+
+
+def _config_key(section: str, key: str) -> bytes:
+    """``<section>:<key>`` as the old config bucket spelled it."""
+    try:
+        raw = f"{section}:{key}".encode("utf-8")
+    except UnicodeEncodeError:
+        raise BadInputError("id", section, "config section and key must be Unicode text") from None
+    if len(raw) > _MAX_CONFIG_KEY_BYTES:
+        raise BadInputError("id", section, f"section:key is longer than "
+                            f"{_MAX_CONFIG_KEY_BYTES} bytes")
+    return raw
+
+
+def _text(field: str, value: str) -> bytes:
+    try:
+        return value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise BadInputError(field, value, "must be Unicode text") from None
 
 
 class LegacyIdmap:
@@ -100,3 +129,93 @@ class LegacyIdmap:
     def RetrieveRowByCachev2(self, rowid: str | int) -> str:  # noqa: N802
         """A virtual message id → the real one, while it lives."""
         return self._msgids().real_id_of(check_virtual_id(rowid, "rowid"))
+
+    # --- the rest of the old /getid surface ---------------------------------------------
+
+    async def SimplifiedStoreID(self, id: str) -> int:  # noqa: N802
+        """A number that reads back to ``id`` (type 2): its vUIN, created if needed."""
+        return await self.StoreIDv2(id)
+
+    def RetrieveRealValue(self, virtual: str | int) -> tuple[str, str]:  # noqa: N802
+        """(the vUIN as text, the id it names)."""
+        vuin = parse_vuin(virtual, "virtualValue")
+        return str(vuin), self.RetrieveRowByIDv2(vuin)
+
+    def RetrieveVirtualValue(self, id: str) -> tuple[str, str]:  # noqa: N802
+        """(the id, its vUIN as text), without creating one."""
+        vuin = self.graph.lookup(self.legacy_key(id))
+        if vuin is None:
+            raise NotFoundError(f"no virtual value found for real value: {id}")
+        return id, str(vuin)
+
+    def RetrieveVirtualValuePro(self, id: str, subid: str) -> tuple[str, str]:  # noqa: N802
+        """The vUINs of a group and a member as text, without creating either."""
+        group, member = self.legacy_key(id), self.legacy_key(subid, "subid")
+        found = self.graph.lookup(group), self.graph.lookup(member)
+        if found[0] is None or found[1] is None:
+            raise NotFoundError(f"no virtual values found for {id}:{subid}")
+        return str(found[0]), str(found[1])
+
+    def RetrieveRealValuesPro(  # noqa: N802
+        self, virtual: str | int, virtual_sub: str | int
+    ) -> tuple[str, str]:
+        """The ids of a group vUIN and a member vUIN."""
+        row, sub = parse_vuin(virtual, "id"), parse_vuin(virtual_sub, "subid")
+        return self.RetrieveRowByIDv2(row), self.RetrieveRowByIDv2(sub)
+
+    async def UpdateVirtualValuePro(  # noqa: N802
+        self, old1: str | int, new1: str | int, old2: str | int, new2: str | int
+    ) -> None:
+        """Rebind the group's vUIN and the member's vUIN (each only if it changes)."""
+        pairs = [(parse_vuin(old1, "oldVirtualValue1"), parse_vuin(new1, "newVirtualValue1")),
+                 (parse_vuin(old2, "oldVirtualValue2"), parse_vuin(new2, "newVirtualValue2"))]
+        for old, _ in pairs:  # both known before anything moves
+            if self.graph.canonical(old) is None:
+                raise NotFoundError(f"vUIN {old} is not known")
+        for old, new in pairs:
+            if old != new:
+                await self.graph.rebind(old, new)
+
+    def FindSubKeysById(self, id: str) -> list[str]:  # noqa: N802
+        """Members last seen in a group: a group id gives member ids, a group vUIN gives
+        member vUINs (as text), as the old ``<group>:<member>`` prefix scan did."""
+        text = id.strip() if isinstance(id, str) else id
+        if isinstance(text, str) and text.isascii() and text.isdigit():
+            group = self.graph.pick_identity(parse_vuin(text, "id"),
+                                             usable=openid_of_app(self.app_id))
+            as_rows = True
+        else:
+            group = self.legacy_key(id)
+            as_rows = False
+        if not isinstance(group, OpenId) or group.app_id != self.app_id:
+            return []
+        prefix = f"openid:QQ:{self.app_id}:"
+        scene = f"QQ:{self.app_id}:group:{group.openid}"
+        members = [(key, vuin) for key, vuin, _ in
+                   self.graph.seen_in_scenes(prefix, lambda key: scene, _MAX_MEMBERS)
+                   if key != group.key]
+        return [str(vuin) if as_rows else key[len(prefix):] for key, vuin in members]
+
+    def ReadConfig(self, section: str, key: str) -> str:  # noqa: N802
+        with self.graph.store.read() as view:
+            value = view.get_config(_config_key(section, key))
+        if value is None:
+            raise NotFoundError(f"key '{key}' in section '{section}' does not exist")
+        return value.decode("utf-8", errors="replace")
+
+    async def WriteConfig(self, section: str, key: str, value: str) -> None:  # noqa: N802
+        raw_key, raw_value = _config_key(section, key), _text("value", value)
+
+        def put(view: IdentityWriter) -> None:
+            view.put_config(raw_key, raw_value)
+
+        await self.graph.store.write(put)
+
+    async def DeleteConfig(self, section: str, key: str) -> None:  # noqa: N802
+        """Deleting a key that is not there succeeds, as in the old daemon."""
+        raw_key = _config_key(section, key)
+
+        def delete(view: IdentityWriter) -> None:
+            view.delete_config(raw_key)
+
+        await self.graph.store.write(delete)

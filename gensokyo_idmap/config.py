@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 from gensokyo_idmap.errors import BadInputError
 from gensokyo_idmap.identity import check_app_id
 
-__all__ = ["BotConfig", "Config", "IdmapConfig", "LogConfig", "load_config"]
+__all__ = ["ApiConfig", "BotConfig", "Config", "IdmapConfig", "LogConfig", "load_config"]
 
 
 class _Section(BaseModel):
@@ -135,6 +135,34 @@ class OneBotConfig(_Section):
         return urls
 
 
+class ApiConfig(_Section):
+    listen: str = Field(default="127.0.0.1:15631",
+                        description="host:port of the identity HTTP API, /getid, /healthz, "
+                                    "/metrics; empty: off")
+    token: SecretStr = Field(default=SecretStr(""),
+                             description="Bearer token the /v1 routes require; never logged")
+    getid_allow: list[str] = Field(
+        default_factory=list,
+        description="networks (CIDR) besides loopback that may call /getid without a token")
+
+    @field_validator("listen")
+    @classmethod
+    def _listen(cls, value: str) -> str:
+        return _host_port(value)
+
+    @field_validator("getid_allow")
+    @classmethod
+    def _cidrs(cls, values: list[str]) -> list[str]:
+        import ipaddress
+
+        for value in values:
+            try:
+                ipaddress.ip_network(value, strict=False)
+            except ValueError:
+                raise ValueError(f"{value!r} is not a network (e.g. 10.0.0.0/8)") from None
+        return values
+
+
 class LogConfig(_Section):
     level: Literal["debug", "info", "warning", "error"] = "info"
     format: Literal["console", "json"] = "console"
@@ -146,6 +174,7 @@ class Config(_Section):
     qq: QQConfig = QQConfig()
     webhook: WebhookConfig = WebhookConfig()
     onebot: OneBotConfig = OneBotConfig()
+    api: ApiConfig = ApiConfig()
     log: LogConfig = LogConfig()
 
     @property

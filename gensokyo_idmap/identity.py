@@ -39,6 +39,7 @@ __all__ = [
     "check_app_id",
     "format_ruin_text",
     "parse_client_input",
+    "parse_identity_input",
     "parse_key",
     "parse_ruin_text",
     "parse_vuin",
@@ -335,3 +336,13 @@ def parse_client_input(
         if err.field == "app_id":
             raise  # the serving AppID is wrong, not the client's value
         raise BadInputError(field, value, err.reason) from None
+
+
+def parse_identity_input(value: str | int, app_id: str | None, field: str = "key") -> IdentityKey:
+    """An identity from a client where a vUIN makes no sense (resolve, bind): the rules of
+    :func:`parse_client_input`, with digits refused instead of read as a vUIN."""
+    parsed = parse_client_input(value, app_id, field=field)
+    if isinstance(parsed, VUin):
+        raise BadInputError(field, value, "digits name a vUIN; give an identity (typed key, "
+                            "rUIN-… text or OpenID)")
+    return parsed

@@ -33,6 +33,7 @@ from typing import Final, Literal, NamedTuple
 
 import structlog
 
+from gensokyo_idmap import metrics
 from gensokyo_idmap.errors import (
     BadInputError,
     IdmapError,
@@ -61,6 +62,7 @@ _parse_stored_key = lru_cache(maxsize=65536)(parse_key)
 
 MAX_SCENE_BYTES: Final = 400
 _MAX_ALIAS_HOPS: Final = 64
+_IDENTITY_HIT: Final = metrics.IDENTITY_HIT  # a module global: the hot path's one extra call
 
 
 class Resolution(NamedTuple):
@@ -302,6 +304,7 @@ class IdentityGraph:
             key = keys[0].key
             vuin, seen_here = self.store.probe(key, scene)
             if vuin is not None and (scene is None or seen_here):
+                _IDENTITY_HIT.inc()
                 if self._log_hits:
                     self._log.debug("[idmap] identity hit", key=key, vuin=vuin)
                 return _hit(vuin)
@@ -321,6 +324,7 @@ class IdentityGraph:
                 plan = _plan_resolution(view, texts, scene, scene_key)
             if plan.read_only:
                 assert plan.chosen is not None
+                _IDENTITY_HIT.inc()
                 self._log.debug("[idmap] identity hit", key=texts[0], vuin=plan.chosen)
                 return Resolution(plan.chosen, False, (), plan.conflicts)
         result = await self.store.write(
@@ -329,7 +333,9 @@ class IdentityGraph:
         )
         for key in result.added:
             self._log.info("[idmap] identity create", key=key, vuin=result.vuin)
+        metrics.IDENTITY_CREATE.inc(len(result.added))
         if not result.added:
+            _IDENTITY_HIT.inc()
             self._log.debug("[idmap] identity hit", key=texts[0], vuin=result.vuin)
         for key, other in result.conflicts:
             self._log.warning("[idmap] identity conflict", key=key, vuin=other, kept=result.vuin,
@@ -389,8 +395,10 @@ class IdentityGraph:
             _check_vuin(vuin, "vuin")
             result = await self.store.write(partial(_apply_bind, key=key.key, vuin=vuin))
         except IdmapError as err:
+            metrics.BIND_RESULTS.labels("bind", "failed").inc()
             self._log.warning("[idmap] bind failed", key=key.key, vuin=vuin, reason=err.message)
             raise
+        metrics.BIND_RESULTS.labels("bind", result.outcome).inc()
         self._log.info(f"[idmap] bind {result.outcome}", key=result.key, vuin=result.vuin,
                  previous=result.previous, reason=result.reason, aliased=result.aliased)
         return result
@@ -402,8 +410,10 @@ class IdentityGraph:
             _check_vuin(new, "new")
             result = await self.store.write(partial(_apply_rebind, old=old, new=new))
         except IdmapError as err:
+            metrics.BIND_RESULTS.labels("rebind", "failed").inc()
             self._log.warning("[idmap] bind failed", old=old, new=new, reason=err.message)
             raise
+        metrics.BIND_RESULTS.labels("rebind", result.outcome).inc()
         self._log.info(f"[idmap] bind {result.outcome}", old=result.old, new=result.new,
                  moved=len(result.moved), reason=result.reason)
         return result

@@ -25,6 +25,7 @@ from typing import Final, Literal
 
 import structlog
 
+from gensokyo_idmap import metrics
 from gensokyo_idmap.errors import BadInputError, NotFoundError, StoreError
 from gensokyo_idmap.store.base import MsgIdCounts, MsgIdStore, MsgIdWriter, MsgRecord
 
@@ -158,6 +159,11 @@ def _apply_sweep(writer: MsgIdWriter, now_ms: int, limit: int) -> int:
     return swept
 
 
+def _count_sweep(swept: int, seconds: float) -> None:
+    metrics.MSGID_EXPIRED.inc(swept)
+    metrics.MSGID_SWEEP_SECONDS.observe(seconds)
+
+
 # --- the service --------------------------------------------------------------------------
 
 
@@ -188,6 +194,7 @@ class MsgIdMap:
         virtual_id, hit = await self.store.write(
             lambda view: _apply_store(view, real_id, ctx, now_ms, self._ttl_ms)
         )
+        (metrics.MSGID_HIT if hit else metrics.MSGID_CREATE).inc()
         self._log.info("[idmap] msg_id hit" if hit else "[idmap] msg_id create",
                        real_id=real_id, virtual_id=virtual_id, chat_kind=ctx.chat_kind)
         return virtual_id
@@ -200,6 +207,7 @@ class MsgIdMap:
         virtual_id, hit = self.store.write_sync(
             lambda view: _apply_store(view, real_id, ctx, now_ms, self._ttl_ms)
         )
+        (metrics.MSGID_HIT if hit else metrics.MSGID_CREATE).inc()
         self._log.info("[idmap] msg_id hit" if hit else "[idmap] msg_id create",
                        real_id=real_id, virtual_id=virtual_id, chat_kind=ctx.chat_kind)
         return virtual_id
@@ -209,6 +217,7 @@ class MsgIdMap:
         vid = check_virtual_id(virtual_id)
         with self.store.read() as view:
             record = _alive(view.record(vid), self._now_ms())
+        metrics.MSGID_LOOKUP.inc()
         self._log.info("[idmap] msg_id lookup", virtual_id=vid,
                        real_id=None if record is None else record.real_id)
         return record
@@ -255,6 +264,7 @@ class MsgIdMap:
             total += swept
             if swept < _SWEEP_BATCH:
                 break
+        _count_sweep(total, time.perf_counter() - started)
         self._log.info("[idmap] msg_id sweep", swept=total,
                        seconds=round(time.perf_counter() - started, 6))
         return total
@@ -268,6 +278,7 @@ class MsgIdMap:
             total += swept
             if swept < _SWEEP_BATCH:
                 break
+        _count_sweep(total, time.perf_counter() - started)
         self._log.info("[idmap] msg_id sweep", swept=total,
                        seconds=round(time.perf_counter() - started, 6))
         return total

@@ -195,6 +195,13 @@ class LmdbView(CounterView, IdentityWriter):
         for k, v in self._txn.cursor(self._t.config):
             yield bytes(k), bytes(v)
 
+    def get_config(self, key: bytes) -> bytes | None:
+        raw = self._txn.get(key, db=self._t.config)
+        return None if raw is None else bytes(raw)
+
+    def delete_config(self, key: bytes) -> bool:
+        return bool(self._txn.delete(key, db=self._t.config))
+
     def iter_user_info(self) -> Iterator[tuple[bytes, bytes]]:
         for k, v in self._txn.cursor(self._t.user_info):
             yield bytes(k), bytes(v)

@@ -1,0 +1,75 @@
+"""Who may call what on the API listener (pure: addresses and header text in, yes/no out).
+
+- ``/v1/…``: with ``api.token`` set, ``Authorization: Bearer <token>`` (compared in constant
+  time); without one, only loopback peers and the ``api.getid_allow`` networks.
+- ``/getid``: loopback peers and the ``api.getid_allow`` networks, or the Bearer token (a
+  lotus client sends a plain GET, so the network is what admits it).
+- ``/healthz``, ``/metrics``, ``/openapi.json``: anyone who reaches the listener.
+
+A listener on a non-loopback address needs a token or ``api.getid_allow``, else the daemon
+refuses to start: an open identity API on the network is never a default.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+from collections.abc import Sequence
+from typing import TypeAlias
+
+from gensokyo_idmap.errors import BadInputError
+
+__all__ = ["AccessPolicy", "check_listen", "is_loopback_host"]
+
+_Network: TypeAlias = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def is_loopback_host(host: str) -> bool:
+    """``localhost``, 127.0.0.0/8 or ::1 (brackets allowed); anything else is not."""
+    bare = host.strip("[]")
+    if bare == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(bare).is_loopback
+    except ValueError:
+        return False  # a host name: it may resolve to anything
+
+
+def check_listen(listen: str, token: str, getid_allow: Sequence[str]) -> None:
+    """Refuse a non-loopback listener that has neither a token nor allowed networks."""
+    host = listen.rpartition(":")[0]
+    if listen and not is_loopback_host(host) and not token and not getid_allow:
+        raise BadInputError("api.listen", listen, "a listener on a non-loopback address needs "
+                            "api.token or api.getid_allow (or listen on 127.0.0.1)")
+
+
+class AccessPolicy:
+    def __init__(self, token: str, getid_allow: Sequence[str]) -> None:
+        self._token = token.encode("utf-8") if token else None
+        self._networks: tuple[_Network, ...] = tuple(
+            ipaddress.ip_network(cidr, strict=False) for cidr in getid_allow)
+
+    @property
+    def has_token(self) -> bool:
+        return self._token is not None
+
+    def token_ok(self, authorization: str | None) -> bool:
+        """Whether an ``Authorization`` header carries the configured Bearer token."""
+        if self._token is None or not authorization:
+            return False
+        scheme, _, value = authorization.partition(" ")
+        if scheme.lower() != "bearer" or not value:
+            return False
+        return hmac.compare_digest(value.strip().encode("utf-8", "replace"), self._token)
+
+    def peer_allowed(self, peer: str | None) -> bool:
+        """Loopback, or inside one of the ``api.getid_allow`` networks."""
+        if not peer:
+            return False
+        try:
+            address = ipaddress.ip_address(peer.split("%", 1)[0])
+        except ValueError:
+            return False
+        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+            address = address.ipv4_mapped
+        return address.is_loopback or any(address in net for net in self._networks)

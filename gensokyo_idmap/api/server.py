@@ -1,0 +1,298 @@
+"""The API listener: routes, access checks and the JSON error shape (an I/O adapter: the
+rules live in idmap.py, msgid.py and compat.py; inputs are parsed by identity.py).
+
+Routes (documented in ``/openapi.json``)::
+
+    POST /v1/resolve               {"keys": [...], "scene"?}      → vUIN (created if new)
+    GET  /v1/identity?key=…        a key's vUIN (digits: what that vUIN resolves to now)
+    GET  /v1/vuins/{vuin}          identity set, last_seen per scene, aliases
+    GET  /v1/vuins/{vuin}/pick     the identity the reverse path would use (scene / prefix)
+    POST /v1/bind                  {"key", "vuin"}
+    POST /v1/rebind                {"old", "new"}
+    GET  /v1/msgids/{virtual_id}   a live virtual message id
+    GET  /v1/msgids?real_id=…      the virtual id of a real message id
+    GET  /v1/stats                 counts per table of both stores
+    GET  /getid?type=N&…           the Go daemon's API (getid.py)
+    GET  /healthz  /metrics  /openapi.json
+
+Errors of ``/v1`` are ``{"error": {"code", "message"}}`` with the error class's HTTP status
+(errors.py): 400 bad input, 401 no or wrong token, 403 peer not allowed, 404, 409, 503. Only a
+bug of ours is a 500.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import structlog
+from aiohttp import web
+from prometheus_client import CollectorRegistry
+
+from gensokyo_idmap import metrics
+from gensokyo_idmap.api.access import AccessPolicy
+from gensokyo_idmap.api.getid import answer_getid
+from gensokyo_idmap.api.openapi import openapi_document
+from gensokyo_idmap.compat import LegacyIdmap
+from gensokyo_idmap.errors import BadInputError, IdmapError, NotFoundError
+from gensokyo_idmap.identity import (
+    RUin,
+    VUin,
+    check_app_id,
+    parse_client_input,
+    parse_identity_input,
+    parse_vuin,
+)
+from gensokyo_idmap.idmap import IdentityGraph, openid_of_app
+from gensokyo_idmap.msgid import MsgIdMap, check_virtual_id
+from gensokyo_idmap.reports import (
+    bind_data,
+    rebind_data,
+    record_data,
+    resolution_data,
+    stats_data,
+    vuin_data,
+)
+from gensokyo_idmap.store.base import IdentityWriter, MsgIdWriter
+
+__all__ = ["ApiServer", "ApiSettings"]
+
+log = structlog.get_logger("gensokyo_idmap.api")
+
+MAX_RESOLVE_KEYS = 64
+_Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@dataclass(frozen=True, slots=True)
+class ApiSettings:
+    app_id: str
+    identity_path: Path
+    msgid_path: Path
+    token: str = ""
+    getid_allow: tuple[str, ...] = ()
+
+
+def _error(status: int, code: str, message: str) -> web.Response:
+    response = web.json_response({"error": {"code": code, "message": message}}, status=status)
+    if status == 401:
+        response.headers["WWW-Authenticate"] = 'Bearer realm="gensokyo-idmap"'
+    return response
+
+
+def _text(value: object, field: str, *, required: bool = True) -> str | None:
+    """A JSON or query string value that is valid Unicode text (lone surrogates are not)."""
+    if value is None and not required:
+        return None
+    if not isinstance(value, str):
+        raise BadInputError(field, value, "must be text")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise BadInputError(field, value, "is not valid Unicode text") from None
+    return value
+
+
+def _number(value: object, field: str) -> int:
+    """A vUIN given as a JSON integer or as decimal text."""
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise BadInputError(field, value, "must be a positive integer (or decimal text)")
+    return parse_vuin(value, field)
+
+
+class ApiServer:
+    """The API of one daemon over its graph and message-id map."""
+
+    def __init__(self, graph: IdentityGraph, msgids: MsgIdMap, settings: ApiSettings) -> None:
+        self.graph = graph
+        self.msgids = msgids
+        self.settings = settings
+        self.legacy = LegacyIdmap(graph, settings.app_id, msgids)
+        self.access = AccessPolicy(settings.token, settings.getid_allow)
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.registry.register(metrics.StoreSizeCollector(
+            self._identity_counts, msgids.counts,
+            (settings.identity_path, settings.msgid_path)))
+
+    def _identity_counts(self) -> Any:
+        with self.graph.store.read() as view:
+            return view.counts()
+
+    def routes(self) -> list[web.RouteDef]:
+        v1 = self._v1
+        return [
+            web.post("/v1/resolve", v1(self.resolve)),
+            web.get("/v1/identity", v1(self.lookup)),
+            web.get("/v1/vuins/{vuin}", v1(self.show)),
+            web.get("/v1/vuins/{vuin}/pick", v1(self.pick)),
+            web.post("/v1/bind", v1(self.bind)),
+            web.post("/v1/rebind", v1(self.rebind)),
+            web.get("/v1/msgids/{virtual_id}", v1(self.msgid)),
+            web.get("/v1/msgids", v1(self.msgid_of_real)),
+            web.get("/v1/stats", v1(self.stats)),
+            web.get("/getid", self.getid),
+            web.get("/healthz", self.healthz),
+            web.get("/metrics", self.metrics),
+            web.get("/openapi.json", self.openapi),
+        ]
+
+    # --- access and errors ----------------------------------------------------------------
+
+    def _v1(self, handler: _Handler) -> _Handler:
+        async def guarded(request: web.Request) -> web.StreamResponse:
+            if self.access.has_token:
+                if not self.access.token_ok(request.headers.get("Authorization")):
+                    return _error(401, "unauthorized", "a valid Bearer token (api.token) is "
+                                  "required")
+            elif not self.access.peer_allowed(request.remote):
+                return _error(403, "forbidden", f"{request.remote} is not allowed "
+                              "(loopback or api.getid_allow; or set api.token)")
+            try:
+                return await handler(request)
+            except IdmapError as err:
+                return _error(err.http_status, err.code, err.message)
+
+        return guarded
+
+    async def _body(self, request: web.Request) -> dict[str, Any]:
+        try:
+            body = json.loads(await request.read())
+        except (ValueError, RecursionError):
+            raise BadInputError("body", "…", "is not valid JSON") from None
+        if not isinstance(body, dict):
+            raise BadInputError("body", type(body).__name__, "must be a JSON object")
+        return body
+
+    # --- /v1 --------------------------------------------------------------------------------
+
+    async def resolve(self, request: web.Request) -> web.Response:
+        body = await self._body(request)
+        keys = body.get("keys")
+        if not isinstance(keys, list) or not 1 <= len(keys) <= MAX_RESOLVE_KEYS:
+            raise BadInputError("keys", keys, f"must be a list of 1 to {MAX_RESOLVE_KEYS} "
+                                "identities")
+        parsed = [parse_identity_input(key, self.settings.app_id or None, f"keys[{i}]")
+                  for i, key in enumerate(keys)]
+        scene = _text(body.get("scene"), "scene", required=False)
+        result = await self.graph.resolve(parsed, scene=scene)
+        return web.json_response(resolution_data(result))
+
+    async def lookup(self, request: web.Request) -> web.Response:
+        key = _text(request.query.get("key"), "key")
+        assert key is not None
+        parsed = parse_client_input(key, self.settings.app_id or None, field="key")
+        if isinstance(parsed, VUin):
+            vuin = self.graph.canonical(parsed.value)
+            shown = None
+        else:
+            vuin = self.graph.lookup(parsed)
+            shown = parsed.key
+        if vuin is None:
+            raise NotFoundError(f"{key}: no vUIN is known for it")
+        return web.json_response({"key": shown, "vuin": vuin})
+
+    async def show(self, request: web.Request) -> web.Response:
+        view = self.graph.show(parse_vuin(request.match_info["vuin"], "vuin"))
+        return web.json_response(vuin_data(view))
+
+    async def pick(self, request: web.Request) -> web.Response:
+        vuin = parse_vuin(request.match_info["vuin"], "vuin")
+        query = request.query
+        scene = _text(query.get("scene"), "scene", required=False)
+        prefix = _text(query.get("scene_prefix"), "scene_prefix", required=False)
+        if scene is not None and prefix is not None:
+            raise BadInputError("scene_prefix", prefix, "give scene or scene_prefix, not both")
+        for name, value in (("scene", scene), ("scene_prefix", prefix)):
+            if value is not None and not 0 < len(value.encode("utf-8")) <= 400:
+                raise BadInputError(name, value, "must be 1 to 400 bytes")
+        app_id = query.get("app_id") or self.settings.app_id
+        if not app_id:
+            raise BadInputError("app_id", None, "no bot.app_id is configured: give app_id")
+        check_app_id(app_id, "app_id")
+        key = self.graph.pick_identity(vuin, scene=scene, scene_prefix=prefix,
+                                       usable=openid_of_app(app_id))
+        return web.json_response({"vuin": vuin, "identity": key.key,
+                                  "ruin": key.text if isinstance(key, RUin) else None})
+
+    async def bind(self, request: web.Request) -> web.Response:
+        body = await self._body(request)
+        given: Any = body.get("key")  # any JSON value: the parser refuses what is not an id
+        key = parse_identity_input(given, self.settings.app_id or None, "key")
+        vuin = _number(body.get("vuin"), "vuin")
+        return web.json_response(bind_data(await self.graph.bind(key, vuin)))
+
+    async def rebind(self, request: web.Request) -> web.Response:
+        body = await self._body(request)
+        old, new = _number(body.get("old"), "old"), _number(body.get("new"), "new")
+        return web.json_response(rebind_data(await self.graph.rebind(old, new)))
+
+    async def msgid(self, request: web.Request) -> web.Response:
+        virtual_id = check_virtual_id(request.match_info["virtual_id"], "virtual_id")
+        record = self.msgids.lookup(virtual_id)
+        if record is None:
+            raise NotFoundError(f"virtual message id {virtual_id} is unknown or expired")
+        return web.json_response(record_data(record))
+
+    async def msgid_of_real(self, request: web.Request) -> web.Response:
+        real_id = _text(request.query.get("real_id"), "real_id")
+        assert real_id is not None
+        virtual_id = self.msgids.virtual_of(real_id)
+        if virtual_id is None:
+            raise NotFoundError(f"real message id {real_id!r} is unknown or expired")
+        return web.json_response({"real_id": real_id, "virtual_id": virtual_id})
+
+    async def stats(self, request: web.Request) -> web.Response:
+        return web.json_response(stats_data(self.graph, self.settings.identity_path,
+                                            self.msgids, self.settings.msgid_path))
+
+    # --- /getid, health, metrics, the document ----------------------------------------------
+
+    async def getid(self, request: web.Request) -> web.Response:
+        if not (self.access.peer_allowed(request.remote)
+                or self.access.token_ok(request.headers.get("Authorization"))):
+            return web.json_response({"error": f"{request.remote} is not allowed "
+                                      "(loopback or api.getid_allow)"}, status=403)
+        status, body = await answer_getid(self.legacy, request.query)
+        return web.json_response(body, status=status)
+
+    async def healthz(self, request: web.Request) -> web.Response:
+        """204 when both stores take a write and read it back; else 503 with the reason."""
+        try:
+            await asyncio.wait_for(self._round_trip(), timeout=5.0)
+        except TimeoutError:
+            return _error(503, "unhealthy", "a store write did not finish within 5 s")
+        except Exception as exc:  # noqa: BLE001 - whatever broke, the answer is "unhealthy"
+            reason = exc.message if isinstance(exc, IdmapError) else f"{type(exc).__name__}: {exc}"
+            log.warning("[api] healthz failed", reason=reason)
+            return _error(503, "unhealthy", reason)
+        return web.Response(status=204)
+
+    async def _round_trip(self) -> None:
+        def identity_write(view: IdentityWriter) -> int:
+            view.set_vuin_counter(view.vuin_counter())  # a real commit that changes nothing
+            return view.vuin_counter()
+
+        def msgid_write(view: MsgIdWriter) -> int:
+            view.set_msg_counter(view.msg_counter())
+            return view.msg_counter()
+
+        written = await self.graph.store.write(identity_write)
+        with self.graph.store.read() as view:
+            if view.vuin_counter() < written:
+                raise RuntimeError("openid-map.db: a committed write did not read back")
+        await self.msgids.store.write(msgid_write)
+        with self.msgids.store.read() as msg_view:
+            msg_view.msg_counter()  # readable after the commit (it may have moved on since)
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        started = time.perf_counter()
+        body = metrics.render(self.registry)
+        log.debug("[api] metrics rendered", seconds=round(time.perf_counter() - started, 6))
+        return web.Response(body=body, headers={"Content-Type": metrics.CONTENT_TYPE})
+
+    async def openapi(self, request: web.Request) -> web.Response:
+        return web.json_response(openapi_document())

@@ -1,0 +1,79 @@
+"""JSON shapes of graph and message-id results: one shape for ``--json`` and the HTTP API.
+
+Pure functions from result objects to plain dicts; the CLI prints them, the HTTP API sends
+them, so a script written against one reads the other.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from gensokyo_idmap.idmap import BindResult, IdentityGraph, RebindResult, Resolution, VuinView
+from gensokyo_idmap.msgid import MsgIdMap
+from gensokyo_idmap.store.base import MsgRecord
+
+__all__ = [
+    "bind_data",
+    "rebind_data",
+    "record_data",
+    "resolution_data",
+    "stats_data",
+    "vuin_data",
+]
+
+
+def resolution_data(result: Resolution) -> dict[str, Any]:
+    return {"vuin": result.vuin, "created": result.created, "added": list(result.added),
+            "conflicts": [{"key": k, "vuin": v} for k, v in result.conflicts]}
+
+
+def vuin_data(view: VuinView) -> dict[str, Any]:
+    return {
+        "vuin": view.vuin,
+        "requested": view.requested,
+        "identities": list(view.identities),
+        "last_seen": {scene: {"identity": s.identity, "since": s.since}
+                      for scene, s in view.last_seen},
+        "aliases": list(view.aliases),
+    }
+
+
+def bind_data(result: BindResult) -> dict[str, Any]:
+    return {"outcome": result.outcome, "key": result.key, "vuin": result.vuin,
+            "previous": result.previous, "reason": result.reason, "aliased": result.aliased}
+
+
+def rebind_data(result: RebindResult) -> dict[str, Any]:
+    return {"outcome": result.outcome, "old": result.old, "new": result.new,
+            "moved": list(result.moved), "reason": result.reason}
+
+
+def record_data(record: MsgRecord) -> dict[str, Any]:
+    return {"virtual_id": record.virtual_id, "real_id": record.real_id, "app_id": record.app_id,
+            "chat_kind": record.chat_kind, "target": record.target,
+            "direction": record.direction, "created_ms": record.created_ms,
+            "expires_ms": record.expires_ms}
+
+
+def stats_data(graph: IdentityGraph, identity_path: Path, msgids: MsgIdMap,
+               msgid_path: Path) -> dict[str, Any]:
+    """Counts per table, file sizes, schema version, counters and the migration marker."""
+    from migrate.legacy import MARKER
+
+    with graph.store.read() as view:
+        counts = view.counts()
+        schema = view.get_meta("schema_version")
+        marker = view.get_meta(MARKER)
+        counter = view.vuin_counter()
+    msg_counts = msgids.counts()
+    return {
+        "openid_map": {"path": str(identity_path), "bytes": identity_path.stat().st_size,
+                       "schema_version": schema, "vuin_counter": counter,
+                       "identities": counts.identities, "vuins": counts.vuins,
+                       "last_seen": counts.last_seen, "aliases": counts.aliases,
+                       "config": counts.config, "user_info": counts.user_info,
+                       "migrated_from_legacy": marker},
+        "msgid_map": {"path": str(msgid_path), "bytes": msgid_path.stat().st_size,
+                      "entries": msg_counts.live_or_unswept, "counter": msg_counts.counter},
+    }
