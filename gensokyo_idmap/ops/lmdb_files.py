@@ -1,0 +1,181 @@
+"""File work on the stores for the operator commands: read-only snapshots, online backups,
+moving files aside, and telling whether another process (the daemon) has a store open.
+
+A read-only handle never writes the data file and never upgrades a schema, so ``verify`` and
+``backup`` are safe next to a running daemon. LMDB allows one handle per file and process:
+call these while this process has no other handle on the same file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+import lmdb
+
+from gensokyo_idmap.errors import BadInputError, NotFoundError, StoreError
+from gensokyo_idmap.ops.verify import GraphSnapshot, VerifyReport, check_graph
+from gensokyo_idmap.store.lmdb_identity import _TABLES as IDENTITY_TABLES
+from gensokyo_idmap.store.lmdb_identity import SCHEMA_VERSION, UPGRADES
+
+__all__ = ["BackupResult", "backup_store", "held_by_another_process", "lock_path",
+           "move_aside", "open_readonly", "read_snapshot", "verify_store"]
+
+#: Versions a store may carry: the current one, and older ones an open would upgrade.
+KNOWN_SCHEMA_VERSIONS: Final = frozenset({SCHEMA_VERSION, *UPGRADES})
+_GRAPH_TABLES: Final = ("meta", "identity_to_vuin", "vuin_to_identity", "vuin_alias",
+                        "last_seen")
+
+
+def lock_path(db: Path) -> Path:
+    return db.with_name(db.name + "-lock")
+
+
+@contextlib.contextmanager
+def open_readonly(path: Path) -> Iterator[lmdb.Environment]:
+    """A read-only handle on an existing store (readers registered in its lock file, so a
+    writer elsewhere never reuses the pages this handle reads)."""
+    if not path.is_file():
+        raise NotFoundError(f"no store at {path}")
+    try:
+        env = lmdb.open(str(path), subdir=False, readonly=True, lock=True, create=False,
+                        max_dbs=len(IDENTITY_TABLES) + 2, readahead=False)
+    except lmdb.Error as exc:
+        raise StoreError(f"cannot open {path}: {exc}") from exc
+    try:
+        yield env
+    finally:
+        env.close()
+
+
+def read_snapshot(env: lmdb.Environment) -> GraphSnapshot:
+    """The graph tables' raw entries, all from one read transaction."""
+    dupsort = {t.name.decode(): t.dupsort for t in IDENTITY_TABLES}
+    with env.begin() as txn:
+        entries: dict[str, list[tuple[bytes, bytes]]] = {}
+        missing: list[str] = []
+        for name in _GRAPH_TABLES:
+            try:
+                db = env.open_db(name.encode(), txn=txn, create=False, dupsort=dupsort[name])
+            except lmdb.NotFoundError:
+                missing.append(name)
+                entries[name] = []
+                continue
+            entries[name] = [(bytes(k), bytes(v)) for k, v in txn.cursor(db)]
+    return GraphSnapshot(
+        meta=dict(entries["meta"]), forward=entries["identity_to_vuin"],
+        reverse=entries["vuin_to_identity"], aliases=entries["vuin_alias"],
+        last_seen=entries["last_seen"], missing_tables=tuple(missing))
+
+
+def verify_store(path: Path) -> VerifyReport:
+    """Open ``path`` read-only and check every graph invariant (``ops.verify``)."""
+    try:
+        with open_readonly(path) as env:
+            snapshot = read_snapshot(env)
+    except lmdb.Error as exc:
+        raise StoreError(f"cannot read {path}: {exc}") from exc
+    violations = check_graph(snapshot, KNOWN_SCHEMA_VERSIONS)
+    counts = {"identities": len(snapshot.forward),
+              "vuins": len({k for k, _ in snapshot.reverse}),
+              "aliases": len(snapshot.aliases), "last_seen": len(snapshot.last_seen)}
+    return VerifyReport(str(path), tuple(violations), counts)
+
+
+@dataclass(frozen=True, slots=True)
+class BackupResult:
+    source: str
+    dest: str
+    bytes: int
+    source_bytes: int
+    verify: VerifyReport
+
+    def to_json(self) -> dict[str, object]:
+        return {"source": self.source, "dest": self.dest, "bytes": self.bytes,
+                "source_bytes": self.source_bytes, "verify": self.verify.to_json()}
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def backup_store(source: Path, dest: Path, *, force: bool = False) -> BackupResult:
+    """A consistent, compacted copy of ``source`` at ``dest``, taken while writers go on.
+
+    LMDB copies one read snapshot (no writer waits for it); the copy is written next to
+    ``dest`` under a temporary name, fsynced, verified, then renamed into place.
+    """
+    if dest.is_dir():
+        raise BadInputError("DEST", str(dest), "is a directory; give a file name")
+    if dest.exists() and not force:
+        raise BadInputError("DEST", str(dest), "exists already (--force replaces it)")
+    if dest.resolve() in (source.resolve(), lock_path(source).resolve()):
+        raise BadInputError("DEST", str(dest), "is the store itself")
+    if not dest.parent.is_dir():
+        raise BadInputError("DEST", str(dest), f"directory {dest.parent} does not exist")
+    partial = dest.with_name(f".{dest.name}.partial-{os.getpid()}")
+    try:
+        with open_readonly(source) as env:
+            env.copy(str(partial), compact=True)
+        _fsync(partial)
+        verify = verify_store(partial)
+        lock_path(partial).unlink(missing_ok=True)
+        os.replace(partial, dest)
+        _fsync(dest.parent)
+    except lmdb.Error as exc:
+        raise StoreError(f"backup of {source} failed: {exc}") from exc
+    finally:
+        partial.unlink(missing_ok=True)
+        lock_path(partial).unlink(missing_ok=True)
+    report = VerifyReport(str(dest), verify.violations, verify.counts)
+    return BackupResult(str(source), str(dest), dest.stat().st_size, source.stat().st_size,
+                        report)
+
+
+def held_by_another_process(db: Path) -> bool:
+    """Whether some other process has the LMDB file ``db`` open (the daemon, a CLI call).
+
+    Every process with the env open holds a shared fcntl lock on byte 0 of its lock file
+    (LMDB's liveness lock); an exclusive probe of that byte fails while one does. The probe
+    never waits. Call it only while this process has no handle on ``db`` itself: closing the
+    probe's descriptor would drop this process's own fcntl locks on the file.
+    """
+    lock = lock_path(db)
+    try:
+        fd = os.open(lock, os.O_RDWR)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
+    except OSError as exc:
+        if exc.errno in (errno.EACCES, errno.EAGAIN):
+            return True
+        raise
+    else:
+        fcntl.lockf(fd, fcntl.LOCK_UN, 1, 0)
+        return False
+    finally:
+        os.close(fd)
+
+
+def move_aside(path: Path, label: str, clock: Callable[[], float] = time.time) -> Path:
+    """Rename ``path`` to ``<name>.<label>-<UTC time>`` (never over an existing file)."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(clock()))
+    aside = path.with_name(f"{path.name}.{label}-{stamp}")
+    suffix = 1
+    while aside.exists():
+        aside = path.with_name(f"{path.name}.{label}-{stamp}-{suffix}")
+        suffix += 1
+    os.replace(path, aside)
+    return aside
