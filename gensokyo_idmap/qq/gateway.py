@@ -18,6 +18,12 @@ Rules:
    4001/4002/4010–4014/4914/4915 are fatal: the client stops and says why.
 4. **Backoff**: reconnects wait ``reconnect_delay``, doubling up to ``max_delay`` while it
    keeps failing; a READY or RESUMED resets it.
+5. **Dispatches are processed concurrently, acknowledged in order**: each event runs as its
+   own task (at most ``max_in_flight``), so one chat's durable commit does not hold up the
+   others (the pipeline keeps each chat's events in arrival order); the saved seq is the
+   *watermark*, the highest seq whose event and every earlier one finished. An event whose
+   processing failed stops the watermark and restarts the connection, so the platform
+   replays it.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import asyncio
 import json
 import os
 import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -120,6 +127,7 @@ class GatewayClient:
         max_delay: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
         save_interval: float = 0.05,
+        max_in_flight: int = 256,
     ) -> None:
         self.url = url
         self.app_id = app_id
@@ -138,6 +146,11 @@ class GatewayClient:
         self.save_interval = save_interval
         self._saved_at = float("-inf")
         self._save_later: asyncio.TimerHandle | None = None
+        self.max_in_flight = max_in_flight
+        # seq → finished?, in arrival order: the front finished ones make the watermark
+        self._pending: OrderedDict[int, bool] = OrderedDict()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._failed: BaseException | None = None
         self.identifies = 0
         self.resumes = 0
         self.fatal: str | None = None
@@ -190,18 +203,25 @@ class GatewayClient:
         stopping = asyncio.create_task(self._stop.wait())
         try:
             while True:
+                if self._failed is not None:
+                    await ws.close()
+                    raise _Restart()  # resume from the watermark: the platform replays
+                while len(self._tasks) >= self.max_in_flight:
+                    await asyncio.wait(self._tasks, return_when=asyncio.FIRST_COMPLETED)
                 receive = asyncio.create_task(self._frame(ws))
                 done, _ = await asyncio.wait({receive, stopping},
                                              return_when=asyncio.FIRST_COMPLETED)
                 if stopping in done:
                     receive.cancel()
                     await asyncio.gather(receive, return_exceptions=True)
+                    await self._finish_in_flight()
                     await ws.close()
                     return
                 await self._handle(ws, receive.result())
         finally:
+            await self._finish_in_flight(cancel=True)
             if self._save_later is not None:
-                self._save()  # the connection ends: the file holds the last processed seq
+                self._save()  # the connection ends: the file holds the watermark
             beats.cancel()
             stopping.cancel()
             await asyncio.gather(beats, stopping, return_exceptions=True)
@@ -264,12 +284,56 @@ class GatewayClient:
             self._delay = self._base_delay
             log.info("[qq] gateway resumed", seq=self.seq)
         else:
-            await self.pipeline(event)  # durable identities before the seq moves on
+            self._start(event, frame.s)
+            return
         self._processed(frame.s)
+
+    def _start(self, event: QQEvent, seq: int | None) -> None:
+        """Process ``event`` in its own task; the watermark passes it once it finished."""
+        if seq:
+            self._pending[seq] = False
+        task = asyncio.create_task(self._process(event, seq))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _process(self, event: QQEvent, seq: int | None) -> None:
+        try:
+            await self.pipeline(event)  # durable identities before the seq moves on
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - recorded; the connection restarts
+            log.error("[qq] gateway event not processed (will be replayed)", type=event.event_type,
+                      seq=seq, error=type(exc).__name__, reason=str(exc)[:200])
+            if self._failed is None:
+                self._failed = exc
+            return
+        self._processed(seq)
+
+    async def _finish_in_flight(self, cancel: bool = False) -> None:
+        """Let the events in flight finish (on a stop), or cancel them (connection lost:
+        they are replayed after the Resume, as the watermark did not pass them)."""
+        if cancel:
+            for task in self._tasks:
+                task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._pending.clear()
+        self._failed = None
 
     def _processed(self, seq: int | None) -> None:
         if seq:
-            self.seq = seq
+            if seq in self._pending:
+                self._pending[seq] = True
+            elif self._pending:
+                self._pending[seq] = True  # e.g. RESUMED behind events still in flight
+            else:
+                self.seq = seq
+            while self._pending:
+                front, finished = next(iter(self._pending.items()))
+                if not finished:
+                    break
+                del self._pending[front]
+                self.seq = front
         since = self._clock() - self._saved_at
         if since >= self.save_interval:
             self._save()

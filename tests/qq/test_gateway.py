@@ -186,3 +186,67 @@ def test_saved_seq_never_runs_ahead_and_is_flushed_when_the_connection_ends(
         assert any(saved is not None and saved < 1 + done for saved, done in seen_in_file)
 
     run_with(tmp_path, scenario)
+
+
+def test_events_run_concurrently_but_the_saved_seq_waits_for_the_slowest(tmp_path: Path) -> None:
+    """A slow event (one chat's commit) does not hold up the events after it, but the seq
+    the client saves never passes it until it has finished."""
+    release = asyncio.Event()
+
+    async def scenario(platform: EmulatedPlatform, make: Callable[[], GatewayClient],
+                       events: list[QQEvent]) -> None:
+        client = make()
+        original = client.pipeline
+
+        async def pipeline(event: QQEvent) -> None:
+            if isinstance(event, GroupMessage) and event.content == "m1":
+                await release.wait()
+            await original(event)
+
+        client.pipeline = pipeline
+        async with ClientSession() as session:
+            task = asyncio.create_task(client.run(session))
+            await until(lambda: client.session_id is not None)
+            slow = await platform.push("GROUP_AT_MESSAGE_CREATE", group_message(1))
+            for n in range(2, 6):
+                await platform.push("GROUP_AT_MESSAGE_CREATE",
+                                    group_message(n, group=f"{n:032X}"))
+            await until(lambda: messages(events) == ["m2", "m3", "m4", "m5"])
+            assert client.seq is not None and client.seq < slow["s"]  # held at the watermark
+            release.set()
+            await until(lambda: client.seq == platform.sent[-1]["s"])
+            await client.close()
+            await task
+        assert sorted(messages(events)) == ["m1", "m2", "m3", "m4", "m5"]
+
+    run_with(tmp_path, scenario)
+
+
+def test_an_event_that_fails_is_replayed_after_a_resume(tmp_path: Path) -> None:
+    failures = [True]
+
+    async def scenario(platform: EmulatedPlatform, make: Callable[[], GatewayClient],
+                       events: list[QQEvent]) -> None:
+        client = make()
+        original = client.pipeline
+
+        async def pipeline(event: QQEvent) -> None:
+            if isinstance(event, GroupMessage) and event.content == "m2" and failures:
+                failures.pop()
+                raise RuntimeError("store unavailable")
+            await original(event)
+
+        client.pipeline = pipeline
+        async with ClientSession() as session:
+            task = asyncio.create_task(client.run(session))
+            await until(lambda: client.session_id is not None)
+            for n in (1, 2, 3):
+                await platform.push("GROUP_AT_MESSAGE_CREATE", group_message(n))
+            await until(lambda: "m2" in messages(events))
+            await client.close()
+            await task
+        assert len(platform.resumes) == 1  # the failure restarted the connection
+        assert messages(events)[:1] == ["m1"] and "m2" in messages(events)
+        assert GatewayState(tmp_path / "gateway.json").load().seq == platform.sent[-1]["s"]
+
+    run_with(tmp_path, scenario)
