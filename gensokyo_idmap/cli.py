@@ -349,3 +349,180 @@ def stats_command(ctx: _Context) -> None:
         return "\n".join(lines)
 
     _emit(ctx, data, human)
+
+
+# --- operations: config, backup, verify, recover -------------------------------------------
+
+
+@main.group("config")
+def config_group() -> None:
+    """Check a config file; convert an old Go Gensokyo config.yml."""
+
+
+@config_group.command("check")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.pass_obj
+def config_check(ctx: _Context, file: Path) -> None:
+    """Validate FILE (with GSK_<SECTION>__<KEY> overrides) without starting anything."""
+    import os
+
+    from gensokyo_idmap.config_env import env_overrides
+    from gensokyo_idmap.ops.config_check import check_startup, summary
+
+    try:
+        config = load_config(file)
+        checked = check_startup(config)
+        if checked.errors:
+            raise checked.errors[0]
+    except IdmapError as err:
+        _fail(err)
+    for warning in checked.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    overrides = [o.var for o in env_overrides(os.environ)]
+    line = summary(config)
+    _emit(ctx, {"ok": True, "file": str(file), "summary": line,
+                "warnings": list(checked.warnings), "env_overrides": overrides},
+          lambda: f"ok: {file}: {line}"
+          + (f" ({len(overrides)} set by GSK_* variables)" if overrides else ""))
+
+
+@config_group.command("import-gensokyo")
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the new config here (secrets included, mode 0600).")
+@click.option("--force", is_flag=True, help="Replace an existing --out file.")
+@click.pass_obj
+def config_import_gensokyo(ctx: _Context, file: Path, out: Path | None, force: bool) -> None:
+    """Convert an old Go Gensokyo config.yml FILE into this daemon's config.
+
+    Without --out the result is printed with secrets hidden. Old keys without an
+    equivalent are listed.
+    """
+    import os
+
+    import yaml
+    from pydantic import ValidationError
+
+    from gensokyo_idmap.config_env import is_secret_path
+    from gensokyo_idmap.ops.gensokyo_config import convert_gensokyo, masked
+
+    try:
+        try:
+            old = yaml.safe_load(file.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise BadInputError("FILE", str(file), f"cannot read: {exc.strerror}") from None
+        except (UnicodeDecodeError, yaml.YAMLError):
+            raise BadInputError("FILE", str(file), "not a UTF-8 YAML file") from None
+        result = convert_gensokyo(old)
+        try:
+            Config.model_validate(result.config)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(part) for part in first["loc"])
+            shown = "<hidden>" if is_secret_path(where) else first.get("input")
+            raise BadInputError(where, shown, f"{first['msg']} (converted from {file})") from None
+        if out is not None and out.exists() and not force:
+            raise BadInputError("--out", str(out), "exists already (--force replaces it)")
+    except IdmapError as err:
+        _fail(err)
+    header = (f"# gensokyo-idmap config, converted from the Go Gensokyo config {file.name}.\n"
+              "# Every key and its default: examples/config.yml.\n")
+    shown = masked(result.config)
+    if out is not None:
+        text = header + yaml.safe_dump(result.config, sort_keys=False, allow_unicode=True)
+        fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+
+    def report() -> str:
+        lines = [f"wrote {out}" if out is not None else
+                 "# secrets are shown as <hidden>: use --out FILE to write them"]
+        lines += [f"note: {note}" for note in result.notes]
+        lines += [f"no equivalent: {key} ({why})" for key, why in result.unmapped]
+        return "\n".join(lines)
+
+    if ctx.as_json:
+        click.echo(json.dumps({**result.to_json(shown), "out": str(out) if out else None},
+                              ensure_ascii=False))
+    elif out is not None:
+        click.echo(report())
+    else:
+        click.echo(header + yaml.safe_dump(shown, sort_keys=False, allow_unicode=True), nl=False)
+        click.echo(report(), err=True)
+
+
+@main.command("backup")
+@click.argument("dest", type=click.Path(path_type=Path))
+@click.option("--force", is_flag=True, help="Replace an existing DEST.")
+@click.pass_obj
+def backup_command(ctx: _Context, dest: Path, force: bool) -> None:
+    """Copy openid-map.db to DEST: consistent and compacted, while the daemon runs."""
+    from gensokyo_idmap.ops.lmdb_files import backup_store
+
+    try:
+        result = backup_store(ctx.data_dir / "openid-map.db", dest, force=force)
+    except IdmapError as err:
+        _fail(err)
+    _emit(ctx, result.to_json(), lambda: "\n".join(
+        [f"backup {result.dest}: {result.bytes} bytes (store {result.source_bytes})"]
+        + result.verify.lines()))
+    if not result.verify.ok:
+        sys.exit(1)
+
+
+@main.command("verify")
+@click.argument("file", required=False, type=click.Path(dir_okay=False, path_type=Path))
+@click.pass_obj
+def verify_command(ctx: _Context, file: Path | None) -> None:
+    """Check every invariant of openid-map.db (or FILE, e.g. a backup); exit 1 on a violation."""
+    from gensokyo_idmap.ops.lmdb_files import verify_store
+
+    try:
+        report = verify_store(file or ctx.data_dir / "openid-map.db")
+    except IdmapError as err:
+        _fail(err)
+    _emit(ctx, report.to_json(), lambda: "\n".join(report.lines()))
+    if not report.ok:
+        sys.exit(1)
+
+
+@main.group("recover")
+def recover_group() -> None:
+    """DESIGN §8 recoveries (stop the daemon first)."""
+
+
+@recover_group.command("msgid")
+@click.pass_obj
+def recover_msgid(ctx: _Context) -> None:
+    """Reset msgid-map.db: the old file is moved aside, an empty one takes its place."""
+    from gensokyo_idmap.ops.recover import reset_msgids
+
+    try:
+        result = reset_msgids(ctx.data_dir)
+    except IdmapError as err:
+        _fail(err)
+    _emit(ctx, result.to_json(), lambda: (
+        f"msgid-map.db reset: {result.path} is empty (counter {result.counter} kept)"
+        + (f"; the old file is {result.moved_to}" if result.moved_to else "")))
+
+
+@recover_group.command("identities")
+@click.option("--from-legacy", "legacy", is_flag=False, flag_value="", default=None,
+              metavar="[PATH]", help="The old idmap.db (default: <data-dir>/idmap.db).")
+@click.pass_obj
+def recover_identities_command(ctx: _Context, legacy: str | None) -> None:
+    """Re-migrate openid-map.db from the old idmap.db (the current file is moved aside)."""
+    from gensokyo_idmap.ops.recover import recover_identities
+
+    try:
+        if legacy is None:
+            raise BadInputError("--from-legacy", None,
+                                "the old idmap.db is the only source to recover from")
+        result = recover_identities(ctx.data_dir, Path(legacy) if legacy else
+                                    ctx.data_dir / "idmap.db", ctx.app_id)
+    except IdmapError as err:
+        _fail(err)
+    _emit(ctx, result.to_json(), lambda: "\n".join(
+        [f"openid-map.db re-migrated from {result.report.legacy_path}"
+         + (f"; the previous file is {result.moved_to}" if result.moved_to else "")]
+        + result.report.summary_lines()))

@@ -7,12 +7,15 @@ Secrets are ``SecretStr``: they never print, not even in a validation error.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
+from gensokyo_idmap.config_env import apply_env_overrides, env_overrides, is_secret_path
 from gensokyo_idmap.errors import BadInputError
 from gensokyo_idmap.identity import check_app_id
 
@@ -209,8 +212,9 @@ class Config(_Section):
         return None if legacy is None or str(legacy) in ("", ".") else legacy
 
 
-def load_config(path: str | Path) -> Config:
-    """Read and validate a config file; errors say which key and why."""
+def load_config(path: str | Path, environ: Mapping[str, str] | None = None) -> Config:
+    """Read and validate a config file, ``GSK_<SECTION>__<KEY>`` variables of ``environ``
+    (default: the process environment) over it; errors say which key and why."""
     file = Path(path)
     try:
         raw = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
@@ -226,11 +230,17 @@ def load_config(path: str | Path) -> Config:
         raise BadInputError("config", str(file), f"not valid YAML: {problem}{where}") from None
     if not isinstance(raw, dict):
         raise BadInputError("config", str(file), "top level must be a mapping")
+    overrides = env_overrides(os.environ if environ is None else environ)
+    raw, from_env = apply_env_overrides(raw, overrides, Config)
     try:
         return Config.model_validate(raw)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "config"
-        secret_like = any(w in where.lower() for w in ("secret", "token", "password"))
-        shown = "<hidden>" if secret_like else first.get("input")
-        raise BadInputError(where, shown, f"{first['msg']} (in {file})") from None
+        shown = first.get("input")
+        if is_secret_path(where) or isinstance(shown, dict | list):  # a mapping may hold one
+            shown = "<hidden>"
+        var = next((v for p, v in from_env.items()
+                    if where == p or p.startswith(where + ".") or where.startswith(p + ".")), None)
+        origin = f"from {var}" if var else f"in {file}"
+        raise BadInputError(where, shown, f"{first['msg']} ({origin})") from None

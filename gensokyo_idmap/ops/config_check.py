@@ -1,0 +1,56 @@
+"""What ``serve`` would refuse or warn about in a config that validates (pure).
+
+Mirrors the start-up checks of ``app.run_daemon`` so that ``config check`` fails exactly
+where starting the daemon would, without opening a store or a socket.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gensokyo_idmap.config import Config
+from gensokyo_idmap.errors import BadInputError
+
+__all__ = ["StartupCheck", "check_startup", "summary"]
+
+
+@dataclass(frozen=True, slots=True)
+class StartupCheck:
+    errors: tuple[BadInputError, ...]
+    warnings: tuple[str, ...]
+
+
+def check_startup(config: Config) -> StartupCheck:
+    errors: list[BadInputError] = []
+    warnings: list[str] = []
+    secret = config.bot.secret.get_secret_value()
+    if config.qq.gateway and not (config.bot.app_id and secret):
+        errors.append(BadInputError("qq.gateway", True,
+                                    "the gateway needs bot.app_id and bot.secret"))
+    if config.webhook.listen:
+        if not config.bot.app_id:
+            errors.append(BadInputError("webhook.listen", config.webhook.listen,
+                                        "the webhook needs bot.app_id"))
+        elif not secret:
+            warnings.append("webhook.listen: no bot.secret, so every callback is refused "
+                            "until it is set")
+    if not config.webhook.listen and not config.qq.gateway:
+        warnings.append("no platform intake: set webhook.listen or qq.gateway: true")
+    if not (config.onebot.reverse_ws or config.onebot.forward_ws or config.onebot.http_post):
+        warnings.append("no framework connection: set onebot.reverse_ws, onebot.forward_ws "
+                        "or onebot.http_post")
+    return StartupCheck(tuple(errors), tuple(warnings))
+
+
+def summary(config: Config) -> str:
+    """One line: what the daemon would run with this config (no secret, only whether set)."""
+    parts = [f"app_id {config.bot.app_id or '-'}",
+             "secret set" if config.bot.secret.get_secret_value() else "no secret",
+             f"data {config.idmap.data_dir}",
+             f"webhook {config.webhook.listen or 'off'}",
+             f"gateway {'on' if config.qq.gateway else 'off'}",
+             f"reverse ws {len(config.onebot.reverse_ws)}",
+             f"forward ws {config.onebot.forward_ws or 'off'}",
+             f"http post {len(config.onebot.http_post)}",
+             f"http api {config.onebot.http_api or 'off'}"]
+    return ", ".join(parts)

@@ -1,0 +1,131 @@
+"""DESIGN §8 recoveries: reset the disposable msgid-map.db, re-migrate openid-map.db from the
+old idmap.db.
+
+Neither runs while another process (the daemon) has the file open, and neither deletes a
+store: the file it replaces is moved aside under a timestamped name. A failed re-migration
+puts the old file back, so a refused or broken recovery leaves things as they were.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import structlog
+
+from gensokyo_idmap.errors import BadInputError, ConflictError, IdmapError, StoreError
+from gensokyo_idmap.identity import check_app_id
+from gensokyo_idmap.ops.lmdb_files import held_by_another_process, lock_path, move_aside
+from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
+from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore, open_msgid_store
+from migrate.legacy import MigrationReport, migrate_legacy
+
+__all__ = ["IdentityRecovery", "MsgIdReset", "recover_identities", "reset_msgids"]
+
+log = structlog.get_logger("gensokyo_idmap.ops")
+
+IDENTITY_DB = "openid-map.db"
+MSGID_DB = "msgid-map.db"
+
+
+def _refuse_if_open(*paths: Path) -> None:
+    for path in paths:
+        if held_by_another_process(path):
+            raise ConflictError(f"{path} is open in another process (is the daemon running?); "
+                                "stop it first")
+
+
+@dataclass(frozen=True, slots=True)
+class MsgIdReset:
+    path: str
+    moved_to: str | None
+    counter: int  # carried over, so numbers clients still hold are not handed out again
+
+    def to_json(self) -> dict[str, object]:
+        return {"path": self.path, "moved_to": self.moved_to, "counter": self.counter}
+
+
+def _old_msg_counter(path: Path) -> int:
+    """The allocation counter of the old file, or 0 when it cannot be read."""
+    try:
+        store = LmdbMsgIdStore(path)
+    except Exception:  # damaged: that is why it is being reset
+        return 0
+    try:
+        with store.read() as view:
+            return view.msg_counter()
+    except Exception:
+        return 0
+    finally:
+        store.close()
+
+
+def reset_msgids(data_dir: Path, clock: Callable[[], float] = time.time) -> MsgIdReset:
+    """Move msgid-map.db aside and start an empty one (reply context is lost, never ids)."""
+    path = data_dir / MSGID_DB
+    _refuse_if_open(path)
+    counter = 0
+    moved: Path | None = None
+    if path.exists():
+        counter = _old_msg_counter(path)
+        moved = move_aside(path, "reset", clock)
+        lock_path(path).unlink(missing_ok=True)
+    store = open_msgid_store(path)
+    try:
+        if counter:
+            store.write_sync(lambda view: view.set_msg_counter(counter))
+    finally:
+        store.close()
+    log.warning("[idmap] msgid-map.db reset", path=str(path),
+                moved_to=str(moved) if moved else None, counter=counter)
+    return MsgIdReset(str(path), str(moved) if moved else None, counter)
+
+
+@dataclass(frozen=True, slots=True)
+class IdentityRecovery:
+    path: str
+    moved_to: str | None
+    report: MigrationReport
+
+    def to_json(self) -> dict[str, object]:
+        return {"path": self.path, "moved_to": self.moved_to, "migration": self.report.to_json()}
+
+
+def recover_identities(data_dir: Path, legacy: Path, app_id: str | None,
+                       clock: Callable[[], float] = time.time) -> IdentityRecovery:
+    """Move openid-map.db aside and migrate ``legacy`` into a fresh one (all or nothing)."""
+    if not app_id:
+        raise BadInputError("--app-id", None, "the AppID the old OpenIDs belong to is needed")
+    check_app_id(app_id, "--app-id")
+    if not legacy.is_file():
+        raise BadInputError("--from-legacy", str(legacy),
+                            "no such file: recovery re-migrates from the old idmap.db")
+    path = data_dir / IDENTITY_DB
+    msgid_path = data_dir / MSGID_DB
+    _refuse_if_open(path, msgid_path)
+    moved = move_aside(path, "before-recover", clock) if path.exists() else None
+    try:
+        store = LmdbIdentityStore(path)
+        try:
+            msgid_store = open_msgid_store(msgid_path)
+            try:
+                report = migrate_legacy(legacy, store, msgid_store, app_id)
+            finally:
+                msgid_store.close()
+        finally:
+            store.close()
+    except BaseException as exc:
+        path.unlink(missing_ok=True)
+        if moved is not None:
+            moved.replace(path)
+        log.error("[idmap] recovery failed; the previous openid-map.db is back in place",
+                  path=str(path), reason=exc.message if isinstance(exc, IdmapError) else
+                  f"{type(exc).__name__}: {exc}")
+        if isinstance(exc, IdmapError | KeyboardInterrupt):
+            raise
+        raise StoreError(f"recovery failed: {type(exc).__name__}: {exc}") from exc
+    log.warning("[idmap] openid-map.db re-migrated from the legacy file", path=str(path),
+                legacy=str(legacy), moved_to=str(moved) if moved else None)
+    return IdentityRecovery(str(path), str(moved) if moved else None, report)

@@ -1,0 +1,251 @@
+"""GSK_<SECTION>__<KEY> overrides, ``config check`` and ``config import-gensokyo``."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import structlog
+import yaml
+from click.testing import CliRunner, Result
+
+from gensokyo_idmap.cli import main
+from gensokyo_idmap.config import load_config
+from gensokyo_idmap.errors import BadInputError
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "config.yml"
+GENSOKYO = Path(__file__).resolve().parent / "fixtures" / "gensokyo" / "config.yml"
+SECRET = "Zq9-DISTINCT-bot-secret-7Hx2"
+OLD_SECRETS = ("sample-client-secret-Hk29", "sample-ws-token-Q7", "sample-post-secret-W1",
+               "sample-ws-server-token-9", "sample-http-token-M3", "sample-webui-password",
+               "sample-old-bot-token-Zt4")
+
+
+@pytest.fixture(autouse=True)
+def _structlog_defaults() -> Iterator[None]:
+    yield
+    structlog.reset_defaults()
+
+
+def write(tmp_path: Path, text: str, name: str = "config.yml") -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+# --- environment overrides ---------------------------------------------------------------
+
+
+def test_env_overrides_win_over_the_file(tmp_path: Path) -> None:
+    path = write(tmp_path, 'bot:\n  app_id: "1"\nidmap:\n  map_size_mb: 8\n')
+    config = load_config(path, {
+        "GSK_QQ__GATEWAY": "true",
+        "GSK_IDMAP__MAP_SIZE_MB": "128",
+        "GSK_IDMAP__DATA_DIR": str(tmp_path / "d"),
+        "GSK_BOT__APP_ID": "102000009",           # digits stay text: an AppID
+        "GSK_BOT__SECRET": "123456",              # a secret is taken as written
+        "GSK_ONEBOT__REVERSE_WS": "[ws://a:1/x, ws://b:2/y]",
+        "GSK_ONEBOT__HTTP_POST": '[{url: "http://h:1/p", secret: s1}]',
+        "GSK_ONEBOT__SELF_ID": "42",
+        "GSK_LOG__LEVEL": "debug",
+        "OTHER": "x", "GSK_NOT_OURS": "ignored (no __)",
+    })
+    assert config.qq.gateway is True
+    assert config.idmap.map_size_mb == 128
+    assert config.idmap.data_dir == tmp_path / "d"
+    assert config.bot.app_id == "102000009"
+    assert config.bot.secret.get_secret_value() == "123456"
+    assert config.onebot.reverse_ws == ["ws://a:1/x", "ws://b:2/y"]
+    assert [(p.url, p.secret.get_secret_value()) for p in config.onebot.http_post] == [
+        ("http://h:1/p", "s1")]
+    assert config.onebot.self_id == 42
+    assert config.log.level == "debug"
+
+
+def test_text_values_are_not_reinterpreted(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, ""), {"GSK_BOT__SECRET": "[not: yaml",
+                                               "GSK_WEBHOOK__LISTEN": "",
+                                               "GSK_IDMAP__LEGACY_DB": ""})
+    assert config.bot.secret.get_secret_value() == "[not: yaml"
+    assert config.webhook.listen == ""
+    assert config.legacy_db_path is None  # "" switches migration off, as in the file
+
+
+def test_env_without_a_file_section(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, "log:\n  level: info\n"), {"GSK_QQ__INTENTS": "7"})
+    assert config.qq.intents == 7 and config.log.level == "info"
+
+
+@pytest.mark.parametrize(("var", "value", "where"), [
+    ("GSK_BOT__APPID", "1", "bot.appid"),
+    ("GSK_NOPE__KEY", "1", "nope"),
+    ("GSK_IDMAP__MAP_SIZE_MB", "big", "idmap.map_size_mb"),
+    ("GSK_IDMAP__MAP_SIZE_MB", "[1", "idmap.map_size_mb"),
+    ("GSK_QQ__GATEWAY", "maybe", "qq.gateway"),
+    ("GSK_ONEBOT__REVERSE_WS", "[http://x]", "onebot.reverse_ws"),
+    ("GSK_BOT__APP_ID", "abc", "bot.app_id"),
+])
+def test_bad_env_value_names_the_key_and_the_variable(tmp_path: Path, var: str, value: str,
+                                                      where: str) -> None:
+    with pytest.raises(BadInputError) as err:
+        load_config(write(tmp_path, ""), {var: value})
+    assert err.value.field == where
+    assert err.value.message.startswith(f"{where}")
+    assert var in err.value.message
+
+
+@pytest.mark.parametrize("env", [
+    {"GSK_BOT__SECRET": SECRET, "GSK_BOT__APP_ID": "x"},
+    {"GSK_ONEBOT__HTTP_POST": f'[{{secret: "{SECRET}"}}]'},     # url missing: the entry
+    {"GSK_ONEBOT__HTTP_POST": f'[{{url: "ftp://x", secret: "{SECRET}"}}]'},
+    {"GSK_ONEBOT__ACCESS_TOKEN": SECRET, "GSK_ONEBOT__EXTRA": "1"},
+])
+def test_secret_from_env_never_in_errors(tmp_path: Path, env: dict[str, str]) -> None:
+    with pytest.raises(BadInputError) as err:
+        load_config(write(tmp_path, ""), env)
+    for shown in (str(err.value), repr(err.value), repr(err.value.value)):
+        assert SECRET not in shown
+
+
+def test_secret_in_a_file_entry_never_in_errors(tmp_path: Path) -> None:
+    # a list entry missing its url: pydantic's input is the whole entry, secret included
+    path = write(tmp_path, f'onebot:\n  http_post:\n    - secret: "{SECRET}"\n')
+    with pytest.raises(BadInputError) as err:
+        load_config(path, {})
+    assert err.value.field == "onebot.http_post.0.url"
+    assert SECRET not in str(err.value) and SECRET not in repr(err.value.value)
+
+
+# --- config check --------------------------------------------------------------------------
+
+
+def cli(*args: str, env: dict[str, str] | None = None) -> Result:
+    clean = {k: None for k in os.environ if k.startswith("GSK_")}
+    runner = CliRunner(env={**clean, **(env or {})})
+    return runner.invoke(main, list(args), catch_exceptions=False)
+
+
+def test_check_the_example() -> None:
+    result = cli("config", "check", str(EXAMPLE))
+    assert result.exit_code == 0, result.output
+    assert result.stdout.count("\n") == 1 and result.stdout.startswith(f"ok: {EXAMPLE}: ")
+    assert "app_id 102000001" in result.stdout and "webhook 127.0.0.1:8443" in result.stdout
+    assert "no bot.secret" in result.stderr  # what serve would warn about
+
+
+def test_check_starts_nothing(tmp_path: Path) -> None:
+    path = write(tmp_path, f'idmap:\n  data_dir: {tmp_path / "d"}\n'
+                 'webhook:\n  listen: 127.0.0.1:1\n'
+                 f'bot:\n  app_id: "1"\n  secret: "{SECRET}"\n')
+    result = cli("--json", "config", "check", str(path))
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["ok"] is True and "secret set" in data["summary"]
+    assert SECRET not in result.output
+    assert not (tmp_path / "d").exists()
+
+
+@pytest.mark.parametrize(("text", "env", "where"), [
+    ("idmap:\n  map_size_mb: lots\n", {}, "idmap.map_size_mb"),
+    ("idmap:\n  map_sise_mb: 8\n", {}, "idmap.map_sise_mb"),
+    ("onebot:\n  reverse_ws: [http://x]\n", {}, "onebot.reverse_ws"),
+    ("", {"GSK_LOG__LEVEL": "loud"}, "log.level"),
+    # what serve refuses at start-up, found without starting it
+    ('bot:\n  app_id: "1"\nqq:\n  gateway: true\n', {}, "qq.gateway"),
+    ("qq:\n  gateway: true\n", {"GSK_BOT__APP_ID": "1"}, "qq.gateway"),
+    ("webhook:\n  listen: 127.0.0.1:8443\n", {}, "webhook.listen"),
+])
+def test_check_refuses_with_the_key_path(tmp_path: Path, text: str, env: dict[str, str],
+                                         where: str) -> None:
+    result = cli("config", "check", str(write(tmp_path, text)), env=env)
+    assert result.exit_code == 2, result.output
+    assert result.stdout == ""
+    assert result.stderr.startswith(f"error: {where}: ")
+
+
+def test_check_gateway_with_secret_from_env(tmp_path: Path) -> None:
+    path = write(tmp_path, 'bot:\n  app_id: "1"\nqq:\n  gateway: true\n')
+    result = cli("config", "check", str(path), env={"GSK_BOT__SECRET": SECRET})
+    assert result.exit_code == 0, result.output
+    assert "gateway on" in result.stdout and "1 set by GSK_* variables" in result.stdout
+    assert SECRET not in result.output
+
+
+def test_check_missing_file(tmp_path: Path) -> None:
+    result = cli("config", "check", str(tmp_path / "nope.yml"))
+    assert result.exit_code == 2 and "cannot read" in result.stderr
+
+
+# --- import-gensokyo ---------------------------------------------------------------------
+
+
+def test_import_gensokyo_writes_a_config_that_loads(tmp_path: Path) -> None:
+    out = tmp_path / "new.yml"
+    result = cli("config", "import-gensokyo", str(GENSOKYO), "--out", str(out))
+    assert result.exit_code == 0, result.output
+    assert stat.S_IMODE(out.stat().st_mode) == 0o600
+    config = load_config(out, {})
+    assert config.bot.app_id == "102000001"
+    assert config.bot.secret.get_secret_value() == "sample-client-secret-Hk29"
+    assert config.onebot.self_id == 2870338968
+    assert config.qq.gateway is True and config.webhook.listen == ""
+    assert config.onebot.reverse_ws == ["ws://127.0.0.1:8080/onebot/v11/ws",
+                                        "ws://10.0.0.7:6199/ws"]
+    assert config.onebot.access_token.get_secret_value() == "sample-ws-token-Q7"
+    assert config.onebot.forward_ws == "0.0.0.0:15630"
+    assert config.onebot.http_api == "127.0.0.1:5700"
+    assert [(p.url, p.secret.get_secret_value()) for p in config.onebot.http_post] == [
+        ("http://127.0.0.1:5789/onebot", "sample-post-secret-W1")]
+    assert config.onebot.message_format == "string"  # array: false
+    assert config.onebot.heartbeat_interval_seconds == 10
+    assert config.log.level == "warning"  # log_level: 2
+    assert cli("config", "check", str(out)).exit_code == 0
+    # the report: what has no equivalent, and why some values were not carried
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"wrote {out}"
+    unmapped = {line.split()[2] for line in lines if line.startswith("no equivalent: ")}
+    assert {"settings.token", "settings.lotus", "settings.hash_id", "settings.text_intent",
+            "settings.server_user_password", "settings.post_max_retries"} <= unmapped
+    assert not unmapped & {"settings.app_id", "settings.client_secret", "settings.ws_address",
+                           "settings.port", "settings.http_address", "settings.post_url",
+                           "settings.uin", "settings.log_level"}
+    assert any("http_access_token, ws_server_token were not carried" in line for line in lines)
+    for secret in OLD_SECRETS:
+        assert secret not in result.output
+
+
+def test_import_gensokyo_to_stdout_hides_secrets(tmp_path: Path) -> None:
+    result = cli("config", "import-gensokyo", str(GENSOKYO))
+    assert result.exit_code == 0, result.output
+    shown: dict[str, Any] = yaml.safe_load(result.stdout)
+    assert shown["bot"] == {"app_id": "102000001", "secret": "<hidden>"}
+    assert shown["onebot"]["access_token"] == "<hidden>"
+    assert shown["onebot"]["http_post"][0]["secret"] == "<hidden>"
+    assert "no equivalent: settings.token" in result.stderr
+    for secret in OLD_SECRETS:
+        assert secret not in result.output
+    data = json.loads(cli("--json", "config", "import-gensokyo", str(GENSOKYO)).stdout)
+    assert data["config"]["bot"]["secret"] == "<hidden>" and data["out"] is None
+    assert {"key": "settings.lotus", "reason": "no equivalent"} in data["unmapped"]
+
+
+def test_import_gensokyo_refuses_bad_input_and_writes_nothing(tmp_path: Path) -> None:
+    out = tmp_path / "new.yml"
+    not_old = write(tmp_path, "bot:\n  app_id: '1'\n", "ours.yml")
+    result = cli("config", "import-gensokyo", str(not_old), "--out", str(out))
+    assert result.exit_code == 2 and "settings" in result.stderr and not out.exists()
+    bad_ws = write(tmp_path, "version: 1\nsettings:\n  app_id: 1\n  ws_address: [http://x]\n",
+                   "old.yml")
+    result = cli("config", "import-gensokyo", str(bad_ws), "--out", str(out))
+    assert result.exit_code == 2 and "onebot.reverse_ws" in result.stderr and not out.exists()
+    out.write_text("keep me")
+    result = cli("config", "import-gensokyo", str(GENSOKYO), "--out", str(out))
+    assert result.exit_code == 2 and "exists already" in result.stderr
+    assert out.read_text() == "keep me"
+    result = cli("config", "import-gensokyo", str(GENSOKYO), "--out", str(out), "--force")
+    assert result.exit_code == 0 and load_config(out, {}).bot.app_id == "102000001"
