@@ -31,7 +31,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, Final, Literal, Protocol
+from typing import Any, Final, Literal, Protocol, cast
 
 import structlog
 
@@ -334,6 +334,9 @@ class InboundPipeline:
         self._turns: dict[str, tuple[asyncio.Lock, int]] = {}
         self._deliveries = deliveries or DeliveryLog()
         self._outbox = outbox
+        # decided once: a runtime protocol check per event and sink costs more than the rest
+        self._tracked = [outbox is not None and isinstance(sink, TrackedSink)
+                         for sink in self.sinks]
         self.duplicates = 0
         self.delivery_wait = 2.0
 
@@ -389,10 +392,11 @@ class InboundPipeline:
             owed: list[tuple[str, dict[str, Any], asyncio.Future[bool]]] = []
             async with self._turn(event.scene):
                 for onebot_event in await self.bridge.translate(event):
-                    for sink in self.sinks:
-                        if self._outbox is not None and isinstance(sink, TrackedSink):
-                            future, connected = sink.publish_tracked(onebot_event)
-                            owed.append((sink.outbox_name, onebot_event, future))
+                    for sink, tracked in zip(self.sinks, self._tracked, strict=True):
+                        if tracked:
+                            durable = cast(TrackedSink, sink)
+                            future, connected = durable.publish_tracked(onebot_event)
+                            owed.append((durable.outbox_name, onebot_event, future))
                             if connected:
                                 written.append(future)
                             continue

@@ -201,6 +201,7 @@ class GatewayClient:
                                                     "$device": "gensokyo-idmap"}})
         beats = asyncio.create_task(self._heartbeats(ws, interval))
         stopping = asyncio.create_task(self._stop.wait())
+        receive: asyncio.Task[Any] | None = None
         try:
             while True:
                 if self._failed is not None:
@@ -219,6 +220,10 @@ class GatewayClient:
                     return
                 await self._handle(ws, receive.result())
         finally:
+            if receive is not None and not receive.done():
+                receive.cancel()  # cancelled from outside: the read must not outlive us
+            if receive is not None:
+                await asyncio.gather(receive, return_exceptions=True)
             await self._finish_in_flight(cancel=True)
             if self._save_later is not None:
                 self._save()  # the connection ends: the file holds the watermark
