@@ -1,0 +1,258 @@
+"""The /v1 routes, /healthz, /metrics and /openapi.json on a real socket over real stores."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from gensokyo_idmap.identity import OpenId, RUin
+from gensokyo_idmap.msgid import MsgContext
+
+from ..conftest import FakeClock, run
+from .conftest import APP_ID, ServeApi
+
+ALICE = "9F3A0C55E1B24D7A8C6E0F1D2B3A4C5D"
+BOB = "0F1E2D3C4B5A69788796A5B4C3D2E1F0"
+GROUP = "A1B2C3D4E5F60718293A4B5C6D7E8F90"
+
+
+def scenario(serve_api: ServeApi, body: Any, **server: Any) -> None:
+    async def main() -> None:
+        async with serve_api(**server) as client:
+            await asyncio.wait_for(body(client), 30)
+
+    run(main())
+
+
+def error_code(answer: tuple[int, Any]) -> tuple[int, str]:
+    status, body = answer
+    assert set(body) == {"error"} and set(body["error"]) == {"code", "message"}, body
+    return status, body["error"]["code"]
+
+
+def test_resolve_lookup_show_bind_rebind(serve_api: ServeApi) -> None:
+    async def body(c: Any) -> None:
+        status, made = await c.post("/v1/resolve", {"keys": [ALICE, "rUIN-QQ-0-2870338968"],
+                                                     "scene": f"QQ:{APP_ID}:c2c:{ALICE}"})
+        assert status == 200 and made["created"] is True
+        alice = made["vuin"]
+        assert made["added"] == [f"openid:QQ:{APP_ID}:{ALICE}", "ruin:QQ:0:2870338968"]
+        assert await c.post("/v1/resolve", {"keys": [ALICE]}) == (200, {
+            "vuin": alice, "created": False, "added": [], "conflicts": []})
+        # every DESIGN §1 form reaches the same person
+        for key in (ALICE, f"openid:QQ:{APP_ID}:{ALICE}", "rUIN-QQ-0-GI4DOMBTGM4DSNRY",
+                    "ruin-QQ-0-gi4domBTgm4dsnry"):
+            assert await c.get("/v1/identity", key=key) == (200, {
+                "key": f"openid:QQ:{APP_ID}:{ALICE}" if not key.lower().startswith("ruin")
+                else "ruin:QQ:0:2870338968", "vuin": alice}), key
+        assert await c.get("/v1/identity", key=str(alice)) == (200, {"key": None,
+                                                                    "vuin": alice})
+        status, shown = await c.get(f"/v1/vuins/{alice}")
+        assert status == 200 and shown["vuin"] == alice and shown["aliases"] == []
+        assert set(shown["identities"]) == {f"openid:QQ:{APP_ID}:{ALICE}",
+                                            "ruin:QQ:0:2870338968"}
+        assert shown["last_seen"][f"QQ:{APP_ID}:c2c:{ALICE}"]["identity"] == (
+            f"openid:QQ:{APP_ID}:{ALICE}")
+        bob = (await c.post("/v1/resolve", {"keys": [BOB]}))[1]["vuin"]
+        status, bound = await c.post("/v1/bind", {"key": "rUIN-QQ-0-2870338968",
+                                                  "vuin": str(bob)})
+        assert status == 200 and bound["outcome"] == "moved" and bound["previous"] == alice
+        status, again = await c.post("/v1/bind", {"key": "ruin:QQ:0:2870338968", "vuin": bob})
+        assert status == 200 and again["outcome"] == "skipped"
+        status, moved = await c.post("/v1/rebind", {"old": alice, "new": bob})
+        assert status == 200 and moved["outcome"] == "moved" and moved["new"] == bob
+        assert await c.get("/v1/identity", key=ALICE) == (
+            200, {"key": f"openid:QQ:{APP_ID}:{ALICE}", "vuin": bob})
+        status, shown = await c.get(f"/v1/vuins/{alice}")  # an alias shows its target
+        assert status == 200 and shown["vuin"] == bob and shown["requested"] == alice
+        assert (await c.get(f"/v1/vuins/{bob}"))[1]["aliases"] == [alice]
+
+    scenario(serve_api, body)
+
+
+def test_bad_input_is_400_naming_the_field(serve_api: ServeApi) -> None:
+    async def body(c: Any) -> None:
+        bad: list[tuple[str, str, Any]] = [
+            ("post", "/v1/resolve", {"keys": []}),
+            ("post", "/v1/resolve", {"keys": ["123"]}),
+            ("post", "/v1/resolve", {"keys": ["has space"]}),
+            ("post", "/v1/resolve", {"keys": [ALICE], "scene": 5}),
+            ("post", "/v1/resolve", {"keys": [ALICE], "scene": "\ud800"}),
+            ("post", "/v1/resolve", {"keys": ["x"] * 65}),
+            ("post", "/v1/resolve", [ALICE]),
+            ("post", "/v1/bind", {"key": ALICE, "vuin": 1.5}),
+            ("post", "/v1/bind", {"key": ALICE, "vuin": 0}),
+            ("post", "/v1/bind", {"key": ALICE, "vuin": True}),
+            ("post", "/v1/bind", {"key": 42, "vuin": 1}),
+            ("post", "/v1/bind", {"vuin": 1}),
+            ("post", "/v1/rebind", {"old": "-1", "new": 2}),
+            ("post", "/v1/rebind", {"old": 1, "new": 2**63}),
+            ("get", "/v1/identity", {}),
+            ("get", "/v1/identity", {"key": "rUIN-QQ-x-1"}),
+            ("get", "/v1/identity", {"key": "-5"}),
+            ("get", "/v1/vuins/abc", {}),
+            ("get", "/v1/vuins/0/pick", {}),
+            ("get", "/v1/vuins/1/pick", {"scene": "a", "scene_prefix": "b"}),
+            ("get", "/v1/vuins/1/pick", {"app_id": "x1"}),
+            ("get", "/v1/msgids/0", {}),
+            ("get", "/v1/msgids/2147483648", {}),
+            ("get", "/v1/msgids/1.5", {}),
+            ("get", "/v1/msgids", {}),
+        ]
+        for method, path, data in bad:
+            answer = (await c.post(path, data) if method == "post"
+                      else await c.get(path, **data))
+            assert error_code(answer) == (400, "bad_input"), (path, data, answer)
+        answer = await c.post("/v1/bind", raw=b"{not json")
+        assert error_code(answer) == (400, "bad_input")
+        status, body_ = await c.post("/v1/bind", {"key": "123", "vuin": 1})
+        assert status == 400 and "key" in body_["error"]["message"]
+
+    scenario(serve_api, body)
+
+
+def test_not_found_is_404(serve_api: ServeApi) -> None:
+    async def body(c: Any) -> None:
+        for path, params in [("/v1/identity", {"key": ALICE}), ("/v1/identity", {"key": "77"}),
+                             ("/v1/vuins/77", {}), ("/v1/vuins/77/pick", {}),
+                             ("/v1/msgids/5", {}), ("/v1/msgids", {"real_id": "ROBOT1.0_x"})]:
+            assert error_code(await c.get(path, **params))[0] == 404, path
+        assert error_code(await c.post("/v1/rebind", {"old": 77, "new": 78})) == (
+            404, "not_found")
+
+    scenario(serve_api, body)
+
+
+def test_pick_follows_the_reverse_path(serve_api: ServeApi, graph: Any) -> None:
+    other_app = OpenId(app_id="102000002", openid=ALICE)
+
+    async def body(c: Any) -> None:
+        mine = OpenId(app_id=APP_ID, openid=ALICE)
+        vuin = (await graph.resolve([other_app], scene="QQ:102000002:c2c:x")).vuin
+        status, picked = await c.get(f"/v1/vuins/{vuin}/pick")
+        assert error_code((status, picked)) == (404, "no_usable_identity")
+        assert (await c.get(f"/v1/vuins/{vuin}/pick", app_id="102000002"))[1]["identity"] == (
+            other_app.key)
+        await graph.bind(mine, vuin)
+        await graph.bind(RUin("QQ", 0, "2870338968"), vuin)
+        second = OpenId(app_id=APP_ID, openid=BOB)
+        await graph.bind(second, vuin)
+        await graph.resolve([second], scene=f"QQ:{APP_ID}:group:{GROUP}")
+        assert await c.get(f"/v1/vuins/{vuin}/pick", scene=f"QQ:{APP_ID}:group:{GROUP}") == (
+            200, {"vuin": vuin, "identity": second.key, "ruin": None})
+        assert (await c.get(f"/v1/vuins/{vuin}/pick",
+                            scene_prefix=f"QQ:{APP_ID}:group:"))[1]["identity"] == second.key
+        # a scene never seen: any OpenID of this AppID (the first of the set)
+        status, picked = await c.get(f"/v1/vuins/{vuin}/pick", scene="QQ:1:c2c:none")
+        assert status == 200 and picked["identity"].startswith(f"openid:QQ:{APP_ID}:")
+
+    scenario(serve_api, body)
+
+
+def test_msgid_lookups(serve_api: ServeApi, msgids: Any, clock: FakeClock) -> None:
+    async def body(c: Any) -> None:
+        virtual = await msgids.store_real("ROBOT1.0_abc", MsgContext(APP_ID, "group", GROUP))
+        status, record = await c.get(f"/v1/msgids/{virtual}")
+        assert status == 200 and record["real_id"] == "ROBOT1.0_abc"
+        assert record["chat_kind"] == "group" and record["target"] == GROUP
+        assert await c.get("/v1/msgids", real_id="ROBOT1.0_abc") == (
+            200, {"real_id": "ROBOT1.0_abc", "virtual_id": virtual})
+        clock.advance(3601)  # expired: invisible at once
+        assert error_code(await c.get(f"/v1/msgids/{virtual}"))[0] == 404
+        assert error_code(await c.get("/v1/msgids", real_id="ROBOT1.0_abc"))[0] == 404
+
+    scenario(serve_api, body)
+
+
+def test_stats_counts_tables(serve_api: ServeApi) -> None:
+    async def body(c: Any) -> None:
+        await c.post("/v1/resolve", {"keys": [ALICE, BOB]})
+        status, stats = await c.get("/v1/stats")
+        assert status == 200
+        assert stats["openid_map"]["identities"] == 2 and stats["openid_map"]["vuins"] == 1
+        assert stats["msgid_map"]["entries"] == 0
+
+    scenario(serve_api, body)
+
+
+def test_token_guards_v1_but_not_health(serve_api: ServeApi) -> None:
+    async def body(c: Any) -> None:
+        assert error_code(await c.get("/v1/stats")) == (401, "unauthorized")
+        assert error_code(await c.get("/v1/stats", headers={
+            "Authorization": "Bearer wrong"})) == (401, "unauthorized")
+        assert error_code(await c.get("/v1/stats", headers={
+            "Authorization": "Basic s3cret-token"})) == (401, "unauthorized")
+        status, _ = await c.get("/v1/stats", headers={"Authorization": "Bearer s3cret-token"})
+        assert status == 200
+        assert (await c.get("/healthz"))[0] == 204
+        assert (await c.get("/metrics"))[0] == 200
+        assert (await c.get("/openapi.json"))[0] == 200
+
+    scenario(serve_api, body, token="s3cret-token")
+
+
+def test_healthz_204_then_503_when_a_store_is_closed(serve_api: ServeApi, msgid_store: Any
+                                                     ) -> None:
+    async def body(c: Any) -> None:
+        assert await c.get("/healthz") == (204, None)
+        msgid_store.close()
+        status, reason = await c.get("/healthz")
+        assert error_code((status, reason)) == (503, "unhealthy")
+        assert reason["error"]["message"]
+
+    scenario(serve_api, body)
+
+
+def test_metrics_count_what_happened(serve_api: ServeApi, msgids: Any, graph: Any) -> None:
+    def value(text: str, line_start: str) -> float:
+        for line in text.splitlines():
+            if line.startswith(line_start + " "):
+                return float(line.rsplit(" ", 1)[1])
+        return 0.0
+
+    async def body(c: Any) -> None:
+        before = (await c.get("/metrics"))[1]
+        await c.post("/v1/resolve", {"keys": [ALICE]})
+        await c.post("/v1/resolve", {"keys": [ALICE]})
+        bob = (await c.post("/v1/resolve", {"keys": [BOB]}))[1]["vuin"]
+        await c.post("/v1/bind", {"key": ALICE, "vuin": bob})
+        await c.post("/v1/bind", {"key": ALICE, "vuin": bob})  # skipped
+        try:
+            await graph.bind(OpenId(APP_ID, BOB), 0)
+        except ValueError:
+            pass
+        virtual = await msgids.store_real("ROBOT1.0_m")
+        await c.get(f"/v1/msgids/{virtual}")
+        await msgids.sweep()
+        status, after = await c.get("/metrics")
+        assert status == 200
+        for name, delta in [
+            ('gensokyo_identity_resolutions_total{result="create"}', 2),
+            ('gensokyo_identity_resolutions_total{result="hit"}', 1),
+            ('gensokyo_bind_results_total{op="bind",outcome="moved"}', 1),
+            ('gensokyo_bind_results_total{op="bind",outcome="skipped"}', 1),
+            ('gensokyo_bind_results_total{op="bind",outcome="failed"}', 1),
+            ('gensokyo_msgid_operations_total{op="create"}', 1),
+            ('gensokyo_msgid_operations_total{op="lookup"}', 1),
+            ("gensokyo_msgid_sweep_seconds_count", 1),
+        ]:
+            assert value(after, name) - value(before, name) == delta, name
+        assert value(after, 'gensokyo_store_entries{store="openid-map",table="identities"}') == 2
+        assert value(after, 'gensokyo_store_file_bytes{file="openid-map.db"}') > 0
+
+    scenario(serve_api, body)
+
+
+def test_openapi_document_names_every_route(serve_api: ServeApi) -> None:
+    async def body(c: Any) -> None:
+        status, doc = await c.get("/openapi.json")
+        assert status == 200 and doc["openapi"].startswith("3.")
+        documented = set(doc["paths"])
+        assert documented == {"/v1/resolve", "/v1/identity", "/v1/vuins/{vuin}",
+                              "/v1/vuins/{vuin}/pick", "/v1/bind", "/v1/rebind",
+                              "/v1/msgids/{virtual_id}", "/v1/msgids", "/v1/stats", "/getid",
+                              "/healthz", "/metrics", "/openapi.json"}
+        served = {route.path for route in c.server.routes()}
+        assert served == documented
+
+    scenario(serve_api, body)
