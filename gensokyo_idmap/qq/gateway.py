@@ -274,7 +274,9 @@ class GatewayClient:
             await ws.close()
             raise _Restart()
         if frame.op != 0:
-            return  # 11 heartbeat ACK, unknown ops
+            if frame.op not in (11, -1):  # 11 heartbeat ACK; -1 a frame already reported
+                log.info("[qq] gateway op ignored", op=frame.op)
+            return
         try:
             event = parse_dispatch(frame, self.app_id)
         except BadInputError as err:

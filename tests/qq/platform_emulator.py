@@ -201,6 +201,11 @@ class EmulatedPlatform:
         live = next((ws for ws in reversed(self.sockets) if not ws.closed), None)
         return await self._dispatch(live, t, d)
 
+    async def send_raw(self, text: str) -> None:
+        """Put any text on the live gateway socket (bad JSON, unknown ops …)."""
+        live = next(ws for ws in reversed(self.sockets) if not ws.closed)
+        await live.send_str(text)
+
     async def drop(self, code: int = 4009) -> None:
         for ws in self.sockets:
             if not ws.closed:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from aiohttp import ClientSession
+from structlog.testing import capture_logs
 
 from gensokyo_idmap.qq.events import GroupMessage, QQEvent
 from gensokyo_idmap.qq.gateway import GatewayClient, GatewayState
@@ -248,5 +249,37 @@ def test_an_event_that_fails_is_replayed_after_a_resume(tmp_path: Path) -> None:
         assert len(platform.resumes) == 1  # the failure restarted the connection
         assert messages(events)[:1] == ["m1"] and "m2" in messages(events)
         assert GatewayState(tmp_path / "gateway.json").load().seq == platform.sent[-1]["s"]
+
+    run_with(tmp_path, scenario)
+
+
+def test_bad_frames_unknown_ops_and_events_missing_ids_are_logged_and_skipped(
+        tmp_path: Path) -> None:
+    async def scenario(platform: EmulatedPlatform, make: Callable[[], GatewayClient],
+                       events: list[QQEvent]) -> None:
+        client = make()
+        async with ClientSession() as session:
+            task = asyncio.create_task(client.run(session))
+            await until(lambda: client.session_id is not None)
+            with capture_logs() as logs:
+                await platform.send_raw("{not json")
+                await platform.send_raw('{"op": 42, "d": null}')
+                await platform.send_raw('["an", "array"]')
+                broken = await platform.push("GROUP_AT_MESSAGE_CREATE",
+                                             {"id": "ROBOT1.0_x", "content": "no group",
+                                              "author": {"id": "U" * 32}})
+                await platform.push("GROUP_AT_MESSAGE_CREATE", group_message(1))
+                await until(lambda: messages(events) == ["m1"])
+            await client.close()
+            await task
+        assert len(platform.identifies) == 1 and not platform.resumes  # never reconnected
+        assert [e.event_type for e in events] == ["GROUP_AT_MESSAGE_CREATE"]
+        ignored = [entry for entry in logs if entry["event"] == "[qq] gateway frame ignored"]
+        assert len(ignored) == 2 and "JSON" in ignored[0]["reason"]
+        assert [entry["op"] for entry in logs if entry["event"] == "[qq] gateway op ignored"
+                ] == [42]
+        [refused] = [entry for entry in logs if entry["event"] == "[qq] gateway event refused"]
+        assert "group_openid" in refused["reason"]
+        assert client.seq == platform.sent[-1]["s"] > broken["s"]  # skipped, not stuck
 
     run_with(tmp_path, scenario)
