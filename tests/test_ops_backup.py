@@ -1,0 +1,167 @@
+"""backup DEST: an online copy of openid-map.db taken while another process keeps writing;
+the copy opens, passes verify and holds every vUIN shown before the backup began."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import structlog
+from click.testing import CliRunner, Result
+
+from gensokyo_idmap.cli import main
+from gensokyo_idmap.identity import OpenId
+from gensokyo_idmap.idmap import IdentityGraph
+from gensokyo_idmap.ops.lmdb_files import open_readonly, verify_store
+from gensokyo_idmap.store.codec import decode_u64
+from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
+
+from .conftest import run
+
+CHILD = Path(__file__).resolve().parent / "durability_child.py"
+SCRIPT = Path(sys.executable).parent / "gensokyo-idmap"
+APP = "102000001"
+
+
+@pytest.fixture(autouse=True)
+def _structlog_defaults() -> Iterator[None]:
+    yield
+    structlog.reset_defaults()
+
+
+def cli(*args: str) -> Result:
+    runner = CliRunner(env={"GSK_IDMAP__DATA_DIR": None, "GSK_BOT__APP_ID": None})
+    return runner.invoke(main, list(args), catch_exceptions=False)
+
+
+def forward(path: Path) -> dict[str, int]:
+    with open_readonly(path) as env, env.begin() as txn:
+        db = env.open_db(b"identity_to_vuin", txn=txn, create=False)
+        return {bytes(k).decode(): decode_u64(bytes(v)) for k, v in txn.cursor(db)}
+
+
+class Writer:
+    """tests/durability_child.py resolving new OpenIDs; every printed line is durable."""
+
+    def __init__(self, db: Path) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, str(CHILD), str(db), "0", "1000000", "--batch", "8"],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.shown: list[tuple[str, int]] = []
+        self.lock = threading.Lock()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            key, vuin = line.split()
+            with self.lock:
+                self.shown.append((key, int(vuin)))
+
+    def snapshot(self) -> list[tuple[str, int]]:
+        with self.lock:
+            return list(self.shown)
+
+    def wait_for(self, count: int, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while len(self.snapshot()) < count:
+            assert self.proc.poll() is None, "the writer died"
+            assert time.monotonic() < deadline, f"fewer than {count} writes in {timeout} s"
+            time.sleep(0.01)
+
+    def stop(self) -> None:
+        self.proc.kill()
+        self.proc.wait(timeout=10)
+        self.reader.join(timeout=10)
+        assert self.proc.stdout is not None
+        self.proc.stdout.close()
+
+
+def test_backup_while_another_process_writes(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    db = data / "openid-map.db"
+    writer = Writer(db)
+    try:
+        writer.wait_for(200)
+        backups: list[tuple[Path, list[tuple[str, int]]]] = []
+        for n in range(3):
+            before = writer.snapshot()  # shown (durable) before this backup started
+            dest = tmp_path / f"backup-{n}.db"
+            done = subprocess.run([str(SCRIPT), "--data-dir", str(data), "--json", "backup",
+                                   str(dest)], capture_output=True, text=True, timeout=60)
+            assert done.returncode == 0, done.stderr
+            assert json.loads(done.stdout)["verify"]["ok"] is True
+            backups.append((dest, before))
+            assert writer.proc.poll() is None  # the writer never stopped for it
+            writer.wait_for(len(writer.snapshot()) + 100)  # and went on writing after it
+    finally:
+        writer.stop()
+    for dest, before in backups:
+        report = verify_store(dest)
+        assert report.ok, report.lines()
+        copied = forward(dest)
+        missing = [(k, v) for k, v in before if copied.get(k) != v]
+        assert missing == [], missing[:5]
+        assert len(copied) >= len(before)
+    assert len(forward(backups[-1][0])) > len(backups[0][1])
+    # the copy is a working store: it opens and resolves what it holds
+    key, vuin = backups[-1][1][-1]
+    store = LmdbIdentityStore(backups[-1][0])
+    try:
+        with store.read() as view:
+            assert view.vuin_of(key) == vuin
+    finally:
+        store.close()
+
+
+def small_store(data: Path) -> None:
+    store = LmdbIdentityStore(data / "openid-map.db")
+    try:
+        graph = IdentityGraph(store)
+        for n in range(10):
+            run(graph.resolve([OpenId(APP, f"{n:032X}")], scene="group:G"))
+    finally:
+        store.close()
+
+
+def test_backup_refuses_to_overwrite(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    small_store(data)
+    dest = tmp_path / "b.db"
+    dest.write_bytes(b"an older backup")
+    result = cli("--data-dir", str(data), "backup", str(dest))
+    assert result.exit_code == 2 and "exists already" in result.stderr
+    assert dest.read_bytes() == b"an older backup"
+    result = cli("--data-dir", str(data), "backup", str(dest), "--force")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith(f"backup {dest}: ")
+    assert "ok: " in result.stdout
+    assert verify_store(dest).ok and len(forward(dest)) == 10
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b.db", "b.db-lock", "data"]
+
+
+def test_backup_bad_destinations_write_nothing(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    small_store(data)
+    for dest, why in ((tmp_path, "is a directory"),
+                      (tmp_path / "no" / "such" / "b.db", "does not exist"),
+                      (data / "openid-map.db", "exists already")):
+        result = cli("--data-dir", str(data), "backup", str(dest))
+        assert result.exit_code == 2, (dest, result.output)
+        assert why in result.stderr
+    result = cli("--data-dir", str(data), "backup", str(data / "openid-map.db"), "--force")
+    assert result.exit_code == 2 and "the store itself" in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data"]
+
+
+def test_backup_without_a_store(tmp_path: Path) -> None:
+    result = cli("--data-dir", str(tmp_path / "none"), "backup", str(tmp_path / "b.db"))
+    assert result.exit_code == 1 and "no store at" in result.stderr
+    assert not (tmp_path / "b.db").exists()
