@@ -4,7 +4,7 @@ The daemon runs as a real process (``gensokyo-idmap serve``) with the webhook on
 a reverse-WS framework in this test process. Events carry new users; the framework records
 (OpenID, vUIN) from each event (``onebot.extensions`` adds ``real_user_id``). After each
 SIGKILL the store is opened here and every pair the framework saw must be in it, with the
-identity tables exact inverses; and every webhook the daemon acknowledged (200) while the
+identity tables exact inverses and `verify` clean; and every webhook the daemon acknowledged (200) while the
 framework was connected reached the framework (the daemon waits for the socket write of
 connected frameworks before it acknowledges). Several rounds on the same data.
 
@@ -33,6 +33,7 @@ from aiohttp import ClientError, ClientSession, ClientTimeout, WSMsgType, web
 from aiohttp.test_utils import TestServer
 
 from gensokyo_idmap.identity import OpenId
+from gensokyo_idmap.ops.lmdb_files import verify_store
 from gensokyo_idmap.qq.gateway import GatewayState
 from gensokyo_idmap.qq.signing import SIGNATURE_HEADER, TIMESTAMP_HEADER, WebhookKey
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
@@ -101,6 +102,8 @@ def check_store(data_dir: Path, seen: dict[str, int]) -> None:
             assert len({v for _, v in forward}) == len(forward)  # one vUIN per identity here
     finally:
         store.close()
+    report = verify_store(data_dir / "openid-map.db")  # every graph invariant, as `verify`
+    assert report.ok, "\n".join(report.lines())
 
 
 def test_vuins_seen_downstream_survive_kill_9(tmp_path: Path) -> None:
