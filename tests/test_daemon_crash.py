@@ -4,9 +4,10 @@ The daemon runs as a real process (``gensokyo-idmap serve``) with the webhook on
 a reverse-WS framework in this test process. Events carry new users; the framework records
 (OpenID, vUIN) from each event (``onebot.extensions`` adds ``real_user_id``). After each
 SIGKILL the store is opened here and every pair the framework saw must be in it, with the
-identity tables exact inverses and `verify` clean; and every webhook the daemon acknowledged (200) while the
-framework was connected reached the framework (the daemon waits for the socket write of
-connected frameworks before it acknowledges). Several rounds on the same data.
+identity tables exact inverses and ``verify`` clean; and every webhook the daemon
+acknowledged (200) while the framework was connected reached the framework (the daemon
+waits for the socket write of connected frameworks before it acknowledges). Several rounds
+on the same data.
 
 The second scenario adds the gateway (the in-process platform emulator) next to the webhook,
 several chats, and order per chat; in its variant the framework is away during a round, so
