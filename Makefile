@@ -27,6 +27,7 @@ bench: venv
 	$(BIN)/python bench/migrate.py
 	$(BIN)/python bench/inbound.py
 	$(BIN)/python bench/outbound.py
+	$(BIN)/python bench/api.py
 
 lint: venv
 	$(BIN)/python -m pip install --quiet -e '.[test,lint]'

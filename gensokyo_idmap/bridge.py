@@ -35,6 +35,7 @@ from typing import Any, Final, Literal, Protocol, cast
 
 import structlog
 
+from gensokyo_idmap import metrics
 from gensokyo_idmap.dedup import DeliveryLog, delivery_key
 from gensokyo_idmap.errors import IdmapError
 from gensokyo_idmap.identity import IdentityKey, OpenId
@@ -337,6 +338,7 @@ class InboundPipeline:
         # decided once: a runtime protocol check per event and sink costs more than the rest
         self._tracked = [outbox is not None and isinstance(sink, TrackedSink)
                          for sink in self.sinks]
+        self._sent = [metrics.EVENTS_OUT.labels(metrics.transport_of(s)) for s in self.sinks]
         self.duplicates = 0
         self.delivery_wait = 2.0
 
@@ -392,6 +394,8 @@ class InboundPipeline:
             owed: list[tuple[str, dict[str, Any], asyncio.Future[bool]]] = []
             async with self._turn(event.scene):
                 for onebot_event in await self.bridge.translate(event):
+                    for sent in self._sent:
+                        sent.inc()
                     for sink, tracked in zip(self.sinks, self._tracked, strict=True):
                         if tracked:
                             durable = cast(TrackedSink, sink)
