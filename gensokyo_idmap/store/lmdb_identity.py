@@ -9,6 +9,7 @@ versions, reads, group commit and map growth are the shared :class:`LmdbEnv` mac
 from __future__ import annotations
 
 import os
+import struct
 from collections.abc import Callable, Iterator
 from typing import Any, Final
 
@@ -36,6 +37,9 @@ _TABLES: Final = (
     Table(b"UserInfo", "user_info"),
 )
 _META_COUNTER: Final = b"vuin_counter"
+#: Entries of each probe() text → bytes cache before it starts afresh (bounded memory).
+_PROBE_CACHE: Final = 65_536
+_U64_FROM: Final = struct.Struct(">Q").unpack
 
 
 def _last_seen_prefix(identity: bytes) -> bytes:
@@ -254,6 +258,10 @@ class LmdbIdentityStore(LmdbEnv[LmdbView]):
         )
         self._forward = self.tables.identity_to_vuin  # the two handles probe() needs
         self._last_seen = self.tables.last_seen
+        # key → (its bytes, the last_seen value prefix naming it); scene → its bytes. Pure
+        # functions of the text, cached because the same people and chats come back.
+        self._key_bytes: dict[str, tuple[bytes, bytes]] = {}
+        self._scene_bytes: dict[str, bytes] = {}
 
     def probe(self, key: str, scene: str | None) -> tuple[int | None, bool]:
         """The vUIN of ``key``, and whether ``key`` is already last seen in ``scene``.
@@ -262,7 +270,21 @@ class LmdbIdentityStore(LmdbEnv[LmdbView]):
         last_seen value is compared as bytes (its cbor starts with the identity), which
         saves decoding it.
         """
-        encoded = key.encode("utf-8")
+        cached = self._key_bytes.get(key)
+        if cached is None:
+            encoded = key.encode("utf-8")
+            cached = (encoded, _last_seen_prefix(encoded))
+            if len(self._key_bytes) >= _PROBE_CACHE:
+                self._key_bytes.clear()
+            self._key_bytes[key] = cached
+        scene_raw = None
+        if scene is not None:
+            scene_raw = self._scene_bytes.get(scene)
+            if scene_raw is None:
+                scene_raw = scene.encode("utf-8")
+                if len(self._scene_bytes) >= _PROBE_CACHE:
+                    self._scene_bytes.clear()
+                self._scene_bytes[scene] = scene_raw
         self.read_lock.acquire()
         try:
             txn = self.env.begin()
@@ -270,14 +292,12 @@ class LmdbIdentityStore(LmdbEnv[LmdbView]):
             self.read_lock.release()
             txn = self.begin_read()  # the slow path: adopts a map grown elsewhere, or raises
         try:
-            raw = txn.get(encoded, db=self._forward)
-            if raw is None or scene is None:
-                seen = None
-            else:
-                seen = txn.get(raw + scene.encode("utf-8"), db=self._last_seen)
+            raw = txn.get(cached[0], db=self._forward)
+            seen = (None if raw is None or scene_raw is None
+                    else txn.get(raw + scene_raw, db=self._last_seen))
         finally:
             txn.abort()
             self.read_lock.release()
         if raw is None:
             return None, False
-        return decode_u64(raw), seen is not None and seen.startswith(_last_seen_prefix(encoded))
+        return _U64_FROM(raw)[0], seen is not None and seen.startswith(cached[1])
