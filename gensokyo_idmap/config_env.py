@@ -64,8 +64,8 @@ def _takes_text(model: type[BaseModel], section: str, key: str) -> bool:
     if field is None:
         return False
     annotation = field.annotation
-    kinds = typing.get_args(annotation) if isinstance(annotation, types.UnionType) \
-        else (annotation,)
+    union = typing.get_origin(annotation) in (typing.Union, types.UnionType)
+    kinds = typing.get_args(annotation) if union else (annotation,)
     return any(kind in (str, SecretStr, Path) for kind in kinds)
 
 

@@ -249,3 +249,21 @@ def test_import_gensokyo_refuses_bad_input_and_writes_nothing(tmp_path: Path) ->
     assert out.read_text() == "keep me"
     result = cli("config", "import-gensokyo", str(GENSOKYO), "--out", str(out), "--force")
     assert result.exit_code == 0 and load_config(out, {}).bot.app_id == "102000001"
+
+
+def test_import_of_an_untouched_template() -> None:
+    """The template's own placeholders count as unset: nothing invented, the gaps noted."""
+    from gensokyo_idmap.ops.gensokyo_config import convert_gensokyo
+
+    template = {"version": 1, "settings": {
+        "ws_address": ["ws://<YOUR_WS_ADDRESS>:<YOUR_WS_PORT>"], "ws_token": ["", "", ""],
+        "app_id": 12345, "token": "<YOUR_APP_TOKEN>", "client_secret": "<YOUR_CLIENT_SECRET>",
+        "server_dir": "<YOUR_SERVER_DIR>", "port": "15630", "enable_ws_server": True,
+        "ws_server_token": "12345", "array": False, "post_url": [""], "post_secret": [""]}}
+    result = convert_gensokyo(template)
+    assert result.config["bot"] == {"app_id": "12345"}
+    assert result.config["onebot"]["reverse_ws"] == []
+    assert result.config["onebot"]["http_post"] == []
+    assert result.config["onebot"]["access_token"] == "12345"  # ws_server_token
+    assert any("fill in bot.secret" in note for note in result.notes)
+    assert ("settings.server_dir", "no equivalent") in result.unmapped

@@ -70,11 +70,11 @@ class GensokyoImport:
 
 
 def _set(value: Any) -> bool:
-    """Unset: None, empty text, a template placeholder ``<YOUR_…>``."""
+    """Unset: None, empty text, text holding a template placeholder (``<YOUR_…>``)."""
     if value is None:
         return False
     if isinstance(value, str):
-        return bool(value.strip()) and not (value.startswith("<") and value.endswith(">"))
+        return bool(value.strip()) and "<YOUR_" not in value.upper()
     return True
 
 
