@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+import structlog
 from hypothesis import settings
 
 from gensokyo_idmap.idmap import IdentityGraph
@@ -25,6 +26,15 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 APP_ID = "102000001"
 T = TypeVar("T")
+
+
+@pytest.fixture(autouse=True)
+def _structlog_isolated() -> Iterator[None]:
+    """Each test starts from structlog's defaults: a CLI or daemon run in-process configures
+    logging (e.g. warning level), which must not filter what a later test captures."""
+    structlog.reset_defaults()
+    yield
+    structlog.reset_defaults()
 
 
 def run(coro: Coroutine[Any, Any, T]) -> T:
