@@ -1,5 +1,6 @@
 """backup DEST: an online copy of openid-map.db taken while another process keeps writing;
-the copy opens, passes verify and holds every vUIN shown before the backup began."""
+the copy opens, passes verify and holds every vUIN shown before the backup began (and
+verify of the live store passes beside the writer too)."""
 
 from __future__ import annotations
 
@@ -99,6 +100,9 @@ def test_backup_while_another_process_writes(tmp_path: Path) -> None:
             assert done.returncode == 0, done.stderr
             assert json.loads(done.stdout)["verify"]["ok"] is True
             backups.append((dest, before))
+            live = subprocess.run([str(SCRIPT), "--data-dir", str(data), "verify"],
+                                  capture_output=True, text=True, timeout=60)
+            assert live.returncode == 0, live.stdout  # read-only: fine beside the writer
             assert writer.proc.poll() is None  # the writer never stopped for it
             writer.wait_for(len(writer.snapshot()) + 100)  # and went on writing after it
     finally:
