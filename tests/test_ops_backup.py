@@ -98,7 +98,9 @@ def test_backup_while_another_process_writes(tmp_path: Path) -> None:
             done = subprocess.run([str(SCRIPT), "--data-dir", str(data), "--json", "backup",
                                    str(dest)], capture_output=True, text=True, timeout=60)
             assert done.returncode == 0, done.stderr
-            assert json.loads(done.stdout)["verify"]["ok"] is True
+            result = json.loads(done.stdout)
+            assert result["verify"]["ok"] is True
+            assert result["bytes"] < result["source_bytes"]  # compacted: no free pages
             backups.append((dest, before))
             live = subprocess.run([str(SCRIPT), "--data-dir", str(data), "verify"],
                                   capture_output=True, text=True, timeout=60)
