@@ -9,11 +9,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-import structlog
 from click.testing import CliRunner, Result
 
 from gensokyo_idmap.cli import main
@@ -28,12 +25,6 @@ from .conftest import run
 CHILD = Path(__file__).resolve().parent / "durability_child.py"
 SCRIPT = Path(sys.executable).parent / "gensokyo-idmap"
 APP = "102000001"
-
-
-@pytest.fixture(autouse=True)
-def _structlog_defaults() -> Iterator[None]:
-    yield
-    structlog.reset_defaults()
 
 
 def cli(*args: str) -> Result:

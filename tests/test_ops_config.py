@@ -5,12 +5,10 @@ from __future__ import annotations
 import json
 import os
 import stat
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import structlog
 import yaml
 from click.testing import CliRunner, Result
 
@@ -24,12 +22,6 @@ SECRET = "Zq9-DISTINCT-bot-secret-7Hx2"
 OLD_SECRETS = ("sample-client-secret-Hk29", "sample-ws-token-Q7", "sample-post-secret-W1",
                "sample-ws-server-token-9", "sample-http-token-M3", "sample-webui-password",
                "sample-old-bot-token-Zt4")
-
-
-@pytest.fixture(autouse=True)
-def _structlog_defaults() -> Iterator[None]:
-    yield
-    structlog.reset_defaults()
 
 
 def write(tmp_path: Path, text: str, name: str = "config.yml") -> Path:

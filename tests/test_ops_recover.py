@@ -7,11 +7,9 @@ import json
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import structlog
 from click.testing import CliRunner, Result
 
 from gensokyo_idmap.cli import main
@@ -27,12 +25,6 @@ from .conftest import run, time_limit
 
 LEGACY = Path(__file__).resolve().parent / "fixtures" / "legacy"
 APP = "102076543"  # settings.appid of the legacy fixtures
-
-
-@pytest.fixture(autouse=True)
-def _structlog_defaults() -> Iterator[None]:
-    yield
-    structlog.reset_defaults()
 
 
 @pytest.fixture

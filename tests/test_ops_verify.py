@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import cbor2
 import lmdb
 import pytest
-import structlog
 from click.testing import CliRunner
 
 from gensokyo_idmap.cli import main
@@ -31,12 +30,6 @@ Tables = dict[str, Any]
 
 def key(n: int) -> str:
     return OpenId(APP, f"{n:032X}").key
-
-
-@pytest.fixture(autouse=True)
-def _structlog_defaults() -> Iterator[None]:
-    yield
-    structlog.reset_defaults()
 
 
 @pytest.fixture(scope="module")
