@@ -74,6 +74,10 @@ class GroupCommitter:
                     self._thread = threading.Thread(target=self._loop, name=self._name, daemon=True)
                     self._thread.start()
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     def submit(self, fn: Callable[[Any], T]) -> asyncio.Future[T]:
         """Queue ``fn``; the future gets its result once the transaction holding it is durable.
 
