@@ -11,6 +11,7 @@ import asyncio
 import os
 import queue
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -24,7 +25,7 @@ import structlog
 from structlog.testing import capture_logs
 
 from gensokyo_idmap.app import run_daemon
-from gensokyo_idmap.config import BotConfig, Config, IdmapConfig, LogConfig, load_config
+from gensokyo_idmap.config import ApiConfig, BotConfig, Config, IdmapConfig, LogConfig, load_config
 from gensokyo_idmap.errors import SchemaVersionError, StoreError
 from gensokyo_idmap.identity import OpenId
 from gensokyo_idmap.idmap import IdentityGraph
@@ -44,10 +45,19 @@ def _structlog_defaults() -> Iterator[None]:
     structlog.reset_defaults()
 
 
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
 def make_config(data_dir: Path) -> Config:
+    """The example's shape, on ports of its own (the default API port may be taken by a
+    daemon someone runs on this machine)."""
     return Config(
         bot=BotConfig(app_id=APP_ID, secret=SECRET),  # type: ignore[arg-type]
         idmap=IdmapConfig(data_dir=data_dir, map_size_mb=1),
+        api=ApiConfig(listen=f"127.0.0.1:{free_port()}"),
         log=LogConfig(level="debug", format="json"),
     )
 

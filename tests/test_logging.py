@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import structlog
@@ -157,3 +158,47 @@ def test_unknown_level_raises_and_configures_nothing(level: str) -> None:
     with pytest.raises(ValueError, match="log.level"):
         configure_logging(level, "json")
     assert structlog.is_configured() is False
+
+
+CHILD = """
+import sys, time, structlog
+from gensokyo_idmap.logging import configure_logging
+configure_logging("info", "json")
+log = structlog.get_logger("t")
+log.info("first", n=1)
+print("logged", flush=True)
+time.sleep(float(sys.argv[1]))
+log.warning("second", token="hunter2")
+time.sleep(float(sys.argv[1]))
+"""
+
+
+def _read_line(stream: Any, deadline: float) -> str:
+    import select
+    import time
+
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([stream], [], [], 0.05)
+        if ready:
+            return str(stream.readline())
+    raise AssertionError("no line in time")
+
+
+def test_stderr_lines_are_buffered_but_arrive_within_the_flush_interval() -> None:
+    """The daemon's stderr is written through a buffer (one write per line was its biggest
+    cost): info lines still show up within a fraction of a second, warnings at once."""
+    import subprocess
+    import sys
+    import time
+
+    with subprocess.Popen([sys.executable, "-c", CHILD, "3"], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True) as child:
+        try:
+            assert child.stdout is not None and child.stderr is not None
+            assert _read_line(child.stdout, time.monotonic() + 20) == "logged\n"
+            first = json.loads(_read_line(child.stderr, time.monotonic() + 2))  # mid-sleep
+            assert (first["event"], first["n"]) == ("first", 1)
+            second = json.loads(_read_line(child.stderr, time.monotonic() + 5))
+            assert (second["event"], second["token"]) == ("second", "***")
+        finally:
+            child.kill()
