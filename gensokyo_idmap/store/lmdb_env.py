@@ -176,6 +176,7 @@ class LmdbEnv(Generic[V]):
                 metasync=durable,
                 readahead=False,
                 meminit=False,
+                writemap=not durable,  # no fsync anyway: commits update the map in place
                 max_spare_txns=4,
             )
         except (lmdb.Error, OSError) as exc:
