@@ -262,29 +262,20 @@ class LmdbIdentityStore(LmdbEnv[LmdbView]):
         # functions of the text, cached because the same people and chats come back.
         self._key_bytes: dict[str, tuple[bytes, bytes]] = {}
         self._scene_bytes: dict[str, bytes] = {}
+        # (key, scene) → (transaction id of the snapshot read, the answer). A later read
+        # whose snapshot has the same id sees exactly the same data (LMDB numbers every
+        # commit, of any process), so the answer stands without touching the tables.
+        self._answers: dict[tuple[str, str | None], tuple[int, tuple[int | None, bool]]] = {}
 
     def probe(self, key: str, scene: str | None) -> tuple[int | None, bool]:
         """The vUIN of ``key``, and whether ``key`` is already last seen in ``scene``.
 
         The hot path of resolve: a known identity in a known scene costs exactly this. The
         last_seen value is compared as bytes (its cbor starts with the identity), which
-        saves decoding it.
+        saves decoding it; and while nothing is committed to the file, a question asked
+        before is answered from memory (the snapshot's transaction id proves the data is
+        the same).
         """
-        cached = self._key_bytes.get(key)
-        if cached is None:
-            encoded = key.encode("utf-8")
-            cached = (encoded, _last_seen_prefix(encoded))
-            if len(self._key_bytes) >= _PROBE_CACHE:
-                self._key_bytes.clear()
-            self._key_bytes[key] = cached
-        scene_raw = None
-        if scene is not None:
-            scene_raw = self._scene_bytes.get(scene)
-            if scene_raw is None:
-                scene_raw = scene.encode("utf-8")
-                if len(self._scene_bytes) >= _PROBE_CACHE:
-                    self._scene_bytes.clear()
-                self._scene_bytes[scene] = scene_raw
         self.read_lock.acquire()
         try:
             txn = self.env.begin()
@@ -292,12 +283,34 @@ class LmdbIdentityStore(LmdbEnv[LmdbView]):
             self.read_lock.release()
             txn = self.begin_read()  # the slow path: adopts a map grown elsewhere, or raises
         try:
+            snapshot = txn.id()
+            answer = self._answers.get((key, scene))
+            if answer is not None and answer[0] == snapshot:
+                return answer[1]  # nothing was committed since: the same data, no gets
+            cached = self._key_bytes.get(key)
+            if cached is None:
+                encoded = key.encode("utf-8")
+                cached = (encoded, _last_seen_prefix(encoded))
+                if len(self._key_bytes) >= _PROBE_CACHE:
+                    self._key_bytes.clear()
+                self._key_bytes[key] = cached
             raw = txn.get(cached[0], db=self._forward)
-            seen = (None if raw is None or scene_raw is None
-                    else txn.get(raw + scene_raw, db=self._last_seen))
+            if raw is None or scene is None:
+                seen = None
+            else:
+                scene_raw = self._scene_bytes.get(scene)
+                if scene_raw is None:
+                    scene_raw = scene.encode("utf-8")
+                    if len(self._scene_bytes) >= _PROBE_CACHE:
+                        self._scene_bytes.clear()
+                    self._scene_bytes[scene] = scene_raw
+                seen = txn.get(raw + scene_raw, db=self._last_seen)
         finally:
             txn.abort()
             self.read_lock.release()
-        if raw is None:
-            return None, False
-        return _U64_FROM(raw)[0], seen is not None and seen.startswith(cached[1])
+        result = ((None, False) if raw is None else
+                  (_U64_FROM(raw)[0], seen is not None and seen.startswith(cached[1])))
+        if len(self._answers) >= _PROBE_CACHE:
+            self._answers.clear()
+        self._answers[(key, scene)] = (snapshot, result)
+        return result

@@ -11,7 +11,7 @@ import lmdb
 import pytest
 
 from gensokyo_idmap.errors import BadInputError, SchemaVersionError, StoreError
-from gensokyo_idmap.store.base import IdentityWriter
+from gensokyo_idmap.store.base import IdentityWriter, LastSeen
 from gensokyo_idmap.store.codec import decode_value, encode_u64, encode_value
 from gensokyo_idmap.store.lmdb_identity import SCHEMA_VERSION, LmdbIdentityStore, LmdbView
 
@@ -237,3 +237,42 @@ def test_probe_compares_last_seen_bytes_exactly(identity_store: LmdbIdentityStor
     assert identity_store.probe(key, "s3") == (3, False)
     assert identity_store.probe(key, None) == (3, False)
     assert identity_store.probe("raw:unknown", "s1") == (None, False)
+
+
+def _set(view: IdentityWriter, key: str, vuin: int) -> None:
+    view.set_vuin(key, vuin)
+    view.add_identity(vuin, key)
+
+
+def test_probe_answers_from_memory_only_while_nothing_was_committed(
+        identity_store: LmdbIdentityStore) -> None:
+    """probe() remembers answers per snapshot: a commit (here, re-pointing the key) must be
+    seen at once, never an answer from before it."""
+    identity_store.write_sync(lambda view: _set(view, "raw:A", 7))
+    assert identity_store.probe("raw:A", None) == (7, False)
+    assert identity_store.probe("raw:A", None) == (7, False)  # from memory
+    identity_store.write_sync(lambda view: view.set_vuin("raw:A", 8))
+    assert identity_store.probe("raw:A", None) == (8, False)
+    identity_store.write_sync(lambda view: view.set_last_seen(
+        8, "QQ:1:group:G", LastSeen("raw:A", 1.0)))
+    assert identity_store.probe("raw:A", "QQ:1:group:G") == (8, True)
+
+
+CHILD_WRITER = """
+import sys
+from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
+with LmdbIdentityStore(sys.argv[1]) as store:
+    store.write_sync(lambda view: view.set_vuin("raw:A", int(sys.argv[2])))
+"""
+
+
+def test_probe_sees_what_another_process_committed(identity_db_path: Path) -> None:
+    import subprocess
+    import sys
+
+    with LmdbIdentityStore(identity_db_path) as store:
+        store.write_sync(lambda view: _set(view, "raw:A", 7))
+        assert store.probe("raw:A", None) == (7, False)
+        subprocess.run([sys.executable, "-c", CHILD_WRITER, str(identity_db_path), "9"],
+                       check=True, timeout=60)
+        assert store.probe("raw:A", None) == (9, False)
