@@ -23,7 +23,7 @@ from typing import Any, Final, Generic, TypeVar
 
 from gensokyo_idmap.errors import StoreError
 
-__all__ = ["BatchRunner", "GroupCommitter", "Outcome"]
+__all__ = ["BatchRunner", "GroupCommitter", "Outcome", "settle"]
 
 T = TypeVar("T")
 
@@ -139,7 +139,7 @@ class GroupCommitter:
         by_loop: dict[asyncio.AbstractEventLoop, list[tuple[_Pending, Outcome[Any]]]] = {}
         for pending, outcome in zip(batch, outcomes, strict=True):
             if pending.loop is None:
-                _settle(pending.future, outcome)
+                settle(pending.future, outcome)
             else:
                 by_loop.setdefault(pending.loop, []).append((pending, outcome))
         for loop, items in by_loop.items():
@@ -149,7 +149,7 @@ class GroupCommitter:
                 pass  # that loop is closed: nobody is waiting any more
 
 
-def _settle(
+def settle(
     future: asyncio.Future[Any] | concurrent.futures.Future[Any], outcome: Outcome[Any]
 ) -> None:
     if future.done():
@@ -162,4 +162,4 @@ def _settle(
 
 def _settle_all(items: list[tuple[_Pending, Outcome[Any]]]) -> None:
     for pending, outcome in items:
-        _settle(pending.future, outcome)
+        settle(pending.future, outcome)

@@ -27,7 +27,7 @@ import structlog
 
 from gensokyo_idmap.errors import IdmapError, SchemaVersionError, StoreError
 from gensokyo_idmap.store.codec import decode_value, encode_value
-from gensokyo_idmap.store.group_commit import GroupCommitter, Outcome
+from gensokyo_idmap.store.group_commit import GroupCommitter, Outcome, settle
 
 __all__ = ["LmdbEnv", "Table", "TxnView"]
 
@@ -302,12 +302,7 @@ class LmdbEnv(Generic[V]):
         self._loop_batches += 1
         self._loop_writes += len(batch)
         for (_, done), outcome in zip(batch, outcomes, strict=True):
-            if done.done():
-                continue
-            if outcome.error is not None:
-                done.set_exception(outcome.error)
-            else:
-                done.set_result(outcome.value)
+            settle(done, outcome)
 
     def write_sync(self, fn: Callable[[V], T]) -> T:
         return self._committer.submit_sync(fn)
