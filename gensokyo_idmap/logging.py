@@ -51,6 +51,26 @@ def redact_secrets(
     return event_dict
 
 
+class UtcStamper:
+    """``timestamp`` as ISO 8601 UTC with microseconds (``2026-11-30T17:57:09.098353Z``),
+    as structlog's ``TimeStamper(fmt="iso", utc=True)`` writes it, at a fraction of the
+    cost: the date and time part is formatted once per second."""
+
+    def __init__(self) -> None:
+        self._second: tuple[int, str] = (-1, "")  # one attribute: swapped atomically
+
+    def __call__(self, _logger: Any, _method: str,
+                 event_dict: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+        now = time.time()
+        whole = int(now)
+        second, text = self._second
+        if second != whole:
+            text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole))
+            self._second = (whole, text)
+        event_dict["timestamp"] = f"{text}.{int((now - whole) * 1e6):06d}Z"
+        return event_dict
+
+
 class _BufferedStderr:
     """stderr's file descriptor behind one shared buffer, flushed by a daemon thread."""
 
@@ -124,7 +144,7 @@ def configure_logging(
     structlog.configure(
         processors=[
             structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            UtcStamper(),
             redact_secrets,
             renderer,
         ],

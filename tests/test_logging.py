@@ -202,3 +202,21 @@ def test_stderr_lines_are_buffered_but_arrive_within_the_flush_interval() -> Non
             assert (second["event"], second["token"]) == ("second", "***")
         finally:
             child.kill()
+
+
+def test_utc_stamper_writes_what_structlogs_iso_stamper_writes() -> None:
+    import re
+    from datetime import datetime, timezone
+
+    from gensokyo_idmap.logging import UtcStamper
+
+    stamp = UtcStamper()
+    before = datetime.now(timezone.utc)
+    first = stamp(None, "info", {})["timestamp"]
+    second = stamp(None, "info", {})["timestamp"]
+    after = datetime.now(timezone.utc)
+    for text in (first, second):
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", text), text
+        when = datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc)
+        assert before.replace(microsecond=0) <= when <= after
+    assert first <= second
