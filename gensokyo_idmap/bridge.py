@@ -120,6 +120,20 @@ class InboundBridge:
     async def _vuin(self, keys: list[IdentityKey], scene: str | None) -> int:
         return (await self.graph.resolve(keys, scene=scene)).vuin
 
+    async def _vuins(self, people: Sequence[list[IdentityKey]], scene: str | None
+                     ) -> list[int]:
+        """The vUINs of several people of one event: known ones straight from the store,
+        the others resolved concurrently (so new people share one group commit)."""
+        found = [self.graph.known(keys, scene) for keys in people]
+        missing = [i for i, vuin in enumerate(found) if vuin is None]
+        if len(missing) == 1:
+            found[missing[0]] = await self._vuin(people[missing[0]], scene)
+        elif missing:
+            resolved = await asyncio.gather(*(self._vuin(people[i], scene) for i in missing))
+            for i, vuin in zip(missing, resolved, strict=True):
+                found[i] = vuin
+        return [vuin for vuin in found if vuin is not None]
+
     def _person(self, openid: OpenId, union: IdentityKey | None) -> list[IdentityKey]:
         if union is not None and self.settings.link_union_openid:
             return [openid, union]
@@ -185,10 +199,8 @@ class InboundBridge:
         s = self.settings
         now = int(self._clock())
         if isinstance(event, GroupMessage):
-            group_vuin, user_vuin = await asyncio.gather(
-                self._vuin([event.group], event.scene),
-                self._vuin(self._person(event.author, event.author_union), event.scene),
-            )
+            group_vuin, user_vuin = await self._vuins(
+                ([event.group], self._person(event.author, event.author_union)), event.scene)
             virtual_id = await self.msgids.store_real(
                 event.message_id, MsgContext(s.app_id, "group", event.group.openid, "in"))
             extra = self._extensions("group", event.author, event.group)
@@ -210,8 +222,8 @@ class InboundBridge:
                 fmt=s.message_format, extra=self._extensions("private", event.user, None),
                 segments=self._segments(event.content, event.attachments, False))]
         if isinstance(event, GroupRobotEvent):
-            group_vuin, operator_vuin = await asyncio.gather(
-                self._vuin([event.group], event.scene), self._vuin([event.operator], event.scene))
+            group_vuin, operator_vuin = await self._vuins(
+                ([event.group], [event.operator]), event.scene)
             self._log.info("[message] group robot event mapped", type=event.event_type,
                            group=group_vuin, operator=operator_vuin)
             when = event.timestamp or now
@@ -226,8 +238,8 @@ class InboundBridge:
             return [self._notice(event.event_type.lower(), when, group_id=group_vuin,
                                  operator_id=operator_vuin)]
         if isinstance(event, GroupMemberEvent):
-            group_vuin, member_vuin = await asyncio.gather(
-                self._vuin([event.group], event.scene), self._vuin([event.member], event.scene))
+            group_vuin, member_vuin = await self._vuins(
+                ([event.group], [event.member]), event.scene)
             operator_vuin = (member_vuin if event.operator is None
                              else await self._vuin([event.operator], event.scene))
             self._log.info("[message] group_member mapped", type=event.event_type,

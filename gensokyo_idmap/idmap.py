@@ -288,6 +288,22 @@ class IdentityGraph:
         self._log = log.bind()
         self._log_hits = self._log.is_enabled_for(logging.DEBUG)
 
+    def known(self, keys: Sequence[IdentityKey], scene: str | None = None) -> int | None:
+        """The vUIN of ``keys`` if resolving them would change nothing (one known key, last
+        seen in ``scene`` already), else None: the hot path of :meth:`resolve`, without a
+        coroutine, so callers with several people can skip the machinery when all are known.
+        """
+        if len(keys) != 1 or (scene is not None and not 0 < len(scene) <= 100):
+            return None
+        key = keys[0].key
+        vuin, seen_here = self.store.probe(key, scene)  # one snapshot, two gets at most
+        if vuin is None or not (scene is None or seen_here):
+            return None
+        _IDENTITY_HIT.inc()
+        if self._log_hits:
+            self._log.debug("[idmap] identity hit", key=key, vuin=vuin)
+        return vuin
+
     async def resolve(
         self,
         keys: Sequence[IdentityKey],
@@ -300,16 +316,11 @@ class IdentityGraph:
         ``scene_identity`` (default: the first key) becomes that scene's ``last_seen``.
         """
         if len(keys) == 1 and scene_identity is None and (scene is None or 0 < len(scene) <= 100):
-            # The hot path: one known key, last seen here already. One snapshot, two gets.
-            key = keys[0].key
-            vuin, seen_here = self.store.probe(key, scene)
-            if vuin is not None and (scene is None or seen_here):
-                _IDENTITY_HIT.inc()
-                if self._log_hits:
-                    self._log.debug("[idmap] identity hit", key=key, vuin=vuin)
+            vuin = self.known(keys, scene)
+            if vuin is not None:
                 return _hit(vuin)
-            texts = [key]
-            scene_key = key
+            texts = [keys[0].key]
+            scene_key = texts[0]
         else:
             texts = list(dict.fromkeys(key.key for key in keys))
             if not texts:

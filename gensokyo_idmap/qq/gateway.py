@@ -201,35 +201,37 @@ class GatewayClient:
                                                     "$device": "gensokyo-idmap"}})
         beats = asyncio.create_task(self._heartbeats(ws, interval))
         stopping = asyncio.create_task(self._stop.wait())
-        receive: asyncio.Task[Any] | None = None
+        reading = asyncio.create_task(self._read_frames(ws))
         try:
-            while True:
-                if self._failed is not None:
-                    await ws.close()
-                    raise _Restart()  # resume from the watermark: the platform replays
-                while len(self._tasks) >= self.max_in_flight:
-                    await asyncio.wait(self._tasks, return_when=asyncio.FIRST_COMPLETED)
-                receive = asyncio.create_task(self._frame(ws))
-                done, _ = await asyncio.wait({receive, stopping},
-                                             return_when=asyncio.FIRST_COMPLETED)
-                if stopping in done:
-                    receive.cancel()
-                    await asyncio.gather(receive, return_exceptions=True)
-                    await self._finish_in_flight()
-                    await ws.close()
-                    return
-                await self._handle(ws, receive.result())
+            done, _ = await asyncio.wait({reading, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            if reading in done:
+                reading.result()  # how the connection ended (_Restart, _Fatal, an error)
+                return
+            reading.cancel()  # stop intake; what is in flight finishes below
+            await asyncio.gather(reading, return_exceptions=True)
+            await self._finish_in_flight()
+            await ws.close()
         finally:
-            if receive is not None and not receive.done():
-                receive.cancel()  # cancelled from outside: the read must not outlive us
-            if receive is not None:
-                await asyncio.gather(receive, return_exceptions=True)
+            if not reading.done():
+                reading.cancel()  # cancelled from outside: the reads must not outlive us
+            await asyncio.gather(reading, return_exceptions=True)
             await self._finish_in_flight(cancel=True)
             if self._save_later is not None:
                 self._save()  # the connection ends: the file holds the watermark
             beats.cancel()
             stopping.cancel()
             await asyncio.gather(beats, stopping, return_exceptions=True)
+
+    async def _read_frames(self, ws: aiohttp.ClientWebSocketResponse) -> None:
+        """Read and handle frames until the connection ends (one task for the connection,
+        not one per frame)."""
+        while True:
+            if self._failed is not None:
+                await ws.close()
+                raise _Restart()  # resume from the watermark: the platform replays
+            while len(self._tasks) >= self.max_in_flight:
+                await asyncio.wait(self._tasks, return_when=asyncio.FIRST_COMPLETED)
+            await self._handle(ws, await self._frame(ws))
 
     async def _frame(self, ws: aiohttp.ClientWebSocketResponse) -> Any:
         message = await ws.receive()
