@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import time
 from collections.abc import Awaitable, Callable
 
 import aiohttp
@@ -32,6 +33,7 @@ from gensokyo_idmap.onebot.http_post import HttpPostTarget
 from gensokyo_idmap.onebot.reverse_ws import ReverseWsClient
 from gensokyo_idmap.outbound import OutboundSender, OutboundSettings
 from gensokyo_idmap.outbox import Outbox
+from gensokyo_idmap.passive_reply import ReplyBudget, seq_base_for_process
 from gensokyo_idmap.qq.events import Interaction, QQEvent
 from gensokyo_idmap.qq.gateway import GatewayClient, GatewayState, discover_gateway
 from gensokyo_idmap.qq.openapi import OpenApiClient
@@ -145,7 +147,8 @@ async def run_daemon(config: Config, stop: asyncio.Event | None = None) -> None:
 
         actions = ActionService(OutboundSender(graph, msgids, openapi, OutboundSettings(
             app_id=config.bot.app_id, self_id=config.self_id,
-            op_userid_type=config.onebot.op_userid_type)))
+            op_userid_type=config.onebot.op_userid_type),
+            ReplyBudget(seq_base=seq_base_for_process(time.time()))))
         clients = _reverse_ws_clients(config, actions)
         deliveries = DeliveryLog()
         for client in clients:

@@ -48,6 +48,15 @@ log = structlog.get_logger("gensokyo_idmap.outbound")
 ChatKind = Literal["group", "c2c"]
 UserIdType = Literal["vuin", "raw", "ruin"]
 _MAX_CANDIDATES: Final = 64  # used-up messages stepped over before giving up on a chat
+_SEND_ATTEMPTS: Final = 4
+_DUPLICATE_SEQ: Final = 40054005
+#: Platform codes saying "this msg_id / event_id / msg_seq cannot be used (any more)".
+_SPENT_CODES: Final = frozenset({
+    22009,  # reply limit of this msg_id reached
+    _DUPLICATE_SEQ,  # msg_id + msg_seq used before (e.g. by us before a restart)
+    304027, 40034005,  # reply msg expired / msg_id expired
+    40034025,  # invalid event_id
+})
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,15 +183,30 @@ class OutboundSender:
         context = MsgContext(self.settings.app_id, target.chat_kind, target.openid, "out")
         first: int | None = None
         for part in plan.parts:
-            reply = self.choose_reply(target, plan.reply_to)
             file_info = None
             if part.media is not None:
                 file_info = await openapi.upload_media(target.chat_kind, target.openid,
                                                        part.media.upload_body())
-            seq = self.budget.take(reply.reference)
-            body = message_body(part, msg_id=reply.msg_id, event_id=reply.event_id,
-                                msg_seq=seq, file_info=file_info)
-            answer = await openapi.send_message(target.chat_kind, target.openid, body)
+            for attempt in range(1, _SEND_ATTEMPTS + 1):
+                reply = self.choose_reply(target, plan.reply_to)
+                seq = self.budget.take(reply.reference)
+                body = message_body(part, msg_id=reply.msg_id, event_id=reply.event_id,
+                                    msg_seq=seq, file_info=file_info)
+                try:
+                    answer = await openapi.send_message(target.chat_kind, target.openid, body)
+                    break
+                except PlatformError as err:
+                    if (attempt == _SEND_ATTEMPTS or reply.reference is None
+                            or err.platform_code not in _SPENT_CODES):
+                        raise
+                    # the platform knows better than our counts (e.g. after a restart):
+                    # a repeated msg_seq takes the next one, a spent id the next message
+                    if err.platform_code != _DUPLICATE_SEQ and plan.reply_to is None:
+                        self.budget.use_up(reply.reference)
+                        if self.choose_reply(target, None).reference is None:
+                            raise  # nothing else to answer: the platform's own reason stands
+                    log.info("[message] reply id refused, trying again", code=err.platform_code,
+                             reply_to=reply.reference, attempt=attempt)
             virtual_id = await self.msgids.store_real(answer["id"], context)
             log.info("[message] sent", chat_kind=target.chat_kind, target=target.vuin,
                      message_id=virtual_id, reply_to=reply.reference, msg_seq=seq)

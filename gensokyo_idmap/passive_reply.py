@@ -7,8 +7,10 @@ reply takes the next ``msg_seq`` of its ``msg_id``.
 
 :class:`ReplyBudget` counts replies per id in memory, newest ids kept, so a burst of sends
 in one chat moves on to the next newest message once one is used up. The counts do not
-survive a restart: after one, a used-up id may be tried again and the platform's refusal
-surfaces as a failed action (never a fake ok).
+survive a restart, so each process numbers its ``msg_seq`` from its own offset
+(:func:`seq_base_for_process`: no pair repeats across restarts), and when the platform
+answers that an id is used up or a pair was seen, the sender moves on (next ``msg_seq``,
+or the next newest message) instead of failing.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ __all__ = [
     "REPLY_WINDOW_SECONDS",
     "ReplyBudget",
     "ReplyTo",
+    "seq_base_for_process",
 ]
 
 #: How long a received message can be replied to, per chat kind.
@@ -49,10 +52,12 @@ class ReplyTo:
 class ReplyBudget:
     """Replies sent per ``msg_id`` / ``event_id`` (and so the next ``msg_seq``)."""
 
-    def __init__(self, limit: int = MAX_REPLIES, remembered: int = _REMEMBERED) -> None:
+    def __init__(self, limit: int = MAX_REPLIES, remembered: int = _REMEMBERED,
+                 seq_base: int = 0) -> None:
         self.limit = limit
         self._used: OrderedDict[str, int] = OrderedDict()
         self._remembered = remembered
+        self.seq_base = seq_base
 
     def used(self, reference: str) -> int:
         return self._used.get(reference, 0)
@@ -61,11 +66,25 @@ class ReplyBudget:
         return self.used(reference) >= self.limit
 
     def take(self, reference: str | None) -> int:
-        """The ``msg_seq`` for the next send on ``reference`` (1, 2, …); counts it."""
+        """The ``msg_seq`` for the next send on ``reference`` (``seq_base`` + 1, + 2, …);
+        counts it."""
         if reference is None:
-            return 1
-        seq = self._used.pop(reference, 0) + 1
-        self._used[reference] = seq
+            return self.seq_base + 1
+        used = self._used.pop(reference, 0) + 1
+        self._used[reference] = used
         if len(self._used) > self._remembered:
             self._used.popitem(last=False)  # the oldest id is long out of its window
-        return seq
+        return self.seq_base + used
+
+    def use_up(self, reference: str) -> None:
+        """The platform said ``reference`` takes no more replies: skip it from now on."""
+        self._used.pop(reference, None)
+        self._used[reference] = max(self.limit, 1)
+
+
+def seq_base_for_process(now: float) -> int:
+    """A ``msg_seq`` offset of this process: the platform refuses a ``msg_id`` + ``msg_seq``
+    pair it saw before, and the counts of a process before a restart are gone. Seconds
+    since the epoch modulo 2,000,000 (23 days, far beyond any reply window) times 1000
+    stays below 2**31 and differs for every start."""
+    return int(now) % 2_000_000 * 1000

@@ -204,9 +204,13 @@ def test_nonebot_gets_group_and_private_messages_with_durable_vuins(tmp_path: Pa
             await until("the pong reply", lambda: bool(
                 records.of("send_error") or records.of("send_result")), context=context)
             assert not records.of("send_error"), context()
-            assert platform.api_requests("POST", "/messages") == [
-                (f"/v2/users/{USER}/messages", {"msg_type": 0, "content": "pong", "msg_seq": 1,
-                                                "msg_id": "ROBOT1.0_c2c2"})], context()
+            # (msg_seq counts from this process's offset; the platform wants it unique per
+            # msg_id, and an offset per start keeps it so across restarts)
+            [(path, body)] = platform.api_requests("POST", "/messages")
+            seq = body.pop("msg_seq")
+            assert type(seq) is int and 0 < seq < 2**31, body
+            assert (path, body) == (f"/v2/users/{USER}/messages", {
+                "msg_type": 0, "content": "pong", "msg_id": "ROBOT1.0_c2c2"}), context()
             # and in a group: the reply names the group message it answers
             await platform.push("GROUP_AT_MESSAGE_CREATE", group_message(4, GROUP, USER)
                                 | {"content": " ping"})
@@ -214,7 +218,7 @@ def test_nonebot_gets_group_and_private_messages_with_durable_vuins(tmp_path: Pa
                         context=context)
             assert platform.api_requests("POST", "/messages")[1] == (
                 f"/v2/groups/{GROUP}/messages", {"msg_type": 0, "content": "pong",
-                                                 "msg_seq": 1, "msg_id": "ROBOT1.0_gw4"})
+                                                 "msg_seq": seq, "msg_id": "ROBOT1.0_gw4"})
             await stop_daemon(daemons[0])
 
             # the restart, on the same data dir: NoneBot must take the new connection

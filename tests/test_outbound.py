@@ -21,6 +21,7 @@ from gensokyo_idmap.identity import OpenId, RUin
 from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.msgid import MsgIdMap
 from gensokyo_idmap.outbound import OutboundSender, OutboundSettings
+from gensokyo_idmap.passive_reply import ReplyBudget
 from gensokyo_idmap.qq.events import parse_dispatch, parse_envelope
 from gensokyo_idmap.qq.openapi import OpenApiClient
 from gensokyo_idmap.qq.token import AccessTokenManager
@@ -273,10 +274,10 @@ def test_platform_errors_retries_and_timeouts(
     async def scenario(h: Harness) -> None:
         event = await h.group_message("ROBOT1.0_e")
         group = event["group_id"]
-        h.platform.fail_next = [(400, {"code": 304027, "message": "reply msg expired"})]
+        h.platform.fail_next = [(400, {"code": 11255, "message": "invalid request"})]
         refused = await h.call("send_group_msg", group_id=group, message="a")
         assert (refused["status"], refused["retcode"]) == ("failed", 103)
-        assert "304027" in refused["wording"] and "reply msg expired" in refused["wording"]
+        assert "11255" in refused["wording"] and "invalid request" in refused["wording"]
         assert len(h.sends()) == 1  # a 4xx is not retried
         h.platform.fail_next = [(500, {"code": 1, "message": "busy"}),
                                 (503, {"code": 1, "message": "busy"})]
@@ -407,3 +408,42 @@ def test_op_userid_type_raw_sends_the_platform_ids(
         assert sent["status"] == "ok" and h.sends()[-1][0] == f"/v2/groups/{GROUP}/messages"
 
     with_daemon(scenario, identity_store, msgid_store, clock, op_userid_type="raw")
+
+
+def test_after_a_restart_spent_ids_and_repeated_seqs_are_moved_past(
+        identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore, clock: FakeClock) -> None:
+    """A new process forgets its reply counts: the platform's refusals (a repeated msg_seq,
+    a msg_id with its 5 replies spent) make the sender move on instead of failing."""
+    async def scenario(h: Harness) -> None:
+        older = await h.group_message("ROBOT1.0_old")
+        clock.advance(1)
+        await h.group_message("ROBOT1.0_new")
+        for _ in range(5):  # "before the restart": the newest message's replies are spent
+            assert (await h.call("send_group_msg", group_id=older["group_id"],
+                                 message="x"))["status"] == "ok"
+        h.actions.sender.budget = ReplyBudget()  # the restart forgot the counts (same base)
+        again = await h.call("send_group_msg", group_id=older["group_id"], message="y")
+        assert again["status"] == "ok", again
+        tried = [(body["msg_id"], body["msg_seq"]) for _, body in h.sends()[5:]]
+        # seq 1 of the spent id was refused as a repeat, seq 2 as over the limit; then the
+        # next newest message took the reply
+        assert tried == [("ROBOT1.0_new", 1), ("ROBOT1.0_new", 2), ("ROBOT1.0_old", 1)]
+        # an explicit reply to a spent message fails with the platform's word, no wandering
+        spent = await h.call("send_group_msg", group_id=older["group_id"],
+                             message="[CQ:reply,id=2]z")
+        assert spent["status"] == "failed" and "22009" in spent["wording"], spent
+        # the last message expired on the platform's side: with nothing else to answer,
+        # its reason is what the framework gets (not an 'active message' refusal)
+        h.platform.fail_next = [(400, {"code": 304027, "message": "reply msg expired"})]
+        expired = await h.call("send_group_msg", group_id=older["group_id"], message="w")
+        assert expired["status"] == "failed" and "304027" in expired["wording"], expired
+
+
+def test_each_process_numbers_msg_seq_from_its_own_offset() -> None:
+    from gensokyo_idmap.passive_reply import seq_base_for_process
+
+    first, later = seq_base_for_process(1_700_000_123), seq_base_for_process(1_700_000_124)
+    assert first != later and 0 < first < 2**31 - 1000 and 0 < later < 2**31 - 1000
+    budget = ReplyBudget(seq_base=first)
+    assert [budget.take("m"), budget.take("m"), budget.take(None)] == [
+        first + 1, first + 2, first + 1]
