@@ -8,7 +8,9 @@ a lone caller pays one commit, as it would without batching.
 Waiters are woken only after the commit returned, so nobody ever acts on a write that a
 crash could still take back. Asyncio waiters of one loop are woken with one
 ``call_soon_threadsafe`` per batch; thread waiters (CLI, tests) block on a
-``concurrent.futures.Future``.
+``concurrent.futures.Future``. The other way round too: the writes submitted during one
+turn of an event loop reach the writer as one list at the end of that turn (one wake-up,
+not one per write; each wake-up is a fight for the GIL).
 """
 
 from __future__ import annotations
@@ -57,7 +59,8 @@ class GroupCommitter:
 
     def __init__(self, run_batch: BatchRunner, name: str = "idmap-writer") -> None:
         self._run_batch = run_batch
-        self._queue: queue.SimpleQueue[_Pending | object] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[list[_Pending] | object] = queue.SimpleQueue()
+        self._handing_over: dict[asyncio.AbstractEventLoop, list[_Pending]] = {}
         self._thread: threading.Thread | None = None
         self._name = name
         self._lock = threading.Lock()
@@ -90,8 +93,19 @@ class GroupCommitter:
             self._ensure_thread()
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
-        self._queue.put(_Pending(fn, loop, future))
+        waiting = self._handing_over.get(loop)
+        if waiting is None:
+            # one hand-over (one wake-up of the writer) per turn of the loop, not per write:
+            # every wake-up is a fight for the GIL with the loop
+            waiting = self._handing_over[loop] = []
+            loop.call_soon(self._hand_over, loop)
+        waiting.append(_Pending(fn, loop, future))
         return future
+
+    def _hand_over(self, loop: asyncio.AbstractEventLoop) -> None:
+        waiting = self._handing_over.pop(loop, None)
+        if waiting:
+            self._queue.put(waiting)
 
     def submit_sync(self, fn: Callable[[Any], T]) -> T:
         """Blocking form of :meth:`submit`, for threads without an event loop."""
@@ -99,7 +113,7 @@ class GroupCommitter:
             raise StoreError("the store is closed")
         self._ensure_thread()
         future: concurrent.futures.Future[T] = concurrent.futures.Future()
-        self._queue.put(_Pending(fn, None, future))
+        self._queue.put([_Pending(fn, None, future)])
         return future.result()
 
     def close(self) -> None:
@@ -107,6 +121,8 @@ class GroupCommitter:
         with self._lock:
             self._closed = True
             thread = self._thread
+        for loop in list(self._handing_over):
+            self._hand_over(loop)  # queued this turn: they go before the stop
         if thread is not None:
             self._queue.put(_STOP)
             thread.join()
@@ -117,7 +133,7 @@ class GroupCommitter:
             first = self._queue.get()
             if first is _STOP:
                 return
-            batch: list[_Pending] = [first]  # type: ignore[list-item]
+            batch: list[_Pending] = list(first)  # type: ignore[call-overload]
             while len(batch) < MAX_BATCH:
                 try:
                     item = self._queue.get_nowait()
@@ -126,7 +142,7 @@ class GroupCommitter:
                 if item is _STOP:
                     stopping = True
                     break
-                batch.append(item)  # type: ignore[arg-type]
+                batch.extend(item)  # type: ignore[arg-type]
             self._run(batch)
 
     def _run(self, batch: list[_Pending]) -> None:
