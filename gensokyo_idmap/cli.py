@@ -323,6 +323,15 @@ def migrate_command(ctx: _Context, legacy_path: Path | None, dry_run: bool) -> N
     _emit(ctx, report.to_json(), lambda: "\n".join(report.summary_lines()))
 
 
+def _owed(ctx: _Context) -> dict[str, int]:
+    from gensokyo_idmap.store.lmdb_outbox import owed_per_sink
+
+    try:
+        return owed_per_sink(ctx.data_dir / "outbox.db")
+    except IdmapError as err:
+        _fail(err)
+
+
 @main.command("stats")
 @click.pass_obj
 def stats_command(ctx: _Context) -> None:
@@ -334,6 +343,7 @@ def stats_command(ctx: _Context) -> None:
             data = stats_data(graph, identity_path, msgids, msgid_path)
     except IdmapError as err:
         _fail(err)
+    data["outbox"] = {"path": str(ctx.data_dir / "outbox.db"), "owed": _owed(ctx)}
     marker = data["openid_map"]["migrated_from_legacy"]
 
     def human() -> str:
@@ -346,6 +356,10 @@ def stats_command(ctx: _Context) -> None:
                                           f"yes, from {marker.get('legacy_path')}"))
         lines.append(f"msgid-map.db   {m['bytes']} bytes, {m['entries']} entries, "
                      f"counter {m['counter']}")
+        owed = data["outbox"]["owed"]
+        lines.append("outbox.db      " + (", ".join(f"{n} owed to {sink}"
+                                                    for sink, n in sorted(owed.items()))
+                                          or "nothing owed"))
         return "\n".join(lines)
 
     _emit(ctx, data, human)

@@ -1,6 +1,6 @@
 """Configuration: one YAML file read into frozen pydantic models.
 
-Only what exists today is configurable; later capabilities add their sections. Unknown keys
+Every key is documented with its default in ``examples/config.yml``. Unknown keys
 are refused (a typo must not silently fall back to a default), and errors name the key path.
 Secrets are ``SecretStr``: they never print, not even in a validation error.
 """

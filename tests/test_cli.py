@@ -404,5 +404,28 @@ def test_stats_counts_tables_and_files(cli: Cli, data_dir: Path) -> None:
     assert o["migrated_from_legacy"] is None
     assert o["bytes"] == (data_dir / "openid-map.db").stat().st_size
     assert data["msgid_map"]["entries"] == 1 and data["msgid_map"]["counter"] == 1
+    assert data["outbox"]["owed"] == {}  # no outbox.db yet: nothing owed, nothing created
+    assert not (data_dir / "outbox.db").exists()
     human = ok(cli("stats"))
     assert "identities   3" in human and "migrated     no" in human
+    assert "nothing owed" in human
+
+
+def test_stats_shows_what_frameworks_are_still_owed(cli: Cli, data_dir: Path) -> None:
+    import asyncio
+
+    from gensokyo_idmap.outbox import Outbox
+    from gensokyo_idmap.store.lmdb_outbox import LmdbOutboxStore
+
+    ok(cli("identity", "resolve", "9F3A"))
+
+    async def keep() -> None:
+        with LmdbOutboxStore(data_dir / "outbox.db") as store:
+            await Outbox(store).keep([("reverse_ws ws://a/", {"n": 1}, None),
+                                      ("reverse_ws ws://a/", {"n": 2}, None),
+                                      ("http_post http://b/", {"n": 3}, None)])
+
+    asyncio.run(keep())
+    data = json.loads(ok(cli("stats", as_json=True)))
+    assert data["outbox"]["owed"] == {"reverse_ws ws://a/": 2, "http_post http://b/": 1}
+    assert "2 owed to reverse_ws ws://a/" in ok(cli("stats"))
