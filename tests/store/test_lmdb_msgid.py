@@ -304,3 +304,21 @@ def test_a_missing_file_is_created_not_reported(tmp_path: Path, clock: FakeClock
         store.close()
     assert aside_files(msgid_path.parent) == []
     assert not [e for e in logs if e.get("log_level") == "error"]
+
+
+def test_loop_batched_writes_grow_a_full_map_and_share_commits(tmp_path: Path) -> None:
+    """msgid-map.db (no fsync, writemap) commits on the event loop: the writes of one loop
+    turn share a transaction, and a full map grows under them like under the writer."""
+    async def main() -> tuple[int, int, int]:
+        with LmdbMsgIdStore(tmp_path / "m.db", map_size=256 * 1024) as store:
+            msgids = MsgIdMap(store)
+            ids = await asyncio.gather(*(msgids.store_real(f"r{n:05d}" + "x" * 300)
+                                         for n in range(3000)))
+            batches, writes = store.commit_stats
+            assert msgids.lookup(ids[-1]) is not None
+            return len(set(ids)), batches, store.map_size
+
+    distinct, batches, map_size = asyncio.run(main())
+    assert distinct == 3000
+    assert batches < 3000  # one loop turn queued them all: far fewer commits than writes
+    assert map_size > 256 * 1024  # it grew
