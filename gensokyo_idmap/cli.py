@@ -354,7 +354,8 @@ def stats_command(ctx: _Context) -> None:
                   ("identities", "vuins", "last_seen", "aliases", "config", "user_info")]
         lines.append("  migrated     " + ("no" if marker is None else
                                           f"yes, from {marker.get('legacy_path')}"))
-        lines.append(f"msgid-map.db   {m['bytes']} bytes, {m['entries']} entries, "
+        lines.append(f"msgid-map.db   {m['bytes']} bytes ({m['bytes_on_disk']} on disk), "
+                     f"{m['entries']} entries, "
                      f"counter {m['counter']}")
         owed = data["outbox"]["owed"]
         lines.append("outbox.db      " + (", ".join(f"{n} owed to {sink}"

@@ -75,5 +75,7 @@ def stats_data(graph: IdentityGraph, identity_path: Path, msgids: MsgIdMap,
                        "config": counts.config, "user_info": counts.user_info,
                        "migrated_from_legacy": marker},
         "msgid_map": {"path": str(msgid_path), "bytes": msgid_path.stat().st_size,
+                      # opened with writemap the file is as long as its map, but sparse
+                      "bytes_on_disk": msgid_path.stat().st_blocks * 512,
                       "entries": msg_counts.live_or_unswept, "counter": msg_counts.counter},
     }

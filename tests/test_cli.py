@@ -404,6 +404,7 @@ def test_stats_counts_tables_and_files(cli: Cli, data_dir: Path) -> None:
     assert o["migrated_from_legacy"] is None
     assert o["bytes"] == (data_dir / "openid-map.db").stat().st_size
     assert data["msgid_map"]["entries"] == 1 and data["msgid_map"]["counter"] == 1
+    assert 0 < data["msgid_map"]["bytes_on_disk"] <= data["msgid_map"]["bytes"]
     assert data["outbox"]["owed"] == {}  # no outbox.db yet: nothing owed, nothing created
     assert not (data_dir / "outbox.db").exists()
     human = ok(cli("stats"))
