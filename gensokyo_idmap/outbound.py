@@ -128,7 +128,12 @@ class OutboundSender:
         return Target(chat_kind, chosen.openid, vuin)
 
     def mention(self, target: Target, qq: str) -> str:
-        """An ``at`` segment as the platform renders it: a member mention in groups."""
+        """An ``at`` segment as the platform renders it: a member mention in groups.
+
+        ``<qqbot-at-user id="<member openid>" />`` is what third-party SDKs send; they use
+        it in markdown for sure, in plain text messages it is UNCONFIRMED (the reference
+        does not say). C2C has no mentions; ``all`` and the bot itself are dropped.
+        """
         if target.chat_kind != "group" or qq in ("all", str(self.settings.self_id)):
             return ""
         try:
