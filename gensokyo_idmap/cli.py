@@ -324,7 +324,7 @@ def migrate_command(ctx: _Context, legacy_path: Path | None, dry_run: bool) -> N
 
 
 def _owed(ctx: _Context) -> dict[str, int]:
-    from gensokyo_idmap.store.lmdb_outbox import owed_per_sink
+    from gensokyo_idmap.ops.lmdb_files import owed_per_sink
 
     try:
         return owed_per_sink(ctx.data_dir / "outbox.db")

@@ -24,9 +24,10 @@ from gensokyo_idmap.errors import BadInputError, NotFoundError, StoreError
 from gensokyo_idmap.ops.verify import GraphSnapshot, VerifyReport, check_graph
 from gensokyo_idmap.store.lmdb_identity import _TABLES as IDENTITY_TABLES
 from gensokyo_idmap.store.lmdb_identity import SCHEMA_VERSION, UPGRADES
+from gensokyo_idmap.store.lmdb_outbox import sink_of_key
 
 __all__ = ["BackupResult", "backup_store", "held_by_another_process", "lock_path",
-           "move_aside", "open_readonly", "read_snapshot", "verify_store"]
+           "move_aside", "open_readonly", "owed_per_sink", "read_snapshot", "verify_store"]
 
 #: Versions a store may carry: the current one, and older ones an open would upgrade.
 KNOWN_SCHEMA_VERSIONS: Final = frozenset({SCHEMA_VERSION, *UPGRADES})
@@ -53,6 +54,23 @@ def open_readonly(path: Path) -> Iterator[lmdb.Environment]:
         yield env
     finally:
         env.close()
+
+
+def owed_per_sink(path: Path) -> dict[str, int]:
+    """Entries per sink of an outbox.db (no file: none owed; nothing is created). For
+    ``stats``: what frameworks that were away have still to receive."""
+    if not path.is_file():
+        return {}
+    with open_readonly(path) as env, env.begin() as txn:
+        try:
+            table = env.open_db(b"outbox", txn=txn, create=False)
+        except lmdb.NotFoundError:
+            return {}
+        owed: dict[str, int] = {}
+        for key in txn.cursor(table).iternext(keys=True, values=False):
+            sink = sink_of_key(bytes(key))
+            owed[sink] = owed.get(sink, 0) + 1
+        return owed
 
 
 def read_snapshot(env: lmdb.Environment) -> GraphSnapshot:

@@ -19,11 +19,11 @@ from typing import Any, Final
 
 import lmdb
 
-from gensokyo_idmap.errors import BadInputError, StoreError
+from gensokyo_idmap.errors import BadInputError
 from gensokyo_idmap.store.codec import decode_u64, encode_u64
 from gensokyo_idmap.store.lmdb_env import CounterView, LmdbEnv, Table
 
-__all__ = ["OUTBOX_SCHEMA_VERSION", "LmdbOutboxStore", "OutboxView", "owed_per_sink"]
+__all__ = ["OUTBOX_SCHEMA_VERSION", "LmdbOutboxStore", "OutboxView", "sink_of_key"]
 
 OUTBOX_SCHEMA_VERSION: Final = 1
 DEFAULT_OUTBOX_MAP_SIZE: Final = 16 * 1024 * 1024
@@ -40,6 +40,11 @@ def _prefix(sink: str) -> bytes:
     if not raw or b"\0" in raw or len(raw) > _MAX_SINK_NAME:
         raise BadInputError("sink", sink, f"a sink name is 1 to {_MAX_SINK_NAME} bytes, no NUL")
     return raw + b"\0"
+
+
+def sink_of_key(key: bytes) -> str:
+    """The sink name an ``outbox`` key starts with (the inverse of the key layout)."""
+    return key.split(b"\0", 1)[0].decode("utf-8", "replace")
 
 
 class OutboxView(CounterView):
@@ -92,28 +97,3 @@ class LmdbOutboxStore(LmdbEnv[OutboxView]):
         super().__init__(path, tables=_TABLES, make_view=OutboxView, is_empty=_is_empty,
                          durable=True, map_size=map_size,
                          schema_version=OUTBOX_SCHEMA_VERSION, upgrades={})
-
-
-def owed_per_sink(path: str | os.PathLike[str]) -> dict[str, int]:
-    """Entries per sink of an outbox.db, read-only (nothing is created; no file: none owed).
-    For ``stats``: what frameworks that were away have still to receive."""
-    if not os.path.isfile(path):
-        return {}
-    try:
-        env = lmdb.open(str(path), subdir=False, readonly=True, create=False,
-                        max_dbs=len(_TABLES) + 2, readahead=False)
-    except lmdb.Error as exc:
-        raise StoreError(f"cannot open {path}: {exc}") from exc
-    try:
-        with env.begin() as txn:
-            try:
-                table = env.open_db(b"outbox", txn=txn, create=False)
-            except lmdb.NotFoundError:
-                return {}
-            owed: dict[str, int] = {}
-            for key in txn.cursor(table).iternext(keys=True, values=False):
-                sink = bytes(key).split(b"\0", 1)[0].decode("utf-8", "replace")
-                owed[sink] = owed.get(sink, 0) + 1
-            return owed
-    finally:
-        env.close()
