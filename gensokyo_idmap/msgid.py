@@ -255,21 +255,15 @@ class MsgIdMap:
             )
 
     async def sweep(self) -> int:
-        """Delete every expired triple; returns how many. Cost grows with what expired."""
-        total = 0
-        now_ms = self._now_ms()
-        started = time.perf_counter()
-        while True:
-            swept = await self.store.write(lambda view: _apply_sweep(view, now_ms, _SWEEP_BATCH))
-            total += swept
-            if swept < _SWEEP_BATCH:
-                break
-        _count_sweep(total, time.perf_counter() - started)
-        self._log.info("[idmap] msg_id sweep", swept=total,
-                       seconds=round(time.perf_counter() - started, 6))
-        return total
+        """Delete every expired triple; returns how many. Cost grows with what expired.
+
+        It runs in a worker thread: a sweep of many entries is batches of 2000 deletes,
+        which must not hold up the event loop (this store's writes otherwise commit on it).
+        """
+        return await asyncio.to_thread(self.sweep_sync)
 
     def sweep_sync(self) -> int:
+        """Blocking :meth:`sweep`."""
         total = 0
         now_ms = self._now_ms()
         started = time.perf_counter()
