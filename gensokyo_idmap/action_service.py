@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Final
 
@@ -50,6 +49,9 @@ Handler = Callable[[Params], Awaitable[Any]]
 #: The most entries a list action walks (friend, group and member lists).
 LIST_LIMIT: Final = 10_000
 _RETCODE_INTERNAL: Final = 102
+#: OneBot message_type → (chat kind, the param naming the chat).
+_CHATS: Final[dict[str, tuple[ChatKind, str]]] = {"group": ("group", "group_id"),
+                                                   "private": ("c2c", "user_id")}
 
 
 def _package_version() -> str:
@@ -57,14 +59,6 @@ def _package_version() -> str:
         return version("gensokyo-idmap")
     except PackageNotFoundError:  # pragma: no cover - running from a bare checkout
         return "0"
-
-
-@dataclass(frozen=True, slots=True)
-class _Chat:
-    """The chat an action's params name."""
-
-    kind: ChatKind
-    target: Target
 
 
 class ActionService:
@@ -152,33 +146,31 @@ class ActionService:
         return normalize_message(params["message"],
                                  auto_escape=bool_param(params, "auto_escape"))
 
-    def _chat(self, params: Params, message_type: str | None = None) -> _Chat:
+    def _chat(self, params: Params, message_type: str | None = None) -> Target:
+        """The chat the params name: ``message_type`` (or which id is there) says the kind,
+        ``group_id`` / ``user_id`` whom, an ``openid`` param which identity."""
         kind = message_type or str_param(params, "message_type", required=False)
         if kind is None:
             kind = "group" if params.get("group_id") is not None else "private"
-        if kind == "group":
-            return _Chat("group", self.sender.resolve_target(
-                "group", params.get("group_id"), "group_id", params.get("openid")))
-        if kind == "private":
-            if params.get("user_id") is None:
-                raise BadInputError("user_id", None, "is required")
-            return _Chat("c2c", self.sender.resolve_target(
-                "c2c", params.get("user_id"), "user_id", params.get("openid")))
-        raise BadInputError("message_type", kind, "must be group or private")
+        if kind not in _CHATS:
+            raise BadInputError("message_type", kind, "must be group or private")
+        chat_kind, field = _CHATS[kind]
+        if params.get(field) is None:
+            raise BadInputError(field, None, "is required")
+        return self.sender.resolve_target(chat_kind, params[field], field, params.get("openid"))
+
+    async def _send(self, params: Params, message_type: str | None = None) -> dict[str, int]:
+        target = self._chat(params, message_type)
+        return {"message_id": await self.sender.send(target, self._message(params))}
 
     async def send_msg(self, params: Params) -> dict[str, int]:
-        chat = self._chat(params)
-        return {"message_id": await self.sender.send(chat.target, self._message(params))}
+        return await self._send(params)
 
     async def send_group_msg(self, params: Params) -> dict[str, int]:
-        if params.get("group_id") is None:
-            raise BadInputError("group_id", None, "is required")
-        chat = self._chat(params, "group")
-        return {"message_id": await self.sender.send(chat.target, self._message(params))}
+        return await self._send(params, "group")
 
     async def send_private_msg(self, params: Params) -> dict[str, int]:
-        chat = self._chat(params, "private")
-        return {"message_id": await self.sender.send(chat.target, self._message(params))}
+        return await self._send(params, "private")
 
     async def delete_msg(self, params: Params) -> None:
         await self.sender.recall(check_virtual_id(params.get("message_id") or ""))
@@ -204,12 +196,12 @@ class ActionService:
         segments = normalize_message(operation["reply"],
                                      auto_escape=bool_param(operation, "auto_escape"))
         kind = context.get("message_type")
-        chat = self._chat(context, kind if isinstance(kind, str) else None)
-        if chat.kind == "group" and bool_param(operation, "at_sender", default=True):
+        target = self._chat(context, kind if isinstance(kind, str) else None)
+        if target.chat_kind == "group" and bool_param(operation, "at_sender", default=True):
             user = context.get("user_id")
             if user is not None:
                 segments = [Segment("at", (("qq", str(user)),)), Segment.text(" "), *segments]
-        return await self.sender.send(chat.target, segments)
+        return await self.sender.send(target, segments)
 
     # --- messages -------------------------------------------------------------------------
 
@@ -261,10 +253,7 @@ class ActionService:
                 for _, vuin, _ in self._openids_seen(lambda key: self._scene("c2c", key))]
 
     def _group(self, params: Params) -> Target:
-        if params.get("group_id") is None:
-            raise BadInputError("group_id", None, "is required")
-        return self.sender.resolve_target("group", params["group_id"], "group_id",
-                                          params.get("openid"))
+        return self._chat(params, "group")
 
     def _members(self, group: Target) -> list[tuple[str, int, float]]:
         scene = f"QQ:{self.app_id}:group:{group.openid}"
