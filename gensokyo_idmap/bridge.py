@@ -125,14 +125,9 @@ class InboundBridge:
         """The vUINs of several people of one event: known ones straight from the store,
         the others resolved concurrently (so new people share one group commit)."""
         found = [self.graph.known(keys, scene) for keys in people]
-        missing = [i for i, vuin in enumerate(found) if vuin is None]
-        if len(missing) == 1:
-            found[missing[0]] = await self._vuin(people[missing[0]], scene)
-        elif missing:
-            resolved = await asyncio.gather(*(self._vuin(people[i], scene) for i in missing))
-            for i, vuin in zip(missing, resolved, strict=True):
-                found[i] = vuin
-        return [vuin for vuin in found if vuin is not None]
+        unknown = [keys for keys, vuin in zip(people, found, strict=True) if vuin is None]
+        resolved = iter(await asyncio.gather(*(self._vuin(keys, scene) for keys in unknown)))
+        return [next(resolved) if vuin is None else vuin for vuin in found]
 
     def _person(self, openid: OpenId, union: IdentityKey | None) -> list[IdentityKey]:
         if union is not None and self.settings.link_union_openid:

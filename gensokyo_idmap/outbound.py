@@ -192,8 +192,8 @@ class OutboundSender:
             if part.media is not None:
                 file_info = await openapi.upload_media(target.chat_kind, target.openid,
                                                        part.media.upload_body())
+            reply = self.choose_reply(target, plan.reply_to)
             for attempt in range(1, _SEND_ATTEMPTS + 1):
-                reply = self.choose_reply(target, plan.reply_to)
                 seq = self.budget.take(reply.reference)
                 body = message_body(part, msg_id=reply.msg_id, event_id=reply.event_id,
                                     msg_seq=seq, file_info=file_info)
@@ -206,12 +206,13 @@ class OutboundSender:
                         raise
                     # the platform knows better than our counts (e.g. after a restart):
                     # a repeated msg_seq takes the next one, a spent id the next message
-                    if err.platform_code != _DUPLICATE_SEQ and plan.reply_to is None:
-                        self.budget.use_up(reply.reference)
-                        if self.choose_reply(target, None).reference is None:
-                            raise  # nothing else to answer: the platform's own reason stands
                     log.info("[message] reply id refused, trying again", code=err.platform_code,
                              reply_to=reply.reference, attempt=attempt)
+                    if err.platform_code != _DUPLICATE_SEQ and plan.reply_to is None:
+                        self.budget.use_up(reply.reference)
+                        reply = self.choose_reply(target, None)
+                        if reply.reference is None:
+                            raise  # nothing else to answer: the platform's own reason stands
             virtual_id = await self.msgids.store_real(answer["id"], context)
             log.info("[message] sent", chat_kind=target.chat_kind, target=target.vuin,
                      message_id=virtual_id, reply_to=reply.reference, msg_seq=seq)

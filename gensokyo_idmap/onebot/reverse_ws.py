@@ -68,8 +68,8 @@ class ReverseWsClient:
     def publish(self, event: dict[str, Any]) -> asyncio.Future[bool] | None:
         """Queue an event for this framework; never waits. The future (only while connected:
         otherwise nobody should wait for it) turns True once the event was written."""
-        written = self.queue.publish(event)
-        return written if self.connected.is_set() else None
+        written, connected = self.publish_tracked(event)
+        return written if connected else None
 
     @property
     def outbox_name(self) -> str:

@@ -331,10 +331,8 @@ class GatewayClient:
 
     def _processed(self, seq: int | None) -> None:
         if seq:
-            if seq in self._pending:
+            if self._pending:  # its own entry, or e.g. RESUMED behind events in flight
                 self._pending[seq] = True
-            elif self._pending:
-                self._pending[seq] = True  # e.g. RESUMED behind events still in flight
             else:
                 self.seq = seq
             while self._pending:
