@@ -28,14 +28,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal, Protocol, cast
 
 import structlog
 
 from gensokyo_idmap import metrics
+from gensokyo_idmap.chat_turns import ChatTurns, wait_all
 from gensokyo_idmap.dedup import DeliveryLog, delivery_key
 from gensokyo_idmap.errors import IdmapError
 from gensokyo_idmap.identity import IdentityKey, OpenId
@@ -320,7 +320,7 @@ class EventSink(Protocol):
     """A downstream connection: takes a OneBot event without waiting (it queues), and may
     return a future that resolves once the event actually went out."""
 
-    def publish(self, event: dict[str, Any]) -> Awaitable[Any] | None: ...
+    def publish(self, event: dict[str, Any]) -> asyncio.Future[Any] | None: ...
 
 
 class InboundPipeline:
@@ -339,7 +339,7 @@ class InboundPipeline:
         self.bridge = bridge
         self.sinks = list(sinks)
         self._acknowledge = acknowledge
-        self._turns: dict[str, tuple[asyncio.Lock, int]] = {}
+        self._turns = ChatTurns()
         self._deliveries = deliveries or DeliveryLog()
         self._outbox = outbox
         # decided once: a runtime protocol check per event and sink costs more than the rest
@@ -370,23 +370,6 @@ class InboundPipeline:
             log.warning("[qq] interaction not acknowledged", id=event.interaction_id,
                         reason=err.message)
 
-    @asynccontextmanager
-    async def _turn(self, scene: str | None) -> AsyncIterator[None]:
-        if scene is None:
-            yield
-            return
-        lock, users = self._turns.get(scene, (asyncio.Lock(), 0))
-        self._turns[scene] = (lock, users + 1)
-        try:
-            async with lock:
-                yield
-        finally:
-            lock, users = self._turns[scene]
-            if users == 1:
-                del self._turns[scene]  # nobody else waits: forget the chat
-            else:
-                self._turns[scene] = (lock, users - 1)
-
     async def __call__(self, event: QQEvent) -> None:
         """Process ``event`` once; raise if it could not be (the source must redeliver)."""
         key = delivery_key(event)
@@ -397,9 +380,9 @@ class InboundPipeline:
             log.info("[message] duplicate delivery skipped", key=key)
             return
         try:
-            written: list[Awaitable[Any]] = []
+            written: list[asyncio.Future[Any]] = []
             owed: list[tuple[str, dict[str, Any], asyncio.Future[bool]]] = []
-            async with self._turn(event.scene):
+            async with self._turns.turn(event.scene):
                 for onebot_event in await self.bridge.translate(event):
                     for sent in self._sent:
                         sent.inc()
@@ -417,8 +400,7 @@ class InboundPipeline:
             if written:
                 # Connected frameworks get it on the wire before the source is told "done"
                 # (the webhook's ack); a stuck one delays the ack by at most this much.
-                await asyncio.wait([asyncio.ensure_future(f) for f in written],
-                                   timeout=self.delivery_wait)
+                await wait_all(written, self.delivery_wait)
             await self._keep_owed(owed, key)
             if isinstance(event, Interaction) and self._acknowledge is not None:
                 await self._acknowledge_quietly(event)

@@ -65,6 +65,8 @@ class ForwardWsServer:
     def publish(self, event: dict[str, Any]) -> asyncio.Future[Any] | None:
         """Queue for every connected framework; the future resolves when all were written."""
         written = [queue.publish(event) for queue in self._queues]
+        if len(written) == 1:
+            return written[0]  # the usual case: no gather to build per event
         return asyncio.gather(*written) if written else None
 
     def _authorised(self, request: web.Request) -> bool:
