@@ -16,6 +16,7 @@ import aiohttp
 import structlog
 from aiohttp import web
 
+from gensokyo_idmap import jsonio
 from gensokyo_idmap import metrics
 from gensokyo_idmap.action_service import ActionService
 from gensokyo_idmap.api import ApiServer
@@ -136,7 +137,7 @@ async def run_daemon(config: Config, stop: asyncio.Event | None = None) -> None:
         openapi: OpenApiClient | None = None
         acknowledge = None
         if config.bot.app_id and config.bot.secret.get_secret_value():
-            http = aiohttp.ClientSession()
+            http = aiohttp.ClientSession(json_serialize=jsonio.dumps)
             tokens = AccessTokenManager(config.bot.app_id, config.bot.secret.get_secret_value(),
                                         http, token_url=config.qq.token_url)
             openapi = OpenApiClient(config.qq.api_base, tokens, http)

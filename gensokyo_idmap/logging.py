@@ -24,6 +24,8 @@ from typing import Any, Final, Literal, TextIO
 
 import structlog
 
+from gensokyo_idmap import jsonio
+
 __all__ = ["configure_logging", "redact_secrets"]
 
 _SECRET_WORDS: Final = ("secret", "token", "password", "authorization")
@@ -133,7 +135,7 @@ def configure_logging(
     if not isinstance(numeric, int):
         raise ValueError(f"log.level: unknown level {level!r}")
     renderer: Any = (
-        structlog.processors.JSONRenderer()
+        structlog.processors.JSONRenderer(serializer=jsonio.dumps)
         if fmt == "json"
         else structlog.dev.ConsoleRenderer(colors=False)
     )

@@ -15,12 +15,12 @@ oldest are dropped (logged), as the in-memory queue does.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Sequence
 from typing import Any, Final, Protocol, runtime_checkable
 
 import structlog
 
+from gensokyo_idmap import jsonio
 from gensokyo_idmap.errors import IdmapError
 from gensokyo_idmap.store.lmdb_outbox import LmdbOutboxStore, OutboxView
 
@@ -60,7 +60,7 @@ class Outbox:
         owed = []
         with self.store.read() as view:
             for entry, body in view.entries(sink):
-                kept = json.loads(body)
+                kept = jsonio.loads(body)
                 owed.append((entry, kept["event"], kept.get("key")))
         self._counts[sink] = len(owed)
         return owed
@@ -80,8 +80,7 @@ class Outbox:
     async def keep(self, items: Sequence[tuple[str, dict[str, Any], str | None]]
                    ) -> list[int]:
         """Write (sink, event, delivery key) durably in one commit; entry ids, in order."""
-        bodies = [(sink, json.dumps({"key": key, "event": event},
-                                    ensure_ascii=False).encode("utf-8"))
+        bodies = [(sink, jsonio.dumps({"key": key, "event": event}).encode("utf-8"))
                   for sink, event, key in items]
         over: dict[str, int] = {}
         for sink, _ in bodies:

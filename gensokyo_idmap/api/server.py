@@ -23,7 +23,6 @@ bug of ours is a 500.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -34,6 +33,7 @@ import structlog
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
+from gensokyo_idmap import jsonio
 from gensokyo_idmap import metrics
 from gensokyo_idmap.api.access import AccessPolicy
 from gensokyo_idmap.api.getid import answer_getid
@@ -160,7 +160,7 @@ class ApiServer:
 
     async def _body(self, request: web.Request) -> dict[str, Any]:
         try:
-            body = json.loads(await request.read())
+            body = jsonio.loads(await request.read())
         except (ValueError, RecursionError):
             raise BadInputError("body", "…", "is not valid JSON") from None
         if not isinstance(body, dict):

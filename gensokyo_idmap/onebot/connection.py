@@ -9,13 +9,13 @@ its own oldest events (logged, counted) and holds up nobody else.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 import structlog
 
+from gensokyo_idmap import jsonio
 from gensokyo_idmap.onebot import events as ob
 from gensokyo_idmap.onebot.actions import RETCODE_BAD_JSON, failed, unknown_action
 
@@ -76,7 +76,7 @@ class EventQueue:
         while not ws.closed:
             while self._events:
                 event, written = self._events[0]
-                await ws.send_str(json.dumps(event, ensure_ascii=False))
+                await ws.send_str(jsonio.dumps(event))
                 self._events.popleft()
                 self.sent += 1
                 if not written.done():
@@ -105,7 +105,7 @@ async def _heartbeats(ws: _Socket, self_id: int, interval: float,
                       clock: Callable[[], float]) -> None:
     while not ws.closed:
         await asyncio.sleep(interval)
-        await ws.send_str(json.dumps(ob.heartbeat(
+        await ws.send_str(jsonio.dumps(ob.heartbeat(
             self_id=self_id, time=int(clock()), interval_ms=int(interval * 1000))))
 
 
@@ -117,7 +117,7 @@ async def _answer(ws: _Socket, on_action: ActionHandler | None, frame: Any) -> N
     else:
         response = await on_action(frame)
     if not ws.closed:
-        await ws.send_str(json.dumps(response, ensure_ascii=False))
+        await ws.send_str(jsonio.dumps(response))
 
 
 async def _actions(ws: _Socket, on_action: ActionHandler | None) -> None:
@@ -129,9 +129,9 @@ async def _actions(ws: _Socket, on_action: ActionHandler | None) -> None:
             if message.type.name != "TEXT":
                 continue
             try:
-                frame = json.loads(message.data)
+                frame = jsonio.loads(message.data)
             except (ValueError, RecursionError):
-                await ws.send_str(json.dumps(failed(RETCODE_BAD_JSON, "bad JSON")))
+                await ws.send_str(jsonio.dumps(failed(RETCODE_BAD_JSON, "bad JSON")))
                 continue
             task = asyncio.create_task(_answer(ws, on_action, frame))
             running.add(task)
@@ -153,7 +153,7 @@ async def serve_socket(
     on_open: Callable[[], None] | None = None,
 ) -> None:
     """Run one connection until it closes or ``stop`` is set; then close it properly."""
-    await ws.send_str(json.dumps(ob.lifecycle(self_id=self_id, time=int(clock()),
+    await ws.send_str(jsonio.dumps(ob.lifecycle(self_id=self_id, time=int(clock()),
                                               sub_type="connect")))
     if on_open is not None:
         on_open()

@@ -11,11 +11,11 @@ is 200 with the action's response, ``status`` telling success from failure.
 from __future__ import annotations
 
 import hmac
-import json
 from typing import Any
 
 from aiohttp import web
 
+from gensokyo_idmap import jsonio
 from gensokyo_idmap.onebot.actions import RETCODE_UNKNOWN_ACTION, failed
 from gensokyo_idmap.onebot.connection import ActionHandler
 from gensokyo_idmap.onebot.forward_ws import presented_token
@@ -53,7 +53,7 @@ class HttpApiServer:
         kind = request.content_type
         if kind == "application/json":
             try:
-                body = json.loads(await request.read())
+                body = jsonio.loads(await request.read())
             except (ValueError, RecursionError):
                 return web.json_response(failed(1400, "body is not valid JSON"), status=400)
             if not isinstance(body, dict):
@@ -70,7 +70,7 @@ class HttpApiServer:
         response = await self._on_action(frame)
         status = 404 if response.get("retcode") == RETCODE_UNKNOWN_ACTION else 200
         return web.json_response(response, status=status,
-                                 dumps=lambda o: json.dumps(o, ensure_ascii=False))
+                                 dumps=jsonio.dumps)
 
     async def handle(self, request: web.Request) -> web.Response:
         refused = self._refusal(request)

@@ -14,13 +14,13 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
-import json
 from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 import aiohttp
 import structlog
 
+from gensokyo_idmap import jsonio
 from gensokyo_idmap.errors import IdmapError
 from gensokyo_idmap.onebot.connection import EventQueue
 
@@ -108,7 +108,7 @@ class HttpPostTarget:
 
     def _quick_operation(self, event: dict[str, Any], reply: bytes) -> None:
         try:
-            operation = json.loads(reply)
+            operation = jsonio.loads(reply)
         except (ValueError, RecursionError):
             log.warning("[onebot] http post answer is not JSON; ignored", url=self.url)
             return
@@ -130,7 +130,7 @@ class HttpPostTarget:
             log.warning("[onebot] quick operation failed", url=self.url, reason=err.message)
 
     async def _post(self, session: aiohttp.ClientSession, event: dict[str, Any]) -> bool:
-        body = json.dumps(event, ensure_ascii=False).encode("utf-8")
+        body = jsonio.dumps(event).encode("utf-8")
         for attempt in range(1, _ATTEMPTS + 1):
             try:
                 async with session.post(self.url, data=body, headers=self._headers(body)) as resp:

@@ -24,12 +24,12 @@ the wrong kind is ignored rather than rejected where nothing depends on it (``me
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, TypeAlias
 
+from gensokyo_idmap import jsonio
 from gensokyo_idmap.errors import BadInputError
 from gensokyo_idmap.identity import IdentityKey, OpenId, UnionId, check_app_id
 
@@ -89,16 +89,12 @@ class Envelope:
     id: str | None = None
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
 def parse_envelope(raw: bytes | bytearray | str | Mapping[str, Any]) -> Envelope:
     """Read one frame. Bad JSON or a non-object → ``frame``; a missing or non-integer ``op``
     → ``op``; ``s`` / ``t`` / ``id`` of the wrong kind → that field."""
     if isinstance(raw, bytes | bytearray | str):
         try:
-            obj: Any = json.loads(raw, parse_constant=_reject_constant)
+            obj: Any = jsonio.loads(raw)
         except (ValueError, RecursionError) as err:
             # ValueError covers JSONDecodeError, UnicodeDecodeError and over-long integers.
             raise BadInputError("frame", _preview(raw), f"not valid JSON ({err})") from None

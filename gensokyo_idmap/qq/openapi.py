@@ -12,13 +12,13 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any, Final
 from urllib.parse import quote
 
 import aiohttp
 import structlog
 
+from gensokyo_idmap import jsonio
 from gensokyo_idmap.errors import BadInputError, PlatformError
 from gensokyo_idmap.qq.token import AccessTokenManager
 
@@ -79,7 +79,7 @@ class OpenApiClient:
                 self.tokens.invalidate()
                 continue
             try:
-                data = json.loads(raw) if raw.strip() else None
+                data = jsonio.loads(raw) if raw.strip() else None
             except (ValueError, RecursionError):
                 data = None
             if status in _ERROR_STATUSES or status in (201, 202):

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from gensokyo_idmap import jsonio
 from gensokyo_idmap.errors import BadInputError
 from gensokyo_idmap.msgid import check_virtual_id
 from gensokyo_idmap.onebot.message import Segment
@@ -112,7 +112,7 @@ def _json_object(segment: Segment, index: int, name: str) -> dict[str, Any] | No
             raise BadInputError(f"message[{index}].data", raw[:40],
                                 f"{name}: base64:// data is not valid") from None
     try:
-        value = json.loads(text)
+        value = jsonio.loads(text)
     except (ValueError, RecursionError):  # RecursionError: absurdly deep nesting
         raise BadInputError(f"message[{index}].data", raw[:80],
                             f"{name} data must be a JSON object") from None
