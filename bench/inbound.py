@@ -449,7 +449,7 @@ class Figures:
 
 
 async def measure(targets: list[Target], prof: Profile, events_per_flood: int,
-                  latency_events: int) -> Figures:
+                  latency_events: int, scenarios: list[tuple[str, str]]) -> Figures:
     figures = Figures()
     events = Events(prof)
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=WINDOW * 2)) as http:
@@ -459,7 +459,7 @@ async def measure(targets: list[Target], prof: Profile, events_per_flood: int,
                 await target.start(http)
                 await warm_up(target, events, prof)
             for round_ in range(prof.rounds):
-                for via, who in SCENARIOS:
+                for via, who in scenarios:
                     order = targets if round_ % 2 == 0 else targets[::-1]
                     for target in order:
                         key = (via, who, target.name)
@@ -498,9 +498,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="fewer events, one round")
     ap.add_argument("--strict", action="store_true", help="exit 1 if a target is missed")
     ap.add_argument("--events", type=int, default=None, help="events per flood")
+    ap.add_argument("--scenario", action="append", default=None, metavar="VIA:WHO",
+                    choices=[f"{via}:{who}" for via, who in SCENARIOS],
+                    help="run only this scenario (repeatable), e.g. gateway:known; for profiling")
     ap.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"],
                     help="the daemon's log.level (default info, as shipped)")
     args = ap.parse_args(argv)
+    scenarios = ([tuple(s.split(":")) for s in args.scenario] if args.scenario
+                 else SCENARIOS)
     prof = QUICK if args.quick else FULL
     count = args.events if args.events else prof.events
     latency_events = max(5, min(prof.latency_events, count))
@@ -519,7 +524,7 @@ def main(argv: list[str] | None = None) -> int:
                    Target("bare relay", relay_command, tmp)]
         try:
             figures = asyncio.run(asyncio.wait_for(
-                measure(targets, prof, count, latency_events), TOTAL_TIMEOUT))
+                measure(targets, prof, count, latency_events, scenarios), TOTAL_TIMEOUT))
         except (RuntimeError, TimeoutError, OSError, aiohttp.ClientError) as err:
             print(f"benchmark failed: {err!r}")
             for target in targets:
@@ -528,7 +533,7 @@ def main(argv: list[str] | None = None) -> int:
 
     table = Table(name=34, rate=10, us=9)
     table.print_header()
-    for via, who in SCENARIOS:
+    for via, who in scenarios:
         for name in ("daemon", "bare relay"):
             key = (via, who, name)
             r = figures.results[key]
@@ -539,7 +544,7 @@ def main(argv: list[str] | None = None) -> int:
 
     misses = 0
     print_heading(f"  {'ratio daemon / bare relay':<34} {'events/s':>9} {'p50 lat':>9}")
-    for via, who in SCENARIOS:
+    for via, who in scenarios:
         d, b = figures.results[(via, who, "daemon")], figures.results[(via, who, "bare relay")]
         value = d.ops_per_s / b.ops_per_s
         latency = d.pct_us(0.5) / b.pct_us(0.5)

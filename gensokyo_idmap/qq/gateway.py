@@ -29,7 +29,6 @@ Rules:
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import time
 from collections import OrderedDict
@@ -41,6 +40,7 @@ from typing import Any, Final
 import aiohttp
 import structlog
 
+from gensokyo_idmap import jsonio
 from gensokyo_idmap.errors import BadInputError, PlatformError
 from gensokyo_idmap.qq.events import QQEvent, Ready, Resumed, parse_dispatch, parse_envelope
 from gensokyo_idmap.qq.token import AccessTokenManager
@@ -88,7 +88,7 @@ class GatewayState:
 
     def load(self) -> _Saved:
         try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
+            data = jsonio.loads(self.path.read_text(encoding="utf-8"))
             session, seq = data.get("session_id"), data.get("seq")
             if (isinstance(session, str) or session is None) and (
                     isinstance(seq, int) or seq is None):
@@ -101,7 +101,7 @@ class GatewayState:
         """Written then renamed: a crash leaves the old state or the new one, never half."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         scratch = self.path.with_name(self.path.name + ".tmp")
-        scratch.write_text(json.dumps({"session_id": session_id, "seq": seq}), encoding="utf-8")
+        scratch.write_text(jsonio.dumps({"session_id": session_id, "seq": seq}), encoding="utf-8")
         os.replace(scratch, self.path)
 
 
@@ -150,6 +150,9 @@ class GatewayClient:
         # seq → finished?, in arrival order: the front finished ones make the watermark
         self._pending: OrderedDict[int, bool] = OrderedDict()
         self._tasks: set[asyncio.Task[None]] = set()
+        # set while the reader waits for a free slot; the next task to finish resolves it
+        # (asyncio.wait over all tasks in flight would cost O(in flight) per event)
+        self._slot_freed: asyncio.Future[None] | None = None
         self._failed: BaseException | None = None
         self.identifies = 0
         self.resumes = 0
@@ -182,7 +185,7 @@ class GatewayClient:
             self._delay = min(self._delay * 2, self._max_delay)
 
     async def _send(self, ws: aiohttp.ClientWebSocketResponse, op: int, d: Any) -> None:
-        await ws.send_str(json.dumps({"op": op, "d": d}))
+        await ws.send_str(jsonio.dumps({"op": op, "d": d}))
 
     async def _serve(self, ws: aiohttp.ClientWebSocketResponse) -> None:
         hello = await self._frame(ws)
@@ -230,7 +233,11 @@ class GatewayClient:
                 await ws.close()
                 raise _Restart()  # resume from the watermark: the platform replays
             while len(self._tasks) >= self.max_in_flight:
-                await asyncio.wait(self._tasks, return_when=asyncio.FIRST_COMPLETED)
+                self._slot_freed = asyncio.get_running_loop().create_future()
+                try:
+                    await self._slot_freed
+                finally:
+                    self._slot_freed = None
             await self._handle(ws, await self._frame(ws))
 
     async def _frame(self, ws: aiohttp.ClientWebSocketResponse) -> Any:
@@ -303,7 +310,12 @@ class GatewayClient:
             self._pending[seq] = False
         task = asyncio.create_task(self._process(event, seq))
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._finished)
+
+    def _finished(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if self._slot_freed is not None and not self._slot_freed.done():
+            self._slot_freed.set_result(None)
 
     async def _process(self, event: QQEvent, seq: int | None) -> None:
         try:

@@ -223,6 +223,51 @@ def test_events_run_concurrently_but_the_saved_seq_waits_for_the_slowest(tmp_pat
     run_with(tmp_path, scenario)
 
 
+def test_no_more_than_max_in_flight_events_run_at_once_and_the_rest_follow(
+        tmp_path: Path) -> None:
+    """The reader stops taking frames while max_in_flight events run, and goes on as each
+    one finishes: nothing is lost or left behind."""
+    release = asyncio.Event()
+    running: list[str] = []
+    most = 0
+
+    async def scenario(platform: EmulatedPlatform, make: Callable[[], GatewayClient],
+                       events: list[QQEvent]) -> None:
+        nonlocal most
+        client = make()
+        client.max_in_flight = 2
+        original = client.pipeline
+
+        async def pipeline(event: QQEvent) -> None:
+            nonlocal most
+            assert isinstance(event, GroupMessage)
+            running.append(event.content)
+            most = max(most, len(running))
+            await release.wait()
+            running.remove(event.content)
+            await original(event)
+
+        client.pipeline = pipeline
+        async with ClientSession() as session:
+            task = asyncio.create_task(client.run(session))
+            await until(lambda: client.session_id is not None)
+            for n in range(1, 7):
+                await platform.push("GROUP_AT_MESSAGE_CREATE",
+                                    group_message(n, group=f"{n:032X}"))
+            await until(lambda: len(running) == 2)
+            await asyncio.sleep(0.05)  # the other four have arrived; none may start
+            assert sorted(running) == ["m1", "m2"] and events == []
+            release.set()
+            await until(lambda: len(events) == 6)
+            await until(lambda: client.seq == platform.sent[-1]["s"])
+            await client.close()
+            await task
+        assert most == 2
+        assert sorted(messages(events)) == [f"m{n}" for n in range(1, 7)]
+
+    run_with(tmp_path, scenario)
+
+
 def test_an_event_that_fails_is_replayed_after_a_resume(tmp_path: Path) -> None:
     failures = [True]
 
