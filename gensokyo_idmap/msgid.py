@@ -8,6 +8,8 @@ Rules this module keeps:
 2. **Expired means gone.** A lookup never returns a record whose expiry has passed, swept
    or not; storing a real id whose record expired allocates afresh.
 3. **A store hit refreshes the TTL** (same virtual id, new expiry, ``[idmap] msg_id hit``).
+   ``msg_id create|hit`` are debug lines: one comes with every message, whose info line
+   (``[message] … mapped``) already names the virtual id.
 4. **The sweep costs what expired**, not what is stored: it walks ``expires_at`` from the
    start and stops at the first key in the future.
 5. **Time is a parameter** (``clock``), so tests move it instead of sleeping.
@@ -195,8 +197,8 @@ class MsgIdMap:
             lambda view: _apply_store(view, real_id, ctx, now_ms, self._ttl_ms)
         )
         (metrics.MSGID_HIT if hit else metrics.MSGID_CREATE).inc()
-        self._log.info("[idmap] msg_id hit" if hit else "[idmap] msg_id create",
-                       real_id=real_id, virtual_id=virtual_id, chat_kind=ctx.chat_kind)
+        self._log.debug("[idmap] msg_id hit" if hit else "[idmap] msg_id create",
+                        real_id=real_id, virtual_id=virtual_id, chat_kind=ctx.chat_kind)
         return virtual_id
 
     def store_real_sync(self, real_id: str, context: MsgContext | None = None) -> int:
@@ -208,8 +210,8 @@ class MsgIdMap:
             lambda view: _apply_store(view, real_id, ctx, now_ms, self._ttl_ms)
         )
         (metrics.MSGID_HIT if hit else metrics.MSGID_CREATE).inc()
-        self._log.info("[idmap] msg_id hit" if hit else "[idmap] msg_id create",
-                       real_id=real_id, virtual_id=virtual_id, chat_kind=ctx.chat_kind)
+        self._log.debug("[idmap] msg_id hit" if hit else "[idmap] msg_id create",
+                        real_id=real_id, virtual_id=virtual_id, chat_kind=ctx.chat_kind)
         return virtual_id
 
     def lookup(self, virtual_id: int) -> MsgRecord | None:

@@ -132,7 +132,7 @@ def test_create_hit_and_lookup_are_logged(store: LmdbMsgIdStore, clock: FakeCloc
         msgids.lookup(vid + 1)
     assert again == vid
     [create] = events(logs, "[idmap] msg_id create")
-    assert (create["real_id"], create["virtual_id"], create["log_level"]) == ("R1", vid, "info")
+    assert (create["real_id"], create["virtual_id"], create["log_level"]) == ("R1", vid, "debug")
     [hit] = events(logs, "[idmap] msg_id hit")
     assert (hit["real_id"], hit["virtual_id"]) == ("R1", vid)
     found, missing = events(logs, "[idmap] msg_id lookup")
