@@ -31,43 +31,60 @@ def delivery_key(event: QQEvent) -> str | None:
 
 
 class DeliveryLog:
-    """Event keys processed (or in flight) recently."""
+    """Event keys processed (or in flight) recently.
+
+    An entry is a timestamp; only while a delivery is in flight and a repeat waits for it
+    is there a future too. A future per entry (100k of them kept for five minutes) made
+    every full garbage collection walk them, and cost a future per event for the rare repeat.
+    """
 
     def __init__(self, ttl: float = DEDUP_SECONDS, limit: int = _DEDUP_MAX,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._ttl = ttl
         self._limit = limit
         self._clock = clock
-        self._entries: OrderedDict[str, tuple[float, asyncio.Future[None]]] = OrderedDict()
+        self._seen: OrderedDict[str, float] = OrderedDict()  # key → when claimed
+        # key → the future repeats wait on (None: in flight, nobody waiting yet)
+        self._in_flight: dict[str, asyncio.Future[None] | None] = {}
 
     def claim(self, key: str) -> asyncio.Future[None] | None:
         """None: the caller processes ``key`` now. A future: someone did or is doing it."""
         now = self._clock()
-        while self._entries:
-            oldest, (at, _) = next(iter(self._entries.items()))
-            if now - at < self._ttl and len(self._entries) < self._limit:
+        seen = self._seen
+        while seen:
+            oldest, at = next(iter(seen.items()))
+            if now - at < self._ttl and len(seen) < self._limit:
                 break
-            del self._entries[oldest]
-        found = self._entries.get(key)
-        if found is not None:
-            return found[1]
-        self._entries[key] = (now, asyncio.get_running_loop().create_future())
+            del seen[oldest]
+        if key in seen:
+            loop = asyncio.get_running_loop()
+            if key in self._in_flight:
+                waiting = self._in_flight[key]
+                if waiting is None:
+                    waiting = self._in_flight[key] = loop.create_future()
+                return waiting
+            done: asyncio.Future[None] = loop.create_future()
+            done.set_result(None)
+            return done
+        seen[key] = now
+        self._in_flight[key] = None
         return None
 
     def remember(self, key: str) -> None:
         """Record ``key`` as processed (e.g. its events were owed from before a restart)."""
-        if self.claim(key) is None:
-            self.finish(key, None)
+        if key not in self._seen:
+            self._seen[key] = self._clock()
 
     def finish(self, key: str, error: BaseException | None) -> None:
-        entry = self._entries.get(key)
-        if entry is None:
+        if key not in self._in_flight:
             return
-        future = entry[1]
+        waiting = self._in_flight.pop(key)
         if error is not None:
-            del self._entries[key]  # not processed: a redelivery must try again
-            if not future.done():
-                future.set_exception(error)
-                future.exception()  # retrieved here: waiters re-raise it themselves
-        elif not future.done():
-            future.set_result(None)
+            self._seen.pop(key, None)  # not processed: a redelivery must try again
+        if waiting is None or waiting.done():
+            return
+        if error is not None:
+            waiting.set_exception(error)
+            waiting.exception()  # retrieved here: waiters re-raise it themselves
+        else:
+            waiting.set_result(None)
