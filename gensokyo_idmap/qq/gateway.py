@@ -19,11 +19,12 @@ Rules:
 4. **Backoff**: reconnects wait ``reconnect_delay``, doubling up to ``max_delay`` while it
    keeps failing; a READY or RESUMED resets it.
 5. **Dispatches are processed concurrently, acknowledged in order**: each event runs as its
-   own task (at most ``max_in_flight``), so one chat's durable commit does not hold up the
-   others (the pipeline keeps each chat's events in arrival order); the saved seq is the
-   *watermark*, the highest seq whose event and every earlier one finished. An event whose
-   processing failed stops the watermark and restarts the connection, so the platform
-   replays it.
+   own task (at most ``max_in_flight``, 32: more only queue behind their chat's turn, and
+   32 new people already share one durable commit), so one chat's durable commit does not
+   hold up the others (the pipeline keeps each chat's events in arrival order); the saved
+   seq is the *watermark*, the highest seq whose event and every earlier one finished. An
+   event whose processing failed stops the watermark and restarts the connection, so the
+   platform replays it.
 """
 
 from __future__ import annotations
@@ -127,7 +128,7 @@ class GatewayClient:
         max_delay: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
         save_interval: float = 0.05,
-        max_in_flight: int = 256,
+        max_in_flight: int = 32,
     ) -> None:
         self.url = url
         self.app_id = app_id
