@@ -84,6 +84,9 @@ class OutboundSender:
         self.settings = settings
         self.budget = budget or ReplyBudget()
         self._usable = openid_of_app(settings.app_id)
+        # bound once, as the inbound bridge does: a module-level lazy logger re-reads the
+        # configuration on every call, which doubled the cost of the line each send logs
+        self._log = log.bind()
 
     # --- identities ---------------------------------------------------------------------
 
@@ -139,7 +142,7 @@ class OutboundSender:
         try:
             member = self.resolve_target("group", qq, "at.qq")
         except IdmapError as err:
-            log.info("[message] at left as text", qq=qq, reason=err.message)
+            self._log.info("[message] at left as text", qq=qq, reason=err.message)
             return f"@{qq}"
         return f'<qqbot-at-user id="{member.openid}" />'
 
@@ -206,16 +209,17 @@ class OutboundSender:
                         raise
                     # the platform knows better than our counts (e.g. after a restart):
                     # a repeated msg_seq takes the next one, a spent id the next message
-                    log.info("[message] reply id refused, trying again", code=err.platform_code,
-                             reply_to=reply.reference, attempt=attempt)
+                    self._log.info("[message] reply id refused, trying again",
+                                   code=err.platform_code, reply_to=reply.reference,
+                                   attempt=attempt)
                     if err.platform_code != _DUPLICATE_SEQ and plan.reply_to is None:
                         self.budget.use_up(reply.reference)
                         reply = self.choose_reply(target, None)
                         if reply.reference is None:
                             raise  # nothing else to answer: the platform's own reason stands
             virtual_id = await self.msgids.store_real(answer["id"], context)
-            log.info("[message] sent", chat_kind=target.chat_kind, target=target.vuin,
-                     message_id=virtual_id, reply_to=reply.reference, msg_seq=seq)
+            self._log.info("[message] sent", chat_kind=target.chat_kind, target=target.vuin,
+                           message_id=virtual_id, reply_to=reply.reference, msg_seq=seq)
             if first is None:
                 first = virtual_id
         assert first is not None  # plan_message never returns no parts
@@ -230,4 +234,4 @@ class OutboundSender:
             raise BadInputError("message_id", virtual_id,
                                 "only messages the bot sent can be recalled")
         await self._platform().recall(record.chat_kind, record.target, record.real_id)
-        log.info("[message] recalled", message_id=virtual_id)
+        self._log.info("[message] recalled", message_id=virtual_id)

@@ -67,19 +67,27 @@ def group_message(
     role: Literal["owner", "admin", "member"] = "member",
     extra: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """A group message (``sub_type`` normal); ``extra`` adds extension fields."""
-    event = _base(self_id, time, "message") | {
+    """A group message (``sub_type`` normal); ``extra`` adds extension fields.
+
+    One dict literal, in the field order of the other builders: this runs for every group
+    message, and merging partial dicts cost twice as much."""
+    raw = segments_to_cq(segments)
+    event = {
+        "time": int(time), "self_id": _id("self_id", self_id), "post_type": "message",
         "message_type": "group",
         "sub_type": "normal",
         "message_id": _message_id(message_id),
         "group_id": _id("group_id", group_id),
         "user_id": _id("user_id", user_id),
         "anonymous": None,
-        **_message_fields(segments, fmt),
+        "message": segments_to_json(segments) if fmt == "array" else raw,
+        "raw_message": raw, "font": 0,
         "sender": {"user_id": user_id, "nickname": nickname, "card": "", "sex": "unknown",
                    "age": 0, "area": "", "level": "", "role": role, "title": ""},
     }
-    return event | dict(extra or {})
+    if extra:
+        event.update(extra)
+    return event
 
 
 def private_message(
