@@ -39,7 +39,7 @@ gateway / webhook, new users
 Figures
 -------
 events, events/s
-    A flood of N events (3000, 500 with ``--quick``, or ``--events``): the gateway pushes
+    A flood of N events (8000, 500 with ``--quick``, or ``--events``): the gateway pushes
     them as fast as the emulator can send, the webhook keeps 32 deliveries in flight. The
     time runs from the first dispatch to the last arrival at the consumer; best of the rounds.
     Both targets take gateway events one at a time, so there events/s is about 1 / the
@@ -106,7 +106,7 @@ class Profile:
     flood_timeout: float
 
 
-FULL = Profile(events=3000, latency_events=300, known_users=1000, groups=50, rounds=2,
+FULL = Profile(events=8000, latency_events=300, known_users=1000, groups=50, rounds=3,
                flood_timeout=40.0)
 QUICK = Profile(events=500, latency_events=100, known_users=200, groups=20, rounds=1,
                 flood_timeout=30.0)
