@@ -86,6 +86,8 @@ class GatewayState:
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
+        self._scratch = self.path.with_name(self.path.name + ".tmp")
+        self._folder_made = False  # saved up to 20 times a second: mkdir once, not each time
 
     def load(self) -> _Saved:
         try:
@@ -100,10 +102,12 @@ class GatewayState:
 
     def save(self, session_id: str | None, seq: int | None) -> None:
         """Written then renamed: a crash leaves the old state or the new one, never half."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        scratch = self.path.with_name(self.path.name + ".tmp")
-        scratch.write_text(jsonio.dumps({"session_id": session_id, "seq": seq}), encoding="utf-8")
-        os.replace(scratch, self.path)
+        if not self._folder_made:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._folder_made = True
+        self._scratch.write_text(jsonio.dumps({"session_id": session_id, "seq": seq}),
+                                 encoding="utf-8")
+        os.replace(self._scratch, self.path)
 
 
 class _Restart(Exception):
