@@ -318,12 +318,16 @@ async def _start_webhook(
 def _counted(
     pipeline: InboundPipeline, transport: str
 ) -> Callable[[QQEvent], Awaitable[None]]:
-    """The pipeline, counting each platform event it is handed (``gensokyo_events_in``)."""
+    """The pipeline, counting each platform event it is handed (``gensokyo_events_in``).
+
+    A plain function handing back the pipeline's coroutine, not a coroutine awaiting it:
+    one frame less to create and to resume at every suspension of every event.
+    """
     received = metrics.EVENTS_IN.labels(transport)
 
-    async def process(event: QQEvent) -> None:
+    def process(event: QQEvent) -> Awaitable[None]:
         received.inc()
-        await pipeline(event)
+        return pipeline(event)
 
     return process
 

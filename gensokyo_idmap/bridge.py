@@ -150,30 +150,32 @@ class InboundBridge:
         """The OneBot events for one platform event (empty for lifecycle or unknown ones)."""
         events = await self._translate(event)
         if events:
-            await self._remember_event_id(event)
+            chat = self._reply_chat(event)
+            if chat is not None and event.event_id is not None:
+                # a reply-able event's id, so a send to that chat can answer it (rule 5)
+                await self.msgids.store_real(event.event_id, MsgContext(
+                    self.settings.app_id, EVENT_KINDS[chat[0]], chat[1].openid, "in"))
             if self.settings.op_userid_type != "vuin":
                 ids = self._downstream_ids(event)
                 events = [_with_ids(item, ids) for item in events]
         return events
 
-    async def _remember_event_id(self, event: QQEvent) -> None:
-        """Keep a reply-able event's id, so a send to that chat can answer it (rule 5)."""
-        if event.event_id is None:
-            return
-        chat: tuple[str, OpenId] | None = None
+    @staticmethod
+    def _reply_chat(event: QQEvent) -> tuple[str, OpenId] | None:
+        """The chat whose sends may answer ``event`` by its envelope id, if any (a plain
+        function: it runs for every event, and messages, answered by their own id, have
+        none)."""
         kind = REPLYABLE_EVENTS.get(event.event_type)
         if isinstance(event, GroupRobotEvent) and kind is not None:
-            chat = ("group", event.group)
-        elif isinstance(event, FriendEvent) and kind is not None:
-            chat = ("c2c", event.user)
-        elif isinstance(event, Interaction):
+            return ("group", event.group)
+        if isinstance(event, FriendEvent) and kind is not None:
+            return ("c2c", event.user)
+        if isinstance(event, Interaction):
             if event.group is not None:
-                chat = ("group", event.group)
-            elif event.user is not None:
-                chat = ("c2c", event.user)
-        if chat is not None:
-            await self.msgids.store_real(event.event_id, MsgContext(
-                self.settings.app_id, EVENT_KINDS[chat[0]], chat[1].openid, "in"))
+                return ("group", event.group)
+            if event.user is not None:
+                return ("c2c", event.user)
+        return None
 
     def _downstream_ids(self, event: QQEvent) -> dict[int, int | str]:
         """vUIN → what ``op_userid_type`` sends instead, for the OpenIDs of ``event``."""
