@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -88,6 +89,21 @@ def test_json_lines_carry_event_and_level() -> None:
     assert second["event"] == "[idmap] bind failed"
     assert second["level"] == "warning"
     assert second["reason"] == "why"
+
+
+def test_json_lines_hold_any_value_non_ascii_as_is_and_secrets_hidden() -> None:
+    stream = io.StringIO()
+    configure_logging("info", "json", stream=stream)
+    log = structlog.get_logger("test")
+    log.info("[x] values", path=Path("/tmp/a"), error=ValueError("bad"), big=2**70,
+             text="群消息", access_token="s3cret")
+    [line] = lines_of(stream)
+    assert "群消息" in line and "s3cret" not in line  # written as is, not \u-escaped
+    values = json.loads(line)
+    assert values["path"] == repr(Path("/tmp/a"))  # what JSON cannot hold: its repr
+    assert values["error"] == repr(ValueError("bad"))
+    assert values["big"] == 2**70  # beyond orjson's 64 bits: written exactly all the same
+    assert values["access_token"] == "***"
 
 
 def test_level_filters_lower_events() -> None:
