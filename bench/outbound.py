@@ -29,7 +29,12 @@ daemon: send_group_msg
 direct: POST /messages
     The same client (an aiohttp session) calling the emulator's send endpoint itself, with a
     valid token and a fresh ``msg_id`` every five calls: the ceiling, at the same two
-    concurrencies.
+    concurrencies. This emulator lives in the benchmark's process, so the call never leaves
+    it, while the daemon's call to the same emulator crosses to another process and back.
+direct, emulator in its own process (info)
+    The same calls to a second emulator run as a subprocess (``bench/_emulator_proc.py``):
+    a ceiling that crosses processes as the daemon's call does. Its ratio is printed for
+    information; the target stays on the first ceiling.
 
 Target: daemon / direct round trips per second >= 0.5 (each concurrency). Only send round
 trips are timed; the inbound messages that make replies possible are pushed between batches
@@ -149,6 +154,14 @@ async def main(run: Run, tmp: Path) -> None:
                    "heartbeat_interval_seconds": 60},
         "log": {"level": "info", "format": "json"},
     }))
+    remote = await asyncio.create_subprocess_exec(
+        sys.executable, str(Path(__file__).with_name("_emulator_proc.py")),
+        stdout=asyncio.subprocess.PIPE)
+    assert remote.stdout is not None
+    remote_base = (await asyncio.wait_for(remote.stdout.readline(), WAIT)).decode().strip()
+    if not remote_base.startswith("http"):
+        remote.kill()
+        raise RuntimeError(f"the emulator process did not start: {remote_base!r}")
     script = Path(sys.executable).with_name("gensokyo-idmap")
     log_file = (tmp / "daemon.log").open("wb")
     daemon = subprocess.Popen([str(script), "serve", "--config", str(config)],
@@ -184,6 +197,22 @@ async def main(run: Run, tmp: Path) -> None:
             async def via_daemon(group_id: int) -> None:
                 await client.call("send_group_msg", {"group_id": group_id, "message": "pong"})
 
+            remote_url = f"{remote_base}v2/groups/{GROUP}/messages"
+            async with http.post(f"{remote_base}app/getAppAccessToken",
+                                 json={"appId": APP, "clientSecret": SECRET}) as resp:
+                remote_auth = f"QQBot {(await resp.json())['access_token']}"
+
+            async def direct_remote(msg_id: str) -> None:
+                direct_seq[msg_id] = direct_seq.get(msg_id, 0) + 1
+                body = {"msg_type": 0, "content": "pong", "msg_id": msg_id,
+                        "msg_seq": direct_seq[msg_id]}
+                async with http.post(remote_url, json=body,
+                                     headers={"Authorization": remote_auth,
+                                              "X-Union-Appid": APP}) as resp:
+                    answer = await resp.json()
+                    if resp.status != 200:
+                        raise RuntimeError(f"direct send (own process) failed: {answer}")
+
             direct_refs = iter(range(1, 10**9))
             direct_seq: dict[str, int] = {}
             url = platform.url(f"/v2/groups/{GROUP}/messages")
@@ -204,31 +233,44 @@ async def main(run: Run, tmp: Path) -> None:
 
             await timed_batches(50, 1, fresh_message, via_daemon)  # warm-up
             await timed_batches(50, 1, fresh_direct, direct)
+            await timed_batches(50, 1, fresh_direct, direct_remote)
             table = Table(name=34, rate=9, us=9)
             table.print_header()
-            ratios: list[tuple[int, float]] = []
+            ratios: list[tuple[int, float, float]] = []
             for in_flight in (1, 8):
                 best: dict[str, Result] = {}
                 for _ in range(2):  # interleaved rounds: load elsewhere hits both
                     for name, fresh, call in (("daemon", fresh_message, via_daemon),
-                                              ("direct", fresh_direct, direct)):
+                                              ("direct", fresh_direct, direct),
+                                              ("remote", fresh_direct, direct_remote)):
                         result = await timed_batches(total, in_flight, fresh, call)
                         if name not in best or result.ops_per_s > best[name].ops_per_s:
                             best[name] = result
                 best["daemon"].name = f"daemon: send_group_msg x{in_flight}"
                 best["direct"].name = f"direct: POST /messages x{in_flight}"
+                best["remote"].name = f"direct, own process x{in_flight}"
                 print(table.row(best["daemon"]))
                 print(table.row(best["direct"]))
-                ratios.append((in_flight, best["daemon"].ops_per_s / best["direct"].ops_per_s))
+                print(table.row(best["remote"]))
+                ratios.append((in_flight, best["daemon"].ops_per_s / best["direct"].ops_per_s,
+                               best["daemon"].ops_per_s / best["remote"].ops_per_s))
             print()
-            for in_flight, ratio in ratios:
+            for in_flight, ratio, remote_ratio in ratios:
                 print(f"  ratio daemon/direct, {in_flight} in flight: {ratio:.2f} "
-                      f"(target >= 0.5: {run.verdict(ratio, 0.5)})")
+                      f"(target >= 0.5: {run.verdict(ratio, 0.5)}); against the emulator in "
+                      f"its own process: {remote_ratio:.2f} (info)")
             sends = len(platform.api_requests("POST", "/messages"))
             print(f"  platform saw {sends} sends; daemon log: {tmp / 'daemon.log'}")
             await ws.close()
             client.reader.cancel()
     finally:
+        if remote.returncode is None:
+            remote.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(remote.wait(), WAIT)
+            except TimeoutError:
+                remote.kill()
+                await remote.wait()
         daemon.send_signal(signal.SIGTERM)
         try:
             daemon.wait(WAIT)

@@ -1,0 +1,34 @@
+"""The emulated QQ platform alone in a process of its own, for bench/outbound.py.
+
+Run by bench/outbound.py as a subprocess: it prints the platform's base URL on its first
+line, then serves until SIGTERM or SIGINT. The second ceiling of the outbound benchmark
+calls it directly from the benchmark's process, so that call crosses processes as the
+daemon's call to the platform does (a real platform is never in a bot framework's process).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+
+# _common before anything of the repository: it puts the repository root on sys.path.
+import _common  # noqa: F401
+
+from tests.qq.platform_emulator import EmulatedPlatform
+
+
+async def main() -> None:
+    platform = EmulatedPlatform(heartbeat_ms=30_000)
+    await platform.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    print(platform.url("/"), flush=True)
+    await stop.wait()
+    assert platform.server is not None
+    await platform.server.close()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
