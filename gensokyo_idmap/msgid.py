@@ -188,14 +188,24 @@ class MsgIdMap:
     def _now_ms(self) -> int:
         return int(self._clock() * 1000)
 
-    async def store_real(self, real_id: str, context: MsgContext | None = None) -> int:
-        """The virtual id of ``real_id`` (the same one while it lives; TTL refreshed)."""
+    async def store_real(self, real_id: str, context: MsgContext | None = None, *,
+                         alone: bool = False) -> int:
+        """The virtual id of ``real_id`` (the same one while it lives; TTL refreshed).
+
+        The write joins the transaction of everything stored during this turn of the event
+        loop (one commit for a flood of messages), which costs the caller a wait of one
+        turn. ``alone=True`` commits it in a transaction of its own at once instead: for a
+        lone write someone is waiting on, such as the id of a message just sent, which the
+        framework's action answer carries.
+        """
         _check_real_id(real_id)
         ctx = context or MsgContext()
         now_ms = self._now_ms()
-        virtual_id, hit = await self.store.write(
-            lambda view: _apply_store(view, real_id, ctx, now_ms, self._ttl_ms)
-        )
+
+        def store(view: MsgIdWriter) -> tuple[int, bool]:
+            return _apply_store(view, real_id, ctx, now_ms, self._ttl_ms)
+
+        virtual_id, hit = self.store.transact(store) if alone else await self.store.write(store)
         (metrics.MSGID_HIT if hit else metrics.MSGID_CREATE).inc()
         self._log.debug("[idmap] msg_id hit" if hit else "[idmap] msg_id create",
                         real_id=real_id, virtual_id=virtual_id, chat_kind=ctx.chat_kind)

@@ -217,7 +217,7 @@ class OutboundSender:
                         reply = self.choose_reply(target, None)
                         if reply.reference is None:
                             raise  # nothing else to answer: the platform's own reason stands
-            virtual_id = await self.msgids.store_real(answer["id"], context)
+            virtual_id = await self.msgids.store_real(answer["id"], context, alone=True)
             self._log.info("[message] sent", chat_kind=target.chat_kind, target=target.vuin,
                            message_id=virtual_id, reply_to=reply.reference, msg_seq=seq)
             if first is None:

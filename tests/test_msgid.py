@@ -120,6 +120,26 @@ def test_concurrent_stores_sharing_one_commit_agree(msgids: MsgIdMap) -> None:
     assert sorted(v for vids in by_real.values() for v in vids) == [1, 2, 3, 4, 5]
 
 
+def test_a_store_alone_is_committed_when_it_returns_and_agrees_with_the_batch(
+        msgids: MsgIdMap, store: LmdbMsgIdStore) -> None:
+    async def mixed() -> tuple[int, list[int], int, bool]:
+        batched = [asyncio.ensure_future(msgids.store_real(f"B{i}")) for i in range(3)]
+        await asyncio.sleep(0)  # they run up to their wait: this turn's batch is pending
+        alone = await msgids.store_real("A1", GROUP, alone=True)
+        assert not any(task.done() for task in batched)  # the batch is not written yet
+        # committed already: a fresh snapshot sees it before the turn's batch is written
+        with store.read() as view:
+            seen_now = view.virtual_of("A1") == alone
+        again = await msgids.store_real("A1", GROUP, alone=True)  # a hit: same id
+        return alone, list(await asyncio.gather(*batched)), again, seen_now
+
+    alone, batched, again, seen_now = run(mixed())
+    assert seen_now and again == alone
+    assert sorted([alone, *batched]) == [1, 2, 3, 4]  # one counter: no id given twice
+    assert msgids.real_id_of(alone) == "A1"
+    assert [msgids.real_id_of(v) for v in batched] == ["B0", "B1", "B2"]
+
+
 # --- logs ---------------------------------------------------------------------------------
 
 
