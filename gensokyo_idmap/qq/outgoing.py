@@ -122,6 +122,17 @@ def _json_object(segment: Segment, index: int, name: str) -> dict[str, Any] | No
     return value
 
 
+def _passthrough(segment: Segment, index: int, short_form: str) -> dict[str, Any]:
+    """A markdown or keyboard segment's object: ``{short_form: value}`` when that field is
+    given (markdown ``content``, keyboard template ``id``), else the JSON in ``data``."""
+    value = segment.get(short_form)
+    found = {short_form: value} if value else _json_object(segment, index, segment.type)
+    if found is None:
+        raise BadInputError(f"message[{index}]", segment.type,
+                            f"a {segment.type} segment needs {short_form} or data")
+    return found
+
+
 def plan_message(segments: Sequence[Segment], chat_kind: str,
                  mention: Callable[[str], str]) -> MessagePlan:
     """Split a OneBot message into the platform messages that carry it, in order."""
@@ -148,19 +159,9 @@ def plan_message(segments: Sequence[Segment], chat_kind: str,
                                     "the platform does not send files yet (file_type 4)")
             media.append(_media(segment, index))
         elif kind == "markdown":
-            content = segment.get("content")
-            markdown = {"content": content} if content else _json_object(segment, index,
-                                                                          "markdown")
-            if markdown is None:
-                raise BadInputError(f"message[{index}]", kind,
-                                    "a markdown segment needs content or data")
+            markdown = _passthrough(segment, index, "content")
         elif kind == "keyboard":
-            template = segment.get("id")
-            keyboard = {"id": template} if template else _json_object(segment, index,
-                                                                        "keyboard")
-            if keyboard is None:
-                raise BadInputError(f"message[{index}]", kind,
-                                    "a keyboard segment needs id or data")
+            keyboard = _passthrough(segment, index, "id")
         elif kind not in _IGNORED:
             raise BadInputError(f"message[{index}].type", kind, "segment type not supported")
     body = "".join(text)

@@ -95,6 +95,13 @@ def test_markdown_alone_has_no_keyboard() -> None:
     assert part == OutgoingPart(2, markdown={"content": "**b**"}, keyboard=None)
 
 
+def test_markdown_and_keyboard_need_their_short_form_or_data() -> None:
+    for kind, short_form in (("markdown", "content"), ("keyboard", "id")):
+        err = refused([seg(kind)])
+        assert (err.field, err.value) == ("message[0]", kind)
+        assert err.reason == f"a {kind} segment needs {short_form} or data"
+
+
 def test_text_with_markdown_goes_first_as_its_own_message() -> None:
     result = plan([seg("text", text="intro"), seg("markdown", content="md")])
     assert result.parts == (
