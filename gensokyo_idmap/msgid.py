@@ -198,6 +198,18 @@ class MsgIdMap:
         lone write someone is waiting on, such as the id of a message just sent, which the
         framework's action answer carries.
         """
+        store, ctx = self._store_fn(real_id, context)
+        stored = self.store.transact(store) if alone else await self.store.write(store)
+        return self._stored(real_id, ctx, *stored)
+
+    def store_real_sync(self, real_id: str, context: MsgContext | None = None) -> int:
+        """Blocking :meth:`store_real`, for code without an event loop (CLI, compat)."""
+        store, ctx = self._store_fn(real_id, context)
+        return self._stored(real_id, ctx, *self.store.write_sync(store))
+
+    def _store_fn(self, real_id: str, context: MsgContext | None
+                  ) -> tuple[Callable[[MsgIdWriter], tuple[int, bool]], MsgContext]:
+        """The checked write function of a store, and the context it records."""
         _check_real_id(real_id)
         ctx = context or MsgContext()
         now_ms = self._now_ms()
@@ -205,20 +217,10 @@ class MsgIdMap:
         def store(view: MsgIdWriter) -> tuple[int, bool]:
             return _apply_store(view, real_id, ctx, now_ms, self._ttl_ms)
 
-        virtual_id, hit = self.store.transact(store) if alone else await self.store.write(store)
-        (metrics.MSGID_HIT if hit else metrics.MSGID_CREATE).inc()
-        self._log.debug("[idmap] msg_id hit" if hit else "[idmap] msg_id create",
-                        real_id=real_id, virtual_id=virtual_id, chat_kind=ctx.chat_kind)
-        return virtual_id
+        return store, ctx
 
-    def store_real_sync(self, real_id: str, context: MsgContext | None = None) -> int:
-        """Blocking :meth:`store_real`, for code without an event loop (CLI, compat)."""
-        _check_real_id(real_id)
-        ctx = context or MsgContext()
-        now_ms = self._now_ms()
-        virtual_id, hit = self.store.write_sync(
-            lambda view: _apply_store(view, real_id, ctx, now_ms, self._ttl_ms)
-        )
+    def _stored(self, real_id: str, ctx: MsgContext, virtual_id: int, hit: bool) -> int:
+        """Count and log a store once it is committed; its virtual id."""
         (metrics.MSGID_HIT if hit else metrics.MSGID_CREATE).inc()
         self._log.debug("[idmap] msg_id hit" if hit else "[idmap] msg_id create",
                         real_id=real_id, virtual_id=virtual_id, chat_kind=ctx.chat_kind)
