@@ -48,10 +48,27 @@ def _base(self_id: int, time: int, post_type: str) -> dict[str, Any]:
     return {"time": int(time), "self_id": _id("self_id", self_id), "post_type": post_type}
 
 
-def _message_fields(segments: Sequence[Segment], fmt: MessageFormat) -> dict[str, Any]:
+def _message_event(self_id: int, time: int, message_type: str, sub_type: str, message_id: int,
+                   ids: dict[str, Any], segments: Sequence[Segment], fmt: MessageFormat,
+                   sender: dict[str, Any], extra: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The fields every message event has, ``ids`` (chat and sender) in between.
+
+    One dict literal: this runs for every message, and merging partial dicts (``_base(…) |
+    {…}``) cost twice as much."""
     raw = segments_to_cq(segments)
-    message: object = segments_to_json(segments) if fmt == "array" else raw
-    return {"message": message, "raw_message": raw, "font": 0}
+    event = {
+        "time": int(time), "self_id": _id("self_id", self_id), "post_type": "message",
+        "message_type": message_type,
+        "sub_type": sub_type,
+        "message_id": _message_id(message_id),
+        **ids,
+        "message": segments_to_json(segments) if fmt == "array" else raw,
+        "raw_message": raw, "font": 0,
+        "sender": sender,
+    }
+    if extra:
+        event.update(extra)
+    return event
 
 
 def group_message(
@@ -67,27 +84,15 @@ def group_message(
     role: Literal["owner", "admin", "member"] = "member",
     extra: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """A group message (``sub_type`` normal); ``extra`` adds extension fields.
-
-    One dict literal, in the field order of the other builders: this runs for every group
-    message, and merging partial dicts cost twice as much."""
-    raw = segments_to_cq(segments)
-    event = {
-        "time": int(time), "self_id": _id("self_id", self_id), "post_type": "message",
-        "message_type": "group",
-        "sub_type": "normal",
-        "message_id": _message_id(message_id),
-        "group_id": _id("group_id", group_id),
-        "user_id": _id("user_id", user_id),
-        "anonymous": None,
-        "message": segments_to_json(segments) if fmt == "array" else raw,
-        "raw_message": raw, "font": 0,
-        "sender": {"user_id": user_id, "nickname": nickname, "card": "", "sex": "unknown",
-                   "age": 0, "area": "", "level": "", "role": role, "title": ""},
-    }
-    if extra:
-        event.update(extra)
-    return event
+    """A group message (``sub_type`` normal); ``extra`` adds extension fields."""
+    return _message_event(
+        self_id, time, "group", "normal", message_id,
+        {"group_id": _id("group_id", group_id), "user_id": _id("user_id", user_id),
+         "anonymous": None},
+        segments, fmt,
+        {"user_id": user_id, "nickname": nickname, "card": "", "sex": "unknown", "age": 0,
+         "area": "", "level": "", "role": role, "title": ""},
+        extra)
 
 
 def private_message(
@@ -102,15 +107,10 @@ def private_message(
     sub_type: Literal["friend", "group", "other"] = "friend",
     extra: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    event = _base(self_id, time, "message") | {
-        "message_type": "private",
-        "sub_type": sub_type,
-        "message_id": _message_id(message_id),
-        "user_id": _id("user_id", user_id),
-        **_message_fields(segments, fmt),
-        "sender": {"user_id": user_id, "nickname": nickname, "sex": "unknown", "age": 0},
-    }
-    return event | dict(extra or {})
+    return _message_event(
+        self_id, time, "private", sub_type, message_id, {"user_id": _id("user_id", user_id)},
+        segments, fmt, {"user_id": user_id, "nickname": nickname, "sex": "unknown", "age": 0},
+        extra)
 
 
 def group_increase(
