@@ -51,6 +51,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -197,39 +198,37 @@ async def main(run: Run, tmp: Path) -> None:
             async def via_daemon(group_id: int) -> None:
                 await client.call("send_group_msg", {"group_id": group_id, "message": "pong"})
 
-            remote_url = f"{remote_base}v2/groups/{GROUP}/messages"
-            async with http.post(f"{remote_base}app/getAppAccessToken",
-                                 json={"appId": APP, "clientSecret": SECRET}) as resp:
-                remote_auth = f"QQBot {(await resp.json())['access_token']}"
-
-            async def direct_remote(msg_id: str) -> None:
-                direct_seq[msg_id] = direct_seq.get(msg_id, 0) + 1
-                body = {"msg_type": 0, "content": "pong", "msg_id": msg_id,
-                        "msg_seq": direct_seq[msg_id]}
-                async with http.post(remote_url, json=body,
-                                     headers={"Authorization": remote_auth,
-                                              "X-Union-Appid": APP}) as resp:
-                    answer = await resp.json()
-                    if resp.status != 200:
-                        raise RuntimeError(f"direct send (own process) failed: {answer}")
-
             direct_refs = iter(range(1, 10**9))
             direct_seq: dict[str, int] = {}
-            url = platform.url(f"/v2/groups/{GROUP}/messages")
 
             async def fresh_direct() -> str:
                 return f"direct{next(direct_refs)}"
 
-            async def direct(msg_id: str) -> None:
-                direct_seq[msg_id] = direct_seq.get(msg_id, 0) + 1
-                body = {"msg_type": 0, "content": "pong", "msg_id": msg_id,
-                        "msg_seq": direct_seq[msg_id]}
-                async with http.post(url, json=body,
-                                     headers={"Authorization": platform.current_token(),
-                                              "X-Union-Appid": APP}) as resp:
-                    answer = await resp.json()
-                    if resp.status != 200:
-                        raise RuntimeError(f"direct send failed: {answer}")
+            def direct_to(base: str, authorization: Callable[[], str]
+                          ) -> Callable[[str], Awaitable[None]]:
+                """A send straight to the emulator at ``base`` (the same body each time)."""
+                url = f"{base.rstrip('/')}/v2/groups/{GROUP}/messages"
+
+                async def send(msg_id: str) -> None:
+                    direct_seq[msg_id] = direct_seq.get(msg_id, 0) + 1
+                    body = {"msg_type": 0, "content": "pong", "msg_id": msg_id,
+                            "msg_seq": direct_seq[msg_id]}
+                    async with http.post(url, json=body,
+                                         headers={"Authorization": authorization(),
+                                                  "X-Union-Appid": APP}) as resp:
+                        answer = await resp.json()
+                        if resp.status != 200:
+                            raise RuntimeError(f"direct send to {base} failed: {answer}")
+
+                return send
+
+            # the in-process emulator's token changes when the daemon fetches one: read it
+            # per call; the other emulator's is fetched once, as a client would
+            direct = direct_to(platform.url("/"), platform.current_token)
+            async with http.post(f"{remote_base}app/getAppAccessToken",
+                                 json={"appId": APP, "clientSecret": SECRET}) as resp:
+                remote_auth = f"QQBot {(await resp.json())['access_token']}"
+            direct_remote = direct_to(remote_base, lambda: remote_auth)
 
             await timed_batches(50, 1, fresh_message, via_daemon)  # warm-up
             await timed_batches(50, 1, fresh_direct, direct)
