@@ -44,8 +44,8 @@ group commit of 64, no Python around it
     The same durable env, each transaction holding the writes of CALLERS allocations exactly
     as the store lays them out (identity_to_vuin, vuin_to_identity, last_seen with its cbor
     value, the counter in meta) from key texts built by an f-string, and nothing else: no
-    event loop, no threads, no checks. No group commit serving CALLERS callers can beat it, because each of
-    them waits for its batch and so at most CALLERS writes share a commit. Its ratio to one
+    event loop, no threads, no checks. No group commit serving CALLERS callers can beat it,
+    because each of them waits for its batch and so at most CALLERS writes share a commit. Its ratio to one
     commit per write is therefore the highest ratio the allocation target can reach on this
     disk: a commit of 64 allocations dirties more pages than a commit of one put, and fsync
     time grows with them.
