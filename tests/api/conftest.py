@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,12 @@ from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.msgid import MsgIdMap
 from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore
 
+from ..conftest import run
+
 APP_ID = "102000001"
+ALICE = "9F3A0C55E1B24D7A8C6E0F1D2B3A4C5D"
+BOB = "0F1E2D3C4B5A69788796A5B4C3D2E1F0"
+GROUP = "A1B2C3D4E5F60718293A4B5C6D7E8F90"
 TIMEOUT = aiohttp.ClientTimeout(total=10)
 
 
@@ -81,3 +87,13 @@ def serve_api(graph: IdentityGraph, msgids: MsgIdMap, identity_db_path: Path,
             await runner.cleanup()
 
     return serving
+
+
+def scenario(serve_api: ServeApi, body: Callable[[Client], Awaitable[None]],
+             **server: Any) -> None:
+    """Run ``body`` against a served API (``server`` configures it), bounded in time."""
+    async def main() -> None:
+        async with serve_api(**server) as client:
+            await asyncio.wait_for(body(client), 30)
+
+    run(main())

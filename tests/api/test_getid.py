@@ -2,25 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from gensokyo_idmap.identity import OpenId
 
-from ..conftest import run
-from .conftest import APP_ID, ServeApi
-
-ALICE = "9F3A0C55E1B24D7A8C6E0F1D2B3A4C5D"
-BOB = "0F1E2D3C4B5A69788796A5B4C3D2E1F0"
-GROUP = "A1B2C3D4E5F60718293A4B5C6D7E8F90"
-
-
-def scenario(serve_api: ServeApi, body: Any, **server: Any) -> None:
-    async def main() -> None:
-        async with serve_api(**server) as client:
-            await asyncio.wait_for(body(client), 30)
-
-    run(main())
+from .conftest import ALICE, APP_ID, BOB, GROUP, ServeApi, scenario
 
 
 def legacy_error(answer: tuple[int, Any]) -> tuple[int, str]:

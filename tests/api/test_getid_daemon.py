@@ -16,10 +16,9 @@ import yaml
 from aiohttp import ClientError, ClientSession, ClientTimeout
 
 from ..conftest import run
+from .conftest import ALICE, BOB
 
 SCRIPT = Path(sys.executable).parent / "gensokyo-idmap"
-ALICE = "9F3A0C55E1B24D7A8C6E0F1D2B3A4C5D"
-BOB = "0F1E2D3C4B5A69788796A5B4C3D2E1F0"
 
 
 def free_port() -> int:

@@ -2,26 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from gensokyo_idmap.identity import OpenId, RUin
 from gensokyo_idmap.msgid import MsgContext
 
-from ..conftest import FakeClock, run
-from .conftest import APP_ID, ServeApi
-
-ALICE = "9F3A0C55E1B24D7A8C6E0F1D2B3A4C5D"
-BOB = "0F1E2D3C4B5A69788796A5B4C3D2E1F0"
-GROUP = "A1B2C3D4E5F60718293A4B5C6D7E8F90"
-
-
-def scenario(serve_api: ServeApi, body: Any, **server: Any) -> None:
-    async def main() -> None:
-        async with serve_api(**server) as client:
-            await asyncio.wait_for(body(client), 30)
-
-    run(main())
+from ..conftest import FakeClock
+from .conftest import ALICE, APP_ID, BOB, GROUP, ServeApi, scenario
 
 
 def error_code(answer: tuple[int, Any]) -> tuple[int, str]:
