@@ -23,13 +23,11 @@ from gensokyo_idmap.msgid import MsgIdMap
 from gensokyo_idmap.outbound import OutboundSender, OutboundSettings
 from gensokyo_idmap.passive_reply import ReplyBudget
 from gensokyo_idmap.qq.events import parse_dispatch, parse_envelope
-from gensokyo_idmap.qq.openapi import OpenApiClient
-from gensokyo_idmap.qq.token import AccessTokenManager
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
 from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore
 
 from .conftest import FakeClock
-from .qq.platform_emulator import APP, SECRET, EmulatedPlatform
+from .qq.platform_emulator import APP, EmulatedPlatform
 
 SELF = int(APP)
 GROUP = "A1B2C3D4E5F60718293A4B5C6D7E8F90"
@@ -79,10 +77,7 @@ def with_daemon(scenario: Callable[[Harness], Awaitable[None]], identity_store: 
         await platform.start()
         try:
             async with ClientSession() as session:
-                tokens = AccessTokenManager(APP, SECRET, session,
-                                            token_url=platform.url("/app/getAppAccessToken"))
-                api = OpenApiClient(platform.url("/").rstrip("/"), tokens, session,
-                                    backoff_seconds=0.01, timeout_seconds=1.0)
+                api = platform.openapi(session, backoff_seconds=0.01, timeout_seconds=1.0)
                 graph = IdentityGraph(identity_store, clock=clock)
                 msgids = MsgIdMap(msgid_store, clock=clock)
                 bridge = InboundBridge(graph, msgids, BridgeSettings(

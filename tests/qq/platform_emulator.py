@@ -19,8 +19,11 @@ import json
 import uuid
 from typing import Any
 
-from aiohttp import WSMsgType, web
+from aiohttp import ClientSession, WSMsgType, web
 from aiohttp.test_utils import TestServer
+
+from gensokyo_idmap.qq.openapi import OpenApiClient
+from gensokyo_idmap.qq.token import AccessTokenManager
 
 APP = "102000001"
 SECRET = "emulator-secret"
@@ -225,6 +228,16 @@ class EmulatedPlatform:
         self.server = TestServer(app, host="127.0.0.1")
         await self.server.start_server()
         return self.server
+
+    def token_manager(self, session: ClientSession) -> AccessTokenManager:
+        """Our token manager, pointed at this platform's token endpoint."""
+        return AccessTokenManager(APP, SECRET, session,
+                                  token_url=self.url("/app/getAppAccessToken"))
+
+    def openapi(self, session: ClientSession, **options: Any) -> OpenApiClient:
+        """Our OpenAPI client for this platform (``options``: retries and timeouts)."""
+        return OpenApiClient(self.url("/").rstrip("/"), self.token_manager(session), session,
+                             **options)
 
     def url(self, path: str) -> str:
         assert self.server is not None

@@ -5,16 +5,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
 from aiohttp import ClientSession
 from structlog.testing import capture_logs
 
 from gensokyo_idmap.qq.events import GroupMessage, QQEvent
 from gensokyo_idmap.qq.gateway import GatewayClient, GatewayState
-from gensokyo_idmap.qq.token import AccessTokenManager
 
-from .platform_emulator import APP, SECRET, EmulatedPlatform, group_message
+from .platform_emulator import APP, EmulatedPlatform, group_message
 
 TIMEOUT = 15
 
@@ -38,8 +36,7 @@ def run_with(tmp_path: Path, scenario: Callable[[EmulatedPlatform, Callable[[], 
             events.append(event)
 
         async with ClientSession() as session:
-            tokens = AccessTokenManager(APP, SECRET, session,
-                                        token_url=platform.url("/app/getAppAccessToken"))
+            tokens = platform.token_manager(session)
 
             def client() -> GatewayClient:
                 return GatewayClient(platform.ws_url(), APP, tokens, pipeline,

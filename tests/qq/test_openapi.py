@@ -15,7 +15,6 @@ from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.msgid import MsgIdMap
 from gensokyo_idmap.qq.events import Interaction, parse_dispatch, parse_envelope
 from gensokyo_idmap.qq.openapi import OpenApiClient
-from gensokyo_idmap.qq.token import AccessTokenManager
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
 from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore
 
@@ -28,9 +27,7 @@ def with_api(scenario: Callable[[EmulatedPlatform, OpenApiClient], Awaitable[Non
         await platform.start()
         try:
             async with ClientSession() as session:
-                tokens = AccessTokenManager(APP, SECRET, session,
-                                            token_url=platform.url("/app/getAppAccessToken"))
-                api = OpenApiClient(platform.url("/").rstrip("/"), tokens, session)
+                api = platform.openapi(session)
                 await asyncio.wait_for(scenario(platform, api), 15)
         finally:
             assert platform.server is not None
