@@ -16,8 +16,7 @@ import aiohttp
 import structlog
 from aiohttp import web
 
-from gensokyo_idmap import jsonio
-from gensokyo_idmap import metrics
+from gensokyo_idmap import jsonio, metrics
 from gensokyo_idmap.action_service import ActionService
 from gensokyo_idmap.api import ApiServer
 from gensokyo_idmap.api.access import check_listen

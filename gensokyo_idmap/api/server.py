@@ -33,8 +33,7 @@ import structlog
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
-from gensokyo_idmap import jsonio
-from gensokyo_idmap import metrics
+from gensokyo_idmap import jsonio, metrics
 from gensokyo_idmap.api.access import AccessPolicy
 from gensokyo_idmap.api.getid import answer_getid
 from gensokyo_idmap.api.openapi import openapi_document
