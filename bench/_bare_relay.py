@@ -8,7 +8,8 @@ gateway session.
 - Gateway (``--gateway``): access token from ``--token-url``, ``GET {api-base}/gateway/bot``,
   aiohttp WebSocket client, Hello → Identify, heartbeats; every dispatch (op 0, not READY)
   is forwarded as the raw text frame, one at a time, the next read only once it was written
-  to every connected consumer (the daemon's gateway also finishes one event before the next).
+  to every connected consumer. (The daemon's gateway reads ahead, up to 64 events in
+  flight; see bench/inbound.py on why this stays the ceiling.)
 - Webhook (``--webhook-listen``): aiohttp server; the Ed25519 check of reference §3.3 on
   every callback (op 13 may come unsigned, as in the daemon), op 13 answered; a dispatch is
   forwarded as the raw body and acknowledged ``{"op":12}`` once written to every consumer

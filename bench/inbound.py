@@ -17,9 +17,11 @@ daemon
 bare relay (``bench/_bare_relay.py``)
     The same transports (aiohttp gateway client, aiohttp webhook server with the same Ed25519
     check, aiohttp forward-WebSocket server) passing the platform's frames on untouched: no
-    identity store, no msgid map, no translation. The ceiling. Like the daemon, it finishes
-    one gateway event (written to the consumer) before reading the next, and acknowledges a
-    webhook delivery once the frame was written to the consumer.
+    identity store, no msgid map, no translation. The ceiling. It finishes one gateway
+    event (written to the consumer) before reading the next, and acknowledges a webhook
+    delivery once the frame was written to the consumer. (The daemon reads ahead: up to 64
+    gateway events in flight, in batches. A relay that read ahead too would reach about
+    twice the rate and be bound by this process; this one is the ceiling of record.)
 emulated platform and consumer (this process)
     One ``tests/qq/platform_emulator.EmulatedPlatform`` per target (token, discovery,
     gateway; ``push()`` sends a dispatch), one ``tests/qq/webhook_sender.WebhookSender`` per
@@ -42,8 +44,8 @@ events, events/s
     A flood of N events (8000, 500 with ``--quick``, or ``--events``): the gateway pushes
     them as fast as the emulator can send, the webhook keeps 32 deliveries in flight. The
     time runs from the first dispatch to the last arrival at the consumer; best of the rounds.
-    Both targets take gateway events one at a time, so there events/s is about 1 / the
-    per-event latency; webhook deliveries are processed concurrently.
+    The bare relay takes gateway events one at a time, so there its events/s is about 1 /
+    its per-event latency; the daemon's gateway and both webhooks process concurrently.
 p50 / p99 us
     From a separate pass of events sent one at a time (the next only after the previous
     arrived): dispatch (``push()`` / start of the POST) to arrival at the consumer, by

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 import aiohttp
 import structlog
@@ -188,13 +188,14 @@ async def run_daemon(config: Config, stop: asyncio.Event | None = None) -> None:
         pipeline = InboundPipeline(bridge, sinks, deliveries, acknowledge=acknowledge,
                                    outbox=outbox)
         if config.webhook.listen:
-            runner = await _start_webhook(config, _counted(pipeline, "webhook"))
+            runner = await _start_webhook(
+                config, _one_at_a_time(_counted(pipeline.process_batch, "webhook")))
         if config.qq.gateway:
             if http is None or tokens is None:
                 raise BadInputError("qq.gateway", True,
                                     "the gateway needs bot.app_id and bot.secret")
-            gateway_task = asyncio.create_task(_run_gateway(config, http, tokens,
-                                                            _counted(pipeline, "gateway")))
+            gateway_task = asyncio.create_task(_run_gateway(
+                config, http, tokens, _counted(pipeline.process_batch, "gateway")))
         listeners = ([f"webhook http://{config.webhook.listen}{config.webhook.path}"]
                      if runner is not None else [])
         if forward is not None:
@@ -277,7 +278,7 @@ async def _listen(routes: list[web.RouteDef], listen: str, field: str) -> web.Ap
 
 async def _run_gateway(
     config: Config, http: aiohttp.ClientSession, tokens: AccessTokenManager,
-    pipeline: Callable[[QQEvent], Awaitable[None]],
+    pipeline: Callable[[Sequence[QQEvent]], Awaitable[None]],
 ) -> None:
     """Discover the gateway URL, then keep a session (resuming the saved one)."""
     delay = 1.0
@@ -315,18 +316,30 @@ async def _start_webhook(
 
 
 def _counted(
-    pipeline: InboundPipeline, transport: str
-) -> Callable[[QQEvent], Awaitable[None]]:
-    """The pipeline, counting each platform event it is handed (``gensokyo_events_in``).
+    process_batch: Callable[[Sequence[QQEvent]], Awaitable[None]], transport: str
+) -> Callable[[Sequence[QQEvent]], Awaitable[None]]:
+    """The pipeline's batch entry, counting each platform event it is handed
+    (``gensokyo_events_in``).
 
     A plain function handing back the pipeline's coroutine, not a coroutine awaiting it:
-    one frame less to create and to resume at every suspension of every event.
+    one frame less to create and to resume at every suspension of every batch.
     """
     received = metrics.EVENTS_IN.labels(transport)
 
+    def process(events: Sequence[QQEvent]) -> Awaitable[None]:
+        received.inc(len(events))
+        return process_batch(events)
+
+    return process
+
+
+def _one_at_a_time(
+    process_batch: Callable[[Sequence[QQEvent]], Awaitable[None]]
+) -> Callable[[QQEvent], Awaitable[None]]:
+    """A batch entry for a source that hands over one event at a time (the webhook)."""
+
     def process(event: QQEvent) -> Awaitable[None]:
-        received.inc()
-        return pipeline(event)
+        return process_batch([event])
 
     return process
 

@@ -5,7 +5,8 @@ Rules:
 1. **Identities first, durably.** Every OpenID of the event is resolved through the
    identity graph (which returns only after its commit is durable) before any OneBot event
    is built, so a vUIN a framework sees can never be handed to someone else after a crash.
-   Group and author resolve concurrently and share a group commit.
+   The new people of an event, or of a whole batch of events, resolve concurrently and
+   share one group commit.
 2. **One person, one vUIN across bots.** With ``link_union_openid`` the author's
    ``union_openid`` is resolved together with the OpenID, so the operator's other AppIDs
    land on the same vUIN.
@@ -21,7 +22,8 @@ Rules:
    frameworks that take string ids), or the person's QQ number when an rUIN is bound
    (``ruin``, else the vUIN).
 
-Transports and the platform clients live elsewhere and call :meth:`InboundBridge.translate`.
+Transports and the platform clients live elsewhere and call :meth:`InboundPipeline.process_batch`
+(the gateway: every frame of one read) or the pipeline itself (the webhook: one delivery).
 """
 
 from __future__ import annotations
@@ -117,18 +119,6 @@ class InboundBridge:
         self._clock = clock
         self._log = log.bind()
 
-    async def _vuin(self, keys: list[IdentityKey], scene: str | None) -> int:
-        return (await self.graph.resolve(keys, scene=scene)).vuin
-
-    async def _vuins(self, people: Sequence[list[IdentityKey]], scene: str | None
-                     ) -> list[int]:
-        """The vUINs of several people of one event: known ones straight from the store,
-        the others resolved concurrently (so new people share one group commit)."""
-        found = [self.graph.known(keys, scene) for keys in people]
-        unknown = [keys for keys, vuin in zip(people, found, strict=True) if vuin is None]
-        resolved = iter(await asyncio.gather(*(self._vuin(keys, scene) for keys in unknown)))
-        return [next(resolved) if vuin is None else vuin for vuin in found]
-
     def _person(self, openid: OpenId, union: IdentityKey | None) -> list[IdentityKey]:
         if union is not None and self.settings.link_union_openid:
             return [openid, union]
@@ -146,19 +136,90 @@ class InboundBridge:
         segments.extend(attachment_segment(a) for a in attachments)
         return segments
 
+    def people(self, event: QQEvent) -> list[list[IdentityKey]]:
+        """Whom ``event`` names, each as the identity set of one vUIN, in the order
+        :meth:`_build` reads their vUINs (group first)."""
+        if isinstance(event, GroupMessage):
+            return [[event.group], self._person(event.author, event.author_union)]
+        if isinstance(event, C2CMessage):
+            return [self._person(event.user, event.author_union)]
+        if isinstance(event, GroupRobotEvent):
+            return [[event.group], [event.operator]]
+        if isinstance(event, GroupMemberEvent):
+            people: list[list[IdentityKey]] = [[event.group], [event.member]]
+            return people if event.operator is None else [*people, [event.operator]]
+        if isinstance(event, FriendEvent):
+            return [[event.user]]
+        if isinstance(event, Interaction):
+            return [[key] for key in (event.group, event.group_member or event.user)
+                    if key is not None]
+        return []
+
+    async def _resolve_people(self, events: Sequence[QQEvent]) -> list[list[int]]:
+        """The vUINs of everyone in ``events`` (rule 1): known ones straight from the store,
+        the others resolved concurrently, so the new people of a whole batch share one group
+        commit."""
+        people = [self.people(event) for event in events]
+        found: list[list[int | None]] = []
+        unknown: dict[tuple[tuple[IdentityKey, ...], str | None], int] = {}
+        for event, persons in zip(events, people, strict=True):
+            scene = event.scene
+            vuins = [self.graph.known(keys, scene) for keys in persons]
+            for keys, vuin in zip(persons, vuins, strict=True):
+                if vuin is None:
+                    unknown[(tuple(keys), scene)] = 0
+            found.append(vuins)
+        if unknown:
+            resolutions = await asyncio.gather(
+                *(self.graph.resolve(keys, scene=scene) for keys, scene in unknown))
+            for wanted, resolution in zip(unknown, resolutions, strict=True):
+                unknown[wanted] = resolution.vuin
+            for event, persons, vuins in zip(events, people, found, strict=True):
+                for i, keys in enumerate(persons):
+                    if vuins[i] is None:
+                        vuins[i] = unknown[(tuple(keys), event.scene)]
+        return cast(list[list[int]], found)
+
+    def _msgids_of(self, event: QQEvent) -> list[tuple[str, MsgContext]]:
+        """The real ids ``event`` puts in the msgid map (rules 3 and 5)."""
+        app_id = self.settings.app_id
+        if isinstance(event, GroupMessage):
+            return [(event.message_id, MsgContext(app_id, "group", event.group.openid, "in"))]
+        if isinstance(event, C2CMessage):
+            return [(event.message_id, MsgContext(app_id, "c2c", event.user.openid, "in"))]
+        chat = self._reply_chat(event)
+        if chat is not None and event.event_id is not None:
+            # a reply-able event's id, so a send to that chat can answer it (rule 5)
+            return [(event.event_id, MsgContext(app_id, EVENT_KINDS[chat[0]], chat[1].openid,
+                                                "in"))]
+        return []
+
     async def translate(self, event: QQEvent) -> list[dict[str, Any]]:
         """The OneBot events for one platform event (empty for lifecycle or unknown ones)."""
-        events = await self._translate(event)
-        if events:
-            chat = self._reply_chat(event)
-            if chat is not None and event.event_id is not None:
-                # a reply-able event's id, so a send to that chat can answer it (rule 5)
-                await self.msgids.store_real(event.event_id, MsgContext(
-                    self.settings.app_id, EVENT_KINDS[chat[0]], chat[1].openid, "in"))
-            if self.settings.op_userid_type != "vuin":
-                ids = self._downstream_ids(event)
-                events = [_with_ids(item, ids) for item in events]
+        [events] = await self.translate_many([event])
         return events
+
+    async def translate_many(self, events: Sequence[QQEvent]) -> list[list[dict[str, Any]]]:
+        """:meth:`translate` for a batch, in order: one wait for the identities of all (one
+        group commit for the new ones) and one for their message ids, instead of one each.
+        Whole or nothing: if any of it fails, the batch raises."""
+        vuins = await self._resolve_people(events)
+        msgids = [self._msgids_of(event) for event in events]
+        virtual_ids = iter(await self.msgids.store_many(
+            [item for items in msgids for item in items]))
+        now = int(self._clock())
+        translated = []
+        for event, people, items in zip(events, vuins, msgids, strict=True):
+            virtual_id = next(virtual_ids) if items else 0
+            if isinstance(event, (GroupMessage, C2CMessage)):
+                onebot = self._message(event, people, virtual_id, now)
+            else:
+                onebot = self._notices(event, people, now)
+            if onebot and self.settings.op_userid_type != "vuin":
+                ids = self._downstream_ids(event)
+                onebot = [_with_ids(item, ids) for item in onebot]
+            translated.append(onebot)
+        return translated
 
     @staticmethod
     def _reply_chat(event: QQEvent) -> tuple[str, OpenId] | None:
@@ -192,35 +253,30 @@ class InboundBridge:
                 ids[vuin] = _qq_number(self.graph.show(vuin).identities) or vuin
         return ids
 
-    async def _translate(self, event: QQEvent) -> list[dict[str, Any]]:
+    def _message(self, event: GroupMessage | C2CMessage, vuins: list[int], virtual_id: int,
+                 now: int) -> list[dict[str, Any]]:
         s = self.settings
-        now = int(self._clock())
         if isinstance(event, GroupMessage):
-            group_vuin, user_vuin = await self._vuins(
-                ([event.group], self._person(event.author, event.author_union)), event.scene)
-            virtual_id = await self.msgids.store_real(
-                event.message_id, MsgContext(s.app_id, "group", event.group.openid, "in"))
-            extra = self._extensions("group", event.author, event.group)
+            group_vuin, user_vuin = vuins
             self._log.info("[message] group mapped", group=group_vuin, user=user_vuin,
                            message_id=virtual_id)
             at_self = event.event_type == "GROUP_AT_MESSAGE_CREATE" or event.mentioned_bot
             return [ob.group_message(
                 self_id=s.self_id, time=now, message_id=virtual_id, group_id=group_vuin,
-                user_id=user_vuin, fmt=s.message_format, extra=extra,
+                user_id=user_vuin, fmt=s.message_format,
+                extra=self._extensions("group", event.author, event.group),
                 segments=self._segments(event.content, event.attachments, at_self))]
-        if isinstance(event, C2CMessage):
-            user_vuin = await self._vuin(self._person(event.user, event.author_union),
-                                         event.scene)
-            virtual_id = await self.msgids.store_real(
-                event.message_id, MsgContext(s.app_id, "c2c", event.user.openid, "in"))
-            self._log.info("[message] c2c mapped", user=user_vuin, message_id=virtual_id)
-            return [ob.private_message(
-                self_id=s.self_id, time=now, message_id=virtual_id, user_id=user_vuin,
-                fmt=s.message_format, extra=self._extensions("private", event.user, None),
-                segments=self._segments(event.content, event.attachments, False))]
+        [user_vuin] = vuins
+        self._log.info("[message] c2c mapped", user=user_vuin, message_id=virtual_id)
+        return [ob.private_message(
+            self_id=s.self_id, time=now, message_id=virtual_id, user_id=user_vuin,
+            fmt=s.message_format, extra=self._extensions("private", event.user, None),
+            segments=self._segments(event.content, event.attachments, False))]
+
+    def _notices(self, event: QQEvent, vuins: list[int], now: int) -> list[dict[str, Any]]:
+        s = self.settings
         if isinstance(event, GroupRobotEvent):
-            group_vuin, operator_vuin = await self._vuins(
-                ([event.group], [event.operator]), event.scene)
+            group_vuin, operator_vuin = vuins
             self._log.info("[message] group robot event mapped", type=event.event_type,
                            group=group_vuin, operator=operator_vuin)
             when = event.timestamp or now
@@ -235,10 +291,8 @@ class InboundBridge:
             return [self._notice(event.event_type.lower(), when, group_id=group_vuin,
                                  operator_id=operator_vuin)]
         if isinstance(event, GroupMemberEvent):
-            group_vuin, member_vuin = await self._vuins(
-                ([event.group], [event.member]), event.scene)
-            operator_vuin = (member_vuin if event.operator is None
-                             else await self._vuin([event.operator], event.scene))
+            group_vuin, member_vuin, *operator = vuins
+            operator_vuin = operator[0] if operator else member_vuin
             self._log.info("[message] group_member mapped", type=event.event_type,
                            group=group_vuin, user=member_vuin)
             when = event.timestamp or now
@@ -250,19 +304,19 @@ class InboundBridge:
                                       user_id=member_vuin, operator_id=operator_vuin,
                                       sub_type=left)]
         if isinstance(event, FriendEvent):
-            user_vuin = await self._vuin([event.user], event.scene)
+            [user_vuin] = vuins
             self._log.info("[message] friend mapped", type=event.event_type, user=user_vuin)
             when = event.timestamp or now
             if event.event_type == "FRIEND_ADD":
                 return [ob.friend_add(self_id=s.self_id, time=when, user_id=user_vuin)]
             return [self._notice(event.event_type.lower(), when, user_id=user_vuin)]
         if isinstance(event, Interaction):
+            found = iter(vuins)
             ids: dict[str, int] = {}
             if event.group is not None:
-                ids["group_id"] = await self._vuin([event.group], event.scene)
-            member = event.group_member or event.user
-            if member is not None:
-                ids["user_id"] = await self._vuin([member], event.scene)
+                ids["group_id"] = next(found)
+            if (event.group_member or event.user) is not None:
+                ids["user_id"] = next(found)
             return [self._notice("interaction", now, interaction_id=event.interaction_id,
                                  button_data=event.button_data, button_id=event.button_id,
                                  **ids)]
@@ -328,10 +382,11 @@ class EventSink(Protocol):
 class InboundPipeline:
     """Platform event → bridge → every sink, keeping each chat's events in arrival order.
 
-    Deliveries are processed concurrently (one slow chat must not hold up the others), but
-    two events of the same chat take turns in the order they arrived: asyncio locks are
-    fair, so the one that asked first translates and publishes first. A delivery already
-    processed (webhook retry, gateway replay, both sources at once) is skipped.
+    Deliveries (single events, or batches) are processed concurrently (one slow chat must
+    not hold up the others), but two of the same chat take turns in the order they arrived
+    (:mod:`gensokyo_idmap.chat_turns`): the one that came first translates and publishes
+    first. A delivery already processed (webhook retry, gateway replay, both sources at
+    once) is skipped.
     """
 
     def __init__(self, bridge: InboundBridge, sinks: Sequence[EventSink],
@@ -351,15 +406,16 @@ class InboundPipeline:
         self.duplicates = 0
         self.delivery_wait = 2.0
 
-    async def _keep_owed(self, owed: list[tuple[str, dict[str, Any], asyncio.Future[bool]]],
-                         key: str | None) -> None:
+    async def _keep_owed(
+        self, owed: list[tuple[str, dict[str, Any], asyncio.Future[bool], str | None]]
+    ) -> None:
         """Events a framework has not got yet go to the outbox before the source is told
         "done": a crash now costs nothing (rule of the outbox module)."""
         owed = [item for item in owed if not _written(item[2])]
         if not owed or self._outbox is None:
             return
-        entries = await self._outbox.keep([(name, onebot, key) for name, onebot, _ in owed])
-        for (name, _, future), entry in zip(owed, entries, strict=True):
+        entries = await self._outbox.keep([(name, onebot, key) for name, onebot, _, key in owed])
+        for (name, _, future, _), entry in zip(owed, entries, strict=True):
             self._outbox.forget_when_written(name, entry, future)
 
     async def _acknowledge_quietly(self, event: Interaction) -> None:
@@ -374,41 +430,71 @@ class InboundPipeline:
 
     async def __call__(self, event: QQEvent) -> None:
         """Process ``event`` once; raise if it could not be (the source must redeliver)."""
-        key = delivery_key(event)
-        earlier = self._deliveries.claim(key) if key is not None else None
-        if earlier is not None:
-            self.duplicates += 1
+        await self.process_batch([event])
+
+    async def process_batch(self, events: Sequence[QQEvent]) -> None:
+        """Process each of ``events`` once, in order; raise if they could not all be (the
+        source must redeliver them: those that were processed are then skipped).
+
+        A batch (the gateway hands over every frame it read in one turn of the loop) costs
+        one task, one wait for its identities and message ids and one wait for the sockets,
+        where one event at a time cost each of them per event: most of an event's price
+        when the users are known.
+        """
+        keys: list[str | None] = []
+        fresh: list[QQEvent] = []
+        repeats: list[tuple[str, asyncio.Future[None]]] = []
+        for event in events:
+            key = delivery_key(event)
+            earlier = self._deliveries.claim(key) if key is not None else None
+            if earlier is not None:
+                assert key is not None
+                self.duplicates += 1
+                repeats.append((key, earlier))
+                continue
+            keys.append(key)
+            fresh.append(event)
+        try:
+            if fresh:
+                await self._deliver(fresh, keys)
+        except BaseException as exc:
+            for key in keys:
+                if key is not None:
+                    self._deliveries.finish(key, exc)
+            raise
+        for key in keys:
+            if key is not None:
+                self._deliveries.finish(key, None)
+        for key, earlier in repeats:
             await earlier  # a repeat: the first delivery's outcome is this one's too
             log.info("[message] duplicate delivery skipped", key=key)
-            return
-        try:
-            written: list[asyncio.Future[Any]] = []
-            owed: list[tuple[str, dict[str, Any], asyncio.Future[bool]]] = []
-            async with self._turns.turn(event.scene):
-                for onebot_event in await self.bridge.translate(event):
+
+    async def _deliver(self, events: list[QQEvent], keys: list[str | None]) -> None:
+        written: list[asyncio.Future[Any]] = []
+        owed: list[tuple[str, dict[str, Any], asyncio.Future[bool], str | None]] = []
+        async with self._turns.turn(*(event.scene for event in events)):
+            translated = await self.bridge.translate_many(events)
+            for onebot_events, key in zip(translated, keys, strict=True):
+                for onebot_event in onebot_events:
                     for sent in self._sent:
                         sent.inc()
                     for sink, tracked in zip(self.sinks, self._tracked, strict=True):
                         if tracked:
                             durable = cast(TrackedSink, sink)
                             future, connected = durable.publish_tracked(onebot_event)
-                            owed.append((durable.outbox_name, onebot_event, future))
+                            owed.append((durable.outbox_name, onebot_event, future, key))
                             if connected:
                                 written.append(future)
                             continue
                         published = sink.publish(onebot_event)
                         if published is not None:
                             written.append(published)
-            if written:
-                # Connected frameworks get it on the wire before the source is told "done"
-                # (the webhook's ack); a stuck one delays the ack by at most this much.
-                await wait_all(written, self.delivery_wait)
-            await self._keep_owed(owed, key)
-            if isinstance(event, Interaction) and self._acknowledge is not None:
-                await self._acknowledge_quietly(event)
-        except BaseException as exc:
-            if key is not None:
-                self._deliveries.finish(key, exc)
-            raise
-        if key is not None:
-            self._deliveries.finish(key, None)
+        if written:
+            # Connected frameworks get it on the wire before the source is told "done"
+            # (the webhook's ack); a stuck one delays the ack by at most this much.
+            await wait_all(written, self.delivery_wait)
+        await self._keep_owed(owed)
+        if self._acknowledge is not None:
+            for event in events:
+                if isinstance(event, Interaction):
+                    await self._acknowledge_quietly(event)

@@ -16,7 +16,7 @@ running.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 __all__ = ["ChatTurns", "wait_all"]
@@ -25,7 +25,10 @@ __all__ = ["ChatTurns", "wait_all"]
 class ChatTurns:
     """The queue of turns of every chat that has events in flight.
 
-    ``async with turns.turn(chat):`` waits for ``chat``'s turn and holds it for the block.
+    ``async with turns.turn(chat):`` waits for ``chat``'s turn and holds it for the block;
+    ``turns.turn(a, b, ...)`` does so for several chats at once (a batch of events of
+    several chats), queueing on all of them in one step, so two batches can never wait on
+    each other in a cycle.
     """
 
     def __init__(self) -> None:
@@ -36,49 +39,73 @@ class ChatTurns:
         """Chats with a turn in flight (0 once every chat is idle)."""
         return len(self._tails)
 
-    def turn(self, chat: str | None) -> _Turn:
-        """The next turn of ``chat`` (None: no chat, nothing to wait for)."""
-        return _Turn(self, chat)
+    def turn(self, *chats: str | None) -> _Turn:
+        """The next turn of each of ``chats`` (None: no chat, nothing to wait for)."""
+        return _Turn(self, tuple(dict.fromkeys(c for c in chats if c is not None)))
 
-    def _end(self, chat: str, turn: asyncio.Future[None]) -> None:
+    def _end(self, chats: tuple[str, ...], turn: asyncio.Future[None]) -> None:
         _resolve(turn)
-        if self._tails.get(chat) is turn:
-            del self._tails[chat]  # nobody queued behind it: forget the chat
+        tails = self._tails
+        for chat in chats:
+            if tails.get(chat) is turn:
+                del tails[chat]  # nobody queued behind it: forget the chat
 
 
 class _Turn:
-    """One event's turn in its chat (a plain class: cheaper than a generator-based one)."""
+    """One turn (of one event, or of a batch) in its chats: one future for all of them, so
+    whoever queued behind it in any of them goes on once the whole block ended (a plain
+    class: cheaper than a generator-based one)."""
 
-    __slots__ = ("_chat", "_mine", "_turns")
+    __slots__ = ("_chats", "_mine", "_turns")
 
-    def __init__(self, turns: ChatTurns, chat: str | None) -> None:
+    def __init__(self, turns: ChatTurns, chats: tuple[str, ...]) -> None:
         self._turns = turns
-        self._chat = chat
+        self._chats = chats
         self._mine: asyncio.Future[None] | None = None
 
     async def __aenter__(self) -> None:
-        chat = self._chat
-        if chat is None:
+        chats = self._chats
+        if not chats:
             return
         tails = self._turns._tails
         loop = asyncio.get_running_loop()
-        before = tails.get(chat)
         mine: asyncio.Future[None] = loop.create_future()
-        self._mine = tails[chat] = mine
-        if before is not None and not before.done():
-            waiter: asyncio.Future[None] = loop.create_future()
-            before.add_done_callback(lambda _: _resolve(waiter))
-            try:
-                await waiter  # cancellation cancels this private waiter only
-            except BaseException:
-                # cancelled before its turn: hand the turn on once the one before ended,
-                # so nothing behind this event overtakes the one still running
-                before.add_done_callback(lambda _: self._turns._end(chat, mine))
-                raise
+        self._mine = mine
+        before: list[asyncio.Future[None]] = []
+        for chat in chats:
+            tail = tails.get(chat)
+            tails[chat] = mine
+            if tail is not None and not tail.done():
+                before.append(tail)
+        if not before:
+            return
+        waiter: asyncio.Future[None] = loop.create_future()
+        _when_all_done(before, lambda: _resolve(waiter))
+        try:
+            await waiter  # cancellation cancels this private waiter only
+        except BaseException:
+            # cancelled before its turn: hand the turn on once the ones before ended, so
+            # nothing behind this event overtakes one still running
+            _when_all_done(before, lambda: self._turns._end(chats, mine))
+            raise
 
     async def __aexit__(self, *exc: object) -> None:
-        if self._chat is not None and self._mine is not None:
-            self._turns._end(self._chat, self._mine)
+        if self._mine is not None:
+            self._turns._end(self._chats, self._mine)
+
+
+def _when_all_done(futures: list[asyncio.Future[None]], then: Callable[[], None]) -> None:
+    """Call ``then`` once every one of ``futures`` is done."""
+    remaining = len(futures)
+
+    def one_done(_: asyncio.Future[None]) -> None:
+        nonlocal remaining
+        remaining -= 1
+        if remaining == 0:
+            then()
+
+    for future in futures:
+        future.add_done_callback(one_done)
 
 
 def _resolve(future: asyncio.Future[None]) -> None:

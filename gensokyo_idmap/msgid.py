@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Final, Literal
 
@@ -201,6 +201,27 @@ class MsgIdMap:
         store, ctx = self._store_fn(real_id, context)
         stored = self.store.transact(store) if alone else await self.store.write(store)
         return self._stored(real_id, ctx, *stored)
+
+    async def store_many(self, items: Sequence[tuple[str, MsgContext]]) -> list[int]:
+        """The virtual ids of several real ids (a batch of inbound events), in order.
+
+        Every write joins the same transaction of this turn of the loop, so the batch
+        waits for one commit, not one per id.
+        """
+        queued = []
+        for real_id, context in items:
+            store, ctx = self._store_fn(real_id, context)
+            queued.append((real_id, ctx, self.store.write(store)))
+        virtual_ids: list[int] = []
+        failed: BaseException | None = None
+        for real_id, ctx, stored in queued:  # every outcome is taken, the first error raised
+            try:
+                virtual_ids.append(self._stored(real_id, ctx, *await stored))
+            except Exception as exc:  # noqa: BLE001 - re-raised below
+                failed = failed or exc
+        if failed is not None:
+            raise failed
+        return virtual_ids
 
     def store_real_sync(self, real_id: str, context: MsgContext | None = None) -> int:
         """Blocking :meth:`store_real`, for code without an event loop (CLI, compat)."""

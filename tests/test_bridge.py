@@ -170,10 +170,19 @@ class SlowFirstBridge(InboundBridge):
 
     slow_ids = {"ROBOT1.0_first"}
 
-    async def translate(self, event: Any) -> list[dict[str, Any]]:
-        if getattr(event, "message_id", None) in self.slow_ids:
+    async def translate_many(self, events: Any) -> list[list[dict[str, Any]]]:
+        if any(getattr(event, "message_id", None) in self.slow_ids for event in events):
             await asyncio.sleep(0.05)
-        return await super().translate(event)
+        return await super().translate_many(events)
+
+
+def _pipeline(identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore,
+              bridge_type: type[InboundBridge] = InboundBridge) -> tuple[InboundPipeline, Collect]:
+    """A pipeline over the real stores with one collecting sink."""
+    bridge = bridge_type(IdentityGraph(identity_store), MsgIdMap(msgid_store),
+                         BridgeSettings(app_id=APP, self_id=SELF))
+    sink = Collect()
+    return InboundPipeline(bridge, [sink]), sink
 
 
 def _group_msg(message_id: str, group: str = GROUP) -> Any:
@@ -209,10 +218,7 @@ def test_events_of_one_chat_keep_their_order(identity_store: LmdbIdentityStore,
 
 def test_a_delivery_seen_before_is_skipped_whatever_the_source(
         identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore) -> None:
-    bridge = InboundBridge(IdentityGraph(identity_store), MsgIdMap(msgid_store),
-                           BridgeSettings(app_id=APP, self_id=SELF))
-    sink = Collect()
-    pipeline = InboundPipeline(bridge, [sink])
+    pipeline, sink = _pipeline(identity_store, msgid_store)
 
     async def main() -> None:
         await pipeline(_group_msg("ROBOT1.0_once"))   # e.g. via the webhook
@@ -223,3 +229,89 @@ def test_a_delivery_seen_before_is_skipped_whatever_the_source(
     assert [e["message"][1]["data"]["text"] for e in sink.events] == [
         "ROBOT1.0_once", "ROBOT1.0_other"]
     assert pipeline.duplicates == 1
+
+
+def _from(message_id: str, user: str, group: str = GROUP) -> Any:
+    raw = json.loads(json.dumps(GROUP_AT))
+    raw["d"].update(id=message_id, content=message_id, group_openid=group, group_id=group)
+    raw["d"]["author"] = {"id": user, "member_openid": user}
+    return frame(raw)
+
+
+def test_a_batch_resolves_its_new_people_in_one_commit_and_keeps_its_order(
+        bridge: InboundBridge, identity_store: LmdbIdentityStore) -> None:
+    """Three new people (one of them twice, in two groups) and a known one: one durable
+    commit for all, the same person gets the same vUIN everywhere, message ids in order."""
+    newcomer = "1" * 32
+    run(bridge.translate(_from("ROBOT1.0_before", USER)))  # USER and GROUP known now
+    batches_before, _ = identity_store.commit_stats
+    batch = [_from("ROBOT1.0_b1", newcomer), _from("ROBOT1.0_b2", "2" * 32),
+             _from("ROBOT1.0_b3", USER), _from("ROBOT1.0_b4", newcomer, OTHER)]
+    translated = run(bridge.translate_many(batch))
+    assert identity_store.commit_stats[0] == batches_before + 1
+    events = [onebot for [onebot] in translated]
+    assert [e["message"][1]["data"]["text"] for e in events] == [
+        "ROBOT1.0_b1", "ROBOT1.0_b2", "ROBOT1.0_b3", "ROBOT1.0_b4"]
+    graph = bridge.graph
+    for event, source in zip(events, batch, strict=True):
+        assert event["user_id"] == graph.lookup(source.author)
+        assert event["group_id"] == graph.lookup(source.group)
+    assert events[0]["user_id"] == events[3]["user_id"] != events[1]["user_id"]
+    assert events[0]["group_id"] != events[3]["group_id"]
+    ids = [e["message_id"] for e in events]
+    assert ids == sorted(ids) and len(set(ids)) == 4
+    for event, source in zip(events, batch, strict=True):
+        assert bridge.msgids.real_id_of(event["message_id"]) == source.message_id
+
+
+def test_a_batch_that_fails_stores_nothing_of_its_messages_and_raises(
+        bridge: InboundBridge, identity_store: LmdbIdentityStore) -> None:
+    """Bad people in a batch (an identity set the graph refuses) fail the whole batch:
+    the source redelivers it; nothing of it reached a framework."""
+    good = _from("ROBOT1.0_ok", USER)
+    bad = _from("ROBOT1.0_bad", "3" * 32)
+    original = bridge.graph.resolve
+
+    async def refusing(keys: Any, scene: Any = None, scene_identity: Any = None) -> Any:
+        if any(getattr(key, "openid", None) == "3" * 32 for key in keys):
+            raise RuntimeError("store unavailable")
+        return await original(keys, scene=scene, scene_identity=scene_identity)
+
+    bridge.graph.resolve = refusing  # type: ignore[method-assign]
+    with pytest.raises(RuntimeError, match="store unavailable"):
+        run(bridge.translate_many([good, bad]))
+    assert bridge.msgids.counts().live_or_unswept == 0
+
+
+def test_one_delivery_twice_in_a_batch_is_processed_once(
+        identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore) -> None:
+    pipeline, sink = _pipeline(identity_store, msgid_store)
+
+    async def main() -> None:
+        await pipeline.process_batch([_group_msg("ROBOT1.0_twice"), _group_msg("ROBOT1.0_b"),
+                                      _group_msg("ROBOT1.0_twice")])
+
+    run(main())
+    assert [e["message"][1]["data"]["text"] for e in sink.events] == [
+        "ROBOT1.0_twice", "ROBOT1.0_b"]
+    assert pipeline.duplicates == 1
+    assert len(pipeline._turns) == 0
+
+
+def test_a_batch_waits_for_the_turns_of_each_of_its_chats(
+        identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore) -> None:
+    """A batch of two chats goes after a slow event of either, and before later ones."""
+    pipeline, sink = _pipeline(identity_store, msgid_store, SlowFirstBridge)
+
+    async def main() -> None:
+        first = asyncio.create_task(pipeline(_group_msg("ROBOT1.0_first", OTHER)))
+        await asyncio.sleep(0)
+        batch = asyncio.create_task(pipeline.process_batch(
+            [_group_msg("ROBOT1.0_b1"), _group_msg("ROBOT1.0_b2", OTHER)]))
+        await asyncio.sleep(0)
+        later = asyncio.create_task(pipeline(_group_msg("ROBOT1.0_later")))
+        await asyncio.gather(first, batch, later)
+
+    run(main())
+    assert [e["message"][1]["data"]["text"] for e in sink.events] == [
+        "ROBOT1.0_first", "ROBOT1.0_b1", "ROBOT1.0_b2", "ROBOT1.0_later"]

@@ -15,9 +15,10 @@ def run(coro: object) -> object:
     return asyncio.run(asyncio.wait_for(coro, 10))  # type: ignore[arg-type]
 
 
-async def _event(turns: ChatTurns, chat: str | None, name: str, delay: float,
-                 log: list[str]) -> None:
-    async with turns.turn(chat):
+async def _event(turns: ChatTurns, chat: str | None | tuple[str, ...], name: str,
+                 delay: float, log: list[str]) -> None:
+    """One event's (or, for a tuple of chats, one batch's) turn, logged."""
+    async with turns.turn(*(chat if isinstance(chat, tuple) else (chat,))):
         log.append(f"start {name}")
         await asyncio.sleep(delay)
         log.append(f"end {name}")
@@ -52,16 +53,21 @@ def test_other_chats_and_no_chat_do_not_wait() -> None:
     assert len(turns) == 0
 
 
-def test_a_cancelled_waiter_lets_nobody_overtake_the_running_turn() -> None:
+@pytest.mark.parametrize(("first_chat", "second_chats", "third_chat"), [
+    ("g1", "g1", "g1"),
+    ("g2", ("g1", "g2"), "g1"),  # the cancelled one is a batch: it hands g1 on after g2
+])
+def test_a_cancelled_waiter_lets_nobody_overtake_the_running_turn(
+        first_chat: str, second_chats: str | tuple[str, ...], third_chat: str) -> None:
     turns = ChatTurns()
     log: list[str] = []
 
     async def main() -> None:
-        first = asyncio.create_task(_event(turns, "g1", "first", 0.05, log))
+        first = asyncio.create_task(_event(turns, first_chat, "first", 0.05, log))
         await asyncio.sleep(0)
-        second = asyncio.create_task(_event(turns, "g1", "second", 0.0, log))
+        second = asyncio.create_task(_event(turns, second_chats, "second", 0.0, log))
         await asyncio.sleep(0)
-        third = asyncio.create_task(_event(turns, "g1", "third", 0.0, log))
+        third = asyncio.create_task(_event(turns, third_chat, "third", 0.0, log))
         await asyncio.sleep(0.01)
         second.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -109,6 +115,29 @@ def test_any_mix_keeps_each_chat_in_order_and_exclusive(plan: list[tuple[str, fl
         expected = [f"{what} {chat}:{i}" for i, (c, _) in enumerate(plan) if c == chat
                     for what in ("start", "end")]
         assert mine == expected
+    assert len(turns) == 0
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.lists(st.sampled_from(["g1", "g2", "g3"]), min_size=1,
+                                   max_size=3),
+                          st.sampled_from([0.0, 0.0, 0.001, 0.003])), min_size=1, max_size=10))
+def test_turns_of_several_chats_keep_every_chat_in_order_and_exclusive(
+        plan: list[tuple[list[str], float]]) -> None:
+    """A batch's turn holds all its chats at once: for each chat, the turns that name it
+    start in arrival order, each after the one before ended."""
+    turns = ChatTurns()
+    log: list[str] = []
+
+    async def main() -> None:
+        await asyncio.gather(*(_event(turns, tuple(chats), f"#{i}", delay, log)
+                               for i, (chats, delay) in enumerate(plan)))
+
+    run(main())
+    for chat in {c for chats, _ in plan for c in chats}:
+        named = [i for i, (chats, _) in enumerate(plan) if chat in chats]
+        mine = [line for line in log if int(line.split("#")[1]) in named]
+        assert mine == [f"{what} #{i}" for i in named for what in ("start", "end")]
     assert len(turns) == 0
 
 

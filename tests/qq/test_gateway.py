@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 from aiohttp import ClientSession
@@ -32,8 +32,8 @@ def run_with(tmp_path: Path, scenario: Callable[[EmulatedPlatform, Callable[[], 
         await platform.start()
         events: list[QQEvent] = []
 
-        async def pipeline(event: QQEvent) -> None:
-            events.append(event)
+        async def pipeline(batch: Sequence[QQEvent]) -> None:
+            events.extend(batch)
 
         async with ClientSession() as session:
             tokens = platform.token_manager(session)
@@ -163,9 +163,9 @@ def test_saved_seq_never_runs_ahead_and_is_flushed_when_the_connection_ends(
         client.save_interval = 0.2
         original = client.pipeline
 
-        async def pipeline(event: QQEvent) -> None:
+        async def pipeline(batch: Sequence[QQEvent]) -> None:
             seen_in_file.append((state.load().seq, len(events)))
-            await original(event)
+            await original(batch)
 
         client.pipeline = pipeline
         async with ClientSession() as session:
@@ -187,25 +187,28 @@ def test_saved_seq_never_runs_ahead_and_is_flushed_when_the_connection_ends(
 
 
 def test_events_run_concurrently_but_the_saved_seq_waits_for_the_slowest(tmp_path: Path) -> None:
-    """A slow event (one chat's commit) does not hold up the events after it, but the seq
+    """A slow batch (one chat's commit) does not hold up the batches after it, but the seq
     the client saves never passes it until it has finished."""
     release = asyncio.Event()
+    started = asyncio.Event()
 
     async def scenario(platform: EmulatedPlatform, make: Callable[[], GatewayClient],
                        events: list[QQEvent]) -> None:
         client = make()
         original = client.pipeline
 
-        async def pipeline(event: QQEvent) -> None:
-            if isinstance(event, GroupMessage) and event.content == "m1":
+        async def pipeline(batch: Sequence[QQEvent]) -> None:
+            if "m1" in messages(list(batch)):
+                started.set()
                 await release.wait()
-            await original(event)
+            await original(batch)
 
         client.pipeline = pipeline
         async with ClientSession() as session:
             task = asyncio.create_task(client.run(session))
             await until(lambda: client.session_id is not None)
             slow = await platform.push("GROUP_AT_MESSAGE_CREATE", group_message(1))
+            await started.wait()  # m1's batch is running: the others come in later ones
             for n in range(2, 6):
                 await platform.push("GROUP_AT_MESSAGE_CREATE",
                                     group_message(n, group=f"{n:032X}"))
@@ -235,14 +238,16 @@ def test_no_more_than_max_in_flight_events_run_at_once_and_the_rest_follow(
         client.max_in_flight = 2
         original = client.pipeline
 
-        async def pipeline(event: QQEvent) -> None:
+        async def pipeline(batch: Sequence[QQEvent]) -> None:
             nonlocal most
-            assert isinstance(event, GroupMessage)
-            running.append(event.content)
+            contents = messages(list(batch))
+            assert len(contents) == len(batch)
+            running.extend(contents)
             most = max(most, len(running))
             await release.wait()
-            running.remove(event.content)
-            await original(event)
+            for content in contents:
+                running.remove(content)
+            await original(batch)
 
         client.pipeline = pipeline
         async with ClientSession() as session:
@@ -265,6 +270,39 @@ def test_no_more_than_max_in_flight_events_run_at_once_and_the_rest_follow(
     run_with(tmp_path, scenario)
 
 
+def test_frames_read_together_go_to_the_pipeline_as_one_batch_in_order(
+        tmp_path: Path) -> None:
+    """Frames that arrive in one read are handed over together (one task, one wait), in
+    the platform's order; the watermark passes them once the batch finished."""
+    batches: list[list[str]] = []
+
+    async def scenario(platform: EmulatedPlatform, make: Callable[[], GatewayClient],
+                       events: list[QQEvent]) -> None:
+        client = make()
+        original = client.pipeline
+
+        async def pipeline(batch: Sequence[QQEvent]) -> None:
+            batches.append(messages(list(batch)))
+            await original(batch)
+
+        client.pipeline = pipeline
+        async with ClientSession() as session:
+            task = asyncio.create_task(client.run(session))
+            await until(lambda: client.session_id is not None)
+            # written in one turn of the loop: on the socket before the client reads
+            await asyncio.gather(*(platform.push("GROUP_AT_MESSAGE_CREATE",
+                                                 group_message(n, group=f"{n % 2:032X}"))
+                                   for n in range(1, 9)))
+            await until(lambda: len(events) == 8)
+            await until(lambda: client.seq == platform.sent[-1]["s"])
+            await client.close()
+            await task
+        assert [m for batch in batches for m in batch] == [f"m{n}" for n in range(1, 9)]
+        assert max(len(batch) for batch in batches) > 1
+
+    run_with(tmp_path, scenario)
+
+
 def test_an_event_that_fails_is_replayed_after_a_resume(tmp_path: Path) -> None:
     failures = [True]
 
@@ -273,11 +311,11 @@ def test_an_event_that_fails_is_replayed_after_a_resume(tmp_path: Path) -> None:
         client = make()
         original = client.pipeline
 
-        async def pipeline(event: QQEvent) -> None:
-            if isinstance(event, GroupMessage) and event.content == "m2" and failures:
+        async def pipeline(batch: Sequence[QQEvent]) -> None:
+            if "m2" in messages(list(batch)) and failures:
                 failures.pop()
                 raise RuntimeError("store unavailable")
-            await original(event)
+            await original(batch)
 
         client.pipeline = pipeline
         async with ClientSession() as session:

@@ -46,9 +46,9 @@ def serve(identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore, scenar
     collected = Collector()
 
     class Bridge(InboundBridge):
-        async def translate(self, event: Any) -> list[dict[str, Any]]:
-            inner = super().translate
-            return await (translate_wrapper(inner) if translate_wrapper else inner)(event)
+        async def translate_many(self, events: Any) -> list[list[dict[str, Any]]]:
+            inner = super().translate_many
+            return await (translate_wrapper(inner) if translate_wrapper else inner)(events)
 
     bridge = Bridge(IdentityGraph(identity_store), MsgIdMap(msgid_store),
                     BridgeSettings(app_id=APP, self_id=int(APP)))
@@ -169,10 +169,10 @@ def test_duplicate_deliveries_are_processed_once(
     calls: list[str] = []
 
     def slow(translate: Any) -> Any:
-        async def wrapped(event: QQEvent) -> list[dict[str, Any]]:
-            calls.append(event.event_type)
+        async def wrapped(events: list[QQEvent]) -> list[list[dict[str, Any]]]:
+            calls.extend(event.event_type for event in events)
             await asyncio.sleep(0.05)  # keep the first delivery in flight for the second
-            result: list[dict[str, Any]] = await translate(event)
+            result: list[list[dict[str, Any]]] = await translate(events)
             return result
         return wrapped
 
@@ -196,10 +196,10 @@ def test_failed_processing_is_not_acknowledged_and_is_retried(
     failures = [RuntimeError("downstream queue closed")]
 
     def flaky(translate: Any) -> Any:
-        async def wrapped(event: QQEvent) -> list[dict[str, Any]]:
+        async def wrapped(events: list[QQEvent]) -> list[list[dict[str, Any]]]:
             if failures:
                 raise failures.pop()
-            result: list[dict[str, Any]] = await translate(event)
+            result: list[list[dict[str, Any]]] = await translate(events)
             return result
         return wrapped
 
