@@ -44,6 +44,7 @@ class DeliveryLog:
         self._limit = limit
         self._clock = clock
         self._seen: OrderedDict[str, float] = OrderedDict()  # key → when claimed
+        self._oldest_expires = float("inf")  # when the oldest entry is due to be forgotten
         # key → the future repeats wait on (None: in flight, nobody waiting yet)
         self._in_flight: dict[str, asyncio.Future[None] | None] = {}
 
@@ -51,11 +52,8 @@ class DeliveryLog:
         """None: the caller processes ``key`` now. A future: someone did or is doing it."""
         now = self._clock()
         seen = self._seen
-        while seen:
-            oldest, at = next(iter(seen.items()))
-            if now - at < self._ttl and len(seen) < self._limit:
-                break
-            del seen[oldest]
+        if now >= self._oldest_expires or len(seen) >= self._limit:
+            self._forget_old(now)
         if key in seen:
             loop = asyncio.get_running_loop()
             if key in self._in_flight:
@@ -66,14 +64,31 @@ class DeliveryLog:
             done: asyncio.Future[None] = loop.create_future()
             done.set_result(None)
             return done
-        seen[key] = now
+        self._add(key, now)
         self._in_flight[key] = None
         return None
+
+    def _add(self, key: str, now: float) -> None:
+        if not self._seen:
+            self._oldest_expires = now + self._ttl
+        self._seen[key] = now
+
+    def _forget_old(self, now: float) -> None:
+        """Drop entries past their time, and the oldest beyond the count limit (checked only
+        when one is due: a look at the oldest entry per event was a visible cost)."""
+        seen = self._seen
+        while seen:
+            oldest, at = next(iter(seen.items()))
+            if now - at < self._ttl and len(seen) < self._limit:
+                self._oldest_expires = at + self._ttl
+                return
+            del seen[oldest]
+        self._oldest_expires = float("inf")
 
     def remember(self, key: str) -> None:
         """Record ``key`` as processed (e.g. its events were owed from before a restart)."""
         if key not in self._seen:
-            self._seen[key] = self._clock()
+            self._add(key, self._clock())
 
     def finish(self, key: str, error: BaseException | None) -> None:
         if key not in self._in_flight:

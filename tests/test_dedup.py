@@ -82,6 +82,33 @@ def test_entries_expire_after_the_ttl_and_the_oldest_go_beyond_the_limit() -> No
     run(main())
 
 
+def test_each_entry_expires_at_its_own_time() -> None:
+    """Old entries are only looked at when the oldest is due; each still goes at its time."""
+    async def main() -> None:
+        clock = Clock()
+        log = DeliveryLog(ttl=60.0, clock=clock)
+        for key, at in (("k1", 0.0), ("k2", 30.0), ("k3", 59.0)):
+            clock.now = at
+            assert log.claim(key) is None
+            log.finish(key, None)
+        clock.now = 61.0
+        assert log.claim("k2") is not None and log.claim("k3") is not None
+        assert log.claim("k1") is None  # due at 60: forgotten
+        log.finish("k1", None)
+        clock.now = 91.0
+        assert log.claim("k2") is None  # due at 90
+        log.finish("k2", None)
+        assert log.claim("k3") is not None  # due at 119
+        clock.now = 500.0
+        assert log.claim("k3") is None and log.claim("k1") is None  # all gone, then anew
+        log.finish("k3", None)
+        log.finish("k1", None)
+        clock.now = 530.0
+        assert log.claim("k3") is not None
+
+    run(main())
+
+
 def test_remember_marks_a_key_as_processed() -> None:
     async def main() -> None:
         log = DeliveryLog()

@@ -352,8 +352,7 @@ class GatewayClient:
             if self._failed is None:
                 self._failed = exc
             return
-        for _, seq in batch:
-            self._processed(seq)
+        self._processed(*(seq for _, seq in batch))
 
     async def _finish_in_flight(self, cancel: bool = False) -> None:
         """Let the events in flight finish (on a stop), or cancel them (connection lost:
@@ -374,8 +373,11 @@ class GatewayClient:
         self._pending.clear()
         self._failed = None
 
-    def _processed(self, seq: int | None) -> None:
-        if seq:
+    def _processed(self, *seqs: int | None) -> None:
+        """The dispatches of ``seqs`` finished: move the watermark, save it (throttled)."""
+        for seq in seqs:
+            if not seq:
+                continue
             if self._pending:  # its own entry, or e.g. RESUMED behind events in flight
                 self._pending[seq] = True
             else:
