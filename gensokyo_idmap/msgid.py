@@ -23,12 +23,12 @@ import asyncio
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Final, Literal
+from typing import Final, Literal, cast
 
 import structlog
 
 from gensokyo_idmap import metrics
-from gensokyo_idmap.errors import BadInputError, NotFoundError, StoreError
+from gensokyo_idmap.errors import BadInputError, IdmapError, NotFoundError, StoreError
 from gensokyo_idmap.store.base import MsgIdCounts, MsgIdStore, MsgIdWriter, MsgRecord
 
 __all__ = [
@@ -205,23 +205,28 @@ class MsgIdMap:
     async def store_many(self, items: Sequence[tuple[str, MsgContext]]) -> list[int]:
         """The virtual ids of several real ids (a batch of inbound events), in order.
 
-        Every write joins the same transaction of this turn of the loop, so the batch
-        waits for one commit, not one per id.
+        One write function for the batch (one future, one outcome): it joins the
+        transaction of this turn of the loop like any write. A store that fails (no free
+        id) writes nothing of its own and does not stop the others; the first such error
+        is raised once every outcome is known.
         """
-        queued = []
-        for real_id, context in items:
-            store, ctx = self._store_fn(real_id, context)
-            queued.append((real_id, ctx, self.store.write(store)))
-        virtual_ids: list[int] = []
-        failed: BaseException | None = None
-        for real_id, ctx, stored in queued:  # every outcome is taken, the first error raised
-            try:
-                virtual_ids.append(self._stored(real_id, ctx, *await stored))
-            except Exception as exc:  # noqa: BLE001 - re-raised below
-                failed = failed or exc
+        stores = [self._store_fn(real_id, context) for real_id, context in items]
+
+        def store_all(view: MsgIdWriter) -> list[tuple[int, bool] | IdmapError]:
+            outcomes: list[tuple[int, bool] | IdmapError] = []
+            for store, _ in stores:
+                try:
+                    outcomes.append(store(view))
+                except IdmapError as exc:  # raised before that store wrote anything
+                    outcomes.append(exc)
+            return outcomes
+
+        outcomes = await self.store.write(store_all) if stores else []
+        failed = next((o for o in outcomes if isinstance(o, IdmapError)), None)
         if failed is not None:
             raise failed
-        return virtual_ids
+        return [self._stored(real_id, ctx, *cast(tuple[int, bool], outcome))
+                for (real_id, _), (_, ctx), outcome in zip(items, stores, outcomes, strict=True)]
 
     def store_real_sync(self, real_id: str, context: MsgContext | None = None) -> int:
         """Blocking :meth:`store_real`, for code without an event loop (CLI, compat)."""

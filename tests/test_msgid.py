@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from gensokyo_idmap.errors import BadInputError, NotFoundError
+from gensokyo_idmap.errors import BadInputError, NotFoundError, StoreError
 from gensokyo_idmap.msgid import INT32_MAX, MsgContext, MsgIdMap, check_virtual_id
 from gensokyo_idmap.store.base import MsgRecord
 from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore
@@ -307,6 +307,25 @@ def test_wrap_skips_live_ids_and_reuses_expired_unswept_ones(
     # the stale record's chat_recent entry went with it: no old message answers for the chat
     latest = msgids.latest_inbound(APP, "group", "G1", 10 * TTL)
     assert latest is not None and latest.real_id in {"alive", "alive3"}
+
+
+def test_store_many_keeps_the_order_and_agrees_with_itself(msgids: MsgIdMap) -> None:
+    assert run(msgids.store_many([("x", GROUP), ("y", OTHER_GROUP), ("x", GROUP)])) == [1, 2, 1]
+    assert msgids.real_id_of(2) == "y"
+    assert run(msgids.store_many([])) == []
+
+
+def test_store_many_raises_the_store_that_failed_and_keeps_the_others(
+    msgids: MsgIdMap, store: LmdbMsgIdStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No free id for one real id: it writes nothing, the batch raises, the others stand."""
+    assert [msgids.store_real_sync(r, GROUP) for r in ("a", "b")] == [1, 2]
+    monkeypatch.setattr("gensokyo_idmap.msgid._MAX_PROBES", 2)
+    set_counter(store, INT32_MAX)  # next candidates 1 and 2: both live
+    with pytest.raises(StoreError, match="no free virtual message id"):
+        run(msgids.store_many([("b", GROUP), ("new", GROUP)]))
+    assert msgids.virtual_of("new") is None
+    assert msgids.real_id_of(2) == "b"
 
 
 # --- latest inbound -----------------------------------------------------------------------
