@@ -159,6 +159,30 @@ def test_wait_all_returns_when_every_future_is_done() -> None:
     assert run(main()) == [True, True, True]
 
 
+def test_wait_all_waits_for_older_futures_that_finish_after_the_newest() -> None:
+    async def main() -> bool:
+        loop = asyncio.get_running_loop()
+        older, newest = loop.create_future(), loop.create_future()
+        loop.call_later(0.01, newest.set_result, 1)
+        loop.call_later(0.04, older.set_result, 1)
+        await wait_all([older, newest], timeout=5.0)
+        return older.done()
+
+    assert run(main()) is True
+
+
+def test_wait_all_keeps_one_deadline_for_all_the_futures() -> None:
+    async def main() -> float:
+        loop = asyncio.get_running_loop()
+        stuck, newest = loop.create_future(), loop.create_future()
+        loop.call_later(0.03, newest.set_result, 1)
+        start = loop.time()
+        await wait_all([stuck, newest], timeout=0.06)
+        return loop.time() - start
+
+    assert 0.05 <= run(main()) < 0.5  # not 0.03 + another 0.06
+
+
 def test_wait_all_gives_up_after_the_timeout_and_leaves_the_futures_alone() -> None:
     async def main() -> tuple[bool, bool]:
         loop = asyncio.get_running_loop()
