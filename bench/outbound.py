@@ -35,6 +35,12 @@ direct, emulator in its own process (info)
     The same calls to a second emulator run as a subprocess (``bench/_emulator_proc.py``):
     a ceiling that crosses processes as the daemon's call does. Its ratio is printed for
     information; the target stays on the first ceiling.
+bare relay (info)
+    ``bench/_bare_action_relay.py`` in a subprocess: the same client sends the same
+    ``send_group_msg`` frames (naming the group OpenID, ``msg_id`` and ``msg_seq``
+    themselves) over forward WebSocket, and the relay POSTs them to this process's emulator
+    and answers, with none of the daemon's work. It is the best any bridge on these
+    transports could do: its ratio to the direct ceiling bounds the daemon's.
 
 Target: daemon / direct round trips per second >= 0.5 (each concurrency). Only send round
 trips are timed; the inbound messages that make replies possible are pushed between batches
@@ -163,6 +169,8 @@ async def main(run: Run, tmp: Path) -> None:
     if not remote_base.startswith("http"):
         remote.kill()
         raise RuntimeError(f"the emulator process did not start: {remote_base!r}")
+    relay_port = free_port()
+    relay: asyncio.subprocess.Process | None = None
     script = Path(sys.executable).with_name("gensokyo-idmap")
     log_file = (tmp / "daemon.log").open("wb")
     daemon = subprocess.Popen([str(script), "serve", "--config", str(config)],
@@ -230,39 +238,70 @@ async def main(run: Run, tmp: Path) -> None:
                 remote_auth = f"QQBot {(await resp.json())['access_token']}"
             direct_remote = direct_to(remote_base, lambda: remote_auth)
 
+            # the bare relay uses the daemon's token: one of its own would end the daemon's
+            relay = await asyncio.create_subprocess_exec(
+                sys.executable, str(Path(__file__).with_name("_bare_action_relay.py")),
+                "--app-id", APP, "--forward-ws", f"127.0.0.1:{relay_port}",
+                "--api-base", platform.url("/"), stdout=asyncio.subprocess.PIPE,
+                env={**os.environ, "RELAY_AUTHORIZATION": platform.current_token()})
+            assert relay.stdout is not None
+            if (await asyncio.wait_for(relay.stdout.readline(), WAIT)).strip() != b"ready":
+                raise RuntimeError("the bare relay did not start")
+            relay_client = DaemonClient(await http.ws_connect(f"ws://127.0.0.1:{relay_port}/"))
+
+            async def via_relay(msg_id: str) -> None:
+                direct_seq[msg_id] = direct_seq.get(msg_id, 0) + 1
+                await relay_client.call("send_group_msg", {
+                    "group_openid": GROUP, "message": "pong", "msg_id": msg_id,
+                    "msg_seq": direct_seq[msg_id]})
+
             await timed_batches(50, 1, fresh_message, via_daemon)  # warm-up
             await timed_batches(50, 1, fresh_direct, direct)
             await timed_batches(50, 1, fresh_direct, direct_remote)
+            await timed_batches(50, 1, fresh_direct, via_relay)
             table = Table(name=34, rate=9, us=9)
             table.print_header()
-            ratios: list[tuple[int, float, float]] = []
+            ratios: list[tuple[int, float, float, float]] = []
             for in_flight in (1, 8):
                 best: dict[str, Result] = {}
                 for _ in range(2):  # interleaved rounds: load elsewhere hits both
                     for name, fresh, call in (("daemon", fresh_message, via_daemon),
                                               ("direct", fresh_direct, direct),
-                                              ("remote", fresh_direct, direct_remote)):
+                                              ("remote", fresh_direct, direct_remote),
+                                              ("relay", fresh_direct, via_relay)):
                         result = await timed_batches(total, in_flight, fresh, call)
                         if name not in best or result.ops_per_s > best[name].ops_per_s:
                             best[name] = result
                 best["daemon"].name = f"daemon: send_group_msg x{in_flight}"
                 best["direct"].name = f"direct: POST /messages x{in_flight}"
                 best["remote"].name = f"direct, own process x{in_flight}"
-                print(table.row(best["daemon"]))
-                print(table.row(best["direct"]))
-                print(table.row(best["remote"]))
-                ratios.append((in_flight, best["daemon"].ops_per_s / best["direct"].ops_per_s,
-                               best["daemon"].ops_per_s / best["remote"].ops_per_s))
+                best["relay"].name = f"bare relay: send_group_msg x{in_flight}"
+                for name in ("daemon", "direct", "remote", "relay"):
+                    print(table.row(best[name]))
+                direct_rate = best["direct"].ops_per_s
+                ratios.append((in_flight, best["daemon"].ops_per_s / direct_rate,
+                               best["daemon"].ops_per_s / best["remote"].ops_per_s,
+                               best["relay"].ops_per_s / direct_rate))
             print()
-            for in_flight, ratio, remote_ratio in ratios:
+            for in_flight, ratio, remote_ratio, relay_ratio in ratios:
                 print(f"  ratio daemon/direct, {in_flight} in flight: {ratio:.2f} "
                       f"(target >= 0.5: {run.verdict(ratio, 0.5)}); against the emulator in "
-                      f"its own process: {remote_ratio:.2f} (info)")
+                      f"its own process: {remote_ratio:.2f} (info); bare relay/direct: "
+                      f"{relay_ratio:.2f} (info: the best a bridge could reach)")
             sends = len(platform.api_requests("POST", "/messages"))
             print(f"  platform saw {sends} sends; daemon log: {tmp / 'daemon.log'}")
             await ws.close()
             client.reader.cancel()
+            await relay_client.ws.close()
+            relay_client.reader.cancel()
     finally:
+        if relay is not None and relay.returncode is None:
+            relay.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(relay.wait(), WAIT)
+            except TimeoutError:
+                relay.kill()
+                await relay.wait()
         if remote.returncode is None:
             remote.send_signal(signal.SIGTERM)
             try:
