@@ -113,6 +113,18 @@ class DaemonClient:
         return response
 
 
+async def stop(process: asyncio.subprocess.Process) -> None:
+    """SIGTERM a helper subprocess, and kill it if it has not gone within WAIT."""
+    if process.returncode is not None:
+        return
+    process.send_signal(signal.SIGTERM)
+    try:
+        await asyncio.wait_for(process.wait(), WAIT)
+    except TimeoutError:
+        process.kill()
+        await process.wait()
+
+
 async def timed_batches(total: int, in_flight: int, fresh_msg: Any, call: Any) -> Result:
     """``total`` calls in batches of REPLIES per fresh message, ``in_flight`` at a time."""
     lat: list[int] = []
@@ -295,20 +307,9 @@ async def main(run: Run, tmp: Path) -> None:
             await relay_client.ws.close()
             relay_client.reader.cancel()
     finally:
-        if relay is not None and relay.returncode is None:
-            relay.send_signal(signal.SIGTERM)
-            try:
-                await asyncio.wait_for(relay.wait(), WAIT)
-            except TimeoutError:
-                relay.kill()
-                await relay.wait()
-        if remote.returncode is None:
-            remote.send_signal(signal.SIGTERM)
-            try:
-                await asyncio.wait_for(remote.wait(), WAIT)
-            except TimeoutError:
-                remote.kill()
-                await remote.wait()
+        for helper in (relay, remote):
+            if helper is not None:
+                await stop(helper)
         daemon.send_signal(signal.SIGTERM)
         try:
             daemon.wait(WAIT)
