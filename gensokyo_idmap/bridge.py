@@ -138,7 +138,7 @@ class InboundBridge:
 
     def people(self, event: QQEvent) -> list[list[IdentityKey]]:
         """Whom ``event`` names, each as the identity set of one vUIN, in the order
-        :meth:`_build` reads their vUINs (group first)."""
+        :meth:`_message` / :meth:`_notices` read their vUINs (group first)."""
         if isinstance(event, GroupMessage):
             return [[event.group], self._person(event.author, event.author_union)]
         if isinstance(event, C2CMessage):
@@ -180,19 +180,19 @@ class InboundBridge:
                         vuins[i] = unknown[(tuple(keys), event.scene)]
         return cast(list[list[int]], found)
 
-    def _msgids_of(self, event: QQEvent) -> list[tuple[str, MsgContext]]:
-        """The real ids ``event`` puts in the msgid map (rules 3 and 5)."""
+    def _msgid_of(self, event: QQEvent) -> tuple[str, MsgContext] | None:
+        """The real id ``event`` puts in the msgid map (rules 3 and 5), if any."""
         app_id = self.settings.app_id
         if isinstance(event, GroupMessage):
-            return [(event.message_id, MsgContext(app_id, "group", event.group.openid, "in"))]
+            return event.message_id, MsgContext(app_id, "group", event.group.openid, "in")
         if isinstance(event, C2CMessage):
-            return [(event.message_id, MsgContext(app_id, "c2c", event.user.openid, "in"))]
+            return event.message_id, MsgContext(app_id, "c2c", event.user.openid, "in")
         chat = self._reply_chat(event)
         if chat is not None and event.event_id is not None:
             # a reply-able event's id, so a send to that chat can answer it (rule 5)
-            return [(event.event_id, MsgContext(app_id, EVENT_KINDS[chat[0]], chat[1].openid,
-                                                "in"))]
-        return []
+            return event.event_id, MsgContext(app_id, EVENT_KINDS[chat[0]], chat[1].openid,
+                                              "in")
+        return None
 
     async def translate(self, event: QQEvent) -> list[dict[str, Any]]:
         """The OneBot events for one platform event (empty for lifecycle or unknown ones)."""
@@ -202,15 +202,15 @@ class InboundBridge:
     async def translate_many(self, events: Sequence[QQEvent]) -> list[list[dict[str, Any]]]:
         """:meth:`translate` for a batch, in order: one wait for the identities of all (one
         group commit for the new ones) and one for their message ids, instead of one each.
-        Whole or nothing: if any of it fails, the batch raises."""
+        If any of it fails the batch raises and no OneBot event of it is built (identities
+        already committed stay: the graph only ever adds)."""
         vuins = await self._resolve_people(events)
-        msgids = [self._msgids_of(event) for event in events]
-        virtual_ids = iter(await self.msgids.store_many(
-            [item for items in msgids for item in items]))
+        wanted = [self._msgid_of(event) for event in events]
+        stored = iter(await self.msgids.store_many([item for item in wanted if item]))
         now = int(self._clock())
         translated = []
-        for event, people, items in zip(events, vuins, msgids, strict=True):
-            virtual_id = next(virtual_ids) if items else 0
+        for event, people, item in zip(events, vuins, wanted, strict=True):
+            virtual_id = next(stored) if item else 0
             if isinstance(event, (GroupMessage, C2CMessage)):
                 onebot = self._message(event, people, virtual_id, now)
             else:

@@ -23,9 +23,9 @@ Rules:
    to the pipeline as one batch, in one task: a task, an identity wait and a socket wait
    per event were most of an event's cost. Batches run concurrently (at most
    ``max_in_flight`` events in all, 64: more only queue behind their chat's turn), so one
-   chat's durable commit does not hold up the others (the pipeline keeps each chat's
-   events in arrival order); the saved seq is the *watermark*, the highest seq whose event
-   and every earlier one finished. A batch whose processing failed stops the watermark and
+   batch's durable commit (its new people) holds up only its own events and those of its
+   chats after it (the pipeline keeps each chat's events in arrival order); the saved seq
+   is the *watermark*, the highest seq whose event and every earlier one finished. A batch whose processing failed stops the watermark and
    restarts the connection, so the platform replays it.
 """
 
