@@ -25,8 +25,9 @@ Rules:
    ``max_in_flight`` events in all, 64: more only queue behind their chat's turn), so one
    batch's durable commit (its new people) holds up only its own events and those of its
    chats after it (the pipeline keeps each chat's events in arrival order); the saved seq
-   is the *watermark*, the highest seq whose event and every earlier one finished. A batch whose processing failed stops the watermark and
-   restarts the connection, so the platform replays it.
+   is the *watermark*, the highest seq whose event and every earlier one finished. A
+   batch whose processing failed stops the watermark and restarts the connection, so the
+   platform replays it.
 """
 
 from __future__ import annotations
