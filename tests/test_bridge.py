@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
 from gensokyo_idmap.bridge import BridgeSettings, InboundBridge, InboundPipeline
@@ -315,3 +319,67 @@ def test_a_batch_waits_for_the_turns_of_each_of_its_chats(
     run(main())
     assert [e["message"][1]["data"]["text"] for e in sink.events] == [
         "ROBOT1.0_first", "ROBOT1.0_b1", "ROBOT1.0_b2", "ROBOT1.0_later"]
+
+
+GROUPS = (GROUP, OTHER, "5" * 32)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2), st.integers(0, 3), st.booleans()), min_size=1,
+                max_size=14),
+       st.lists(st.tuples(st.integers(1, 4), st.sampled_from([0.0, 0.0, 0.002])), min_size=1,
+                max_size=14))
+def test_any_batching_delivers_each_event_once_in_each_chats_order(
+        plan: list[tuple[int, int, bool]], batches: list[tuple[int, float]]) -> None:
+    """Events (a group, a user, maybe a repeat of the event before) cut into batches of
+    any size, each batch taking any time, all in flight together: every event reaches the
+    framework once, each group's in arrival order, and each user keeps one vUIN."""
+    arrivals: list[Any] = []
+    for i, (group, user, repeat) in enumerate(plan):
+        if repeat and arrivals:
+            arrivals.append(arrivals[-1])  # the platform delivered it twice
+        else:
+            arrivals.append(_from(f"ROBOT1.0_p{i}", f"{user:032X}", GROUPS[group]))
+    cuts: list[tuple[list[Any], float]] = []
+    rest = list(arrivals)
+    for size, delay in batches * len(arrivals):
+        if not rest:
+            break
+        cuts.append((rest[:size], delay))
+        rest = rest[size:]
+    delays = {id(batch): delay for batch, delay in cuts}
+
+    class Delaying(InboundBridge):
+        async def translate_many(self, events: Any) -> list[list[dict[str, Any]]]:
+            await asyncio.sleep(delays.get(id(events), 0.0))
+            return await super().translate_many(events)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        identities = LmdbIdentityStore(Path(tmp) / "openid-map.db")
+        messages = LmdbMsgIdStore(Path(tmp) / "msgid-map.db")
+        try:
+            pipeline, sink = _pipeline(identities, messages, Delaying)
+
+            async def main() -> None:
+                # started in arrival order, as the gateway does; each runs on its own
+                await asyncio.gather(*(pipeline.process_batch(batch) for batch, _ in cuts))
+
+            run(main())
+        finally:
+            identities.close()
+            messages.close()
+    texts = [event["message"][1]["data"]["text"] for event in sink.events]
+    first_seen = list(dict.fromkeys(e.message_id for e in arrivals))
+    assert sorted(texts) == sorted(first_seen)  # each once
+    for group in GROUPS:
+        expected = list(dict.fromkeys(e.message_id for e in arrivals if e.group.openid == group))
+        got = [e["message"][1]["data"]["text"] for e in sink.events
+               if e["message"][1]["data"]["text"] in expected]
+        assert got == expected
+    vuins: dict[str, int] = {}
+    for event in sink.events:
+        author = next(e.author.openid for e in arrivals
+                      if e.message_id == event["message"][1]["data"]["text"])
+        assert vuins.setdefault(author, event["user_id"]) == event["user_id"]
+    assert len(set(vuins.values())) == len(vuins)
+    assert len(pipeline._turns) == 0
