@@ -32,7 +32,7 @@ from gensokyo_idmap.onebot.http_api import HttpApiServer
 from gensokyo_idmap.onebot.http_post import HttpPostTarget
 from gensokyo_idmap.onebot.reverse_ws import ReverseWsClient
 from gensokyo_idmap.outbound import OutboundSender, OutboundSettings
-from gensokyo_idmap.outbox import Outbox
+from gensokyo_idmap.outbox import Outbox, TrackedSink
 from gensokyo_idmap.passive_reply import ReplyBudget, seq_base_for_process
 from gensokyo_idmap.qq.events import Interaction, QQEvent
 from gensokyo_idmap.qq.gateway import GatewayClient, GatewayState, discover_gateway
@@ -152,8 +152,7 @@ async def run_daemon(config: Config, stop: asyncio.Event | None = None) -> None:
         clients = _reverse_ws_clients(config, actions)
         deliveries = DeliveryLog()
         for client in clients:
-            for key in outbox.restore(client):  # owed from before a restart: first out
-                deliveries.remember(key)  # and the platform's replay of it is a repeat
+            _restore_owed(outbox, client, deliveries)
             client.start()
             log.info("[onebot] reverse ws", url=client.url, self_id=client.self_id)
         posts = [HttpPostTarget(target.url, config.self_id,
@@ -161,8 +160,7 @@ async def run_daemon(config: Config, stop: asyncio.Event | None = None) -> None:
                                 on_quick_operation=actions.quick_reply)
                  for target in config.onebot.http_post]
         for post in posts:
-            for key in outbox.restore(post):
-                deliveries.remember(key)
+            _restore_owed(outbox, post, deliveries)
             post.start()
             log.info("[onebot] http post", url=post.url)
         sinks: list[EventSink] = [*clients, *posts]
@@ -313,6 +311,13 @@ async def _start_webhook(
                            "webhook.listen")
     log.info("[qq] webhook listening", url=f"http://{config.webhook.listen}{config.webhook.path}")
     return runner
+
+
+def _restore_owed(outbox: Outbox, sink: TrackedSink, deliveries: DeliveryLog) -> None:
+    """Events owed to ``sink`` from before a restart go out first, and the platform's
+    replay of them counts as a repeat."""
+    for key in outbox.restore(sink):
+        deliveries.remember(key)
 
 
 def _counted(
