@@ -251,7 +251,10 @@ class GatewayClient:
                     await self._slot_freed
                 finally:
                     self._slot_freed = None
-            await self._handle(ws, await self._frame(ws))
+            frame = await self._frame(ws)
+            if frame.op in (7, 9):
+                await self._reconnect(ws, frame.op)
+            self._handle(frame)
 
     async def _frame(self, ws: aiohttp.ClientWebSocketResponse) -> Any:
         message = await ws.receive()
@@ -285,16 +288,18 @@ class GatewayClient:
             await asyncio.sleep(interval)
             await self._send(ws, 1, self.seq)
 
-    async def _handle(self, ws: aiohttp.ClientWebSocketResponse, frame: Any) -> None:
-        if frame.op == 7:
+    async def _reconnect(self, ws: aiohttp.ClientWebSocketResponse, op: int) -> None:
+        """Op 7 (reconnect and resume) or op 9 (session invalid: identify afresh)."""
+        if op == 7:
             log.info("[qq] gateway asks to reconnect")
-            await ws.close()
-            raise _Restart()
-        if frame.op == 9:
+        else:
             log.warning("[qq] gateway session invalid: identifying afresh")
             self._forget_session()
-            await ws.close()
-            raise _Restart()
+        await ws.close()
+        raise _Restart()
+
+    def _handle(self, frame: Any) -> None:
+        """Any other frame: a plain function, as it runs for every event."""
         if frame.op != 0:
             if frame.op not in (11, -1):  # 11 heartbeat ACK; -1 a frame already reported
                 log.info("[qq] gateway op ignored", op=frame.op)
