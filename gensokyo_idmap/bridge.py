@@ -80,6 +80,7 @@ REPLYABLE_EVENTS: Final = {
     "FRIEND_ADD": "c2c", "C2C_MSG_RECEIVE": "c2c",
 }
 _ID_FIELDS: Final = ("user_id", "group_id", "operator_id")
+_CONTEXTS_MAX: Final = 65_536
 
 
 def attachment_segment(attachment: Attachment) -> Segment:
@@ -118,6 +119,9 @@ class InboundBridge:
         self.settings = settings
         self._clock = clock
         self._log = log.bind()
+        # (chat kind, target) → its inbound MsgContext: the same chats come back event after
+        # event, and building one checks every field again
+        self._contexts: dict[tuple[str, str], MsgContext] = {}
 
     def _person(self, openid: OpenId, union: IdentityKey | None) -> list[IdentityKey]:
         if union is not None and self.settings.link_union_openid:
@@ -182,17 +186,25 @@ class InboundBridge:
 
     def _msgid_of(self, event: QQEvent) -> tuple[str, MsgContext] | None:
         """The real id ``event`` puts in the msgid map (rules 3 and 5), if any."""
-        app_id = self.settings.app_id
         if isinstance(event, GroupMessage):
-            return event.message_id, MsgContext(app_id, "group", event.group.openid, "in")
+            return event.message_id, self._context("group", event.group.openid)
         if isinstance(event, C2CMessage):
-            return event.message_id, MsgContext(app_id, "c2c", event.user.openid, "in")
+            return event.message_id, self._context("c2c", event.user.openid)
         chat = self._reply_chat(event)
         if chat is not None and event.event_id is not None:
             # a reply-able event's id, so a send to that chat can answer it (rule 5)
-            return event.event_id, MsgContext(app_id, EVENT_KINDS[chat[0]], chat[1].openid,
-                                              "in")
+            return event.event_id, self._context(EVENT_KINDS[chat[0]], chat[1].openid)
         return None
+
+    def _context(self, chat_kind: str, target: str) -> MsgContext:
+        """The inbound context of a chat of this AppID (kept: contexts are never changed)."""
+        context = self._contexts.get((chat_kind, target))
+        if context is None:
+            if len(self._contexts) >= _CONTEXTS_MAX:
+                self._contexts.clear()
+            context = self._contexts[(chat_kind, target)] = MsgContext(
+                self.settings.app_id, chat_kind, target, "in")
+        return context
 
     async def translate(self, event: QQEvent) -> list[dict[str, Any]]:
         """The OneBot events for one platform event (empty for lifecycle or unknown ones)."""
