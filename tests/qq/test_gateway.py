@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 
 from aiohttp import ClientSession
@@ -51,6 +52,18 @@ def run_with(tmp_path: Path, scenario: Callable[[EmulatedPlatform, Callable[[], 
     asyncio.run(main())
 
 
+@contextlib.asynccontextmanager
+async def connected(client: GatewayClient) -> AsyncIterator[None]:
+    """``client`` connected to the emulator with a session for the block, then closed and
+    finished."""
+    async with ClientSession() as session:
+        task = asyncio.create_task(client.run(session))
+        await until(lambda: client.session_id is not None)
+        yield
+        await client.close()
+        await task
+
+
 def messages(events: list[QQEvent]) -> list[str]:
     return [e.content for e in events if isinstance(e, GroupMessage)]
 
@@ -59,14 +72,10 @@ def test_identify_dispatch_heartbeat_and_saved_state(tmp_path: Path) -> None:
     async def scenario(platform: EmulatedPlatform, make: Callable[[], GatewayClient],
                        events: list[QQEvent]) -> None:
         client = make()
-        async with ClientSession() as session:
-            task = asyncio.create_task(client.run(session))
-            await until(lambda: client.session_id is not None)
+        async with connected(client):
             await platform.push("GROUP_AT_MESSAGE_CREATE", group_message(1))
             await until(lambda: messages(events) == ["m1"])
             await until(lambda: 2 in platform.heartbeats)  # heartbeats carry the last seq
-            await client.close()
-            await task
         identify = platform.identifies[0]
         assert identify["token"] == "QQBot T1" and identify["intents"] == 1 << 25
         assert identify["shard"] == [0, 1]
@@ -79,16 +88,12 @@ def test_drop_resumes_and_replays_what_was_missed(tmp_path: Path) -> None:
     async def scenario(platform: EmulatedPlatform, make: Callable[[], GatewayClient],
                        events: list[QQEvent]) -> None:
         client = make()
-        async with ClientSession() as session:
-            task = asyncio.create_task(client.run(session))
-            await until(lambda: client.session_id is not None)
+        async with connected(client):
             await platform.push("GROUP_AT_MESSAGE_CREATE", group_message(1))
             await until(lambda: messages(events) == ["m1"])
             await platform.drop(4009)
             await platform.push("GROUP_AT_MESSAGE_CREATE", group_message(2))  # while away
             await until(lambda: messages(events) == ["m1", "m2"])
-            await client.close()
-            await task
         assert client.identifies == 1 and client.resumes == 1
         assert platform.resumes[0]["seq"] == 2  # READY=1, m1=2
 
@@ -168,14 +173,10 @@ def test_saved_seq_never_runs_ahead_and_is_flushed_when_the_connection_ends(
             await original(batch)
 
         client.pipeline = pipeline
-        async with ClientSession() as session:
-            task = asyncio.create_task(client.run(session))
-            await until(lambda: client.session_id is not None)
+        async with connected(client):
             for n in range(30):
                 await platform.push("GROUP_AT_MESSAGE_CREATE", group_message(n))
             await until(lambda: len(messages(events)) == 30)
-            await client.close()
-            await task
         last = platform.sent[-1]["s"]
         assert state.load().seq == last  # flushed on the way out
         # while the burst ran, the file lagged (throttled) but never claimed an event that
@@ -204,9 +205,7 @@ def test_events_run_concurrently_but_the_saved_seq_waits_for_the_slowest(tmp_pat
             await original(batch)
 
         client.pipeline = pipeline
-        async with ClientSession() as session:
-            task = asyncio.create_task(client.run(session))
-            await until(lambda: client.session_id is not None)
+        async with connected(client):
             slow = await platform.push("GROUP_AT_MESSAGE_CREATE", group_message(1))
             await started.wait()  # m1's batch is running: the others come in later ones
             for n in range(2, 6):
@@ -216,8 +215,6 @@ def test_events_run_concurrently_but_the_saved_seq_waits_for_the_slowest(tmp_pat
             assert client.seq is not None and client.seq < slow["s"]  # held at the watermark
             release.set()
             await until(lambda: client.seq == platform.sent[-1]["s"])
-            await client.close()
-            await task
         assert sorted(messages(events)) == ["m1", "m2", "m3", "m4", "m5"]
 
     run_with(tmp_path, scenario)
@@ -250,9 +247,7 @@ def test_no_more_than_max_in_flight_events_run_at_once_and_the_rest_follow(
             await original(batch)
 
         client.pipeline = pipeline
-        async with ClientSession() as session:
-            task = asyncio.create_task(client.run(session))
-            await until(lambda: client.session_id is not None)
+        async with connected(client):
             for n in range(1, 7):
                 await platform.push("GROUP_AT_MESSAGE_CREATE",
                                     group_message(n, group=f"{n:032X}"))
@@ -262,8 +257,6 @@ def test_no_more_than_max_in_flight_events_run_at_once_and_the_rest_follow(
             release.set()
             await until(lambda: len(events) == 6)
             await until(lambda: client.seq == platform.sent[-1]["s"])
-            await client.close()
-            await task
         assert most == 2
         assert sorted(messages(events)) == [f"m{n}" for n in range(1, 7)]
 
@@ -286,17 +279,13 @@ def test_frames_read_together_go_to_the_pipeline_as_one_batch_in_order(
             await original(batch)
 
         client.pipeline = pipeline
-        async with ClientSession() as session:
-            task = asyncio.create_task(client.run(session))
-            await until(lambda: client.session_id is not None)
+        async with connected(client):
             # written in one turn of the loop: on the socket before the client reads
             await asyncio.gather(*(platform.push("GROUP_AT_MESSAGE_CREATE",
                                                  group_message(n, group=f"{n % 2:032X}"))
                                    for n in range(1, 9)))
             await until(lambda: len(events) == 8)
             await until(lambda: client.seq == platform.sent[-1]["s"])
-            await client.close()
-            await task
         assert [m for batch in batches for m in batch] == [f"m{n}" for n in range(1, 9)]
         assert max(len(batch) for batch in batches) > 1
 
@@ -318,14 +307,10 @@ def test_an_event_that_fails_is_replayed_after_a_resume(tmp_path: Path) -> None:
             await original(batch)
 
         client.pipeline = pipeline
-        async with ClientSession() as session:
-            task = asyncio.create_task(client.run(session))
-            await until(lambda: client.session_id is not None)
+        async with connected(client):
             for n in (1, 2, 3):
                 await platform.push("GROUP_AT_MESSAGE_CREATE", group_message(n))
             await until(lambda: "m2" in messages(events))
-            await client.close()
-            await task
         assert len(platform.resumes) == 1  # the failure restarted the connection
         assert messages(events)[:1] == ["m1"] and "m2" in messages(events)
         assert GatewayState(tmp_path / "gateway.json").load().seq == platform.sent[-1]["s"]
@@ -338,9 +323,7 @@ def test_bad_frames_unknown_ops_and_events_missing_ids_are_logged_and_skipped(
     async def scenario(platform: EmulatedPlatform, make: Callable[[], GatewayClient],
                        events: list[QQEvent]) -> None:
         client = make()
-        async with ClientSession() as session:
-            task = asyncio.create_task(client.run(session))
-            await until(lambda: client.session_id is not None)
+        async with connected(client):
             with capture_logs() as logs:
                 await platform.send_raw("{not json")
                 await platform.send_raw('{"op": 42, "d": null}')
@@ -350,8 +333,6 @@ def test_bad_frames_unknown_ops_and_events_missing_ids_are_logged_and_skipped(
                                               "author": {"id": "U" * 32}})
                 await platform.push("GROUP_AT_MESSAGE_CREATE", group_message(1))
                 await until(lambda: messages(events) == ["m1"])
-            await client.close()
-            await task
         assert len(platform.identifies) == 1 and not platform.resumes  # never reconnected
         assert [e.event_type for e in events] == ["GROUP_AT_MESSAGE_CREATE"]
         ignored = [entry for entry in logs if entry["event"] == "[qq] gateway frame ignored"]
