@@ -11,7 +11,6 @@ import asyncio
 import os
 import queue
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -31,6 +30,8 @@ from gensokyo_idmap.identity import OpenId
 from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
 
+from .loopback import free_port
+
 APP_ID = "102000001"
 OPENID = "9F3A0C55E1B24D7A8C6E0F1D2B3A4C5D"
 SECRET = "Zq9-DISTINCT-app-secret-7Hx2"
@@ -43,12 +44,6 @@ def _structlog_defaults() -> Iterator[None]:
     structlog.reset_defaults()
     yield
     structlog.reset_defaults()
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def make_config(data_dir: Path) -> Config:

@@ -22,16 +22,14 @@ import os
 import random
 import signal
 import re
-import socket
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from aiohttp import ClientError, ClientSession, ClientTimeout, WSMsgType, web
-from aiohttp.test_utils import TestServer
 
 from gensokyo_idmap.identity import OpenId
 from gensokyo_idmap.ops.lmdb_files import verify_store
@@ -42,17 +40,12 @@ from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
 from .qq.platform_emulator import APP as EMULATOR_APP
 from .qq.platform_emulator import SECRET as EMULATOR_SECRET
 from .qq.platform_emulator import EmulatedPlatform
+from .loopback import StableVuinFramework, framework_server, free_port, ws_url
 
 APP = "102000001"
 SECRET = "crash-secret-Vb3"
 GROUP = "A1B2C3D4E5F60718293A4B5C6D7E8F90"
 ROUNDS = 4
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def event(n: int) -> bytes:
@@ -63,20 +56,6 @@ def event(n: int) -> bytes:
               "timestamp": "2025-01-01T12:00:00+08:00",
               "group_openid": GROUP, "author": {"id": user, "member_openid": user}},
     }).encode()
-
-
-async def framework_server(handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
-                           ) -> TestServer:
-    """The framework's reverse-WS endpoint (``/ws``) in this process."""
-    app = web.Application()
-    app.router.add_get("/ws", handler)
-    server = TestServer(app, host="127.0.0.1")
-    await server.start_server()
-    return server
-
-
-def ws_url(server: TestServer) -> str:
-    return str(server.make_url("/ws")).replace("http", "ws")
 
 
 async def webhook_up(session: ClientSession, url: str, child: asyncio.subprocess.Process,
@@ -109,27 +88,14 @@ def check_store(data_dir: Path, seen: dict[str, int]) -> None:
 
 def test_vuins_seen_downstream_survive_kill_9(tmp_path: Path) -> None:
     rng = random.Random(int(os.environ.get("CRASH_SEED", "7")))
-    seen: dict[str, int] = {}
+    framework = StableVuinFramework()
+    seen = framework.seen
     acked = 0
     acked_users: list[str] = []
-    connections = 0
-
-    async def framework(request: web.Request) -> web.WebSocketResponse:
-        nonlocal connections
-        ws = web.WebSocketResponse()
-        await ws.prepare(request)
-        connections += 1
-        async for message in ws:
-            if message.type == WSMsgType.TEXT:
-                frame = json.loads(message.data)
-                if frame.get("post_type") == "message":
-                    openid = frame["real_user_id"]
-                    assert seen.setdefault(openid, frame["user_id"]) == frame["user_id"]
-        return ws
 
     async def main() -> None:
         nonlocal acked
-        server = await framework_server(framework)
+        server = await framework_server(framework.handle)
         port = free_port()
         config = tmp_path / "config.yml"
         config.write_text(yaml.safe_dump({
@@ -153,7 +119,7 @@ def test_vuins_seen_downstream_survive_kill_9(tmp_path: Path) -> None:
                     try:
                         await webhook_up(session, f"http://127.0.0.1:{port}/qqbot", child)
                         for _ in range(1000):  # and the framework is connected again
-                            if connections >= round_:
+                            if framework.connections >= round_:
                                 break
                             await asyncio.sleep(0.01)
 

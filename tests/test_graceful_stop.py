@@ -22,18 +22,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from aiohttp import ClientError, ClientSession, WSMsgType, web
+from aiohttp import ClientError, ClientSession, WSMsgType
 
 from .qq.webhook_sender import WebhookSender
-from .test_daemon_crash import (
-    check_store,
-    framework_server,
-    free_port,
-    log_tail,
-    until,
-    webhook_up,
-    ws_url,
-)
+from .loopback import StableVuinFramework, framework_server, free_port, ws_url
+from .test_daemon_crash import check_store, log_tail, until, webhook_up
 
 APP = "102000001"  # the APP check_store reads OpenIDs under
 SECRET = "graceful-secret-Nw8"
@@ -44,31 +37,16 @@ STOP_BOUND = 10.0  # seconds from the signal to the exit
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_signal_during_load_loses_nothing_acknowledged(tmp_path: Path, signum: int) -> None:
-    seen: dict[str, int] = {}
-    close_codes: list[int | None] = []
-    connections = 0
+    framework = StableVuinFramework()
+    seen, close_codes = framework.seen, framework.close_codes
     acked: list[str] = []
     refused_after_stop = 0
     acked_at_signal: list[int] = []
     forward_seen: set[str] = set()  # what a forward-WS framework got
 
-    async def framework(request: web.Request) -> web.WebSocketResponse:
-        nonlocal connections
-        ws = web.WebSocketResponse()
-        await ws.prepare(request)
-        connections += 1
-        async for message in ws:
-            if message.type == WSMsgType.TEXT:
-                frame = json.loads(message.data)
-                if frame.get("post_type") == "message":
-                    openid = frame["real_user_id"]
-                    assert seen.setdefault(openid, frame["user_id"]) == frame["user_id"]
-        close_codes.append(ws.close_code)
-        return ws
-
     async def main() -> float:
         nonlocal refused_after_stop
-        server = await framework_server(framework)
+        server = await framework_server(framework.handle)
         port, forward_port = free_port(), free_port()
         url = f"http://127.0.0.1:{port}/qqbot"
         config = tmp_path / "config.yml"
@@ -92,7 +70,7 @@ def test_signal_during_load_loses_nothing_acknowledged(tmp_path: Path, signum: i
                 async with ClientSession() as session:
                     sender = WebhookSender(url, APP, SECRET, session=session)
                     await webhook_up(session, url, child, log)
-                    await until(lambda: connections >= 1, 10, lambda: log_tail(log))
+                    await until(lambda: framework.connections >= 1, 10, lambda: log_tail(log))
                     forward = await session.ws_connect(
                         f"ws://127.0.0.1:{forward_port}/")
 

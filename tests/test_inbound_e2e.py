@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 from pathlib import Path
 from typing import Any
 
@@ -18,16 +17,12 @@ from gensokyo_idmap.onebot.http_post import sign_body
 from gensokyo_idmap.qq.signing import SIGNATURE_HEADER, TIMESTAMP_HEADER, WebhookKey
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
 
+from .loopback import free_port
+
 APP = "102000001"
 SECRET = "e2e-secret-Zq9x"
 GROUP = "A1B2C3D4E5F60718293A4B5C6D7E8F90"
 USER = "0F1E2D3C4B5A69788796A5B4C3D2E1F0"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def group_message(n: int) -> bytes:

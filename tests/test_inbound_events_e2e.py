@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -42,6 +41,7 @@ from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore
 
 from .qq.platform_emulator import APP, SECRET, EmulatedPlatform
 from .qq.webhook_sender import WebhookSender
+from .loopback import free_port
 
 SELF_ID: Final = int(APP)
 INT32_MAX: Final = 2**31 - 1
@@ -285,12 +285,6 @@ def cases(tag: str) -> list[Case]:
 
 
 # --------------------------------------------------------------------------- the two frameworks
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 async def until(condition: Callable[[], bool], what: str) -> None:

@@ -22,7 +22,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -37,6 +36,7 @@ from gensokyo_idmap.identity import OpenId
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
 
 from .qq.platform_emulator import APP, SECRET, EmulatedPlatform, group_message
+from .loopback import free_port
 
 NONEBOT_APP = Path(__file__).resolve().parent / "nonebot_app" / "bot.py"
 GROUP = "A1B2C3D4E5F60718293A4B5C6D7E8F90"
@@ -44,12 +44,6 @@ USER = "0F1E2D3C4B5A69788796A5B4C3D2E1F0"
 TOKEN = "nb-e2e-token-7Qx"
 WAIT = 20.0  # every single wait is bounded by this
 INT32 = range(-(2**31), 2**31)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def nonebot_missing() -> str | None:

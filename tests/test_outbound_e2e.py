@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 from pathlib import Path
 from typing import Any
 
@@ -16,14 +15,9 @@ from gensokyo_idmap.app import run_daemon
 from gensokyo_idmap.config import Config
 
 from .qq.platform_emulator import APP, SECRET, EmulatedPlatform, group_message
+from .loopback import free_port
 
 TOKEN = "ob-token-e2e"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 async def until_listening(port: int, daemon: asyncio.Task[None]) -> None:

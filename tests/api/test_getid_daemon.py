@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -17,14 +16,9 @@ from aiohttp import ClientError, ClientSession, ClientTimeout
 
 from ..conftest import run
 from .conftest import ALICE, BOB
+from ..loopback import free_port
 
 SCRIPT = Path(sys.executable).parent / "gensokyo-idmap"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def write_config(tmp_path: Path, listen: str) -> Path:

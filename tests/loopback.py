@@ -1,0 +1,56 @@
+"""What tests running real servers on 127.0.0.1 share: a free port, a framework's reverse-WS
+endpoint in the test's process, and a framework that holds the daemon to stable vUINs."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Awaitable, Callable
+
+from aiohttp import WSMsgType, web
+from aiohttp.test_utils import TestServer
+
+
+def free_port() -> int:
+    """A port nobody listens on right now (for a daemon the test starts)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def framework_server(handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+                           ) -> TestServer:
+    """The framework's reverse-WS endpoint (``/ws``) in this process."""
+    app = web.Application()
+    app.router.add_get("/ws", handler)
+    server = TestServer(app, host="127.0.0.1")
+    await server.start_server()
+    return server
+
+
+def ws_url(server: TestServer) -> str:
+    return str(server.make_url("/ws")).replace("http", "ws")
+
+
+class StableVuinFramework:
+    """A reverse-WS framework (:meth:`handle` is its aiohttp handler) that fails the test
+    if a user (by the extension field ``real_user_id``) ever arrives with another
+    ``user_id``."""
+
+    def __init__(self) -> None:
+        self.seen: dict[str, int] = {}  # real_user_id → the vUIN it came with
+        self.connections = 0
+        self.close_codes: list[int | None] = []
+
+    async def handle(self, request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse()
+        await ws.prepare(request)
+        self.connections += 1
+        async for message in ws:
+            if message.type == WSMsgType.TEXT:
+                frame = json.loads(message.data)
+                if frame.get("post_type") == "message":
+                    openid = frame["real_user_id"]
+                    assert self.seen.setdefault(openid, frame["user_id"]) == frame["user_id"]
+        self.close_codes.append(ws.close_code)
+        return ws
