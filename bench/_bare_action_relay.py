@@ -19,11 +19,12 @@ import argparse
 import asyncio
 import json
 import os
-import signal
 from typing import Any
 
 import aiohttp
 from aiohttp import web
+
+from _serve import listen, stop_on_signals
 
 
 class Relay:
@@ -64,20 +65,14 @@ class Relay:
 
 
 async def main(args: argparse.Namespace) -> None:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+    stop = stop_on_signals()
     async with aiohttp.ClientSession() as session:
         # the platform's current token (the daemon's: fetching one of its own would end the
         # daemon's), from the environment rather than the command line
         relay = Relay(session, args.api_base, os.environ["RELAY_AUTHORIZATION"], args.app_id)
         app = web.Application()
         app.router.add_get("/", relay.consumer)
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        host, _, port = args.forward_ws.rpartition(":")
-        await web.TCPSite(runner, host, int(port)).start()
+        runner = await listen(app, args.forward_ws)
         print("ready", flush=True)
         try:
             await stop.wait()

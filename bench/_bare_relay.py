@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import signal
 import sys
 import time
 from collections import deque
@@ -35,6 +34,8 @@ import aiohttp
 from aiohttp import web
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from _serve import listen, stop_on_signals
 
 DELIVERY_WAIT = 2.0  # as the daemon's pipeline: a stuck consumer delays the ack this much
 
@@ -175,28 +176,17 @@ class Relay:
                 await asyncio.gather(beating, return_exceptions=True)
 
 
-async def _listen(app: web.Application, listen: str) -> web.AppRunner:
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    host, _, port = listen.rpartition(":")
-    await web.TCPSite(runner, host, int(port)).start()
-    return runner
-
-
 async def main(args: argparse.Namespace) -> None:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+    stop = stop_on_signals()
     relay = Relay(args.app_id, args.secret)
     runners: list[web.AppRunner] = []
     forward_app = web.Application()
     forward_app.router.add_get("/", relay.consumer)
-    runners.append(await _listen(forward_app, args.forward_ws))
+    runners.append(await listen(forward_app, args.forward_ws))
     if args.webhook_listen:
         hook_app = web.Application()
         hook_app.router.add_post(args.webhook_path, relay.webhook)
-        runners.append(await _listen(hook_app, args.webhook_listen))
+        runners.append(await listen(hook_app, args.webhook_listen))
     async with aiohttp.ClientSession() as session:
         tasks = [asyncio.create_task(stop.wait())]
         if args.gateway:

@@ -9,10 +9,10 @@ daemon's call to the platform does (a real platform is never in a bot framework'
 from __future__ import annotations
 
 import asyncio
-import signal
 
 # _common before anything of the repository: it puts the repository root on sys.path.
 import _common  # noqa: F401
+from _serve import stop_on_signals
 
 from tests.qq.platform_emulator import EmulatedPlatform
 
@@ -20,10 +20,7 @@ from tests.qq.platform_emulator import EmulatedPlatform
 async def main() -> None:
     platform = EmulatedPlatform(heartbeat_ms=30_000)
     await platform.start()
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    stop = stop_on_signals()
     print(platform.url("/"), flush=True)
     await stop.wait()
     assert platform.server is not None
