@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["dumps", "loads"]
+__all__ = ["dumps", "dumps_bytes", "loads"]
 
 
 def _reject_constant(name: str) -> Any:
@@ -33,7 +33,20 @@ def dumps(obj: Any, default: Callable[[Any], Any] | None = None, **_ignored: Any
     try:
         return orjson.dumps(obj, default=default).decode("utf-8")
     except TypeError:  # orjson.JSONEncodeError: what orjson refuses, json may still write
-        return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), default=default)
+        return _json_text(obj, default)
+
+
+def dumps_bytes(obj: Any) -> bytes:
+    """:func:`dumps` as UTF-8, for what goes out as bytes (HTTP POST bodies, the outbox):
+    orjson's own output, not decoded to text and encoded back."""
+    try:
+        return orjson.dumps(obj)
+    except TypeError:
+        return _json_text(obj, None).encode("utf-8")
+
+
+def _json_text(obj: Any, default: Callable[[Any], Any] | None) -> str:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), default=default)
 
 
 def loads(data: str | bytes | bytearray) -> Any:

@@ -80,7 +80,7 @@ class Outbox:
     async def keep(self, items: Sequence[tuple[str, dict[str, Any], str | None]]
                    ) -> list[int]:
         """Write (sink, event, delivery key) durably in one commit; entry ids, in order."""
-        bodies = [(sink, jsonio.dumps({"key": key, "event": event}).encode("utf-8"))
+        bodies = [(sink, jsonio.dumps_bytes({"key": key, "event": event}))
                   for sink, event, key in items]
         over: dict[str, int] = {}
         for sink, _ in bodies:

@@ -34,6 +34,15 @@ def test_loads_reads_what_json_writes(value: Any) -> None:
         assert jsonio.loads(text.encode("utf-8")) == json.loads(text)
 
 
+@given(json_values)
+def test_dumps_bytes_is_dumps_in_utf8(value: Any) -> None:
+    assert jsonio.dumps_bytes(value) == jsonio.dumps(value).encode("utf-8")
+
+
+def test_dumps_bytes_falls_back_as_dumps_does() -> None:
+    assert jsonio.dumps_bytes({1: "你"}) == '{"1":"你"}'.encode()
+
+
 def test_non_ascii_is_written_as_is_and_compact() -> None:
     assert jsonio.dumps({"text": "你好", "n": [1, 2]}) == '{"text":"你好","n":[1,2]}'
 

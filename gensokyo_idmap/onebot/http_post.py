@@ -130,7 +130,7 @@ class HttpPostTarget:
             log.warning("[onebot] quick operation failed", url=self.url, reason=err.message)
 
     async def _post(self, session: aiohttp.ClientSession, event: dict[str, Any]) -> bool:
-        body = jsonio.dumps(event).encode("utf-8")
+        body = jsonio.dumps_bytes(event)
         for attempt in range(1, _ATTEMPTS + 1):
             try:
                 async with session.post(self.url, data=body, headers=self._headers(body)) as resp:
