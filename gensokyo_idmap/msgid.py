@@ -294,6 +294,24 @@ class MsgIdMap:
                 app_id, chat_kind, target, now_ms, now_ms - int(window_seconds * 1000), before
             )
 
+    def newest_inbound(self, app_id: str, chat_kinds: Sequence[str],
+                       target: str) -> tuple[int, int] | None:
+        """(created ms, virtual id) of the newest live inbound record of a chat under any of
+        ``chat_kinds`` (its messages and its reply-able events), or None: when the chat last
+        spoke, as far as this store still knows, for the reverse path's recency. The virtual
+        id orders records of one millisecond (one batch allocates them in arrival order).
+        One cursor seek per kind, in one snapshot.
+        """
+        now_ms = self._now_ms()
+        newest: tuple[int, int] | None = None
+        with self.store.read() as view:
+            for kind in chat_kinds:
+                record = view.latest_inbound(app_id, kind, target, now_ms, 0)
+                if record is not None and (newest is None
+                                           or (record.created_ms, record.virtual_id) > newest):
+                    newest = (record.created_ms, record.virtual_id)
+        return newest
+
     async def sweep(self) -> int:
         """Delete every expired triple; returns how many. Cost grows with what expired.
 

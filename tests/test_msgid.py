@@ -189,6 +189,28 @@ def test_expired_records_are_invisible_before_any_sweep(
     assert msgids.counts().live_or_unswept == 1  # still on disk: nobody swept
 
 
+def test_newest_inbound_is_when_a_chat_last_spoke_while_the_map_knows(
+    msgids: MsgIdMap, clock: FakeClock
+) -> None:
+    """Over its messages and its events, inbound only, ordered within one millisecond by
+    virtual id; gone once expired."""
+    kinds = ("group", "group-event")
+    assert msgids.newest_inbound(APP, kinds, "G1") is None
+    first = msgids.store_real_sync("R1", GROUP)
+    started = now_ms(clock)
+    [event, message] = run(msgids.store_many([("E1", MsgContext(APP, "group-event", "G1")),
+                                              ("R2", GROUP)]))
+    assert msgids.newest_inbound(APP, kinds, "G1") == (started, message) and message > first
+    assert msgids.newest_inbound(APP, ("group-event",), "G1") == (started, event)
+    clock.advance(1)
+    msgids.store_real_sync("S1", OUT)  # what the bot sent is not the chat speaking
+    msgids.store_real_sync("R3", OTHER_GROUP)
+    assert msgids.newest_inbound(APP, kinds, "G1") == (started, message)
+    assert msgids.newest_inbound("102000002", kinds, "G1") is None
+    clock.advance(TTL)
+    assert msgids.newest_inbound(APP, kinds, "G1") is None
+
+
 def test_storing_an_expired_real_id_gives_a_fresh_virtual_id(
     msgids: MsgIdMap, store: LmdbMsgIdStore, clock: FakeClock
 ) -> None:
