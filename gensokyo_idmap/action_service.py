@@ -146,9 +146,11 @@ class ActionService:
         return normalize_message(params["message"],
                                  auto_escape=bool_param(params, "auto_escape"))
 
-    def _chat(self, params: Params, message_type: str | None = None) -> Target:
+    def _chat(self, params: Params, message_type: str | None = None,
+              answering: object = None) -> Target:
         """The chat the params name: ``message_type`` (or which id is there) says the kind,
-        ``group_id`` / ``user_id`` whom, an ``openid`` param which identity."""
+        ``group_id`` / ``user_id`` whom, an ``openid`` param which identity; ``answering``
+        (the virtual id of the message the send answers) which chat it belongs to."""
         kind = message_type or str_param(params, "message_type", required=False)
         if kind is None:
             kind = "group" if params.get("group_id") is not None else "private"
@@ -157,11 +159,16 @@ class ActionService:
         chat_kind, field = _CHATS[kind]
         if params.get(field) is None:
             raise BadInputError(field, None, "is required")
-        return self.sender.resolve_target(chat_kind, params[field], field, params.get("openid"))
+        scene = self.sender.answered_scene(chat_kind, answering)
+        return self.sender.resolve_target(chat_kind, params[field], field, params.get("openid"),
+                                          scene)
 
     async def _send(self, params: Params, message_type: str | None = None) -> dict[str, int]:
-        target = self._chat(params, message_type)
-        return {"message_id": await self.sender.send(target, self._message(params))}
+        segments = self._message(params)
+        answering = next((segment.get("id") for segment in segments
+                          if segment.type == "reply"), None)
+        target = self._chat(params, message_type, answering)
+        return {"message_id": await self.sender.send(target, segments)}
 
     async def send_msg(self, params: Params) -> dict[str, int]:
         return await self._send(params)
@@ -196,7 +203,8 @@ class ActionService:
         segments = normalize_message(operation["reply"],
                                      auto_escape=bool_param(operation, "auto_escape"))
         kind = context.get("message_type")
-        target = self._chat(context, kind if isinstance(kind, str) else None)
+        target = self._chat(context, kind if isinstance(kind, str) else None,
+                            context.get("message_id"))
         if target.chat_kind == "group" and bool_param(operation, "at_sender", default=True):
             user = context.get("user_id")
             if user is not None:
@@ -245,7 +253,7 @@ class ActionService:
                 in self.graph.seen_in_scenes(prefix, scene_of, LIST_LIMIT)]
 
     def _scene(self, kind: str, key: str) -> str:
-        return f"QQ:{self.app_id}:{kind}:{key.rsplit(':', 1)[-1]}"
+        return self.sender.scene(kind, key.rsplit(':', 1)[-1])
 
     async def get_friend_list(self, params: Params) -> list[dict[str, Any]]:
         """People who talked to the bot in C2C (the platform's "friends" of a bot)."""
@@ -256,7 +264,7 @@ class ActionService:
         return self._chat(params, "group")
 
     def _members(self, group: Target) -> list[tuple[str, int, float]]:
-        scene = f"QQ:{self.app_id}:group:{group.openid}"
+        scene = self.sender.scene("group", group.openid)
         return [member for member in self._openids_seen(lambda key: scene)
                 if member[0] != group.openid]
 

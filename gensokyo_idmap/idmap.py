@@ -17,6 +17,23 @@ Rules, and how this module keeps them:
    before an alias is written, so alias chains are acyclic; rebind re-points aliases of the
    moved vUIN, so chains stay one hop long.
 6. **Reverse lookups return one identity**, never the whole set.
+7. **The reverse path picks the identity that spoke last, and the hot path stays
+   read-only.** ``last_seen`` keeps, per vUIN and scene, the identity used there (exact: it
+   is rewritten whenever it changes) and ``since``, the time it became that scene's
+   identity; rule 4 means ``since`` is *not* the time of the latest event. When to use which
+   identity of a kind of chat (a vUIN with C2C OpenIDs UA and UB, a group vUIN with G1 and
+   G2) is decided by recency, which lives in the disposable message-id store, not here: it
+   already records every inbound message and reply-able event with its chat and time, in the
+   one write per batch it makes anyway, so recency costs the inbound path nothing, not even
+   a get, and is exact to the event. :meth:`IdentityGraph.pick_identity` takes it as a
+   :data:`Recency` function (scene, identity → when that identity last spoke there). A
+   coarse refresh of ``since`` in this durable store (once a minute per vUIN and scene) was
+   the alternative; it would cost the hot path a check per event and a durable write per
+   minute and user, and still order two identities that spoke within one minute wrongly.
+   When the disposable store no longer knows a chat (its TTL ran out, or it was flushed or
+   lost), the choice falls back to ``since``; a send cannot be a passive reply there anyway,
+   the reply ids being gone with it. Whatever the order, a candidate is taken only if the
+   caller's :class:`Usable` accepts it, so no fallback picks an OpenID of another AppID.
 
 Write functions (``_apply_*``) validate before their first write: a typed error leaves the
 batch they share untouched (the store's contract).
@@ -49,6 +66,7 @@ __all__ = [
     "BindResult",
     "IdentityGraph",
     "RebindResult",
+    "Recency",
     "Resolution",
     "Usable",
     "VuinView",
@@ -124,6 +142,26 @@ def openid_of_app(app_id: str, platform: str = "QQ") -> Usable:
         f"an OpenID of {platform} AppID {app_id}",
         lambda key: isinstance(key, OpenId) and key.app_id == app_id and key.platform == platform,
     )
+
+
+#: (scene, identity key) → (unix ms, order) of the latest event of that identity in that
+#: scene that the disposable store still knows, or None (rule 7). ``order`` ranks events of
+#: one millisecond.
+Recency = Callable[[str, str], tuple[int, int] | None]
+
+
+def _latest_first(entries: Sequence[tuple[str, LastSeen]],
+                 recency: Recency | None) -> list[LastSeen]:
+    """``last_seen`` entries (scene, seen), the one that spoke last first (rule 7): by
+    ``recency`` where it knows the scene, else by ``since``, which it never predates. Ties
+    keep the given order."""
+    def latest(entry: tuple[str, LastSeen]) -> tuple[int, int]:
+        scene, seen = entry
+        durable = (int(seen.since * 1000), -1)
+        recent = None if recency is None else recency(scene, seen.identity)
+        return durable if recent is None or recent < durable else recent
+
+    return [seen for _, seen in sorted(entries, key=latest, reverse=True)]
 
 
 def _hit(vuin: int) -> Resolution:
@@ -436,12 +474,14 @@ class IdentityGraph:
         explicit: IdentityKey | None = None,
         usable: Usable = ANY_IDENTITY,
         scene_prefix: str | None = None,
+        recency: Recency | None = None,
     ) -> IdentityKey:
-        """The one identity to use for ``vuin`` (DESIGN §4).
+        """The one identity to use for ``vuin`` (DESIGN §4, rule 7).
 
-        Explicit identity > ``last_seen`` in this scene > any usable identity of the set.
-        ``scene_prefix`` (e.g. ``QQ:<app>:c2c:``) stands for "this kind of chat" when the
-        exact scene is not known yet: the most recent usable ``last_seen`` among them wins.
+        Explicit identity > ``last_seen`` in ``scene`` (the chat the send belongs to) > the
+        one that spoke last in this kind of chat (``scene_prefix``, e.g. ``QQ:<app>:c2c:``)
+        > any usable identity of the set. Who spoke last is ``recency``'s answer where it
+        has one, else the durable ``since``.
         """
         if explicit is not None:
             return explicit
@@ -452,10 +492,10 @@ class IdentityGraph:
             if scene is not None:
                 exact = view.last_seen(target, scene)
                 seen_here = [exact] if exact is not None else []
-            elif scene_prefix is not None:
-                seen_here = sorted((seen for name, seen in view.last_seen_all(target)
-                                    if name.startswith(scene_prefix)),
-                                   key=lambda seen: seen.since, reverse=True)
+            if scene_prefix is not None:
+                seen_here += _latest_first(
+                    [(name, seen) for name, seen in view.last_seen_all(target)
+                     if name.startswith(scene_prefix)], recency)
             for seen in seen_here:
                 if view.vuin_of(seen.identity) == target:
                     key = _parse_stored_key(seen.identity)

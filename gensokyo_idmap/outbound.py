@@ -3,9 +3,11 @@
 Rules:
 
 1. **One identity leaves** (DESIGN §4): an explicit OpenID / ``rUIN-…`` in the request wins;
-   else the identity last seen in this kind of chat for this AppID; else any OpenID of this
-   AppID in the set; else a :class:`NoUsableIdentityError` naming the vUIN. A rebound vUIN's
-   alias resolves to the new vUIN first.
+   else the identity last seen in the chat the send belongs to (the chat of the message a
+   ``reply`` answers; for an ``at``, the group it is sent to); else the identity of this
+   AppID that spoke last in this kind of chat (by its latest event, idmap rule 7); else any
+   OpenID of this AppID in the set; else a :class:`NoUsableIdentityError` naming the vUIN.
+   A rebound vUIN's alias resolves to the new vUIN first.
 2. **Always a passive reply** (:mod:`gensokyo_idmap.passive_reply`): a ``reply`` segment's
    message, else the newest received message of the chat still in its window with replies
    left, else the newest non-message event of the chat; with no usable id the platform
@@ -30,7 +32,7 @@ from gensokyo_idmap.identity import (
     parse_client_input,
 )
 from gensokyo_idmap.idmap import IdentityGraph, openid_of_app
-from gensokyo_idmap.msgid import MsgContext, MsgIdMap
+from gensokyo_idmap.msgid import MsgContext, MsgIdMap, check_virtual_id
 from gensokyo_idmap.onebot.message import Segment
 from gensokyo_idmap.passive_reply import (
     EVENT_KINDS,
@@ -40,6 +42,7 @@ from gensokyo_idmap.passive_reply import (
 )
 from gensokyo_idmap.qq.openapi import OpenApiClient
 from gensokyo_idmap.qq.outgoing import message_body, plan_message
+from gensokyo_idmap.recency import chat_recency
 
 __all__ = ["ChatKind", "OutboundSender", "OutboundSettings", "Target"]
 
@@ -84,6 +87,7 @@ class OutboundSender:
         self.settings = settings
         self.budget = budget or ReplyBudget()
         self._usable = openid_of_app(settings.app_id)
+        self._recency = chat_recency(msgids)
         # bound once, as the inbound bridge does: a module-level lazy logger re-reads the
         # configuration on every call, which doubled the cost of the line each send logs
         self._log = log.bind()
@@ -102,9 +106,33 @@ class OutboundSender:
                 return as_ruin
         return parsed
 
+    def scene(self, chat_kind: str, openid: str) -> str:
+        """The ``last_seen`` scene of a chat of this AppID (as inbound events name it)."""
+        return f"QQ:{self.settings.app_id}:{chat_kind}:{openid}"
+
+    def answered_scene(self, chat_kind: ChatKind, reply_to: object) -> str | None:
+        """The chat a send belongs to when it answers a message (``reply_to``, a virtual
+        id): that message's chat if it is one of this AppID and kind, else None. A bad,
+        unknown or expired id is no context here; the reply choice says what is wrong."""
+        if not isinstance(reply_to, int | str) or isinstance(reply_to, bool):
+            return None
+        try:
+            record = self.msgids.lookup(check_virtual_id(reply_to))
+        except IdmapError:
+            return None
+        if (record is None or record.app_id != self.settings.app_id
+                or record.chat_kind not in (chat_kind, EVENT_KINDS[chat_kind])):
+            return None
+        return self.scene(chat_kind, record.target)
+
     def resolve_target(self, chat_kind: ChatKind, value: object, field: str,
-                       explicit: object = None) -> Target:
-        """The OpenID to send to for a client's ``group_id`` / ``user_id`` (rule 1)."""
+                       explicit: object = None, scene: str | None = None) -> Target:
+        """The OpenID to send to for a client's ``group_id`` / ``user_id`` (rule 1).
+
+        ``scene`` is the chat the send belongs to when it is known (the chat of the message
+        it answers, the group a mention is made in): the identity last seen there comes
+        first, then the one that spoke last in this kind of chat.
+        """
         wanted = self.client_id(value, field)
         override: IdentityKey | None = None
         if explicit is not None:
@@ -112,11 +140,11 @@ class OutboundSender:
             if isinstance(named, VUin):
                 raise BadInputError("openid", explicit, "must name an identity, not a vUIN")
             override = named
-        prefix = f"QQ:{self.settings.app_id}:{chat_kind}:"
+        prefix = self.scene(chat_kind, "")  # this kind of chat
         if isinstance(wanted, VUin):
             vuin: int | None = wanted.value
-            chosen = self.graph.pick_identity(wanted.value, explicit=override,
-                                              usable=self._usable, scene_prefix=prefix)
+            chosen = self.graph.pick_identity(wanted.value, scene, override, self._usable,
+                                              scene_prefix=prefix, recency=self._recency)
         else:
             vuin = self.graph.lookup(wanted)
             if override is not None or isinstance(wanted, OpenId):
@@ -124,14 +152,15 @@ class OutboundSender:
             elif vuin is None:
                 raise NotFoundError(f"{field} {value}: no vUIN is known for it")
             else:
-                chosen = self.graph.pick_identity(vuin, usable=self._usable,
-                                                  scene_prefix=prefix)
+                chosen = self.graph.pick_identity(vuin, scene, usable=self._usable,
+                                                  scene_prefix=prefix, recency=self._recency)
         if not isinstance(chosen, OpenId) or not self._usable.accepts(chosen):
             raise BadInputError(field, value, f"{chosen.key} is not {self._usable.description}")
         return Target(chat_kind, chosen.openid, vuin)
 
     def mention(self, target: Target, qq: str) -> str:
-        """An ``at`` segment as the platform renders it: a member mention in groups.
+        """An ``at`` segment as the platform renders it: a member mention in groups, naming
+        the identity of that person last seen in this group (rule 1).
 
         ``<qqbot-at-user id="<member openid>" />`` is what third-party SDKs send; they use
         it in markdown for sure, in plain text messages it is UNCONFIRMED (the reference
@@ -140,7 +169,8 @@ class OutboundSender:
         if target.chat_kind != "group" or qq in ("all", str(self.settings.self_id)):
             return ""
         try:
-            member = self.resolve_target("group", qq, "at.qq")
+            member = self.resolve_target("group", qq, "at.qq",
+                                         scene=self.scene("group", target.openid))
         except IdmapError as err:
             self._log.info("[message] at left as text", qq=qq, reason=err.message)
             return f"@{qq}"

@@ -35,7 +35,7 @@ import yaml
 from gensokyo_idmap.identity import OpenId
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
 
-from .qq.platform_emulator import APP, SECRET, EmulatedPlatform, group_message
+from .qq.platform_emulator import APP, SECRET, EmulatedPlatform, c2c_message, group_message
 from .loopback import free_port
 
 NONEBOT_APP = Path(__file__).resolve().parent / "nonebot_app" / "bot.py"
@@ -54,12 +54,6 @@ def nonebot_missing() -> str | None:
     if probe.returncode == 0:
         return None
     return (probe.stderr.strip().splitlines() or ["import failed"])[-1]
-
-
-def c2c_message(n: int, user: str = USER, content: str = "ping") -> dict[str, Any]:
-    return {"id": f"ROBOT1.0_c2c{n}", "content": content,
-            "timestamp": "2025-01-01T12:00:00+08:00",
-            "author": {"id": user, "user_openid": user}}
 
 
 def daemon_command(config: Path) -> list[str]:

@@ -49,6 +49,7 @@ from gensokyo_idmap.identity import (
 )
 from gensokyo_idmap.idmap import IdentityGraph, openid_of_app
 from gensokyo_idmap.msgid import MsgIdMap, check_virtual_id
+from gensokyo_idmap.recency import chat_recency
 from gensokyo_idmap.reports import (
     bind_data,
     rebind_data,
@@ -109,6 +110,7 @@ class ApiServer:
     def __init__(self, graph: IdentityGraph, msgids: MsgIdMap, settings: ApiSettings) -> None:
         self.graph = graph
         self.msgids = msgids
+        self._recency = chat_recency(msgids)
         self.settings = settings
         self.legacy = LegacyIdmap(graph, settings.app_id, msgids)
         self.access = AccessPolicy(settings.token, settings.getid_allow)
@@ -213,7 +215,7 @@ class ApiServer:
             raise BadInputError("app_id", None, "no bot.app_id is configured: give app_id")
         check_app_id(app_id, "app_id")
         key = self.graph.pick_identity(vuin, scene=scene, scene_prefix=prefix,
-                                       usable=openid_of_app(app_id))
+                                       usable=openid_of_app(app_id), recency=self._recency)
         return web.json_response({"vuin": vuin, "identity": key.key,
                                   "ruin": key.text if isinstance(key, RUin) else None})
 

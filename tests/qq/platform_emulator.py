@@ -248,6 +248,19 @@ class EmulatedPlatform:
 
 
 def group_message(n: int, group: str = "A1B2C3D4E5F60718293A4B5C6D7E8F90",
-                  user: str = "0F1E2D3C4B5A69788796A5B4C3D2E1F0") -> dict[str, Any]:
+                  user: str = "0F1E2D3C4B5A69788796A5B4C3D2E1F0",
+                  union: str | None = None) -> dict[str, Any]:
+    """The ``d`` of a group message; ``union``: the author's ``union_openid``."""
+    author: dict[str, Any] = {"id": user, "member_openid": user}
+    if union is not None:
+        author["union_openid"] = union
     return {"id": f"ROBOT1.0_gw{n}", "content": f"m{n}", "timestamp": "2025-01-01T12:00:00+08:00",
-            "group_openid": group, "author": {"id": user, "member_openid": user}}
+            "group_openid": group, "author": author}
+
+
+def c2c_message(n: int, user: str = "0F1E2D3C4B5A69788796A5B4C3D2E1F0",
+                content: str = "ping") -> dict[str, Any]:
+    """The ``d`` of a ``C2C_MESSAGE_CREATE``."""
+    return {"id": f"ROBOT1.0_c2c{n}", "content": content,
+            "timestamp": "2025-01-01T12:00:00+08:00",
+            "author": {"id": user, "user_openid": user}}
