@@ -182,7 +182,33 @@ class InboundBridge:
                 for i, keys in enumerate(persons):
                     if vuins[i] is None:
                         vuins[i] = unknown[(tuple(keys), event.scene)]
+            await self._last_identity_wins(events, people, cast(list[list[int]], found))
         return cast(list[list[int]], found)
+
+    async def _last_identity_wins(self, events: Sequence[QQEvent],
+                                  people: list[list[list[IdentityKey]]],
+                                  vuins: list[list[int]]) -> None:
+        """A scene's ``last_seen`` names the identity the batch used there last.
+
+        One vUIN can speak in one scene under two identities within a batch (M1, M3, M1).
+        The resolutions above ran once per identity, in the order each first appeared, and
+        the known ones were read before any write; so the scene may now name an earlier one.
+        Resolving the last one again sets it (rare: a batch in which every person was known
+        needs no write, and cannot get here with two identities for one vUIN and scene).
+        """
+        last: dict[tuple[int, str], list[IdentityKey]] = {}
+        mixed: set[tuple[int, str]] = set()
+        for event, persons, found in zip(events, people, vuins, strict=True):
+            scene = event.scene
+            if scene is None:
+                continue
+            for keys, vuin in zip(persons, found, strict=True):
+                before = last.get((vuin, scene))
+                if before is not None and before[0] != keys[0]:
+                    mixed.add((vuin, scene))
+                last[(vuin, scene)] = keys
+        for vuin, scene in mixed:
+            await self.graph.resolve(last[(vuin, scene)], scene=scene)
 
     def _msgid_of(self, event: QQEvent) -> tuple[str, MsgContext] | None:
         """The real id ``event`` puts in the msgid map (rules 3 and 5), if any."""

@@ -268,6 +268,24 @@ def test_a_batch_resolves_its_new_people_in_one_commit_and_keeps_its_order(
         assert bridge.msgids.real_id_of(event["message_id"]) == source.message_id
 
 
+def test_last_seen_names_the_identity_a_batch_used_last_in_a_group(
+        bridge: InboundBridge) -> None:
+    """One person under two member OpenIDs (bound) in one group within one batch: the
+    group's last_seen names the one that spoke last, though each identity is resolved once
+    (in the order it first appeared) and the known ones are read before any write."""
+    first, second = OpenId(APP, USER), OpenId(APP, "3" * 32)
+    run(bridge.translate(_from("ROBOT1.0_s0", first.openid)))
+    person = bridge.graph.lookup(first)
+    assert person is not None
+    run(bridge.graph.bind(second, person))
+    scene = f"QQ:{APP}:group:{GROUP}"
+    for n, batch in enumerate([(second, first), (first, second, first),
+                               (second, first, second)]):
+        run(bridge.translate_many([_from(f"ROBOT1.0_s{n}{i}", key.openid)
+                                   for i, key in enumerate(batch)]))
+        assert dict(bridge.graph.show(person).last_seen)[scene].identity == batch[-1].key
+
+
 def test_a_batch_that_fails_stores_nothing_of_its_messages_and_raises(
         bridge: InboundBridge, identity_store: LmdbIdentityStore) -> None:
     """Bad people in a batch (an identity set the graph refuses) fail the whole batch:
