@@ -479,9 +479,11 @@ def backup_command(ctx: _Context, dest: Path, force: bool) -> None:
     except IdmapError as err:
         _fail(err)
     _emit(ctx, result.to_json(), lambda: "\n".join(
-        [f"backup {result.dest}: {result.bytes} bytes (store {result.source_bytes})"]
+        [f"backup {result.dest}: {result.bytes} bytes (store {result.source_bytes})"
+         if result.written else
+         f"no backup written: the copy of {result.source} fails verify ({result.dest} untouched)"]
         + result.verify.lines()))
-    if not result.verify.ok:
+    if not result.written:
         sys.exit(1)
 
 

@@ -162,3 +162,55 @@ def test_backup_without_a_store(tmp_path: Path) -> None:
     result = cli("--data-dir", str(tmp_path / "none"), "backup", str(tmp_path / "b.db"))
     assert result.exit_code == 1 and "no store at" in result.stderr
     assert not (tmp_path / "b.db").exists()
+
+
+def test_backup_after_a_rebind_above_the_counter(tmp_path: Path) -> None:
+    """README's own `identity rebind 2 2870338968` leaves a sound store: its backup is
+    written and passes verify (it was refused as a counter fault, exit 1)."""
+    data = tmp_path / "data"
+    small_store(data)
+    store = LmdbIdentityStore(data / "openid-map.db")
+    try:
+        run(IdentityGraph(store).rebind(2, 2870338968))
+    finally:
+        store.close()
+    dest = tmp_path / "b.db"
+    result = cli("--data-dir", str(data), "--json", "backup", str(dest))
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["written"] is True
+    assert forward(dest)[f"openid:QQ:{APP}:{1:032X}"] == 2870338968  # was vUIN 2
+
+
+def test_a_backup_failing_verify_leaves_no_dest(tmp_path: Path) -> None:
+    """A copy that fails verify is not renamed to DEST: no DEST appears, an existing one is
+    not replaced (--force included), and no temporary file stays behind."""
+    import lmdb
+
+    from gensokyo_idmap.store.codec import encode_u64
+
+    data = tmp_path / "data"
+    small_store(data)
+    env = lmdb.open(str(data / "openid-map.db"), subdir=False, max_dbs=10)
+    try:
+        with env.begin(write=True) as txn:  # damage behind the graph's back: an alias loop
+            aliases = env.open_db(b"vuin_alias", txn=txn)
+            txn.put(encode_u64(20), encode_u64(21), db=aliases)
+            txn.put(encode_u64(21), encode_u64(20), db=aliases)
+    finally:
+        env.close()
+    backups = tmp_path / "backups"
+    backups.mkdir()
+    dest = backups / "b.db"
+    result = cli("--data-dir", str(data), "backup", str(dest))
+    assert result.exit_code == 1, result.output
+    assert result.stdout.startswith(f"no backup written: the copy of {data / 'openid-map.db'} "
+                                    "fails verify")
+    assert "alias_loop" in result.stdout
+    assert list(backups.iterdir()) == []
+    dest.write_bytes(b"an older, good backup")
+    result = cli("--data-dir", str(data), "--json", "backup", "--force", str(dest))
+    assert result.exit_code == 1, result.output
+    out = json.loads(result.stdout)
+    assert out["written"] is False and out["verify"]["ok"] is False
+    assert dest.read_bytes() == b"an older, good backup"
+    assert [p.name for p in backups.iterdir()] == ["b.db"]

@@ -117,7 +117,8 @@ DAMAGE = {
     "alias_dead_end": both(put("vuin_alias", encode_u64(20), encode_u64(21)),
                            put("meta", b"vuin_counter", cbor2.dumps(30))),
     "alias_with_identities": put("vuin_alias", encode_u64(7), encode_u64(8)),
-    "counter": put("meta", b"vuin_counter", cbor2.dumps(5)),
+    "counter": put("meta", b"vuin_counter", cbor2.dumps(-1)),
+    "counter ": put("meta", b"vuin_counter", cbor2.dumps("8")),
     "last_seen_foreign": put("last_seen", encode_u64(7) + b"group:G7",
                              cbor2.dumps([key(8), 1_700_000_000.0])),
     "bad_last_seen": put("last_seen", encode_u64(7) + b"group:G9", b"\xff\xff"),
@@ -150,6 +151,34 @@ def test_several_faults_are_all_listed(copy: Path) -> None:
     assert {"forward_without_reverse", "counter", "last_seen_foreign"} <= kinds(copy)
 
 
+def test_numbers_above_the_counter_are_sound(tmp_path: Path) -> None:
+    """README's `identity rebind 2 2870338968`, and a bind to a number far above the counter:
+    allocation skips every number in use, so the store is sound (it was reported as a
+    ``counter`` fault, exit 1), and the next new identity still gets a free number."""
+    path = tmp_path / "openid-map.db"
+    store = LmdbIdentityStore(path)
+    graph = IdentityGraph(store)
+    try:
+        for n in (1, 2, 3):
+            run(graph.resolve([OpenId(APP, f"{n:032X}")]))
+        run(graph.rebind(2, 2870338968))
+        run(graph.bind(RUin("QQ", 0, "2870338968"), 9_000_000_000))
+        run(graph.rebind(9_000_000_000, 4))  # 4: right above the counter (3)
+    finally:
+        store.close()
+    report = verify_store(path)
+    assert report.ok, report.lines()
+    result = cli("--data-dir", str(tmp_path), "verify")
+    assert result.exit_code == 0 and result.stdout.startswith("ok: "), result.output
+    store = LmdbIdentityStore(path)
+    try:
+        fresh = run(IdentityGraph(store).resolve([OpenId(APP, f"{9:032X}")]))
+    finally:
+        store.close()
+    assert fresh.vuin == 5  # 4 is taken (an alias would be too): skipped
+    assert verify_store(path).ok
+
+
 def test_missing_tables_and_missing_schema(tmp_path: Path) -> None:
     path = tmp_path / "bare.db"
     env = lmdb.open(str(path), subdir=False, max_dbs=4)
@@ -158,7 +187,7 @@ def test_missing_tables_and_missing_schema(tmp_path: Path) -> None:
         txn.put(key(1).encode(), encode_u64(1), db=db)
     env.close()
     found = kinds(path)
-    assert {"table_missing", "schema_version", "forward_without_reverse", "counter"} <= found
+    assert {"table_missing", "schema_version", "forward_without_reverse"} <= found
 
 
 def test_pure_checker_on_a_snapshot() -> None:

@@ -109,15 +109,20 @@ def verify_store(path: Path) -> VerifyReport:
 
 @dataclass(frozen=True, slots=True)
 class BackupResult:
+    """What ``backup`` did. ``written`` is False when the copy failed verify: then DEST was
+    left as it was (absent, or the older file ``--force`` would have replaced)."""
+
     source: str
     dest: str
     bytes: int
     source_bytes: int
     verify: VerifyReport
+    written: bool = True
 
     def to_json(self) -> dict[str, object]:
-        return {"source": self.source, "dest": self.dest, "bytes": self.bytes,
-                "source_bytes": self.source_bytes, "verify": self.verify.to_json()}
+        return {"source": self.source, "dest": self.dest, "written": self.written,
+                "bytes": self.bytes, "source_bytes": self.source_bytes,
+                "verify": self.verify.to_json()}
 
 
 def _fsync(path: Path) -> None:
@@ -132,7 +137,9 @@ def backup_store(source: Path, dest: Path, *, force: bool = False) -> BackupResu
     """A consistent, compacted copy of ``source`` at ``dest``, taken while writers go on.
 
     LMDB copies one read snapshot (no writer waits for it); the copy is written next to
-    ``dest`` under a temporary name, fsynced, verified, then renamed into place.
+    ``dest`` under a temporary name, fsynced and verified. Only a copy that passes verify
+    is renamed into place: a backup that would not restore cleanly must not stand where a
+    good one is expected (nor replace one).
     """
     if dest.is_dir():
         raise BadInputError("DEST", str(dest), "is a directory; give a file name")
@@ -148,17 +155,20 @@ def backup_store(source: Path, dest: Path, *, force: bool = False) -> BackupResu
             env.copy(str(partial), compact=True)
         _fsync(partial)
         verify = verify_store(partial)
+        copied = partial.stat().st_size
         lock_path(partial).unlink(missing_ok=True)
-        os.replace(partial, dest)
-        _fsync(dest.parent)
+        if verify.ok:
+            os.replace(partial, dest)
+            _fsync(dest.parent)
     except lmdb.Error as exc:
         raise StoreError(f"backup of {source} failed: {exc}") from exc
     finally:
         partial.unlink(missing_ok=True)
         lock_path(partial).unlink(missing_ok=True)
-    report = VerifyReport(str(dest), verify.violations, verify.counts)
-    return BackupResult(str(source), str(dest), dest.stat().st_size, source.stat().st_size,
-                        report)
+    shown = dest if verify.ok else source  # what the findings are about
+    report = VerifyReport(str(shown), verify.violations, verify.counts)
+    return BackupResult(str(source), str(dest), copied, source.stat().st_size, report,
+                        written=verify.ok)
 
 
 def held_by_another_process(db: Path) -> bool:

@@ -11,7 +11,11 @@ What must hold (DESIGN §2–§3, the rules block of ``idmap.py``):
 3. Aliases end at a live vUIN (one with identities), without loops, within the hop limit
    the reverse path follows.
 4. ``last_seen`` entries name an identity of their own vUIN.
-5. ``meta.vuin_counter`` is at least every vUIN and alias in use (allocation starts above it).
+5. ``meta.vuin_counter`` is an integer from 0 to MAX_VUIN. It need not reach the highest
+   vUIN in use: allocation starts above the counter and skips every number that has an
+   identity set or is an alias (``idmap.allocate_vuin``), so a bind or rebind to a number
+   far above the counter (a real QQ number, say) is sound, and nothing is ever handed out
+   twice however low the counter is.
 6. ``meta.schema_version`` is one this code knows; every key is a typed identity key, every
    vUIN in 1..MAX_VUIN.
 """
@@ -121,7 +125,6 @@ class _Checker:
         self.forward: dict[str, int] = {}
         self.sets: dict[int, set[str]] = {}
         self.aliases: dict[int, int] = {}
-        self.highest = 0
 
     def add(self, kind: str, message: str) -> None:
         self.found.append(Violation(kind, message))
@@ -162,7 +165,6 @@ class _Checker:
                          f"a vUIN (8-byte big-endian 1..{MAX_VUIN})")
             if key is not None and vuin is not None:
                 self.forward[key] = vuin
-                self.highest = max(self.highest, vuin)
         for raw_vuin, raw_key in self.snap.reverse:
             key, vuin = _key(raw_key), _vuin(raw_vuin)
             if vuin is None:
@@ -172,7 +174,6 @@ class _Checker:
                          "identity")
             else:
                 self.sets.setdefault(vuin, set()).add(key)
-                self.highest = max(self.highest, vuin)
         for raw_old, raw_new in self.snap.aliases:
             old, new = _vuin(raw_old), _vuin(raw_new)
             if old is None or new is None:
@@ -180,7 +181,6 @@ class _Checker:
                          "pair of vUINs")
                 continue
             self.aliases[old] = new
-            self.highest = max(self.highest, old, new)
 
     def inverses(self) -> None:
         for key, vuin in self.forward.items():
@@ -247,9 +247,9 @@ class _Checker:
             counter = None
         if not isinstance(counter, int) or isinstance(counter, bool):
             self.add("counter", f"meta.vuin_counter is not an integer: {raw!r}")
-        elif counter < self.highest:
-            self.add("counter", f"meta.vuin_counter is {counter}, below vUIN {self.highest} in "
-                     "use: a new identity could be handed a taken number")
+        elif not 0 <= counter <= MAX_VUIN:
+            self.add("counter", f"meta.vuin_counter is {counter}, outside 0..{MAX_VUIN}: "
+                     "allocation cannot start above it")
 
 
 def check_graph(snapshot: GraphSnapshot, schema_versions: frozenset[int]) -> list[Violation]:
