@@ -214,3 +214,55 @@ def test_a_backup_failing_verify_leaves_no_dest(tmp_path: Path) -> None:
     assert out["written"] is False and out["verify"]["ok"] is False
     assert dest.read_bytes() == b"an older, good backup"
     assert [p.name for p in backups.iterdir()] == ["b.db"]
+
+
+def test_backup_refuses_a_dest_that_is_not_a_regular_file(tmp_path: Path) -> None:
+    """A FIFO, a directory, a device (through a symlink to /dev/null) or a symlink to a
+    directory or a FIFO is refused, --force included, and left exactly as it was."""
+    import os
+    import stat
+
+    data = tmp_path / "data"
+    small_store(data)
+    out = tmp_path / "out"
+    out.mkdir()
+    fifo = out / "fifo"
+    os.mkfifo(fifo)
+    directory = out / "dir"
+    directory.mkdir()
+    links = {"to-dev-null": Path("/dev/null"), "to-dir": directory, "to-fifo": fifo}
+    for name, target in links.items():
+        (out / name).symlink_to(target)
+    before = {p.name: os.lstat(p) for p in out.iterdir()}
+    device = os.stat("/dev/null")
+    cases = {fifo: "is a FIFO", directory: "is a directory",
+             out / "to-dev-null": "is a device (through the symlink to /dev/null)",
+             out / "to-dir": "is a directory (through the symlink", out / "to-fifo": "is a FIFO"}
+    for dest, why in cases.items():
+        for force in ((), ("--force",)):
+            result = cli("--data-dir", str(data), "backup", *force, str(dest))
+            assert result.exit_code == 2, (dest, force, result.output)
+            assert why in result.stderr and "not a regular file" in result.stderr, result.stderr
+    after = {p.name: os.lstat(p) for p in out.iterdir()}
+    assert after.keys() == before.keys()  # nothing left behind, nothing replaced
+    for name, st in before.items():
+        assert (after[name].st_mode, after[name].st_ino) == (st.st_mode, st.st_ino), name
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+    assert os.stat("/dev/null").st_ino == device.st_ino
+
+
+def test_backup_through_a_symlink_replaces_the_file_it_names(tmp_path: Path) -> None:
+    """A symlink to a regular file: the copy is written beside that file and renamed over
+    it; the link stays a link."""
+    data = tmp_path / "data"
+    small_store(data)
+    real = tmp_path / "real"
+    real.mkdir()
+    (real / "b.db").write_bytes(b"an older backup")
+    link = tmp_path / "latest.db"
+    link.symlink_to(real / "b.db")
+    result = cli("--data-dir", str(data), "backup", "--force", str(link))
+    assert result.exit_code == 0, result.output
+    assert link.is_symlink() and link.resolve() == real / "b.db"
+    assert verify_store(real / "b.db").ok and len(forward(real / "b.db")) == 10
+    assert sorted(p.name for p in real.iterdir()) == ["b.db", "b.db-lock"]  # verify's lock

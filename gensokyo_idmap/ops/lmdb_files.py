@@ -12,6 +12,7 @@ import contextlib
 import errno
 import fcntl
 import os
+import stat
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -133,23 +134,56 @@ def _fsync(path: Path) -> None:
         os.close(fd)
 
 
+def _kind(mode: int) -> str | None:
+    """What a file of ``mode`` is, unless it is a regular file (None)."""
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    return "a socket" if stat.S_ISSOCK(mode) else "not a regular file"
+
+
+def _check_dest(dest: Path, target: Path, force: bool) -> None:
+    """DEST may be absent, or a regular file (through a symlink too) that --force replaces.
+
+    Anything else is refused, --force included: renaming over a device, a FIFO or a
+    directory would destroy it (``backup --force /dev/null`` once replaced the device).
+    """
+    try:
+        mode = target.stat().st_mode
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise BadInputError("DEST", str(dest), f"cannot look at it: {exc.strerror}") from None
+    kind = _kind(mode)
+    if kind is not None:
+        via = f" (through the symlink to {target})" if target != dest else ""
+        raise BadInputError("DEST", str(dest), f"is {kind}{via}, not a regular file; give a "
+                            "file name")
+    if not force:
+        raise BadInputError("DEST", str(dest), "exists already (--force replaces it)")
+
+
 def backup_store(source: Path, dest: Path, *, force: bool = False) -> BackupResult:
     """A consistent, compacted copy of ``source`` at ``dest``, taken while writers go on.
 
-    LMDB copies one read snapshot (no writer waits for it); the copy is written next to
-    ``dest`` under a temporary name, fsynced and verified. Only a copy that passes verify
-    is renamed into place: a backup that would not restore cleanly must not stand where a
-    good one is expected (nor replace one).
+    LMDB copies one read snapshot (no writer waits for it); the copy is written beside the
+    file ``dest`` names (a symlink's target) under a temporary name, fsynced and verified.
+    Only a copy that passes verify is renamed into place: a backup that would not restore
+    cleanly must not stand where a good one is expected (nor replace one). Whatever fails,
+    the temporary file is removed.
     """
-    if dest.is_dir():
-        raise BadInputError("DEST", str(dest), "is a directory; give a file name")
-    if dest.exists() and not force:
-        raise BadInputError("DEST", str(dest), "exists already (--force replaces it)")
-    if dest.resolve() in (source.resolve(), lock_path(source).resolve()):
+    target = Path(os.path.realpath(dest))
+    _check_dest(dest, target, force)
+    if target in (source.resolve(), lock_path(source).resolve()):
         raise BadInputError("DEST", str(dest), "is the store itself")
-    if not dest.parent.is_dir():
-        raise BadInputError("DEST", str(dest), f"directory {dest.parent} does not exist")
-    partial = dest.with_name(f".{dest.name}.partial-{os.getpid()}")
+    if not target.parent.is_dir():
+        raise BadInputError("DEST", str(dest), f"directory {target.parent} does not exist")
+    partial = target.with_name(f".{target.name}.partial-{os.getpid()}")
     try:
         with open_readonly(source) as env:
             env.copy(str(partial), compact=True)
@@ -158,10 +192,13 @@ def backup_store(source: Path, dest: Path, *, force: bool = False) -> BackupResu
         copied = partial.stat().st_size
         lock_path(partial).unlink(missing_ok=True)
         if verify.ok:
-            os.replace(partial, dest)
-            _fsync(dest.parent)
+            _check_dest(dest, target, force)  # nothing else took the name meanwhile
+            os.replace(partial, target)
+            _fsync(target.parent)
     except lmdb.Error as exc:
         raise StoreError(f"backup of {source} failed: {exc}") from exc
+    except OSError as exc:
+        raise StoreError(f"backup of {source} to {dest} failed: {exc.strerror}") from exc
     finally:
         partial.unlink(missing_ok=True)
         lock_path(partial).unlink(missing_ok=True)
