@@ -10,7 +10,7 @@ import asyncio
 import json
 import sys
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
@@ -18,7 +18,7 @@ from typing import Any, NoReturn
 import click
 
 from gensokyo_idmap.config import Config, load_config
-from gensokyo_idmap.errors import BadInputError, IdmapError
+from gensokyo_idmap.errors import BadInputError, IdmapError, NotFoundError
 from gensokyo_idmap.identity import IdentityKey, RUin, parse_identity_input, parse_vuin
 from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.logging import configure_logging
@@ -32,7 +32,7 @@ from gensokyo_idmap.reports import (
     vuin_data,
 )
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
-from gensokyo_idmap.store.lmdb_msgid import open_msgid_store
+from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore, open_msgid_store
 
 __all__ = ["main"]
 
@@ -53,9 +53,19 @@ def _emit(ctx: _Context, data: dict[str, Any], human: Callable[[], str]) -> None
     click.echo(json.dumps(data, ensure_ascii=False) if ctx.as_json else human())
 
 
+def _existing(ctx: _Context, name: str) -> Path:
+    """The path of store ``name`` for a read-only command, which must find it, not create it."""
+    if not ctx.data_dir.is_dir():
+        raise NotFoundError(f"no data dir at {ctx.data_dir} (give --data-dir or set "
+                            "GSK_IDMAP__DATA_DIR)")
+    return ctx.data_dir / name
+
+
 @contextmanager
-def _graph(ctx: _Context) -> Iterator[IdentityGraph]:
-    store = LmdbIdentityStore(ctx.data_dir / "openid-map.db")
+def _graph(ctx: _Context, *, readonly: bool = False) -> Iterator[IdentityGraph]:
+    """The identity graph; ``readonly`` opens an existing openid-map.db without writing."""
+    path = _existing(ctx, "openid-map.db") if readonly else ctx.data_dir / "openid-map.db"
+    store = LmdbIdentityStore(path, readonly=readonly)
     try:
         yield IdentityGraph(store)
     finally:
@@ -132,7 +142,7 @@ def lookup(ctx: _Context, key: str) -> None:
     """Print the vUIN of KEY (exit 1 when it is unknown)."""
     try:
         parsed = _identity_arg(ctx, key)
-        with _graph(ctx) as graph:
+        with _graph(ctx, readonly=True) as graph:
             vuin = graph.lookup(parsed)
     except IdmapError as err:
         _fail(err)
@@ -149,7 +159,7 @@ def show(ctx: _Context, vuin: str) -> None:
     """Show VUIN: its identities, last seen per scene, aliases."""
     try:
         number = parse_vuin(vuin, "VUIN")
-        with _graph(ctx) as graph:
+        with _graph(ctx, readonly=True) as graph:
             view = graph.show(number)
     except IdmapError as err:
         _fail(err)
@@ -201,8 +211,14 @@ def rebind(ctx: _Context, old: str, new: str) -> None:
 
 
 @contextmanager
-def _msgids(ctx: _Context, ttl_seconds: float) -> Iterator[MsgIdMap]:
-    store = open_msgid_store(ctx.data_dir / "msgid-map.db")
+def _msgids(ctx: _Context, ttl_seconds: float, *, readonly: bool = False
+            ) -> Iterator[MsgIdMap]:
+    """The message-id map. ``readonly`` opens an existing msgid-map.db as it is: a damaged
+    one is an error here, not moved aside (that is the daemon's and the writers' job)."""
+    if readonly:
+        store = LmdbMsgIdStore(_existing(ctx, "msgid-map.db"), readonly=True)
+    else:
+        store = open_msgid_store(ctx.data_dir / "msgid-map.db")
     try:
         yield MsgIdMap(store, ttl_seconds=ttl_seconds)
     finally:
@@ -247,7 +263,7 @@ def msgid_lookup(click_ctx: click.Context, virtual_id: str) -> None:
     ctx: _Context = click_ctx.obj
     try:
         number = check_virtual_id(virtual_id, "VIRTUAL_ID")
-        with _msgids(ctx, click_ctx.meta["ttl_seconds"]) as msgids:
+        with _msgids(ctx, click_ctx.meta["ttl_seconds"], readonly=True) as msgids:
             record = msgids.lookup(number)
     except IdmapError as err:
         _fail(err)
@@ -277,7 +293,7 @@ def msgid_stats(click_ctx: click.Context) -> None:
     """Entries held (live or not yet swept) and the allocation counter."""
     ctx: _Context = click_ctx.obj
     try:
-        with _msgids(ctx, click_ctx.meta["ttl_seconds"]) as msgids:
+        with _msgids(ctx, click_ctx.meta["ttl_seconds"], readonly=True) as msgids:
             counts = msgids.counts()
     except IdmapError as err:
         _fail(err)
@@ -339,7 +355,9 @@ def stats_command(ctx: _Context) -> None:
     identity_path = ctx.data_dir / "openid-map.db"
     msgid_path = ctx.data_dir / "msgid-map.db"
     try:
-        with _graph(ctx) as graph, _msgids(ctx, DEFAULT_MSGID_TTL_SECONDS) as msgids:
+        with _graph(ctx, readonly=True) as graph, ExitStack() as stack:
+            msgids = (stack.enter_context(_msgids(ctx, DEFAULT_MSGID_TTL_SECONDS, readonly=True))
+                      if msgid_path.is_file() else None)  # disposable: made by the daemon
             data = stats_data(graph, identity_path, msgids, msgid_path)
     except IdmapError as err:
         _fail(err)
@@ -355,8 +373,8 @@ def stats_command(ctx: _Context) -> None:
         lines.append("  migrated     " + ("no" if marker is None else
                                           f"yes, from {marker.get('legacy_path')}"))
         lines.append(f"msgid-map.db   {m['bytes']} bytes ({m['bytes_on_disk']} on disk), "
-                     f"{m['entries']} entries, "
-                     f"counter {m['counter']}")
+                     f"{m['entries']} entries, counter {m['counter']}" if m["exists"] else
+                     "msgid-map.db   none yet (the daemon creates it)")
         owed = data["outbox"]["owed"]
         lines.append("outbox.db      " + (", ".join(f"{n} owed to {sink}"
                                                     for sink, n in sorted(owed.items()))

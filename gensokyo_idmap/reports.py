@@ -56,9 +56,13 @@ def record_data(record: MsgRecord) -> dict[str, Any]:
             "expires_ms": record.expires_ms}
 
 
-def stats_data(graph: IdentityGraph, identity_path: Path, msgids: MsgIdMap,
+def stats_data(graph: IdentityGraph, identity_path: Path, msgids: MsgIdMap | None,
                msgid_path: Path) -> dict[str, Any]:
-    """Counts per table, file sizes, schema version, counters and the migration marker."""
+    """Counts per table, file sizes, schema version, counters and the migration marker.
+
+    ``msgids`` None: msgid-map.db does not exist yet (the daemon creates it at start; the
+    CLI's read-only ``stats`` does not), shown as ``"exists": false``.
+    """
     from migrate.legacy import MARKER
 
     with graph.store.read() as view:
@@ -66,7 +70,14 @@ def stats_data(graph: IdentityGraph, identity_path: Path, msgids: MsgIdMap,
         schema = view.get_meta("schema_version")
         marker = view.get_meta(MARKER)
         counter = view.vuin_counter()
-    msg_counts = msgids.counts()
+    msgid_map: dict[str, Any] = {"path": str(msgid_path), "exists": msgids is not None}
+    if msgids is not None:
+        msg_counts = msgids.counts()
+        msgid_map.update({
+            "bytes": msgid_path.stat().st_size,
+            # opened with writemap the file is as long as its map, but sparse
+            "bytes_on_disk": msgid_path.stat().st_blocks * 512,
+            "entries": msg_counts.live_or_unswept, "counter": msg_counts.counter})
     return {
         "openid_map": {"path": str(identity_path), "bytes": identity_path.stat().st_size,
                        "schema_version": schema, "vuin_counter": counter,
@@ -74,8 +85,5 @@ def stats_data(graph: IdentityGraph, identity_path: Path, msgids: MsgIdMap,
                        "last_seen": counts.last_seen, "aliases": counts.aliases,
                        "config": counts.config, "user_info": counts.user_info,
                        "migrated_from_legacy": marker},
-        "msgid_map": {"path": str(msgid_path), "bytes": msgid_path.stat().st_size,
-                      # opened with writemap the file is as long as its map, but sparse
-                      "bytes_on_disk": msgid_path.stat().st_blocks * 512,
-                      "entries": msg_counts.live_or_unswept, "counter": msg_counts.counter},
+        "msgid_map": msgid_map,
     }

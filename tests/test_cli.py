@@ -361,6 +361,7 @@ def test_msgid_store_lookup_and_repeat(cli: Cli) -> None:
 
 
 def test_msgid_lookup_unknown_exits_1(cli: Cli) -> None:
+    ok(cli("msgid", "store", "ROBOT1.0_abc"))
     result = cli("msgid", "lookup", "42")
     assert result.exit_code == 1
     assert "unknown or expired" in result.stdout
@@ -430,3 +431,58 @@ def test_stats_shows_what_frameworks_are_still_owed(cli: Cli, data_dir: Path) ->
     data = json.loads(ok(cli("stats", as_json=True)))
     assert data["outbox"]["owed"] == {"reverse_ws ws://a/": 2, "http_post http://b/": 1}
     assert "2 owed to reverse_ws ws://a/" in ok(cli("stats"))
+
+
+# --------------------------------------------------------------------------- read-only commands
+
+#: ``verify`` too is read-only: tests/test_ops_verify.py::test_cli_verify_without_a_store.
+READ_ONLY = [("stats",), ("identity", "lookup", "raw:x"), ("identity", "show", "1"),
+             ("msgid", "lookup", "1"), ("msgid", "stats")]
+
+
+@pytest.mark.parametrize("args", READ_ONLY, ids=" ".join)
+def test_read_only_commands_on_a_missing_data_dir_create_nothing(
+        cli: Cli, tmp_path: Path, data_dir: Path, args: tuple[str, ...]) -> None:
+    result = cli(*args)
+    assert result.exit_code == 1, result.output
+    assert result.stderr.startswith("error: no ") and str(data_dir) in result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("args", READ_ONLY, ids=" ".join)
+def test_read_only_commands_without_their_store_create_nothing(
+        cli: Cli, data_dir: Path, args: tuple[str, ...]) -> None:
+    data_dir.mkdir()
+    result = cli(*args)
+    assert result.exit_code == 1, result.output
+    assert result.stderr.startswith("error: no store at ") and str(data_dir) in result.stderr
+    assert list(data_dir.iterdir()) == []
+
+
+def test_read_only_commands_leave_the_stores_as_they_are(cli: Cli, data_dir: Path) -> None:
+    """stats on a data dir that has no msgid-map.db yet says so instead of creating one, and
+    no read-only command changes a store file."""
+    ok(cli("identity", "resolve", OPENID_A))
+    data = json.loads(ok(cli("stats", as_json=True)))
+    assert data["msgid_map"] == {"path": str(data_dir / "msgid-map.db"), "exists": False}
+    assert "msgid-map.db   none yet" in ok(cli("stats"))
+    assert sorted(p.name for p in data_dir.iterdir()) == ["openid-map.db", "openid-map.db-lock"]
+    ok(cli("msgid", "store", "ROBOT1.0_abc"))
+    before = {p.name: p.read_bytes() for p in data_dir.glob("*.db")}
+    for args in READ_ONLY:
+        assert cli(*args).exit_code in (0, 1), args  # raw:x and vUIN 1's id are unknown
+    assert {p.name: p.read_bytes() for p in data_dir.glob("*.db")} == before
+
+
+def test_msgid_read_commands_do_not_move_a_damaged_file_aside(cli: Cli, data_dir: Path) -> None:
+    """Moving a damaged msgid-map.db aside is for the daemon and the writing commands; a
+    read-only command reports it and leaves it where it is."""
+    data_dir.mkdir()
+    damaged = data_dir / "msgid-map.db"
+    damaged.write_bytes(b"not an lmdb file" * 1024)
+    for args in (("msgid", "stats"), ("msgid", "lookup", "1")):
+        result = cli(*args)
+        assert result.exit_code == 1, result.output
+        assert result.stderr.startswith(f"error: cannot open {damaged}: "), result.stderr
+    assert [p.name for p in data_dir.iterdir() if "corrupt" in p.name] == []
+    assert damaged.read_bytes() == b"not an lmdb file" * 1024

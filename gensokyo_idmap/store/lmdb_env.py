@@ -6,6 +6,8 @@ One env file (``subdir=False``) with named databases, a ``meta`` table holding
 Threads: reads run on the caller's thread in a short read transaction (LMDB readers never
 wait for the writer); writes run on the single writer thread of a :class:`GroupCommitter`.
 The map grows by itself: a full map aborts the batch, doubles ``map_size`` and re-runs it.
+``readonly=True`` opens an existing file without ever writing it (no table created, no
+schema upgrade): for the read-only CLI commands, which must create nothing.
 Changing the map size needs no transaction open in this process: read transactions hold
 ``read_lock`` (an uncontended lock costs ~0.1 us, a fraction of a read), the writer's
 transaction holds ``write_lock``, and a remap takes both, always write lock first.
@@ -25,7 +27,7 @@ from typing import Any, ClassVar, Final, Generic, Protocol, Self, TypeVar
 import lmdb
 import structlog
 
-from gensokyo_idmap.errors import IdmapError, SchemaVersionError, StoreError
+from gensokyo_idmap.errors import IdmapError, NotFoundError, SchemaVersionError, StoreError
 from gensokyo_idmap.store.codec import decode_value, encode_value
 from gensokyo_idmap.store.group_commit import GroupCommitter, Outcome, settle
 
@@ -151,8 +153,10 @@ class LmdbEnv(Generic[V]):
         map_size: int,
         schema_version: int,
         upgrades: dict[int, Callable[[V], None]],
+        readonly: bool = False,
     ) -> None:
         self.path = Path(path)
+        self.readonly = readonly
         self.read_lock = threading.Lock()
         self.write_lock = threading.Lock()
         self.make_view = make_view
@@ -165,8 +169,11 @@ class LmdbEnv(Generic[V]):
         self._on_loop: list[tuple[Callable[[V], Any], asyncio.Future[Any]]] | None = None
         self._loop_batches = 0
         self._loop_writes = 0
+        if readonly and not self.path.is_file():
+            raise NotFoundError(f"no store at {self.path}")
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            if not readonly:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
             self.env = lmdb.open(
                 str(self.path),
                 subdir=False,
@@ -176,8 +183,10 @@ class LmdbEnv(Generic[V]):
                 metasync=durable,
                 readahead=False,
                 meminit=False,
-                writemap=not durable,  # no fsync anyway: commits update the map in place
+                writemap=not durable and not readonly,  # no fsync: commits update the map
                 max_spare_txns=4,
+                readonly=readonly,
+                create=not readonly,
             )
         except (lmdb.Error, OSError) as exc:
             raise StoreError(f"cannot open {self.path}: {exc}") from exc
@@ -185,7 +194,7 @@ class LmdbEnv(Generic[V]):
             # Reader slots of processes that died (kill -9) stay in the lock file while
             # another process holds it open; they would pin old pages and fill the table.
             self.env.reader_check()
-            self.tables = self._open_tables()
+            self.tables = self._open_tables_readonly() if readonly else self._open_tables()
         except lmdb.Error as exc:
             self.env.close()
             raise StoreError(f"cannot open {self.path}: {exc}") from exc
@@ -219,6 +228,26 @@ class LmdbEnv(Generic[V]):
                 txn.abort()
                 raise
 
+    def _open_tables_readonly(self) -> SimpleNamespace:
+        """The tables of an existing file, nothing written (no table created, no upgrade)."""
+        handles: dict[str, Any] = {}
+        for t in self._table_spec:
+            try:
+                # txn=None: py-lmdb opens it in a read transaction of its own and commits it,
+                # so the handle outlives it (one opened in our own read transaction would not)
+                handles[t.attr] = self.env.open_db(t.name, dupsort=t.dupsort, create=False)
+            except lmdb.NotFoundError:
+                raise StoreError(f"{self.path} has no table {t.name.decode()}: not a store of "
+                                 "this kind, or damaged") from None
+        tables = SimpleNamespace(**handles)
+        txn = self.begin_read()
+        try:
+            self._check_schema(self.make_view(txn, tables), txn, tables)
+        finally:
+            txn.abort()
+            self.read_lock.release()
+        return tables
+
     def _check_schema(self, view: V, txn: lmdb.Transaction[bytes], tables: SimpleNamespace) -> None:
         raw = txn.get(_META_SCHEMA, db=tables.meta)
         if raw is None:
@@ -230,6 +259,13 @@ class LmdbEnv(Generic[V]):
                 f"{self.path} has schema_version {found}, but this gensokyo-idmap knows only "
                 f"up to {self._schema_version}: run a newer gensokyo-idmap, or restore a backup"
             )
+        if self.readonly:
+            if found < self._schema_version:
+                raise StoreError(
+                    f"{self.path} has schema_version {found} and needs an upgrade to "
+                    f"{self._schema_version}, which a read-only command does not do: start "
+                    "the daemon (or run a command that writes) once first")
+            return
         for version in range(found, self._schema_version):
             step = self._upgrades.get(version)
             if step is None:

@@ -245,6 +245,7 @@ class LmdbIdentityStore(LmdbEnv[LmdbView]):
         map_size: int = DEFAULT_MAP_SIZE,
         schema_version: int = SCHEMA_VERSION,
         upgrades: dict[int, Callable[[LmdbView], None]] | None = None,
+        readonly: bool = False,
     ) -> None:
         super().__init__(
             path,
@@ -255,6 +256,7 @@ class LmdbIdentityStore(LmdbEnv[LmdbView]):
             map_size=map_size,
             schema_version=schema_version,
             upgrades=UPGRADES if upgrades is None else upgrades,
+            readonly=readonly,
         )
         self._forward = self.tables.identity_to_vuin  # the two handles probe() needs
         self._last_seen = self.tables.last_seen

@@ -156,7 +156,8 @@ class LmdbMsgIdStore(LmdbEnv[MsgIdView]):
     """msgid-map.db. Open one per process and path (the rest comes from :class:`LmdbEnv`)."""
 
     def __init__(
-        self, path: str | os.PathLike[str], *, map_size: int = DEFAULT_MSGID_MAP_SIZE
+        self, path: str | os.PathLike[str], *, map_size: int = DEFAULT_MSGID_MAP_SIZE,
+        readonly: bool = False,
     ) -> None:
         super().__init__(
             path,
@@ -167,6 +168,7 @@ class LmdbMsgIdStore(LmdbEnv[MsgIdView]):
             map_size=map_size,
             schema_version=MSGID_SCHEMA_VERSION,
             upgrades={},
+            readonly=readonly,
         )
 
     def check(self) -> None:

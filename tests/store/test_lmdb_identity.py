@@ -10,7 +10,7 @@ from pathlib import Path
 import lmdb
 import pytest
 
-from gensokyo_idmap.errors import BadInputError, SchemaVersionError, StoreError
+from gensokyo_idmap.errors import BadInputError, NotFoundError, SchemaVersionError, StoreError
 from gensokyo_idmap.store.base import IdentityWriter, LastSeen
 from gensokyo_idmap.store.codec import decode_value, encode_u64, encode_value
 from gensokyo_idmap.store.lmdb_identity import SCHEMA_VERSION, LmdbIdentityStore, LmdbView
@@ -120,6 +120,37 @@ def test_missing_upgrade_step_is_an_error(identity_db_path: Path) -> None:
     LmdbIdentityStore(identity_db_path).close()
     with pytest.raises(StoreError, match="no upgrade from schema_version 1"):
         LmdbIdentityStore(identity_db_path, schema_version=2, upgrades={})
+
+
+def test_readonly_open_creates_nothing_and_never_upgrades(identity_db_path: Path) -> None:
+    """readonly=True (the read-only CLI commands): a missing file is NotFoundError with
+    nothing created; a file that needs an upgrade is refused, not upgraded; a current one
+    reads, and a write through it fails without changing the file."""
+    with pytest.raises(NotFoundError, match="no store at"):
+        LmdbIdentityStore(identity_db_path, readonly=True)
+    assert list(identity_db_path.parent.iterdir()) == []
+    env = raw_env(identity_db_path)  # schema 0: no schema_version, identities present
+    with env.begin(write=True) as txn:
+        for name in TABLES:
+            env.open_db(name, txn=txn, dupsort=name == b"vuin_to_identity")
+        txn.put(b"openid:QQ:1:AAA", encode_u64(7),
+                db=env.open_db(b"identity_to_vuin", txn=txn))
+    env.close()
+    before = sha(identity_db_path)
+    with pytest.raises(StoreError, match="schema_version 0 and needs an upgrade"):
+        LmdbIdentityStore(identity_db_path, readonly=True)
+    assert sha(identity_db_path) == before
+    LmdbIdentityStore(identity_db_path).close()  # a writer upgrades it
+    before = sha(identity_db_path)
+    store = LmdbIdentityStore(identity_db_path, readonly=True)
+    try:
+        with store.read() as view:
+            assert view.identities_of(7) == ["openid:QQ:1:AAA"]
+        with pytest.raises(StoreError):
+            store.write_sync(lambda w: w.set_vuin("raw:x", 8))
+    finally:
+        store.close()
+    assert sha(identity_db_path) == before
 
 
 def test_map_grows_by_itself(identity_db_path: Path) -> None:
