@@ -11,7 +11,7 @@ import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -561,3 +561,32 @@ def recover_identities_command(ctx: _Context, legacy: str | None) -> None:
         [f"openid-map.db re-migrated from {result.report.legacy_path}"
          + (f"; the previous file is {result.moved_to}" if result.moved_to else "")]
         + result.report.summary_lines()))
+
+
+# --- --json after the subcommand too ---------------------------------------------------------
+
+#: Commands without JSON output: no ``--json`` of their own.
+_NO_JSON_OUTPUT = frozenset({"serve"})
+
+
+def _json_after_subcommand(click_ctx: click.Context, _param: click.Parameter,
+                           value: bool) -> None:
+    if value:
+        click_ctx.obj = replace(click_ctx.obj, as_json=True)
+
+
+def _add_json_option(group: click.Group) -> None:
+    """Give every command with JSON output a ``--json`` of its own, so that
+    ``gensokyo-idmap verify --json`` works as well as ``gensokyo-idmap --json verify`` (the
+    README shows both). Done once over the whole tree, so a command added later has it too.
+    """
+    for command in group.commands.values():
+        if isinstance(command, click.Group):
+            _add_json_option(command)
+        elif command.name not in _NO_JSON_OUTPUT:
+            command.params.append(click.Option(
+                ["--json"], is_flag=True, expose_value=False,
+                callback=_json_after_subcommand, help="Machine-readable output."))
+
+
+_add_json_option(main)

@@ -14,6 +14,7 @@ import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import click
 import pytest
 import structlog
 from click.testing import CliRunner, Result
@@ -486,3 +487,34 @@ def test_msgid_read_commands_do_not_move_a_damaged_file_aside(cli: Cli, data_dir
         assert result.stderr.startswith(f"error: cannot open {damaged}: "), result.stderr
     assert [p.name for p in data_dir.iterdir() if "corrupt" in p.name] == []
     assert damaged.read_bytes() == b"not an lmdb file" * 1024
+
+
+# --------------------------------------------------------------------------- --json
+
+
+def _commands(group: click.Group, path: tuple[str, ...] = ()) -> Iterator[
+        tuple[tuple[str, ...], click.Command]]:
+    for name, command in group.commands.items():
+        if isinstance(command, click.Group):
+            yield from _commands(command, (*path, name))
+        else:
+            yield (*path, name), command
+
+
+def test_every_command_with_json_output_takes_json_after_it_too() -> None:
+    missing = [" ".join(path) for path, command in _commands(main)
+               if path != ("serve",)
+               and not any("--json" in param.opts for param in command.params)]
+    assert missing == []
+
+
+def test_json_after_the_subcommand_is_json_before_it(cli: Cli, data_dir: Path) -> None:
+    ok(cli("identity", "resolve", OPENID_A))
+    ok(cli("msgid", "store", "ROBOT1.0_abc"))
+    for args in (("identity", "show", "1"), ("identity", "lookup", OPENID_A), ("stats",),
+                 ("msgid", "lookup", "1"), ("verify",)):
+        before = ok(cli(*args, as_json=True))
+        assert ok(cli(*args, "--json")) == before, args
+        json.loads(before)
+    resolved = json.loads(ok(cli("identity", "resolve", OPENID_B, "--json")))
+    assert resolved["vuin"] == 2 and resolved["created"] is True
