@@ -19,7 +19,6 @@ from aiohttp import web
 from gensokyo_idmap import jsonio, metrics
 from gensokyo_idmap.action_service import ActionService
 from gensokyo_idmap.api import ApiServer
-from gensokyo_idmap.api.access import check_listen
 from gensokyo_idmap.api.server import ApiSettings
 from gensokyo_idmap.bridge import BridgeSettings, EventSink, InboundBridge, InboundPipeline
 from gensokyo_idmap.config import Config
@@ -31,6 +30,7 @@ from gensokyo_idmap.onebot.forward_ws import ForwardWsServer
 from gensokyo_idmap.onebot.http_api import HttpApiServer
 from gensokyo_idmap.onebot.http_post import HttpPostTarget
 from gensokyo_idmap.onebot.reverse_ws import ReverseWsClient
+from gensokyo_idmap.ops.config_check import refuse_bad_startup
 from gensokyo_idmap.outbound import OutboundSender, OutboundSettings
 from gensokyo_idmap.outbox import Outbox, TrackedSink
 from gensokyo_idmap.passive_reply import ReplyBudget, seq_base_for_process
@@ -71,7 +71,11 @@ async def _migrate_if_found(
 
 
 async def run_daemon(config: Config, stop: asyncio.Event | None = None) -> None:
-    """Run until SIGINT/SIGTERM (or ``stop`` is set)."""
+    """Run until SIGINT/SIGTERM (or ``stop`` is set).
+
+    A config ``config check`` refuses is refused here too, before anything is opened.
+    """
+    refuse_bad_startup(config)
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     store = LmdbIdentityStore(
@@ -189,7 +193,7 @@ async def run_daemon(config: Config, stop: asyncio.Event | None = None) -> None:
             runner = await _start_webhook(
                 config, _one_at_a_time(_counted(pipeline.process_batch, "webhook")))
         if config.qq.gateway:
-            if http is None or tokens is None:
+            if http is None or tokens is None:  # refused at start (check_startup)
                 raise BadInputError("qq.gateway", True,
                                     "the gateway needs bot.app_id and bot.secret")
             gateway_task = asyncio.create_task(_run_gateway(
@@ -298,10 +302,7 @@ async def _start_webhook(
     config: Config, pipeline: Callable[[QQEvent], Awaitable[None]]
 ) -> web.AppRunner:
     """The callback server: verified events go through the bridge to every framework."""
-    secret = config.bot.secret.get_secret_value()
-    if not config.bot.app_id:
-        raise BadInputError("webhook.listen", config.webhook.listen,
-                            "the webhook needs bot.app_id")
+    secret = config.bot.secret.get_secret_value()  # bot.app_id: checked at start
     if not secret:
         log.warning("[qq] webhook has no bot.secret: every callback is refused until it is set")
 
@@ -356,8 +357,7 @@ async def _start_api(config: Config, graph: IdentityGraph, msgids: MsgIdMap
     A taken address is fatal when ``api.listen`` was set; the default one being taken (a
     second daemon on the machine) only leaves the API off, loudly.
     """
-    token = config.api.token.get_secret_value()
-    check_listen(config.api.listen, token, config.api.getid_allow)
+    token = config.api.token.get_secret_value()  # without one, loopback: checked at start
     server = ApiServer(graph, msgids, ApiSettings(
         app_id=config.bot.app_id, identity_path=config.identity_db_path,
         msgid_path=config.msgid_db_path, token=token,

@@ -400,13 +400,11 @@ def config_check(ctx: _Context, file: Path) -> None:
     import os
 
     from gensokyo_idmap.config_env import env_overrides
-    from gensokyo_idmap.ops.config_check import check_startup, summary
+    from gensokyo_idmap.ops.config_check import refuse_bad_startup, summary
 
     try:
         config = load_config(file)
-        checked = check_startup(config)
-        if checked.errors:
-            raise checked.errors[0]
+        checked = refuse_bad_startup(config)
     except IdmapError as err:
         _fail(err)
     for warning in checked.warnings:

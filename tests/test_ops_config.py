@@ -151,6 +151,7 @@ def test_check_starts_nothing(tmp_path: Path) -> None:
     ('bot:\n  app_id: "1"\nqq:\n  gateway: true\n', {}, "qq.gateway"),
     ("qq:\n  gateway: true\n", {"GSK_BOT__APP_ID": "1"}, "qq.gateway"),
     ("webhook:\n  listen: 127.0.0.1:8443\n", {}, "webhook.listen"),
+    ("api:\n  listen: 0.0.0.0:15631\n", {}, "api.listen"),
 ])
 def test_check_refuses_with_the_key_path(tmp_path: Path, text: str, env: dict[str, str],
                                          where: str) -> None:
@@ -158,6 +159,34 @@ def test_check_refuses_with_the_key_path(tmp_path: Path, text: str, env: dict[st
     assert result.exit_code == 2, result.output
     assert result.stdout == ""
     assert result.stderr.startswith(f"error: {where}: ")
+
+
+#: Configs that validate but that serve refuses at start-up (ops.config_check.check_startup).
+REFUSED_AT_START = [
+    'bot:\n  app_id: "1"\nqq:\n  gateway: true\n',
+    "webhook:\n  listen: 127.0.0.1:8443\n",
+    "api:\n  listen: 0.0.0.0:15631\n",
+    'bot:\n  app_id: "1"\napi:\n  listen: "[::]:15631"\n',
+]
+
+
+@pytest.mark.parametrize("text", REFUSED_AT_START)
+def test_serve_refuses_what_check_refuses_before_opening_anything(tmp_path: Path,
+                                                                   text: str) -> None:
+    """One validation for both: the same first error, from config check and from the
+    daemon, and the daemon refuses before it creates the data dir or binds a port."""
+    import asyncio
+
+    from gensokyo_idmap.app import run_daemon
+
+    data = tmp_path / "data"
+    path = write(tmp_path, f"idmap:\n  data_dir: {data}\n" + text)
+    checked = cli("config", "check", str(path))
+    assert checked.exit_code == 2, checked.output
+    with pytest.raises(BadInputError) as refused:
+        asyncio.run(run_daemon(load_config(path, {})))
+    assert checked.stderr == f"error: {refused.value.message}\n"
+    assert not data.exists()
 
 
 def test_check_gateway_with_secret_from_env(tmp_path: Path) -> None:

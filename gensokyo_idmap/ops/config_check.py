@@ -1,17 +1,19 @@
-"""What ``serve`` would refuse or warn about in a config that validates (pure).
+"""What ``serve`` refuses or warns about in a config that validates (pure).
 
-Mirrors the start-up checks of ``app.run_daemon`` so that ``config check`` fails exactly
-where starting the daemon would, without opening a store or a socket.
+The one set of start-up rules: ``app.run_daemon`` refuses a config on the first error here
+before it opens anything, and ``config check`` reports the same errors without starting
+anything, so the two cannot drift apart.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gensokyo_idmap.api.access import check_listen
 from gensokyo_idmap.config import Config
 from gensokyo_idmap.errors import BadInputError
 
-__all__ = ["StartupCheck", "check_startup", "summary"]
+__all__ = ["StartupCheck", "check_startup", "refuse_bad_startup", "summary"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,6 +23,8 @@ class StartupCheck:
 
 
 def check_startup(config: Config) -> StartupCheck:
+    """Every error (serve refuses to start) and warning (it starts, but loudly) of ``config``
+    beyond what validating the file already refused."""
     errors: list[BadInputError] = []
     warnings: list[str] = []
     secret = config.bot.secret.get_secret_value()
@@ -34,12 +38,25 @@ def check_startup(config: Config) -> StartupCheck:
         elif not secret:
             warnings.append("webhook.listen: no bot.secret, so every callback is refused "
                             "until it is set")
+    try:
+        check_listen(config.api.listen, config.api.token.get_secret_value(),
+                     config.api.getid_allow)
+    except BadInputError as err:
+        errors.append(err)
     if not config.webhook.listen and not config.qq.gateway:
         warnings.append("no platform intake: set webhook.listen or qq.gateway: true")
     if not (config.onebot.reverse_ws or config.onebot.forward_ws or config.onebot.http_post):
         warnings.append("no framework connection: set onebot.reverse_ws, onebot.forward_ws "
                         "or onebot.http_post")
     return StartupCheck(tuple(errors), tuple(warnings))
+
+
+def refuse_bad_startup(config: Config) -> StartupCheck:
+    """:func:`check_startup`, raising its first error (what ``serve`` does)."""
+    checked = check_startup(config)
+    if checked.errors:
+        raise checked.errors[0]
+    return checked
 
 
 def summary(config: Config) -> str:
