@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
@@ -301,6 +302,26 @@ def msgid_stats(click_ctx: click.Context) -> None:
           lambda: f"entries {counts.live_or_unswept}\ncounter {counts.counter}")
 
 
+@contextmanager
+def _migration_stores(ctx: _Context, dry_run: bool
+                      ) -> Iterator[tuple[LmdbIdentityStore, LmdbMsgIdStore | None]]:
+    """The stores a migration writes. A dry run writes nothing, so it needs no msgid-map.db,
+    and with no openid-map.db yet it converts into a throw-away one in a temporary dir
+    instead of creating the data dir's."""
+    identity_path = ctx.data_dir / "openid-map.db"
+    with ExitStack() as stack:
+        if dry_run and not identity_path.is_file():
+            scratch = stack.enter_context(tempfile.TemporaryDirectory(prefix="gsk-dry-run-"))
+            identity_path = Path(scratch) / "openid-map.db"
+        store = LmdbIdentityStore(identity_path)
+        stack.callback(store.close)
+        msgid_store = None
+        if not dry_run:
+            msgid_store = open_msgid_store(ctx.data_dir / "msgid-map.db")
+            stack.callback(msgid_store.close)
+        yield store, msgid_store
+
+
 @main.command("migrate")
 @click.option("--legacy", "legacy_path", type=click.Path(dir_okay=False, path_type=Path),
               default=None, help="The old idmap.db (default: <data-dir>/idmap.db).")
@@ -320,16 +341,13 @@ def migrate_command(ctx: _Context, legacy_path: Path | None, dry_run: bool) -> N
     try:
         if ctx.app_id is None:
             raise BadInputError("--app-id", None, "the AppID the old OpenIDs belong to is needed")
-        store = LmdbIdentityStore(ctx.data_dir / "openid-map.db")
-        try:
-            msgid_store = open_msgid_store(ctx.data_dir / "msgid-map.db")
-            try:
-                report = migrate_legacy(legacy, store, msgid_store, ctx.app_id,
-                                        dry_run=dry_run, progress=progress)
-            finally:
-                msgid_store.close()
-        finally:
-            store.close()
+        if not legacy.is_file():
+            raise BadInputError("--legacy" if legacy_path else "legacy", str(legacy),
+                                "no old idmap.db there, so nothing to migrate (put the Go "
+                                "daemon's idmap.db there, or give --legacy PATH)")
+        with _migration_stores(ctx, dry_run) as (store, msgid_store):
+            report = migrate_legacy(legacy, store, msgid_store, ctx.app_id,
+                                    dry_run=dry_run, progress=progress)
     except IdmapError as err:
         if on_terminal:
             click.echo("", err=True)

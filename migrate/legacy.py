@@ -690,6 +690,8 @@ def migrate_legacy(
         log.info("[migrate] nothing to do: openid-map.db already holds a migration",
                  marker_time=marker.get("at"), legacy=str(path))
         return report
+    if not path.is_file():
+        raise BadInputError("legacy", str(path), "no such file")
     if held.identities or held.aliases:
         raise ConflictError(
             f"openid-map.db already holds {held.identities} identities but no migration "
@@ -698,8 +700,6 @@ def migrate_legacy(
             "(or set idmap.legacy_db to an empty value)."
         )
     check_app_id(app_id, "bot.app_id")
-    if not path.is_file():
-        raise BadInputError("legacy", str(path), "no such file")
     tell = progress or (lambda stage, count: None)
     log.info("[migrate] start", legacy=str(path), dry_run=dry_run)
     hasher = _Sha256Thread(path)

@@ -353,3 +353,51 @@ def test_one_pass_and_two_passes_give_the_same_store(tmp_path: Path) -> None:
     forward = dict(fused_store[0])
     for legacy_id, row in expected["ids"]["forward"].items():
         assert forward[key_of(legacy_id)] == row
+
+
+def test_cli_migrate_without_a_legacy_file_says_so_and_creates_nothing(tmp_path: Path) -> None:
+    """No idmap.db: the error says there is nothing to migrate (not that an idmap.db that
+    is not there would not be merged into a store holding identities), and nothing is
+    created; --json goes after the command as well."""
+    from click.testing import CliRunner
+
+    from gensokyo_idmap.cli import main
+
+    runner = CliRunner(env={"GSK_IDMAP__DATA_DIR": None, "GSK_BOT__APP_ID": None})
+    data = tmp_path / "data"
+    result = runner.invoke(main, ["--data-dir", str(data), "--app-id", APP, "migrate",
+                                  "--dry-run"], catch_exceptions=False)
+    assert result.exit_code == 2, result.output
+    assert result.stderr == ("error: legacy: no old idmap.db there, so nothing to migrate (put "
+                             "the Go daemon's idmap.db there, or give --legacy PATH) "
+                             f"(got '{data / 'idmap.db'}')\n")
+    assert not data.exists()
+    store = LmdbIdentityStore(data / "openid-map.db")  # a store holding identities
+    try:
+        asyncio.run(IdentityGraph(store).resolve([OpenId(APP, "A" * 32)]))
+    finally:
+        store.close()
+    before = sorted(p.name for p in data.iterdir())
+    for args in (["migrate", "--dry-run"], ["migrate"], ["migrate", "--legacy",
+                                                         str(tmp_path / "old.db")]):
+        result = runner.invoke(main, ["--data-dir", str(data), "--app-id", APP, *args],
+                               catch_exceptions=False)
+        assert result.exit_code == 2, (args, result.output)
+        assert "nothing to migrate" in result.stderr and "merged" not in result.stderr
+    assert result.stderr.startswith("error: --legacy: ")
+    assert sorted(p.name for p in data.iterdir()) == before
+
+
+def test_cli_dry_run_into_a_fresh_data_dir_creates_nothing(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from gensokyo_idmap.cli import main
+
+    shutil.copyfile(FIXTURES / "small-counter.db", tmp_path / "idmap.db")
+    runner = CliRunner(env={"GSK_IDMAP__DATA_DIR": None, "GSK_BOT__APP_ID": None})
+    result = runner.invoke(main, ["--data-dir", str(tmp_path), "--app-id", APP, "migrate",
+                                  "--dry-run", "--json"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["status"] == "dry_run" and data["written"]["identity_to_vuin"] == 224
+    assert [p.name for p in tmp_path.iterdir()] == ["idmap.db"]
