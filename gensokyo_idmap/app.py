@@ -24,6 +24,7 @@ from gensokyo_idmap.bridge import BridgeSettings, EventSink, InboundBridge, Inbo
 from gensokyo_idmap.config import Config
 from gensokyo_idmap.dedup import DeliveryLog
 from gensokyo_idmap.errors import BadInputError, PlatformError
+from gensokyo_idmap.hostport import parse_host_port
 from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.msgid import MsgIdMap
 from gensokyo_idmap.onebot.forward_ws import ForwardWsServer
@@ -269,9 +270,9 @@ async def _listen(routes: list[web.RouteDef], listen: str, field: str) -> web.Ap
     app.add_routes(routes)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
-    host, _, port = listen.rpartition(":")
+    address = parse_host_port(listen, field)
     try:
-        await web.TCPSite(runner, host, int(port)).start()
+        await web.TCPSite(runner, address.host, address.port).start()
     except OSError as exc:
         await runner.cleanup()
         raise BadInputError(field, listen, f"cannot listen there: {exc.strerror}") from None

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 
 from gensokyo_idmap.config_env import apply_env_overrides, env_overrides, is_secret_path
 from gensokyo_idmap.errors import BadInputError
+from gensokyo_idmap.hostport import parse_host_port
 from gensokyo_idmap.identity import check_app_id
 
 __all__ = ["ApiConfig", "BotConfig", "Config", "IdmapConfig", "LogConfig", "load_config"]
@@ -60,10 +61,12 @@ class IdmapConfig(_Section):
 
 
 def _host_port(value: str) -> str:
+    """A listen address (``hostport.parse_host_port``: IPv6 in brackets), or empty: off."""
     if value:
-        host, sep, port = value.rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ValueError("must be host:port (e.g. 127.0.0.1:8443), or empty to switch off")
+        try:
+            parse_host_port(value, "listen")
+        except BadInputError as err:
+            raise ValueError(f"{err.reason}, or empty to switch off") from None
     return value
 
 

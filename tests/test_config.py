@@ -219,3 +219,18 @@ def test_non_utf8_file_is_a_clear_error(tmp_path: Path) -> None:
         load_config(path)
     assert err.value.field == "config"
     assert err.value.value == str(path)
+
+
+@pytest.mark.parametrize("key", ["webhook.listen", "onebot.forward_ws", "onebot.http_api",
+                                 "api.listen"])
+def test_every_listen_address_takes_ipv6_in_brackets_only(tmp_path: Path, key: str) -> None:
+    """One parser (hostport.parse_host_port) for every listen key: "[::]:15631" is read,
+    an IPv6 address without brackets or anything else in brackets is refused by key path."""
+    section, name = key.split(".")
+    ok = load_config(write(tmp_path, f'{section}:\n  {name}: "[::]:15631"\n'))
+    assert getattr(getattr(ok, section), name) == "[::]:15631"
+    for bad in ("::1:15631", "[localhost]:15631", "localhost:8O80"):
+        with pytest.raises(BadInputError) as err:
+            load_config(write(tmp_path, f'{section}:\n  {name}: "{bad}"\n'))
+        assert err.value.field == key
+        assert "or empty to switch off" in err.value.reason

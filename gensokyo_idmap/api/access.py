@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import TypeAlias
 
 from gensokyo_idmap.errors import BadInputError
+from gensokyo_idmap.hostport import parse_host_port
 
 __all__ = ["AccessPolicy", "check_listen", "is_loopback_host"]
 
@@ -37,8 +38,9 @@ def is_loopback_host(host: str) -> bool:
 
 def check_listen(listen: str, token: str, getid_allow: Sequence[str]) -> None:
     """Refuse a non-loopback listener that has neither a token nor allowed networks."""
-    host = listen.rpartition(":")[0]
-    if listen and not is_loopback_host(host) and not token and not getid_allow:
+    if not listen or token or getid_allow:
+        return
+    if not is_loopback_host(parse_host_port(listen, "api.listen").host):
         raise BadInputError("api.listen", listen, "a listener on a non-loopback address needs "
                             "api.token or api.getid_allow (or listen on 127.0.0.1)")
 
