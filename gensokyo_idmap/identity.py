@@ -12,6 +12,10 @@ Rules this module keeps:
   padded or not. Base32 is taken only when the text is canonical Base32 of printable UTF-8;
   everything else is the raw id. Digits-only ids are never Base32 (Base32 of any text
   starting with a digit starts with a letter), so QQ numbers always read back as themselves.
+  A QQ number is digits: ``rUIN-QQ-…`` text whose id is neither digits nor the Base32 of
+  digits is refused, not kept as a raw id (a mistyped number would become a new identity).
+  Other platforms' ids are free-form. (Typed ``ruin:QQ:…`` keys stay exact store addresses:
+  they name whatever is stored, so an old entry can still be looked at and moved.)
 - Client input (OneBot params, HTTP API, CLI): all digits → vUIN, ``rUIN-…`` → rUIN, a typed
   key → that key, anything else → OpenID of the serving AppID (unless guessing is off).
 - Bad input raises :class:`BadInputError` naming the field and the value.
@@ -55,6 +59,8 @@ _DIGITS = re.compile(r"[0-9]+")
 _BASE32 = re.compile(r"[A-Za-z2-7]+=*")
 #: Values are capped in UTF-8 bytes so that every key fits LMDB's 511-byte key limit.
 _MAX_VALUE_LEN: Final = 400
+#: The platform whose rUIN ids are account numbers: digits only, in rUIN text.
+QQ_PLATFORM: Final = "QQ"
 #: Indexes are written and read as at most nine digits.
 MAX_RUIN_INDEX: Final = 999_999_999
 
@@ -284,6 +290,9 @@ def parse_ruin_text(text: str, field: str = "ruin") -> RUin:
             field, text, "rUIN platform must be a letter then letters, digits or '_'"
         )
     decoded = None if _DIGITS.fullmatch(ident) else _b32decode_canonical(ident)
+    if platform == QQ_PLATFORM and not _DIGITS.fullmatch(decoded or ident):
+        raise BadInputError(field, text, "a QQ number is digits, as they are or in Base32 "
+                            "(rUIN-QQ-0-2870338968 or rUIN-QQ-0-GI4DOMBTGM4DSNRY)")
     try:
         return RUin(platform=platform, index=_parse_index(field, text, index), id=decoded or ident)
     except BadInputError as err:

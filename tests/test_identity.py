@@ -62,6 +62,12 @@ indexes = st.integers(min_value=0, max_value=10**9 - 1)
 open_ids = st.builds(OpenId, app_id=app_ids, openid=tokens, platform=platforms)
 union_ids = st.builds(UnionId, union_openid=tokens, platform=platforms)
 ruins = st.builds(RUin, platform=platforms, index=indexes, id=free_ids)
+qq_numbers = st.from_regex(r"[0-9]{1,20}", fullmatch=True)
+# what rUIN text can carry: QQ numbers are digits there, other platforms' ids anything
+text_ruins = st.one_of(
+    ruins.filter(lambda r: r.platform != "QQ"),
+    st.builds(RUin, platform=st.just("QQ"), index=indexes, id=qq_numbers),
+)
 raw_ids = st.builds(RawId, value=free_ids)
 identity_keys = st.one_of(open_ids, union_ids, ruins, raw_ids)
 
@@ -279,10 +285,10 @@ def test_parse_ruin_text_non_base32_ids_are_raw() -> None:
     assert parse_ruin_text("rUIN-Other-1-user:with-dash").id == "user:with-dash"
     assert parse_ruin_text("rUIN-Other-1-幻想郷").id == "幻想郷"
     # Base32 of "\x00": decodes, but not to printable text, so it is the raw id
-    assert parse_ruin_text("rUIN-QQ-0-AA").id == "AA"
+    assert parse_ruin_text("rUIN-Other-0-AA").id == "AA"
     # "ME" is canonical Base32 of "a"; "MF" has non-zero trailing bits, so it is raw
-    assert parse_ruin_text("rUIN-QQ-0-ME").id == "a"
-    assert parse_ruin_text("rUIN-QQ-0-MF").id == "MF"
+    assert parse_ruin_text("rUIN-Other-0-ME").id == "a"
+    assert parse_ruin_text("rUIN-Other-0-MF").id == "MF"
 
 
 def test_parse_ruin_text_index_and_platform() -> None:
@@ -291,7 +297,7 @@ def test_parse_ruin_text_index_and_platform() -> None:
 
 
 @settings(deadline=None)
-@given(ruins)
+@given(text_ruins)
 def test_ruin_text_is_upper_base32_without_padding(ruin: RUin) -> None:
     assume(not _b32_is_all_digits(ruin.id))  # those keep padding: see the test below
     text = format_ruin_text(ruin)
@@ -301,14 +307,15 @@ def test_ruin_text_is_upper_base32_without_padding(ruin: RUin) -> None:
 
 
 @settings(deadline=None)
-@given(ruins)
+@given(text_ruins)
 def test_ruin_text_round_trip(ruin: RUin) -> None:
     assert parse_ruin_text(format_ruin_text(ruin)) == ruin
     assert parse_ruin_text(ruin.text, "group_id") == ruin
 
 
 @settings(deadline=None)
-@given(ruins, st.booleans(), st.booleans(), st.sampled_from(["rUIN", "ruin", "RUIN", "Ruin"]))
+@given(text_ruins, st.booleans(), st.booleans(),
+       st.sampled_from(["rUIN", "ruin", "RUIN", "Ruin"]))
 def test_ruin_text_variants_read_back(ruin: RUin, lower: bool, padded: bool, prefix: str) -> None:
     assume(not _b32_is_all_digits(ruin.id))
     ident = _b32_padded(ruin.id) if padded else _b32(ruin.id)
@@ -327,9 +334,45 @@ def test_digits_only_id_reads_back_as_itself(digits: str, platform: str, index: 
     assert parse_client_input(f"rUIN-{platform}-{index}-{digits}", APP) == ruin
 
 
+@settings(deadline=None)
+@given(free_ids, indexes)
+@example("ME", 0)  # canonical Base32 of "a"
+@example("MF", 0)  # not canonical Base32
+@example("AA", 0)  # Base32 of "\x00"
+@example("GI4DOMBTGM4DSNRY=", 0)  # QQ's Base32 with a wrong padding
+def test_qq_ruin_text_ids_are_numbers(ident: str, index: int) -> None:
+    """rUIN-QQ-…: an id that is neither digits nor the Base32 of digits is refused (it was
+    kept as a raw id, so a mistyped number became a new identity); another platform takes
+    the same text as its id."""
+    assume(not re.fullmatch(r"[0-9]+", ident))
+    try:
+        other = parse_ruin_text(f"rUIN-Other-{index}-{ident}")
+    except BadInputError:
+        return  # not an id at all (whitespace, too long…): refused everywhere
+    text = f"rUIN-QQ-{index}-{ident}"
+    if re.fullmatch(r"[0-9]+", other.id):  # the Base32 of digits
+        assert parse_ruin_text(text) == RUin("QQ", index, other.id)
+        return
+    with pytest.raises(BadInputError) as excinfo:
+        parse_ruin_text(text, "user_id")
+    assert_bad(excinfo, "user_id", text)
+    assert "a QQ number is digits" in excinfo.value.reason
+    with pytest.raises(BadInputError):
+        parse_client_input(text, APP)
+
+
+@settings(deadline=None)
+@given(qq_numbers, indexes, st.booleans(), st.booleans())
+def test_qq_numbers_read_raw_or_in_base32(number: str, index: int, lower: bool,
+                                          padded: bool) -> None:
+    ident = _b32_padded(number) if padded else _b32(number)
+    for form in (number, ident.lower() if lower else ident):
+        assert parse_ruin_text(f"rUIN-QQ-{index}-{form}") == RUin("QQ", index, number)
+
+
 @pytest.mark.parametrize("ident", ["\u6d6d", "\u6d7d", "\u6ded"])
 def test_ruin_text_round_trip_when_base32_is_all_digits(ident: str) -> None:
-    ruin = RUin(platform="QQ", index=0, id=ident)
+    ruin = RUin(platform="Other", index=0, id=ident)
     assert _b32_is_all_digits(ident)
     assert format_ruin_text(ruin).endswith("=")  # padding kept so it cannot read as digits
     assert parse_ruin_text(format_ruin_text(ruin)) == ruin
