@@ -8,17 +8,31 @@ way out, lone surrogates) we fall back to ``json``, so the output is what ``json
 One difference is left on the way in: an integer beyond 64 bits is read as a float, where
 ``json`` gives an int. No field we read may hold one (ids, vUINs and seqs are all checked as
 integers in range), so such input is refused either way, only with another reason.
+
+**Platform text is made encodable.** JSON can spell a lone UTF-16 surrogate
+(``"\\ud83d"``), and ``json`` reads it into a ``str`` that no UTF-8 encoder takes: a signed
+platform event holding one could be sent to no framework and written to no store, and was
+retried for ever. :func:`loads_repaired` (what the platform's frames are read with)
+replaces every lone surrogate, in keys and values at any depth, with U+FFFD and says how
+many strings it repaired, for the caller to log. :func:`loads` leaves them, as ``json``
+does: a client's request holding one gets its clear 400 where a field is checked.
+orjson refuses lone surrogates, so only what falls back to ``json`` is ever walked.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
-__all__ = ["dumps", "dumps_bytes", "loads"]
+__all__ = ["REPLACEMENT", "dumps", "dumps_bytes", "loads", "loads_repaired"]
+
+#: What a character UTF-8 cannot encode (a lone surrogate) becomes when read.
+REPLACEMENT: Final = "\ufffd"
+_LONE_SURROGATE: Final = re.compile("[\ud800-\udfff]")
 
 
 def _reject_constant(name: str) -> Any:
@@ -38,7 +52,8 @@ def dumps(obj: Any, default: Callable[[Any], Any] | None = None, **_ignored: Any
 
 def dumps_bytes(obj: Any) -> bytes:
     """:func:`dumps` as UTF-8, for what goes out as bytes (HTTP POST bodies, the outbox):
-    orjson's own output, not decoded to text and encoded back."""
+    orjson's own output, not decoded to text and encoded back. Raises ``TypeError`` (what
+    JSON cannot hold) or ``ValueError`` (text UTF-8 cannot encode, a circular reference)."""
     try:
         return orjson.dumps(obj)
     except TypeError:
@@ -51,11 +66,64 @@ def _json_text(obj: Any, default: Callable[[Any], Any] | None) -> str:
 
 def loads(data: str | bytes | bytearray) -> Any:
     """Parse JSON text; ``NaN`` / ``Infinity`` are refused (they are not JSON). Raises
-    ``ValueError`` (``json.JSONDecodeError`` or ``UnicodeDecodeError``) or ``RecursionError``,
-    as ``json.loads`` does."""
+    ``ValueError`` (``json.JSONDecodeError`` or ``UnicodeDecodeError``) or
+    ``RecursionError``, as ``json.loads`` does."""
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError:
-        # orjson refuses a few things json reads (integers over 64 bits): let json decide,
-        # and give its error message when it is bad indeed
+        # orjson refuses a few things json reads (integers over 64 bits, lone surrogates):
+        # let json decide, and give its error message when it is bad indeed
         return json.loads(data, parse_constant=_reject_constant)
+
+
+def loads_repaired(data: str | bytes | bytearray) -> tuple[Any, int]:
+    """:func:`loads` with every lone surrogate replaced by U+FFFD, and how many strings
+    (keys included) held one: 0 for all well-formed text."""
+    try:
+        return orjson.loads(data), 0  # orjson refuses lone surrogates: nothing to repair
+    except orjson.JSONDecodeError:
+        return _repaired(json.loads(data, parse_constant=_reject_constant))
+
+
+def _repaired(value: Any) -> tuple[Any, int]:
+    """``value`` (as ``json`` built it) with every lone surrogate replaced, and how many
+    strings that touched. Lists and dicts are fixed in place, without recursion: ``json``
+    may have built something nested as deep as its own recursion allows."""
+    if isinstance(value, str):
+        fixed = _fixed(value)
+        return fixed, int(fixed is not value)
+    repaired = 0
+    todo = [value]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, list):
+            for index, item in enumerate(node):
+                if isinstance(item, str):
+                    fixed = _fixed(item)
+                    if fixed is not item:
+                        node[index] = fixed
+                        repaired += 1
+                elif isinstance(item, list | dict):
+                    todo.append(item)
+        elif isinstance(node, dict):
+            items = list(node.items())
+            node.clear()  # rebuilt in the same order: a key may change
+            for key, item in items:
+                fixed_key = _fixed(key)
+                repaired += fixed_key is not key
+                if isinstance(item, str):
+                    fixed = _fixed(item)
+                    repaired += fixed is not item
+                    item = fixed
+                elif isinstance(item, list | dict):
+                    todo.append(item)
+                node[fixed_key] = item
+    return value, repaired
+
+
+def _fixed(text: str) -> str:
+    """``text`` itself when UTF-8 can encode it, else a copy with U+FFFD for each lone
+    surrogate (a valid pair was already joined into one character by ``json``)."""
+    if text.isascii() or not _LONE_SURROGATE.search(text):
+        return text
+    return _LONE_SURROGATE.sub(REPLACEMENT, text)

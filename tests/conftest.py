@@ -14,7 +14,9 @@ from typing import Any, TypeVar
 import pytest
 import structlog
 from hypothesis import settings
+from hypothesis import strategies as st
 
+from gensokyo_idmap import metrics
 from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
 from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore
@@ -27,6 +29,17 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 APP_ID = "102000001"
 T = TypeVar("T")
 
+#: Any text, lone surrogates (U+D800–U+DFFF) well represented: what JSON's \uXXXX
+#: escapes can spell, and what a UTF-8 encoder refuses.
+ANY_TEXT = st.lists(
+    st.characters() | st.sampled_from(["\ud83d", "\ude00", "\udbff", "\udc00", "😀"])
+    | st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF), max_size=8).map("".join)
+#: Any JSON value, its strings (keys too) from :data:`ANY_TEXT`, integers past 64 bits too.
+ANY_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | ANY_TEXT,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(ANY_TEXT, inner, max_size=3),
+    max_leaves=12)
+
 
 @pytest.fixture(autouse=True)
 def _structlog_isolated() -> Iterator[None]:
@@ -35,6 +48,13 @@ def _structlog_isolated() -> Iterator[None]:
     structlog.reset_defaults()
     yield
     structlog.reset_defaults()
+
+
+def unencodable(sink: str) -> float:
+    """``gensokyo_events_unencodable`` of ``sink``, as ``/metrics`` shows it."""
+    value = metrics.REGISTRY.get_sample_value("gensokyo_events_unencodable_total",
+                                              {"sink": sink})
+    return value or 0.0
 
 
 def run(coro: Coroutine[Any, Any, T]) -> T:
