@@ -20,6 +20,12 @@ Rejections raise :class:`~gensokyo_idmap.errors.BadInputError` naming the path o
 (``d.group_openid``, ``d.author.member_openid``, ``d.attachments[0].url`` …). Fields the
 reference marks UNCONFIRMED are read leniently: absent or ``null`` is fine, and a value of
 the wrong kind is ignored rather than rejected where nothing depends on it (``mentions``).
+
+Text no encoder takes (a lone surrogate, ``"\\ud83d"``, in any string of the frame) is
+repaired as the frame is read (U+FFFD, :func:`gensokyo_idmap.jsonio.loads_repaired`), and
+:func:`parse_dispatch` logs it once per event (``[qq] event text repaired``): a signed event
+that could be sent to no framework would otherwise be refused or retried for ever, and hold
+up every event behind it. Webhook and gateway both read frames here.
 """
 
 from __future__ import annotations
@@ -28,6 +34,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, TypeAlias, TypeGuard
+
+import structlog
 
 from gensokyo_idmap import jsonio
 from gensokyo_idmap.errors import BadInputError
@@ -51,6 +59,8 @@ __all__ = [
     "parse_dispatch",
     "parse_envelope",
 ]
+
+log = structlog.get_logger("gensokyo_idmap.qq.events")
 
 #: The op code of a dispatch frame (an event).
 DISPATCH: Final = 0
@@ -80,21 +90,24 @@ _MODELLED_TYPES: Final = (
 @dataclass(frozen=True, slots=True)
 class Envelope:
     """One frame: ``op`` always; ``s`` (seq), ``t`` (event type), ``id`` (event id) on
-    dispatches; ``d`` whatever the op carries (kept as decoded)."""
+    dispatches; ``d`` whatever the op carries (kept as decoded); ``repaired``: how many of
+    its strings held a lone surrogate, now U+FFFD."""
 
     op: int
     d: Any = None
     s: int | None = None
     t: str | None = None
     id: str | None = None
+    repaired: int = 0
 
 
 def parse_envelope(raw: bytes | bytearray | str | Mapping[str, Any]) -> Envelope:
     """Read one frame. Bad JSON or a non-object → ``frame``; a missing or non-integer ``op``
     → ``op``; ``s`` / ``t`` / ``id`` of the wrong kind → that field."""
+    repaired = 0
     if isinstance(raw, bytes | bytearray | str):
         try:
-            obj: Any = jsonio.loads(raw)
+            obj, repaired = jsonio.loads_repaired(raw)
         except (ValueError, RecursionError) as err:
             # ValueError covers JSONDecodeError, UnicodeDecodeError and over-long integers.
             raise BadInputError("frame", _preview(raw), f"not valid JSON ({err})") from None
@@ -116,7 +129,7 @@ def parse_envelope(raw: bytes | bytearray | str | Mapping[str, Any]) -> Envelope
     event_id = obj.get("id")
     if event_id is not None and not isinstance(event_id, str):
         raise BadInputError("id", event_id, "event id must be text or null")
-    return Envelope(op=op, d=obj.get("d"), s=s, t=t, id=event_id)
+    return Envelope(op=op, d=obj.get("d"), s=s, t=t, id=event_id, repaired=repaired)
 
 
 def _preview(raw: bytes | bytearray | str) -> str:
@@ -501,6 +514,9 @@ def parse_dispatch(envelope: Envelope, app_id: str) -> QQEvent:
     if not t:
         raise BadInputError("t", t, "a dispatch needs an event type")
     common: dict[str, Any] = {"event_type": t, "event_id": envelope.id, "seq": envelope.s}
+    if envelope.repaired:
+        log.warning("[qq] event text repaired", type=t, id=envelope.id, seq=envelope.s,
+                    strings=envelope.repaired, reason="lone surrogate, now U+FFFD")
     d = envelope.d
     if t == "RESUMED":
         return Resumed(**common)

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from structlog.testing import capture_logs
 
 from gensokyo_idmap.errors import BadInputError
 from gensokyo_idmap.identity import OpenId, UnionId
@@ -245,6 +246,25 @@ def test_dispatch_needs_op_0_a_type_and_a_good_app_id() -> None:
     with pytest.raises(BadInputError) as info:
         parse_dispatch(parse_envelope(GROUP_AT), "not-an-app")
     assert info.value.field == "app_id"
+
+
+@pytest.mark.parametrize("form", ["escaped", "raw bytes"])
+def test_a_lone_surrogate_anywhere_is_repaired_and_logged_once_per_event(form: str) -> None:
+    frame = with_d(GROUP_AT, content="hi \ud83d", extra={"deep": ["\udc00", {"\ud800": 1}]})
+    frame["d"]["attachments"][0]["filename"] = "a\udfff.png"
+    raw = (json.dumps(frame).encode() if form == "escaped"
+           else json.dumps(frame, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+    with capture_logs() as logs:
+        envelope = parse_envelope(raw)
+        event = parse_dispatch(envelope, APP)
+    assert envelope.repaired == 4 and envelope.d["extra"] == {"deep": ["\ufffd", {"\ufffd": 1}]}
+    assert isinstance(event, GroupMessage)
+    assert event.content == "hi \ufffd" and event.attachments[0].filename == "a\ufffd.png"
+    assert [(line["event"], line["strings"], line["id"]) for line in logs] == [
+        ("[qq] event text repaired", 4, GROUP_AT["id"])]
+    with capture_logs() as logs:
+        assert parse(GROUP_AT_RAW).content == " hello"  # well-formed text: nothing logged
+    assert logs == []
 
 
 # --------------------------------------------------------------------------- group messages
