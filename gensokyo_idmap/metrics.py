@@ -31,6 +31,7 @@ __all__ = [
     "CONTENT_TYPE",
     "EVENTS_IN",
     "EVENTS_OUT",
+    "EVENTS_UNENCODABLE",
     "HotCounter",
     "IDENTITY_CREATE",
     "IDENTITY_HIT",
@@ -122,6 +123,11 @@ EVENTS_IN: Final = HotCounter(
 EVENTS_OUT: Final = HotCounter(
     "gensokyo_events_out", "OneBot events handed to a framework connection, by transport",
     ["transport"], registry=REGISTRY)
+
+EVENTS_UNENCODABLE: Final = Counter(
+    "gensokyo_events_unencodable", "OneBot events dropped from one sink because they cannot "
+    "be encoded (never retried), by sink: http_post, outbox, reverse_ws, forward_ws",
+    ["sink"], registry=REGISTRY)
 
 ACTION_SECONDS: Final = Histogram(
     "gensokyo_action_seconds", "OneBot action latency, from parsed request to response",

@@ -22,6 +22,7 @@ import structlog
 
 from gensokyo_idmap import jsonio
 from gensokyo_idmap.errors import IdmapError
+from gensokyo_idmap.onebot.encoding import event_bytes
 from gensokyo_idmap.store.lmdb_outbox import LmdbOutboxStore, OutboxView
 
 __all__ = ["DEFAULT_OUTBOX_LIMIT", "Outbox", "TrackedSink"]
@@ -78,10 +79,14 @@ class Outbox:
         return [key for _, _, key in owed if key is not None]
 
     async def keep(self, items: Sequence[tuple[str, dict[str, Any], str | None]]
-                   ) -> list[int]:
-        """Write (sink, event, delivery key) durably in one commit; entry ids, in order."""
-        bodies = [(sink, jsonio.dumps_bytes({"key": key, "event": event}))
-                  for sink, event, key in items]
+                   ) -> list[int | None]:
+        """Write (sink, event, delivery key) durably in one commit; entry ids, in order.
+        An event that cannot be encoded is not kept (logged, counted; its id is ``None``):
+        it could never be sent either, and must not fail the rest of the batch."""
+        encoded = [(sink, event_bytes({"key": key, "event": event}, sink, "outbox",
+                                      event=event))
+                   for sink, event, key in items]
+        bodies = [(sink, body) for sink, body in encoded if body is not None]
         over: dict[str, int] = {}
         for sink, _ in bodies:
             self._counts[sink] = self._counts.get(sink, 0) + 1
@@ -97,14 +102,18 @@ class Outbox:
                             dropped=surplus)
             return ids
 
-        ids = await self.store.write(write)
+        ids = iter(await self.store.write(write))
         for sink in over:
             self._counts[sink] = self.limit
-        self.kept += len(ids)
-        return ids
+        self.kept += len(bodies)
+        return [None if body is None else next(ids) for _, body in encoded]
 
-    def forget_when_written(self, sink: str, entry: int, written: asyncio.Future[Any]) -> None:
-        """Delete the entry once ``written`` resolves True (the framework has the event)."""
+    def forget_when_written(self, sink: str, entry: int | None,
+                            written: asyncio.Future[Any]) -> None:
+        """Delete the entry once ``written`` resolves True (the framework has the event);
+        nothing to do for an event that was not kept (``None``)."""
+        if entry is None:
+            return
         def done(future: asyncio.Future[Any]) -> None:
             if future.cancelled() or future.exception() is not None or future.result() is not True:
                 return  # still owed: the entry stays for the next start

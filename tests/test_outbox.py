@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from structlog.testing import capture_logs
+
 from gensokyo_idmap.bridge import BridgeSettings, InboundBridge, InboundPipeline
 from gensokyo_idmap.dedup import DeliveryLog
 from gensokyo_idmap.idmap import IdentityGraph
@@ -18,6 +20,8 @@ from gensokyo_idmap.qq.events import parse_dispatch, parse_envelope
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
 from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore
 from gensokyo_idmap.store.lmdb_outbox import LmdbOutboxStore
+
+from .conftest import unencodable
 
 APP = "102000001"
 
@@ -116,6 +120,33 @@ def test_a_sink_away_for_long_keeps_only_the_newest(tmp_path: Path) -> None:
             assert [event["n"] for _, event, _ in outbox.pending("a")] == [2, 3, 4]
 
     asyncio.run(main())
+
+
+def test_an_event_that_cannot_be_encoded_is_dropped_not_failing_the_batch(
+        tmp_path: Path) -> None:
+    """A poison event (text UTF-8 cannot hold) is not kept, with an error line and a count;
+    the events around it are kept as usual, and the sink's queue still moves on."""
+    before = unencodable("outbox")
+
+    async def main() -> tuple[list[int | None], list[dict[str, Any]]]:
+        with LmdbOutboxStore(tmp_path / "outbox.db") as store:
+            outbox = Outbox(store)
+            with capture_logs() as logs:
+                ids = await outbox.keep([("a", {"n": 1}, None),
+                                         ("a", {"post_type": "message", "raw": "\ud83d"}, None),
+                                         ("a", {"n": 3}, None)])
+            never: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+            outbox.forget_when_written("a", ids[1], never)  # nothing kept: nothing to do
+            return ids, logs
+
+    ids, logs = asyncio.run(main())
+    assert ids[1] is None and ids[0] is not None and ids[2] is not None
+    assert len(entries(tmp_path / "outbox.db", "a")) == 2
+    assert unencodable("outbox") == before + 1
+    [line] = [line for line in logs if line["log_level"] == "error"]
+    assert line["event"] == "[onebot] event cannot be encoded: dropped"
+    assert (line["sink"], line["kind"], line["post_type"]) == ("a", "outbox", "message")
+    assert "\ud83d" not in repr(line)  # the offending text is not logged
 
 
 def frame(n: int) -> Any:

@@ -4,7 +4,8 @@ Headers: ``Content-Type: application/json``, ``X-Self-ID``, and ``X-Signature:
 sha1=<HMAC-SHA1 of the raw body>`` when a secret is set (reference onebot-v11.md §1.2). One
 bounded queue and one sender task per URL: a slow or dead receiver drops its own oldest
 events (logged, counted) and delays nobody. A failed POST is retried a few times with a
-short backoff, then dropped and logged. A JSON object in the answer is a quick operation
+short backoff, then dropped and logged; an event that cannot be encoded is dropped at once
+(:mod:`gensokyo_idmap.onebot.encoding`). A JSON object in the answer is a quick operation
 (``{"reply": …, "at_sender": …}``): it is handed to ``on_quick_operation`` with its event, in
 the background, so the next event is not held up by the platform call.
 """
@@ -23,6 +24,7 @@ import structlog
 from gensokyo_idmap import jsonio
 from gensokyo_idmap.errors import IdmapError
 from gensokyo_idmap.onebot.connection import EventQueue
+from gensokyo_idmap.onebot.encoding import event_bytes
 
 __all__ = ["HttpPostTarget", "sign_body"]
 
@@ -130,7 +132,10 @@ class HttpPostTarget:
             log.warning("[onebot] quick operation failed", url=self.url, reason=err.message)
 
     async def _post(self, session: aiohttp.ClientSession, event: dict[str, Any]) -> bool:
-        body = jsonio.dumps_bytes(event)
+        body = event_bytes(event, self.outbox_name, "http_post")
+        if body is None:  # cannot be sent at all: dropped (logged), the queue moves on
+            self.failed += 1
+            return False
         for attempt in range(1, _ATTEMPTS + 1):
             try:
                 async with session.post(self.url, data=body, headers=self._headers(body)) as resp:

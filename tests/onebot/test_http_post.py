@@ -9,7 +9,11 @@ from typing import Any
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
+from structlog.testing import capture_logs
+
 from gensokyo_idmap.onebot.http_post import HttpPostTarget, sign_body
+
+from ..conftest import unencodable
 
 TIMEOUT = 10
 
@@ -73,6 +77,41 @@ def test_a_dead_receiver_costs_its_own_events_only() -> None:
 
     failed, dropped = asyncio.run(asyncio.wait_for(main(), 30))
     assert failed + dropped == 5 and dropped >= 1
+
+
+def test_an_event_that_cannot_be_encoded_is_dropped_and_the_next_ones_are_posted() -> None:
+    """A poison event must not stop the sender (it used to kill its task: nothing was
+    posted again until a restart)."""
+    received: list[bytes] = []
+    before = unencodable("http_post")
+
+    async def receiver(request: web.Request) -> web.Response:
+        received.append(await request.read())
+        return web.Response(status=204)
+
+    async def main() -> tuple[list[bool], list[Any]]:
+        app = web.Application()
+        app.router.add_post("/onebot", receiver)
+        server = TestServer(app, host="127.0.0.1")
+        await server.start_server()
+        target = HttpPostTarget(str(server.make_url("/onebot")), 10001, retry_delay=0.01)
+        target.start()
+        try:
+            with capture_logs() as logs:
+                futures = [target.publish({"post_type": "message", "n": 0, "text": "\ud83d"}),
+                           target.publish({"post_type": "message", "n": 1})]
+                done = await asyncio.wait_for(asyncio.gather(*futures), TIMEOUT)
+        finally:
+            await target.close()
+            await server.close()
+        return done, logs
+
+    done, logs = asyncio.run(main())
+    assert done == [False, True]
+    assert [json.loads(body)["n"] for body in received] == [1]
+    assert unencodable("http_post") == before + 1
+    assert [line["event"] for line in logs if line["log_level"] == "error"] == [
+        "[onebot] event cannot be encoded: dropped"]
 
 
 def test_a_quick_operation_answer_is_carried_out_with_its_event() -> None:
