@@ -18,11 +18,16 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-async def framework_server(handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
-                           ) -> TestServer:
-    """The framework's reverse-WS endpoint (``/ws``) in this process."""
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+async def framework_server(handler: Handler, post: Handler | None = None) -> TestServer:
+    """The framework's reverse-WS endpoint (``/ws``) in this process, and its HTTP POST
+    receiver (``/post``) when ``post`` is given."""
     app = web.Application()
     app.router.add_get("/ws", handler)
+    if post is not None:
+        app.router.add_post("/post", post)
     server = TestServer(app, host="127.0.0.1")
     await server.start_server()
     return server

@@ -13,7 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
+from gensokyo_idmap import jsonio
 from gensokyo_idmap.bridge import BridgeSettings, InboundBridge, InboundPipeline
+from gensokyo_idmap.dedup import delivery_key
+from gensokyo_idmap.errors import BadInputError
 from gensokyo_idmap.identity import OpenId, UnionId
 from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.msgid import MsgIdMap
@@ -21,7 +24,7 @@ from gensokyo_idmap.qq.events import parse_dispatch, parse_envelope
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
 from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore
 
-from .conftest import FakeClock, run
+from .conftest import ANY_JSON, ANY_TEXT, FakeClock, run
 
 APP = "102000001"
 SELF = 102000001
@@ -401,3 +404,71 @@ def test_any_batching_delivers_each_event_once_in_each_chats_order(
         assert vuins.setdefault(author, event["user_id"]) == event["user_id"]
     assert len(set(vuins.values())) == len(vuins)
     assert len(pipeline._turns) == 0
+
+
+# --------------------------------------------------------------------------- poison text
+
+PEOPLE = st.sampled_from([GROUP, USER, OTHER])
+
+
+@st.composite
+def poisoned_frames(draw: st.DrawFn) -> dict[str, Any]:
+    """A dispatch of a type the bridge forwards (or an unknown one), its text fields and
+    extra fields drawn from any text, lone surrogates included."""
+    t = draw(st.sampled_from(["GROUP_AT_MESSAGE_CREATE", "GROUP_MESSAGE_CREATE",
+                              "C2C_MESSAGE_CREATE", "INTERACTION_CREATE", "GROUP_ADD_ROBOT",
+                              "FRIEND_ADD", "SOMETHING_NEW"]))
+    author = {"id": draw(PEOPLE), "member_openid": draw(PEOPLE), "user_openid": draw(PEOPLE)}
+    d: dict[str, Any] = {
+        "id": "m" + draw(ANY_TEXT), "content": draw(ANY_TEXT), "author": author,
+        "timestamp": draw(st.sampled_from(["2025-01-01T12:00:00+08:00", None]) | ANY_TEXT),
+        "group_openid": draw(PEOPLE), "openid": draw(PEOPLE),
+        "op_member_openid": draw(PEOPLE), "user_openid": draw(PEOPLE),
+        "attachments": [{"content_type": draw(st.sampled_from(["image/png", "voice", ""]))
+                         + draw(ANY_TEXT), "url": draw(ANY_TEXT) or "x",
+                         "filename": draw(ANY_TEXT)}],
+        "data": {"resolved": {"button_data": draw(ANY_TEXT), "button_id": draw(ANY_TEXT)}},
+        draw(ANY_TEXT): draw(ANY_JSON),
+    }
+    return {"op": 0, "s": draw(st.integers(1, 10**6)), "t": t, "id": draw(ANY_TEXT) or None,
+            "d": d}
+
+
+def test_any_text_through_parse_bridge_and_every_transports_encoder() -> None:
+    """Webhook body (escaped or raw surrogate bytes) and gateway frame (text) → parse → the
+    bridge's OneBot events → the WebSocket text, the HTTP POST body, the outbox entry and
+    the de-duplication key: none raises, whatever text the platform sent."""
+    with tempfile.TemporaryDirectory() as tmp:
+        identities = LmdbIdentityStore(Path(tmp) / "openid-map.db")
+        messages = LmdbMsgIdStore(Path(tmp) / "msgid-map.db")
+        try:
+            @settings(max_examples=150, deadline=None)
+            @given(poisoned_frames(), st.sampled_from(["webhook", "webhook raw", "gateway"]),
+                   st.sampled_from(["array", "string"]), st.booleans())
+            def check(raw: dict[str, Any], transport: str, fmt: Any, extensions: bool) -> None:
+                body: bytes | str = {
+                    "webhook": lambda: json.dumps(raw).encode(),
+                    "webhook raw": lambda: json.dumps(raw, ensure_ascii=False).encode(
+                        "utf-8", "surrogatepass"),
+                    "gateway": lambda: json.dumps(raw),
+                }[transport]()
+                bridge = InboundBridge(IdentityGraph(identities), MsgIdMap(messages),
+                                       BridgeSettings(app_id=APP, self_id=SELF,
+                                                      message_format=fmt,
+                                                      extensions=extensions))
+                try:
+                    event = parse_dispatch(parse_envelope(body), APP)
+                except BadInputError:
+                    return  # refused with a clear error: fine (the openids are valid)
+                key = delivery_key(event)
+                if key is not None:
+                    key.encode("utf-8")
+                for onebot in run(bridge.translate(event)):
+                    jsonio.dumps(onebot).encode("utf-8")  # the WebSocket's text frame
+                    jsonio.dumps_bytes(onebot)  # the HTTP POST body
+                    jsonio.dumps_bytes({"key": key, "event": onebot})  # the outbox entry
+
+            check()
+        finally:
+            identities.close()
+            messages.close()

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 from aiohttp import ClientSession, WSMsgType, web
-from aiohttp.test_utils import TestServer
 
 from gensokyo_idmap.app import run_daemon
 from gensokyo_idmap.config import Config
@@ -17,7 +16,7 @@ from gensokyo_idmap.onebot.http_post import sign_body
 from gensokyo_idmap.qq.signing import SIGNATURE_HEADER, TIMESTAMP_HEADER, WebhookKey
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
 
-from .loopback import free_port
+from .loopback import Handler, framework_server, free_port, ws_url
 
 APP = "102000001"
 SECRET = "e2e-secret-Zq9x"
@@ -32,6 +31,23 @@ def group_message(n: int) -> bytes:
               "timestamp": "2025-01-01T12:00:00+08:00", "group_openid": GROUP,
               "author": {"id": USER, "member_openid": USER}},
     }).encode()
+
+
+def collecting_framework(received: asyncio.Queue[dict[str, Any]]) -> Handler:
+    """A reverse-WS framework's handler that puts every message event it gets in
+    ``received``."""
+
+    async def framework(request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse()
+        await ws.prepare(request)
+        async for message in ws:
+            if message.type == WSMsgType.TEXT:
+                frame = json.loads(message.data)
+                if frame.get("post_type") == "message":
+                    await received.put(frame)
+        return ws
+
+    return framework
 
 
 def test_webhook_event_reaches_the_framework_with_stored_vuins(tmp_path: Path) -> None:
@@ -62,16 +78,12 @@ def test_webhook_event_reaches_the_framework_with_stored_vuins(tmp_path: Path) -
     forward_port = free_port()
 
     async def main() -> list[dict[str, Any]]:
-        app = web.Application()
-        app.router.add_get("/ws", framework)
-        app.router.add_post("/post", post_receiver)
-        server = TestServer(app, host="127.0.0.1")
-        await server.start_server()
+        server = await framework_server(framework, post_receiver)
         config = Config.model_validate({
             "bot": {"app_id": APP, "secret": SECRET},
             "idmap": {"data_dir": str(tmp_path / "data")},
             "webhook": {"listen": f"127.0.0.1:{port}"},
-            "onebot": {"reverse_ws": [str(server.make_url("/ws")).replace("http", "ws")],
+            "onebot": {"reverse_ws": [ws_url(server)],
                        "forward_ws": f"127.0.0.1:{forward_port}",
                        "http_post": [{"url": str(server.make_url("/post")),
                                       "secret": "post-secret"}],
@@ -143,29 +155,16 @@ def test_gateway_events_reach_the_framework_and_a_restart_resumes(tmp_path: Path
 
     received: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
 
-    async def framework(request: web.Request) -> web.WebSocketResponse:
-        ws = web.WebSocketResponse()
-        await ws.prepare(request)
-        async for message in ws:
-            if message.type == WSMsgType.TEXT:
-                frame = json.loads(message.data)
-                if frame.get("post_type") == "message":
-                    await received.put(frame)
-        return ws
-
     async def main() -> list[dict[str, Any]]:
         platform = EmulatedPlatform()
         await platform.start()
-        app = web.Application()
-        app.router.add_get("/ws", framework)
-        server = TestServer(app, host="127.0.0.1")
-        await server.start_server()
+        server = await framework_server(collecting_framework(received))
         config = Config.model_validate({
             "bot": {"app_id": EMU_APP, "secret": EMU_SECRET},
             "idmap": {"data_dir": str(tmp_path / "data")},
             "qq": {"gateway": True, "api_base": platform.url("/").rstrip("/"),
                    "token_url": platform.url("/app/getAppAccessToken")},
-            "onebot": {"reverse_ws": [str(server.make_url("/ws")).replace("http", "ws")],
+            "onebot": {"reverse_ws": [ws_url(server)],
                        "heartbeat_interval_seconds": 60},
         })
         got: list[dict[str, Any]] = []
@@ -194,3 +193,74 @@ def test_gateway_events_reach_the_framework_and_a_restart_resumes(tmp_path: Path
     got = asyncio.run(asyncio.wait_for(main(), 60))
     assert [m["message"][-1]["data"]["text"] for m in got] == ["m1", "m2"]
     assert got[0]["user_id"] == got[1]["user_id"] and got[0]["group_id"] == got[1]["group_id"]
+
+
+def test_a_poison_event_is_repaired_and_holds_up_nobody(tmp_path: Path) -> None:
+    """A signed event whose text holds a lone surrogate (as the JSON escape \\ud83d), on the
+    webhook and on the gateway: ACKed (200, not 503 for ever), it reaches the framework
+    (reverse WS and HTTP POST) with U+FFFD, the events after it do too, and the gateway
+    session goes on (no replay loop)."""
+    from .qq.platform_emulator import APP as EMU_APP
+    from .qq.platform_emulator import SECRET as EMU_SECRET
+    from .qq.platform_emulator import EmulatedPlatform, group_message as gw_message
+    from .qq.webhook_sender import WebhookSender
+
+    via_ws: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+    via_post: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+
+    async def post_receiver(request: web.Request) -> web.Response:
+        await via_post.put(json.loads(await request.read()))
+        return web.Response(status=204)
+
+    async def texts(source: asyncio.Queue[dict[str, Any]], count: int) -> list[str]:
+        frames = [await asyncio.wait_for(source.get(), 10) for _ in range(count)]
+        return [frame["message"][-1]["data"]["text"] for frame in frames]
+
+    port = free_port()
+
+    async def main() -> None:
+        platform = EmulatedPlatform()
+        await platform.start()
+        server = await framework_server(collecting_framework(via_ws), post_receiver)
+        config = Config.model_validate({
+            "bot": {"app_id": EMU_APP, "secret": EMU_SECRET},
+            "idmap": {"data_dir": str(tmp_path / "data")},
+            "webhook": {"listen": f"127.0.0.1:{port}"},
+            "qq": {"gateway": True, "api_base": platform.url("/").rstrip("/"),
+                   "token_url": platform.url("/app/getAppAccessToken")},
+            "onebot": {"reverse_ws": [ws_url(server)],
+                       "http_post": [{"url": str(server.make_url("/post"))}],
+                       "heartbeat_interval_seconds": 60},
+        })
+        stop = asyncio.Event()
+        daemon = asyncio.create_task(run_daemon(config, stop))
+        try:
+            for _ in range(1000):
+                if platform.identifies:
+                    break
+                await asyncio.sleep(0.01)
+            async with WebhookSender(f"http://127.0.0.1:{port}/qqbot", EMU_APP,
+                                     EMU_SECRET) as sender:
+                for n, content in ((1, "bad \ud83d"), (2, "fine")):
+                    envelope = {"op": 0, "s": n, "t": "GROUP_AT_MESSAGE_CREATE",
+                                "id": f"GROUP_AT_MESSAGE_CREATE:w{n}",
+                                "d": {**gw_message(100 + n), "content": content}}
+                    body = json.dumps(envelope).encode()  # the surrogate as \ud83d
+                    delivery = await sender.post_raw(body, sender.headers(body))
+                    assert (delivery.status, delivery.json()) == (200, {"op": 12})
+            assert await texts(via_ws, 2) == ["bad \ufffd", "fine"]
+            assert await texts(via_post, 2) == ["bad \ufffd", "fine"]
+            await platform.push("GROUP_AT_MESSAGE_CREATE",
+                                {**gw_message(201), "content": "gw \udc00 bad"})
+            await platform.push("GROUP_AT_MESSAGE_CREATE", gw_message(202))
+            assert await texts(via_ws, 2) == ["gw \ufffd bad", "m202"]
+            assert await texts(via_post, 2) == ["gw \ufffd bad", "m202"]
+            assert len(platform.identifies) == 1 and platform.resumes == []
+        finally:
+            stop.set()
+            await asyncio.wait_for(daemon, 10)
+            await server.close()
+            assert platform.server is not None
+            await platform.server.close()
+
+    asyncio.run(asyncio.wait_for(main(), 60))
