@@ -44,6 +44,7 @@ from gensokyo_idmap.qq.webhook import WebhookReceiver
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
 from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore, open_msgid_store
 from gensokyo_idmap.store.lmdb_outbox import LmdbOutboxStore
+from gensokyo_idmap.store.serve_lock import ServeLock
 
 __all__ = ["run_daemon"]
 
@@ -74,9 +75,17 @@ async def _migrate_if_found(
 async def run_daemon(config: Config, stop: asyncio.Event | None = None) -> None:
     """Run until SIGINT/SIGTERM (or ``stop`` is set).
 
-    A config ``config check`` refuses is refused here too, before anything is opened.
+    A config ``config check`` refuses is refused here too, before anything is opened. The
+    data dir's serve lock is held from before the first store opens until the last one
+    closed: a second daemon on the same data dir is refused (:class:`DataDirInUseError`)
+    instead of sharing its gateway session.
     """
     refuse_bad_startup(config)
+    with ServeLock(config.idmap.data_dir):
+        await _serve(config, stop)
+
+
+async def _serve(config: Config, stop: asyncio.Event | None) -> None:
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     store = LmdbIdentityStore(

@@ -10,7 +10,8 @@ carries the OneBot ``retcode``, the HTTP status and the CLI exit code that fit i
     ├── ConflictError               retcode 100  http 409  exit 1   request contradicts the store
     ├── StoreError                  retcode 102  http 503  exit 1   the store cannot serve
     │   ├── SchemaVersionError      retcode 102  http 503  exit 1   the file is from a newer version
-    │   └── LegacyDbError           retcode 102  http 503  exit 1   an old idmap.db is damaged
+    │   ├── LegacyDbError           retcode 102  http 503  exit 1   an old idmap.db is damaged
+    │   └── DataDirInUseError       retcode 102  http 503  exit 1   another serve holds the data dir
     └── PlatformError               retcode 103  http 502  exit 1   the QQ platform refused
 
 Messages name the field and the value that was wrong, never a secret.
@@ -21,6 +22,7 @@ from __future__ import annotations
 __all__ = [
     "BadInputError",
     "ConflictError",
+    "DataDirInUseError",
     "IdmapError",
     "LegacyDbError",
     "NoUsableIdentityError",
@@ -98,6 +100,13 @@ class LegacyDbError(StoreError):
     """An old bbolt ``idmap.db`` cannot be read: says what is wrong and where (page, offset)."""
 
     code = "legacy_db_damaged"
+
+
+class DataDirInUseError(StoreError):
+    """Another ``serve`` holds the data dir's lock: two daemons on one data dir would resume
+    the same gateway session and knock each other off."""
+
+    code = "data_dir_in_use"
 
 
 class PlatformError(IdmapError):
