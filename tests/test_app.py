@@ -8,6 +8,7 @@ polling loops; nothing asserts how long anything took.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import queue
 import signal
@@ -16,6 +17,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -226,6 +228,37 @@ def _wait_for_line(lines: queue.Queue[str | None], seen: list[str], needle: str)
             return
 
 
+def _end(serving: _Serving, sig: signal.Signals = signal.SIGTERM) -> tuple[int, str, str]:
+    """Stop a ``serve`` process with ``sig`` (kill it if it lingers): its exit code, stdout
+    and stderr."""
+    proc, lines, seen, thread = serving
+    try:
+        if proc.poll() is None:
+            proc.send_signal(sig)
+            proc.wait(timeout=TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=TIMEOUT)
+        thread.join(timeout=TIMEOUT)
+    assert proc.stdout is not None and proc.stderr is not None
+    stdout = proc.stdout.read()
+    proc.stdout.close()
+    proc.stderr.close()
+    while not lines.empty():
+        line = lines.get_nowait()
+        if line is not None:
+            seen.append(line)
+    return proc.returncode, stdout, "".join(seen)
+
+
+def _cli(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GSK_")}
+    return subprocess.run([str(SCRIPT), "--data-dir", str(data_dir), "--json", *args],
+                          capture_output=True, text=True, timeout=TIMEOUT, env=env,
+                          check=False)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 @pytest.mark.parametrize("fmt", ["console", "json"])
@@ -241,32 +274,14 @@ def test_serve_process_ready_then_signal(tmp_path: Path, sig: signal.Signals, fm
     )
     assert load_config(config_file).bot.secret.get_secret_value() == SECRET
 
-    proc, lines, seen, thread = _start_serve(config_file, tmp_path)
+    serving = _start_serve(config_file, tmp_path)
     try:
-        _wait_for_line(lines, seen, "[app] ready")
+        _wait_for_line(serving[1], serving[2], "[app] ready")
         assert (data_dir / "openid-map.db").exists()
-        proc.send_signal(sig)
-        proc.wait(timeout=TIMEOUT)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=TIMEOUT)
-    thread.join(timeout=TIMEOUT)
-    assert proc.stdout is not None
-    stdout = proc.stdout.read()
-    proc.stdout.close()
-    assert proc.stderr is not None
-    proc.stderr.close()
-    while True:
-        try:
-            line = lines.get_nowait()
-        except queue.Empty:
-            break
-        if line is not None:
-            seen.append(line)
-    stderr = "".join(seen)
+        code, stdout, stderr = _end(serving, sig)
 
-    assert proc.returncode == 0, stderr
+    assert code == 0, stderr
     assert "[app] stopping" in stderr
     assert "[app] stopped" in stderr
     assert "Traceback" not in stderr
@@ -290,3 +305,51 @@ def test_serve_bad_config_exits_2_without_the_secret(tmp_path: Path) -> None:
     assert done.stderr.startswith("error: bot.app_id: ")
     assert SECRET not in done.stderr
     assert not (tmp_path / "data").exists()
+
+
+@pytest.mark.slow
+def test_a_second_serve_on_one_data_dir_is_refused_and_readers_work_beside_it(
+        tmp_path: Path) -> None:
+    """Two daemons on one data dir resumed one gateway session and knocked each other off.
+    Now the second exits non-zero naming the data dir and the first one's pid; read-only
+    CLI commands work beside the first; after kill -9 of the first a new serve starts."""
+    data_dir = tmp_path / "data"
+    with LmdbIdentityStore(data_dir / "openid-map.db") as store:
+        assert asyncio.run(IdentityGraph(store).resolve([OpenId(APP_ID, OPENID)])).vuin == 1
+    assert _cli(data_dir, "--app-id", APP_ID, "msgid", "store", "ROBOT1.0_x").returncode == 0
+    config_file = tmp_path / "config.yml"
+    config_file.write_text(
+        f'bot:\n  app_id: "{APP_ID}"\n  secret: "{SECRET}"\n'
+        f'idmap:\n  data_dir: {data_dir}\n  map_size_mb: 1\napi:\n  listen: ""\n',
+        encoding="utf-8")
+
+    first = _start_serve(config_file, tmp_path)
+    try:
+        _wait_for_line(first[1], first[2], "[app] ready")
+        second = subprocess.run([str(SCRIPT), "serve", "--config", str(config_file)],
+                                capture_output=True, text=True, timeout=TIMEOUT, cwd=tmp_path,
+                                check=False)
+        assert second.returncode != 0
+        assert second.stderr.startswith(f"error: data dir {data_dir} is in use")
+        assert f"pid {first[0].pid}" in second.stderr and "Traceback" not in second.stderr
+        commands = [("stats",), ("verify",), ("identity", "lookup", OpenId(APP_ID, OPENID).key),
+                    ("identity", "show", "1"), ("msgid", "lookup", "1"), ("msgid", "stats")]
+        with ThreadPoolExecutor(len(commands)) as pool:  # all at once, beside the daemon
+            readers = dict(zip((" ".join(c[:2]) for c in commands),
+                               pool.map(lambda args: _cli(data_dir, *args), commands),
+                               strict=True))
+        for name, done in readers.items():
+            assert done.returncode == 0, (name, done.stderr)
+        assert json.loads(readers["identity lookup"].stdout)["vuin"] == 1
+        assert json.loads(readers["msgid lookup"].stdout)["real_id"] == "ROBOT1.0_x"
+        assert first[0].poll() is None  # the first one serves on, undisturbed
+    finally:
+        code, _, _ = _end(first, signal.SIGKILL)
+    assert code == -signal.SIGKILL
+
+    third = _start_serve(config_file, tmp_path)  # the kernel dropped the killed one's lock
+    try:
+        _wait_for_line(third[1], third[2], "[app] ready")
+    finally:
+        code, _, stderr = _end(third)
+    assert code == 0, stderr
