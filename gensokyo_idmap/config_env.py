@@ -20,16 +20,14 @@ import yaml
 from pydantic import BaseModel, SecretStr
 
 from gensokyo_idmap.errors import BadInputError
+from gensokyo_idmap.redaction import is_secret_name
 
 __all__ = ["EnvOverride", "apply_env_overrides", "env_overrides", "is_secret_path"]
 
 PREFIX: Final = "GSK_"
-_SECRET_WORDS: Final = ("secret", "token", "password")
 
-
-def is_secret_path(path: str) -> bool:
-    """Whether a key path may hold a secret (its value is never shown)."""
-    return any(word in path.lower() for word in _SECRET_WORDS)
+#: Whether a key path may hold a secret (its value is never shown).
+is_secret_path = is_secret_name
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,8 @@ Messages name the field and the value that was wrong, never a secret.
 
 from __future__ import annotations
 
+from gensokyo_idmap.redaction import redact_text, redact_url
+
 __all__ = [
     "BadInputError",
     "ConflictError",
@@ -53,8 +55,14 @@ class BadInputError(IdmapError, ValueError):
     code = "bad_input"
 
     def __init__(self, field: str, value: object, reason: str) -> None:
-        shown = value if isinstance(value, str) else repr(value)
-        if isinstance(shown, str) and len(shown) > 200:
+        # the value comes from outside: a URL's password or a "secret: …" inside it is
+        # neither echoed nor kept, nor a URL's password quoted in the reason
+        # (gensokyo_idmap.redaction)
+        if isinstance(value, str):
+            value = redact_text(value)
+        reason = redact_url(reason)
+        shown = value if isinstance(value, str) else redact_text(repr(value))
+        if len(shown) > 200:
             shown = shown[:200] + "…"
         super().__init__(f"{field}: {reason} (got {shown!r})")
         self.field = field

@@ -25,10 +25,10 @@ from typing import Any, Final, Literal, TextIO
 import structlog
 
 from gensokyo_idmap import jsonio
+from gensokyo_idmap.redaction import HIDDEN, is_secret_name, redact_url
 
 __all__ = ["configure_logging", "redact_secrets"]
 
-_SECRET_WORDS: Final = ("secret", "token", "password", "authorization")
 FLUSH_SECONDS: Final = 0.2
 _secret_names: dict[str, bool] = {}  # field name → named like a secret (a pure function)
 
@@ -36,20 +36,27 @@ _secret_names: dict[str, bool] = {}  # field name → named like a secret (a pur
 def redact_secrets(
     _logger: Any, _method: str, event_dict: MutableMapping[str, Any]
 ) -> MutableMapping[str, Any]:
-    """Replace the value of any field named like a secret: a log line never carries one.
+    """Replace the value of any field named like a secret, and the credentials of any URL
+    in any other text field (``ws://user:password@host``, ``?access_token=``): a log line
+    never carries one, whichever code logged it.
 
     Matching is by name part (``clientSecret``, ``refresh_token``, ``Authorization``), so a
-    new field cannot leak because nobody added it to a list.
+    new field cannot leak because nobody added it to a list; the rules are those of
+    :mod:`gensokyo_idmap.redaction`.
     """
-    for name in list(event_dict):
+    for name, value in list(event_dict.items()):
         secret = _secret_names.get(name)
         if secret is None:
-            lowered = name.lower()
-            secret = any(word in lowered for word in _SECRET_WORDS)
+            secret = is_secret_name(name)
             if len(_secret_names) < 4096:
                 _secret_names[name] = secret
-        if secret and event_dict[name]:
-            event_dict[name] = "***"
+        if secret:
+            if value:
+                event_dict[name] = HIDDEN
+        elif isinstance(value, str):
+            event_dict[name] = redact_url(value)
+        elif isinstance(value, list | tuple) and any(isinstance(v, str) for v in value):
+            event_dict[name] = [redact_url(v) if isinstance(v, str) else v for v in value]
     return event_dict
 
 
