@@ -8,6 +8,7 @@ polling loops; nothing asserts how long anything took.
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import os
 import queue
@@ -29,6 +30,7 @@ from gensokyo_idmap.app import run_daemon
 from gensokyo_idmap.config import ApiConfig, BotConfig, Config, IdmapConfig, LogConfig, load_config
 from gensokyo_idmap.errors import SchemaVersionError, StoreError
 from gensokyo_idmap.identity import OpenId
+from gensokyo_idmap.logging import configure_logging
 from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
 
@@ -184,6 +186,39 @@ def test_run_daemon_data_dir_is_a_file_is_a_store_error(tmp_path: Path) -> None:
     # errors.py: StoreError "the store cannot be opened"; the CLI prints IdmapErrors cleanly
     assert isinstance(failure, StoreError), repr(failure)
     assert str(blocker) in failure.message
+
+
+def test_framework_urls_are_logged_without_their_credentials(tmp_path: Path) -> None:
+    """Reverse-WS and HTTP POST URLs written with user:password@ (or ?access_token=) were
+    logged as written: the start-up lines, the listener list and every connect attempt."""
+    closed = free_port()  # nothing listens: the reverse WS logs its failed attempts
+    config = Config.model_validate({
+        "bot": {"app_id": APP_ID, "secret": SECRET},
+        "idmap": {"data_dir": str(tmp_path / "data"), "map_size_mb": 1},
+        "api": {"listen": ""},
+        "onebot": {"reverse_ws": [f"ws://user:{SECRET}@127.0.0.1:{closed}/ws",
+                                  f"ws://127.0.0.1:{closed}/ws2?access_token={SECRET}"],
+                   "http_post": [{"url": f"http://{SECRET}@127.0.0.1:{closed}/post"}]},
+    })
+    stream = io.StringIO()
+    configure_logging("debug", "json", stream=stream)
+
+    async def scenario() -> None:
+        stop = asyncio.Event()
+        task = asyncio.create_task(run_daemon(config, stop))
+        for _ in range(int(TIMEOUT / 0.01)):
+            if stream.getvalue().count("[onebot] reverse ws unavailable") >= 2:
+                break
+            await asyncio.sleep(0.01)
+        stop.set()
+        await asyncio.wait_for(task, TIMEOUT)
+
+    asyncio.run(scenario())
+    text = stream.getvalue()
+    assert text.count("[onebot] reverse ws unavailable") >= 2, text
+    assert "[app] ready" in text
+    assert SECRET not in text
+    assert f"ws://***@127.0.0.1:{closed}/ws" in text and "access_token=***" in text
 
 
 # --------------------------------------------------------------------------- the real process

@@ -426,12 +426,15 @@ def test_stats_shows_what_frameworks_are_still_owed(cli: Cli, data_dir: Path) ->
         with LmdbOutboxStore(data_dir / "outbox.db") as store:
             await Outbox(store).keep([("reverse_ws ws://a/", {"n": 1}, None),
                                       ("reverse_ws ws://a/", {"n": 2}, None),
-                                      ("http_post http://b/", {"n": 3}, None)])
+                                      ("http_post http://b/", {"n": 3}, None),
+                                      ("reverse_ws ws://u:pw-Zq9@c/", {"n": 4}, None)])
 
     asyncio.run(keep())
     data = json.loads(ok(cli("stats", as_json=True)))
-    assert data["outbox"]["owed"] == {"reverse_ws ws://a/": 2, "http_post http://b/": 1}
-    assert "2 owed to reverse_ws ws://a/" in ok(cli("stats"))
+    assert data["outbox"]["owed"] == {"reverse_ws ws://a/": 2, "http_post http://b/": 1,
+                                      "reverse_ws ws://***@c/": 1}  # named without password
+    human = ok(cli("stats"))
+    assert "2 owed to reverse_ws ws://a/" in human and "pw-Zq9" not in human
 
 
 # --------------------------------------------------------------------------- read-only commands

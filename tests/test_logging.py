@@ -69,6 +69,19 @@ def test_redact_fields_named_like_a_secret(name: str) -> None:
     assert SECRET not in repr(out)
 
 
+def test_redact_hides_url_credentials_in_any_text_field() -> None:
+    # a reverse-WS URL written with user:password@ (or ?access_token=) reaches log lines as
+    # url=, in the listeners list and in sink names; the field names say nothing
+    event = {"event": "[app] ready", "url": f"ws://user:{SECRET}@h:8080/ws",
+             "listeners": [f"reverse ws ws://u:{SECRET}@h/ws", "webhook http://0.0.0.0:1/q", 3],
+             "sink": f"reverse_ws ws://h/ws?access_token={SECRET}", "vuin": 5}
+    out = redact_secrets(None, "info", event)
+    assert SECRET not in repr(out)
+    assert out == {"event": "[app] ready", "url": "ws://***@h:8080/ws",
+                   "listeners": ["reverse ws ws://***@h/ws", "webhook http://0.0.0.0:1/q", 3],
+                   "sink": "reverse_ws ws://h/ws?access_token=***", "vuin": 5}
+
+
 # --------------------------------------------------------------------------- configure_logging
 
 

@@ -96,6 +96,13 @@ def test_bad_env_value_names_the_key_and_the_variable(tmp_path: Path, var: str, 
     {"GSK_ONEBOT__HTTP_POST": f'[{{secret: "{SECRET}"}}]'},     # url missing: the entry
     {"GSK_ONEBOT__HTTP_POST": f'[{{url: "ftp://x", secret: "{SECRET}"}}]'},
     {"GSK_ONEBOT__ACCESS_TOKEN": SECRET, "GSK_ONEBOT__EXTRA": "1"},
+    # not valid YAML: the text itself would be echoed
+    {"GSK_ONEBOT__HTTP_POST": f'[{{url: "http://h:1/p", secret: {SECRET}}}'},
+    {"GSK_ONEBOT__HTTP_POST": f'[{{"url": "http://h:1/p", "secret": "{SECRET} x"}}'},
+    {"GSK_ONEBOT__REVERSE_WS": f"[ws://user:{SECRET}@h:1/ws"},
+    # valid YAML, a refused value: the URL (with its password) is quoted in the reason
+    {"GSK_ONEBOT__REVERSE_WS": f"[http://user:{SECRET}@h:1/ws]"},
+    {"GSK_ONEBOT__HTTP_POST": f"[{{url: 'ftp://user:{SECRET}@h/p'}}]"},
 ])
 def test_secret_from_env_never_in_errors(tmp_path: Path, env: dict[str, str]) -> None:
     with pytest.raises(BadInputError) as err:

@@ -23,6 +23,7 @@ import lmdb
 
 from gensokyo_idmap.errors import BadInputError, NotFoundError, StoreError
 from gensokyo_idmap.ops.verify import GraphSnapshot, VerifyReport, check_graph
+from gensokyo_idmap.redaction import redact_url
 from gensokyo_idmap.store.lmdb_identity import _TABLES as IDENTITY_TABLES
 from gensokyo_idmap.store.lmdb_identity import SCHEMA_VERSION, UPGRADES
 from gensokyo_idmap.store.lmdb_outbox import sink_of_key
@@ -69,7 +70,7 @@ def owed_per_sink(path: Path) -> dict[str, int]:
             return {}
         owed: dict[str, int] = {}
         for key in txn.cursor(table).iternext(keys=True, values=False):
-            sink = sink_of_key(bytes(key))
+            sink = redact_url(sink_of_key(bytes(key)))  # named by its URL: no password shown
             owed[sink] = owed.get(sink, 0) + 1
         return owed
 
