@@ -3,6 +3,7 @@ endpoint in the test's process, and a framework that holds the daemon to stable 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 from collections.abc import Awaitable, Callable
@@ -31,6 +32,22 @@ async def framework_server(handler: Handler, post: Handler | None = None) -> Tes
     server = TestServer(app, host="127.0.0.1")
     await server.start_server()
     return server
+
+
+async def raw_request(port: int, head: bytes) -> tuple[int, bytes]:
+    """Send ``head`` (request line and header lines, each ending in CRLF) to 127.0.0.1:port
+    byte for byte, as aiohttp's client will not (header bytes that are not UTF-8): the
+    status and the body of the answer."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(head + b"Host: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        await writer.drain()
+        answer = await asyncio.wait_for(reader.read(), 10)
+    finally:
+        writer.close()
+        await writer.wait_closed()
+    status_line, _, rest = answer.partition(b"\r\n")
+    return int(status_line.split()[1]), rest.partition(b"\r\n\r\n")[2]
 
 
 def ws_url(server: TestServer) -> str:

@@ -20,7 +20,7 @@ from typing import TypeAlias
 from gensokyo_idmap.errors import BadInputError
 from gensokyo_idmap.hostport import parse_host_port
 
-__all__ = ["AccessPolicy", "check_listen", "is_loopback_host"]
+__all__ = ["AccessPolicy", "check_listen", "is_loopback_host", "same_token"]
 
 _Network: TypeAlias = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -45,9 +45,22 @@ def check_listen(listen: str, token: str, getid_allow: Sequence[str]) -> None:
                             "api.token or api.getid_allow (or listen on 127.0.0.1)")
 
 
+def same_token(presented: str, expected: str) -> bool:
+    """Whether a token taken from a request equals the configured one, in constant time.
+
+    aiohttp hands header bytes that are not UTF-8 over as lone surrogates (and a query
+    string may spell them too), which a strict UTF-8 encode refuses: that was a 500 with a
+    traceback. ``surrogatepass`` encodes any text, and differently for different text, so
+    such a token is simply a wrong one (``replace`` would have let ``ab\\xff`` pass for a
+    token ``ab?``).
+    """
+    return hmac.compare_digest(presented.encode("utf-8", "surrogatepass"),
+                               expected.encode("utf-8", "surrogatepass"))
+
+
 class AccessPolicy:
     def __init__(self, token: str, getid_allow: Sequence[str]) -> None:
-        self._token = token.encode("utf-8") if token else None
+        self._token = token or None
         self._networks: tuple[_Network, ...] = tuple(
             ipaddress.ip_network(cidr, strict=False) for cidr in getid_allow)
 
@@ -62,7 +75,7 @@ class AccessPolicy:
         scheme, _, value = authorization.partition(" ")
         if scheme.lower() != "bearer" or not value:
             return False
-        return hmac.compare_digest(value.strip().encode("utf-8", "replace"), self._token)
+        return same_token(value.strip(), self._token)
 
     def peer_allowed(self, peer: str | None) -> bool:
         """Loopback, or inside one of the ``api.getid_allow`` networks."""

@@ -10,7 +10,6 @@ framework is connected are not kept: that is what the reverse direction is for.
 from __future__ import annotations
 
 import asyncio
-import hmac
 import time
 from collections.abc import Callable
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 import structlog
 from aiohttp import web
 
+from gensokyo_idmap.api.access import same_token
 from gensokyo_idmap.onebot.connection import ActionHandler, EventQueue, serve_socket
 
 __all__ = ["ForwardWsServer", "presented_token"]
@@ -73,8 +73,7 @@ class ForwardWsServer:
         if self._token is None:
             return True
         presented = presented_token(request)
-        return presented is not None and hmac.compare_digest(
-            presented.encode("utf-8"), self._token.encode("utf-8"))
+        return presented is not None and same_token(presented, self._token)
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         if not self._authorised(request):

@@ -10,12 +10,12 @@ is 200 with the action's response, ``status`` telling success from failure.
 
 from __future__ import annotations
 
-import hmac
 from typing import Any
 
 from aiohttp import web
 
 from gensokyo_idmap import jsonio
+from gensokyo_idmap.api.access import same_token
 from gensokyo_idmap.onebot.actions import RETCODE_UNKNOWN_ACTION, failed
 from gensokyo_idmap.onebot.connection import ActionHandler
 from gensokyo_idmap.onebot.forward_ws import presented_token
@@ -39,7 +39,7 @@ class HttpApiServer:
         presented = presented_token(request)
         if presented is None:
             return web.json_response(failed(1401, "access token required"), status=401)
-        if not hmac.compare_digest(presented.encode(), self._token.encode()):
+        if not same_token(presented, self._token):
             return web.json_response(failed(1403, "access token wrong"), status=403)
         return None
 

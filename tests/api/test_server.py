@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from gensokyo_idmap.identity import OpenId, RUin
 from gensokyo_idmap.msgid import MsgContext
 
 from ..conftest import FakeClock
+from ..loopback import raw_request
 from .conftest import ALICE, APP_ID, BOB, GROUP, ServeApi, scenario
 
 
@@ -176,6 +178,21 @@ def test_token_guards_v1_but_not_health(serve_api: ServeApi) -> None:
         assert (await c.get("/openapi.json"))[0] == 200
 
     scenario(serve_api, body, token="s3cret-token")
+
+
+def test_a_token_that_is_not_utf8_is_refused_with_the_usual_401(serve_api: ServeApi) -> None:
+    """Header bytes that are not UTF-8 reach us as lone surrogates; the token they spell is
+    a wrong one (also where a replacement character would have made it equal: "ab?")."""
+    async def body(c: Any) -> None:
+        port = int(c.base.rsplit(":", 1)[1])
+        status, answer = await raw_request(
+            port, b"GET /v1/stats HTTP/1.1\r\nAuthorization: Bearer ab\xff\r\n")
+        assert status == 401
+        assert json.loads(answer)["error"]["code"] == "unauthorized"
+        status, _ = await c.get("/v1/stats", headers={"Authorization": "Bearer ab?"})
+        assert status == 200
+
+    scenario(serve_api, body, token="ab?")
 
 
 def test_healthz_204_then_503_when_a_store_is_closed(serve_api: ServeApi, msgid_store: Any

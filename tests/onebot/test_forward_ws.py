@@ -10,8 +10,11 @@ from typing import Any
 import pytest
 from aiohttp import ClientSession, WSServerHandshakeError, web
 from aiohttp.test_utils import TestServer
+from yarl import URL
 
 from gensokyo_idmap.onebot.forward_ws import ForwardWsServer
+
+from ..loopback import raw_request
 
 TIMEOUT = 10
 
@@ -99,5 +102,25 @@ def test_actions_answered_and_close_sends_a_close_frame() -> None:
                 break
             await asyncio.sleep(0.01)
         assert server.connections == 0
+
+    serve(server, scenario)
+
+
+@pytest.mark.parametrize("token", [b"Authorization: Bearer s3cret\xff\r\n",
+                                   b"Authorization: Token \xc3\x28\r\n"])
+def test_a_token_that_is_not_utf8_is_refused_401_not_a_500(token: bytes) -> None:
+    server = ForwardWsServer(10001, access_token="s3cret", heartbeat_interval=60)
+
+    async def scenario(session: ClientSession, url: str) -> None:
+        port = URL(url).port
+        assert port is not None
+        status, body = await raw_request(port, (
+            b"GET / HTTP/1.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            b"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+            + token))
+        assert status == 401
+        assert json.loads(body) == {"status": "failed", "retcode": 1401,
+                                    "message": "wrong or missing access token"}
+        assert server.connections == 0 and server.refused == 1
 
     serve(server, scenario)

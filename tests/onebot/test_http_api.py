@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 from aiohttp import ClientSession, FormData
@@ -12,6 +13,8 @@ from aiohttp.web import Application
 from gensokyo_idmap.errors import BadInputError
 from gensokyo_idmap.onebot.actions import failed_from, ok, parse_action, unknown_action
 from gensokyo_idmap.onebot.http_api import HttpApiServer
+
+from ..loopback import raw_request
 
 TOKEN = "api-token-5Rw"
 
@@ -77,6 +80,21 @@ def test_token_missing_401_wrong_403_query_token_accepted() -> None:
             assert (await resp.json())["data"] == {"x": "1"}  # the token is not a param
         async with http.get("/echo_params", headers={"Authorization": f"Token {TOKEN}"}) as resp:
             assert resp.status == 200
+
+    with_server(scenario)
+
+
+def test_a_token_that_is_not_utf8_is_a_wrong_token_not_a_500() -> None:
+    async def scenario(http: ClientSession) -> None:
+        async with http.get("/echo_params", headers=AUTH) as resp:
+            assert resp.url.port is not None
+            port = resp.url.port
+        for head in (b"GET /echo_params HTTP/1.1\r\nAuthorization: Bearer " + TOKEN.encode()
+                     + b"\xff\r\n",
+                     b"GET /echo_params?access_token=%ff%fe HTTP/1.1\r\n"):
+            status, body = await raw_request(port, head)
+            assert status == 403
+            assert json.loads(body)["retcode"] == 1403
 
     with_server(scenario)
 
