@@ -24,6 +24,7 @@ import aiohttp
 import structlog
 
 from gensokyo_idmap.onebot.connection import ActionHandler, EventQueue, serve_socket
+from gensokyo_idmap.redaction import redact_url
 
 __all__ = ["ActionHandler", "ReverseWsClient"]
 
@@ -120,10 +121,13 @@ class ReverseWsClient:
                                            on_action=self._on_action, clock=self._clock,
                                            stop=self._closed, on_open=self.connected.set)
                 except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
-                    # loud once per outage, quiet while it lasts
+                    # loud once per outage, quiet while it lasts; a refused handshake says
+                    # what the framework answered (401/403: the token; 404: the path)
                     report = log.warning if not self._failing else log.debug
-                    report("[onebot] reverse ws unavailable", url=self.url,
-                           error=type(exc).__name__, retry_in=self.reconnect_interval)
+                    status = exc.status if isinstance(exc, aiohttp.ClientResponseError) else None
+                    report("[onebot] reverse ws unavailable", url=redact_url(self.url),
+                           error=type(exc).__name__, status=status,
+                           retry_in=self.reconnect_interval)
                     self._failing = True
                 finally:
                     self.connected.clear()

@@ -8,8 +8,11 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 from aiohttp.test_utils import TestServer
+from structlog.testing import capture_logs
 
 from gensokyo_idmap.onebot.reverse_ws import ReverseWsClient
+
+from ..loopback import framework_server
 
 TIMEOUT = 10
 
@@ -169,3 +172,38 @@ def test_drain_sends_what_is_queued_before_close() -> None:
             await server.close()
 
     asyncio.run(asyncio.wait_for(main(), 30))
+
+
+def test_a_refused_handshake_logs_the_status_and_the_url_without_credentials() -> None:
+    """A framework answering 403 (a wrong token) was logged only as WSServerHandshakeError,
+    and the URL as written, password included."""
+    refusals: list[str | None] = []
+
+    async def refuse(request: web.Request) -> web.StreamResponse:
+        refusals.append(request.headers.get("Authorization"))
+        return web.json_response({"message": "bad token"}, status=403)
+
+    async def main() -> list[dict[str, Any]]:
+        server = await framework_server(refuse)
+        port = server.port
+        client = ReverseWsClient(f"ws://user:pw-Zq9x@127.0.0.1:{port}/ws", 10001,
+                                 reconnect_interval=0.01)
+        try:
+            with capture_logs() as logs:
+                client.start()
+                for _ in range(int(TIMEOUT / 0.01)):
+                    if any(line["event"] == "[onebot] reverse ws unavailable" for line in logs):
+                        break
+                    await asyncio.sleep(0.01)
+                await client.close()
+        finally:
+            await server.close()
+        return logs
+
+    logs = asyncio.run(asyncio.wait_for(main(), TIMEOUT * 2))
+    unavailable = [line for line in logs if line["event"] == "[onebot] reverse ws unavailable"]
+    assert unavailable and refusals  # the framework was reached, and refused
+    first = unavailable[0]
+    assert (first["error"], first["status"]) == ("WSServerHandshakeError", 403)
+    assert first["url"].startswith("ws://***@127.0.0.1:") and first["url"].endswith("/ws")
+    assert "pw-Zq9x" not in repr(logs)
