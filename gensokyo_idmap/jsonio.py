@@ -13,8 +13,9 @@ integers in range), so such input is refused either way, only with another reaso
 (``"\\ud83d"``), and ``json`` reads it into a ``str`` that no UTF-8 encoder takes: a signed
 platform event holding one could be sent to no framework and written to no store, and was
 retried for ever. :func:`loads_repaired` (what the platform's frames are read with)
-replaces every lone surrogate, in keys and values at any depth, with U+FFFD and says how
-many strings it repaired, for the caller to log. :func:`loads` leaves them, as ``json``
+replaces every lone surrogate, in keys and values at any depth, with U+FFFD (and reads
+bytes that are not UTF-8 the same way) and says how many repairs it made, for the caller
+to log. :func:`loads` leaves them, as ``json``
 does: a client's request holding one gets its clear 400 where a field is checked.
 orjson refuses lone surrogates, so only what falls back to ``json`` is ever walked.
 """
@@ -77,12 +78,22 @@ def loads(data: str | bytes | bytearray) -> Any:
 
 
 def loads_repaired(data: str | bytes | bytearray) -> tuple[Any, int]:
-    """:func:`loads` with every lone surrogate replaced by U+FFFD, and how many strings
-    (keys included) held one: 0 for all well-formed text."""
+    """:func:`loads` with every lone surrogate replaced by U+FFFD, and bytes that are not
+    UTF-8 read as U+FFFD too; and how many repairs that took (each string, keys included,
+    that held a lone surrogate, plus one for bytes that were not UTF-8): 0 for all
+    well-formed text."""
     try:
         return orjson.loads(data), 0  # orjson refuses lone surrogates: nothing to repair
     except orjson.JSONDecodeError:
+        pass
+    try:
         return _repaired(json.loads(data, parse_constant=_reject_constant))
+    except UnicodeDecodeError:
+        if isinstance(data, str):
+            raise
+    value, repaired = _repaired(json.loads(bytes(data).decode("utf-8", "replace"),
+                                           parse_constant=_reject_constant))
+    return value, repaired + 1
 
 
 def _repaired(value: Any) -> tuple[Any, int]:

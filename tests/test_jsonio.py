@@ -112,8 +112,14 @@ def test_lone_surrogates_become_the_replacement_character(text: str, expected: A
     assert jsonio.loads(text) == json.loads(text)  # loads reads what json reads
 
 
-def test_raw_surrogate_bytes_in_a_body_are_repaired_too() -> None:
+def test_raw_surrogate_bytes_and_bytes_that_are_not_utf8_are_repaired_too() -> None:
     assert jsonio.loads_repaired(b'{"content":"\xed\xa0\xbd!"}') == ({"content": "\ufffd!"}, 1)
+    assert jsonio.loads_repaired(b'{"a":"\xff\xfe x","b":"\\ud83d"}') == (
+        {"a": "\ufffd\ufffd x", "b": "\ufffd"}, 2)
+    with pytest.raises(ValueError):
+        jsonio.loads_repaired(b'{"a":\xff}')  # not JSON either way: refused as before
+    with pytest.raises(ValueError):
+        jsonio.loads(b'{"a":"\xff"}')  # loads reads what json reads
 
 
 def test_repair_of_deep_nesting_does_not_recurse() -> None:

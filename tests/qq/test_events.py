@@ -267,6 +267,14 @@ def test_a_lone_surrogate_anywhere_is_repaired_and_logged_once_per_event(form: s
     assert logs == []
 
 
+def test_bytes_that_are_not_utf8_are_repaired_and_logged() -> None:
+    raw = json.dumps(with_d(GROUP_AT, content="hi XX")).encode().replace(b"XX", b"\xff\xc3(")
+    with capture_logs() as logs:
+        event = parse(raw)
+    assert isinstance(event, GroupMessage) and event.content == "hi \ufffd\ufffd("
+    assert [line["event"] for line in logs] == ["[qq] event text repaired"]
+
+
 # --------------------------------------------------------------------------- group messages
 
 
