@@ -435,22 +435,26 @@ def poisoned_frames(draw: st.DrawFn) -> dict[str, Any]:
 
 
 def test_any_text_through_parse_bridge_and_every_transports_encoder() -> None:
-    """Webhook body (escaped or raw surrogate bytes) and gateway frame (text) → parse → the
-    bridge's OneBot events → the WebSocket text, the HTTP POST body, the outbox entry and
-    the de-duplication key: none raises, whatever text the platform sent."""
+    """Webhook body (escaped, raw surrogate bytes, bytes that are not UTF-8) and gateway
+    frame → parse → the bridge's OneBot events → the WebSocket text, the HTTP POST body,
+    the outbox entry and the de-duplication key: none raises, whatever text the platform
+    sent."""
     with tempfile.TemporaryDirectory() as tmp:
         identities = LmdbIdentityStore(Path(tmp) / "openid-map.db")
         messages = LmdbMsgIdStore(Path(tmp) / "msgid-map.db")
         try:
             @settings(max_examples=150, deadline=None)
-            @given(poisoned_frames(), st.sampled_from(["webhook", "webhook raw", "gateway"]),
+            @given(poisoned_frames(), st.sampled_from(["webhook", "webhook raw",
+                                                       "webhook not utf-8", "gateway"]),
                    st.sampled_from(["array", "string"]), st.booleans())
             def check(raw: dict[str, Any], transport: str, fmt: Any, extensions: bool) -> None:
                 body: bytes | str = {
                     "webhook": lambda: json.dumps(raw).encode(),
                     "webhook raw": lambda: json.dumps(raw, ensure_ascii=False).encode(
                         "utf-8", "surrogatepass"),
-                    "gateway": lambda: json.dumps(raw),
+                    "webhook not utf-8": lambda: json.dumps(raw).encode().replace(
+                        b'"content": "', b'"content": "\xff\xc3('),
+                    "gateway": lambda: json.dumps(raw).encode(),  # read as bytes
                 }[transport]()
                 bridge = InboundBridge(IdentityGraph(identities), MsgIdMap(messages),
                                        BridgeSettings(app_id=APP, self_id=SELF,

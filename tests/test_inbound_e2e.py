@@ -196,10 +196,10 @@ def test_gateway_events_reach_the_framework_and_a_restart_resumes(tmp_path: Path
 
 
 def test_a_poison_event_is_repaired_and_holds_up_nobody(tmp_path: Path) -> None:
-    """A signed event whose text holds a lone surrogate (as the JSON escape \\ud83d), on the
-    webhook and on the gateway: ACKed (200, not 503 for ever), it reaches the framework
-    (reverse WS and HTTP POST) with U+FFFD, the events after it do too, and the gateway
-    session goes on (no replay loop)."""
+    """A signed event whose text holds a lone surrogate (as the JSON escape \\ud83d) or
+    bytes that are not UTF-8, on the webhook and on the gateway: ACKed (200, not 503 or 400
+    for ever), it reaches the framework (reverse WS and HTTP POST) with U+FFFD, the events
+    after it do too, and the gateway session goes on (no reconnect, no replay loop)."""
     from .qq.platform_emulator import APP as EMU_APP
     from .qq.platform_emulator import SECRET as EMU_SECRET
     from .qq.platform_emulator import EmulatedPlatform, group_message as gw_message
@@ -241,20 +241,26 @@ def test_a_poison_event_is_repaired_and_holds_up_nobody(tmp_path: Path) -> None:
                 await asyncio.sleep(0.01)
             async with WebhookSender(f"http://127.0.0.1:{port}/qqbot", EMU_APP,
                                      EMU_SECRET) as sender:
-                for n, content in ((1, "bad \ud83d"), (2, "fine")):
+                for n, content in ((1, "bad \ud83d"), (2, "raw XX"), (3, "fine")):
                     envelope = {"op": 0, "s": n, "t": "GROUP_AT_MESSAGE_CREATE",
                                 "id": f"GROUP_AT_MESSAGE_CREATE:w{n}",
                                 "d": {**gw_message(100 + n), "content": content}}
-                    body = json.dumps(envelope).encode()  # the surrogate as \ud83d
+                    # the surrogate as \ud83d; XX as bytes that are not UTF-8
+                    body = json.dumps(envelope).encode().replace(b"XX", b"\xff(")
                     delivery = await sender.post_raw(body, sender.headers(body))
                     assert (delivery.status, delivery.json()) == (200, {"op": 12})
-            assert await texts(via_ws, 2) == ["bad \ufffd", "fine"]
-            assert await texts(via_post, 2) == ["bad \ufffd", "fine"]
+            expected = ["bad \ufffd", "raw \ufffd(", "fine"]
+            assert await texts(via_ws, 3) == expected
+            assert await texts(via_post, 3) == expected
             await platform.push("GROUP_AT_MESSAGE_CREATE",
                                 {**gw_message(201), "content": "gw \udc00 bad"})
-            await platform.push("GROUP_AT_MESSAGE_CREATE", gw_message(202))
-            assert await texts(via_ws, 2) == ["gw \ufffd bad", "m202"]
-            assert await texts(via_post, 2) == ["gw \ufffd bad", "m202"]
+            await platform.push_bytes("GROUP_AT_MESSAGE_CREATE",
+                                      {**gw_message(202), "content": "gw XX raw"},
+                                      lambda frame: frame.replace(b"XX", b"\xff"))
+            await platform.push("GROUP_AT_MESSAGE_CREATE", gw_message(203))
+            expected = ["gw \ufffd bad", "gw \ufffd raw", "m203"]
+            assert await texts(via_ws, 3) == expected
+            assert await texts(via_post, 3) == expected
             assert len(platform.identifies) == 1 and platform.resumes == []
         finally:
             stop.set()

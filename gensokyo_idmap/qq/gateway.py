@@ -39,7 +39,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Literal, TypeAlias
 
 import aiohttp
 import structlog
@@ -57,6 +57,8 @@ log = structlog.get_logger("gensokyo_idmap.qq.gateway")
 DEFAULT_INTENTS: Final = 1 << 25  # GROUP_AND_C2C_EVENT
 FATAL_CLOSE_CODES: Final = frozenset({4001, 4002, 4010, 4011, 4012, 4013, 4014, 4914, 4915})
 _FORGET_SESSION_CODES: Final = frozenset({4006, 4007, *range(4900, 4914)})
+#: The gateway connection: text frames handed over as bytes (``decode_text=False``).
+_Socket: TypeAlias = "aiohttp.ClientWebSocketResponse[Literal[False]]"
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,7 +180,11 @@ class GatewayClient:
         """Connect, and reconnect, until closed or a fatal close code."""
         while not self._stop.is_set():
             try:
-                async with session.ws_connect(self.url, heartbeat=None) as ws:
+                # frames as bytes: aiohttp's own UTF-8 check closes the connection on a frame
+                # that is not UTF-8 (1007), and the Resume replays it for ever; parsing
+                # repairs such text instead (qq/events), and skips a decode per frame
+                async with session.ws_connect(self.url, heartbeat=None,
+                                              decode_text=False) as ws:
                     await self._serve(ws)
             except _Fatal as fatal:
                 self.fatal = str(fatal)
@@ -197,10 +203,10 @@ class GatewayClient:
                 pass
             self._delay = min(self._delay * 2, self._max_delay)
 
-    async def _send(self, ws: aiohttp.ClientWebSocketResponse, op: int, d: Any) -> None:
+    async def _send(self, ws: _Socket, op: int, d: Any) -> None:
         await ws.send_str(jsonio.dumps({"op": op, "d": d}))
 
-    async def _serve(self, ws: aiohttp.ClientWebSocketResponse) -> None:
+    async def _serve(self, ws: _Socket) -> None:
         hello = await self._frame(ws)
         if hello.op != 10 or not isinstance(hello.d, dict):
             raise _Restart()
@@ -238,7 +244,7 @@ class GatewayClient:
             stopping.cancel()
             await asyncio.gather(beats, stopping, return_exceptions=True)
 
-    async def _read_frames(self, ws: aiohttp.ClientWebSocketResponse) -> None:
+    async def _read_frames(self, ws: _Socket) -> None:
         """Read and handle frames until the connection ends (one task for the connection,
         not one per frame)."""
         while True:
@@ -256,7 +262,7 @@ class GatewayClient:
                 await self._reconnect(ws, frame.op)
             self._handle(frame)
 
-    async def _frame(self, ws: aiohttp.ClientWebSocketResponse) -> Any:
+    async def _frame(self, ws: _Socket) -> Any:
         message = await ws.receive()
         if message.type == aiohttp.WSMsgType.TEXT:
             try:
@@ -283,12 +289,12 @@ class GatewayClient:
         self.seq = None
         self._save()
 
-    async def _heartbeats(self, ws: aiohttp.ClientWebSocketResponse, interval: float) -> None:
+    async def _heartbeats(self, ws: _Socket, interval: float) -> None:
         while not ws.closed:
             await asyncio.sleep(interval)
             await self._send(ws, 1, self.seq)
 
-    async def _reconnect(self, ws: aiohttp.ClientWebSocketResponse, op: int) -> None:
+    async def _reconnect(self, ws: _Socket, op: int) -> None:
         """Op 7 (reconnect and resume) or op 9 (session invalid: identify afresh)."""
         if op == 7:
             log.info("[qq] gateway asks to reconnect")

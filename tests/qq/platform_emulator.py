@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import ClientSession, WSMsgType, web
@@ -203,6 +204,14 @@ class EmulatedPlatform:
         """Send a dispatch to the live connection (or only record it, if none is open)."""
         live = next((ws for ws in reversed(self.sockets) if not ws.closed), None)
         return await self._dispatch(live, t, d)
+
+    async def push_bytes(self, t: str, d: Any, wire: Callable[[bytes], bytes]) -> dict[str, Any]:
+        """:meth:`push`, but the live socket gets ``wire`` of the frame's bytes as a text
+        frame (bytes that are not UTF-8, say); a Resume replays it as :meth:`push` would."""
+        live = next(ws for ws in reversed(self.sockets) if not ws.closed)
+        event = await self._dispatch(None, t, d)
+        await live.send_frame(wire(json.dumps(event).encode()), WSMsgType.TEXT)
+        return event
 
     async def send_raw(self, text: str) -> None:
         """Put any text on the live gateway socket (bad JSON, unknown ops …)."""
