@@ -114,6 +114,7 @@ class Outbox:
         nothing to do for an event that was not kept (``None``)."""
         if entry is None:
             return
+
         def done(future: asyncio.Future[Any]) -> None:
             if future.cancelled() or future.exception() is not None or future.result() is not True:
                 return  # still owed: the entry stays for the next start

@@ -21,11 +21,12 @@ Rejections raise :class:`~gensokyo_idmap.errors.BadInputError` naming the path o
 reference marks UNCONFIRMED are read leniently: absent or ``null`` is fine, and a value of
 the wrong kind is ignored rather than rejected where nothing depends on it (``mentions``).
 
-Text no encoder takes (a lone surrogate, ``"\\ud83d"``, in any string of the frame) is
-repaired as the frame is read (U+FFFD, :func:`gensokyo_idmap.jsonio.loads_repaired`), and
-:func:`parse_dispatch` logs it once per event (``[qq] event text repaired``): a signed event
-that could be sent to no framework would otherwise be refused or retried for ever, and hold
-up every event behind it. Webhook and gateway both read frames here.
+Text no encoder takes (a lone surrogate, ``"\\ud83d"``, in any string of the frame, or
+bytes that are not UTF-8) is repaired as the frame is read (U+FFFD,
+:func:`gensokyo_idmap.jsonio.loads_repaired`), and :func:`parse_dispatch` logs it once per
+event (``[qq] event text repaired``): a signed event that could be sent to no framework
+would otherwise be refused or retried for ever, and hold up every event behind it. Webhook
+and gateway both read frames here.
 """
 
 from __future__ import annotations
