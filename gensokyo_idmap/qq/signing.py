@@ -6,12 +6,23 @@ body`` against the derived public key (nothing is stored for a request that fail
 answer the op 13 URL validation by signing ``event_ts + plain_token``. The emulated
 platform in ``tests/`` uses the same class to sign what it sends.
 
+**op 13 must never sign what a callback signature covers.** A callback's signed message is
+``X-Signature-Timestamp + body``; op 13's is ``event_ts + plain_token``. Sign any text
+asked for, and an attacker sends a crafted event body as ``plain_token`` and gets a valid
+signature for it (a signing oracle). So op 13 is answered only when ``event_ts`` is unix
+seconds (digits) and ``plain_token`` has the platform's shape: a short token of ASCII
+letters and digits (the reference's example is 20 of them; ``-`` and ``_`` are tolerated,
+the URL-safe alphabet). Such a message holds no ``{``, ``"`` or ``:``, so however it is cut
+into a timestamp and a body, the body is never a JSON object, and nothing but an object is
+an event.
+
 Ed25519 comes from ``cryptography`` (well kept, wheels for every platform we run on), not
 from hand-written code. The secret never appears in an error or a repr.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -21,11 +32,19 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from gensokyo_idmap.errors import BadInputError
 
-__all__ = ["SIGNATURE_HEADER", "TIMESTAMP_HEADER", "WebhookKey", "seed_from_secret"]
+__all__ = [
+    "SIGNATURE_HEADER",
+    "TIMESTAMP_HEADER",
+    "WebhookKey",
+    "check_validation_request",
+    "seed_from_secret",
+]
 
 SIGNATURE_HEADER: Final = "X-Signature-Ed25519"
 TIMESTAMP_HEADER: Final = "X-Signature-Timestamp"
 _SEED_SIZE: Final = 32
+_PLAIN_TOKEN: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_UNIX_SECONDS: Final = re.compile(r"[0-9]{1,20}")
 
 
 def seed_from_secret(secret: str) -> bytes:
@@ -72,7 +91,7 @@ class WebhookKey:
             raise BadInputError(SIGNATURE_HEADER, signature, "missing")
         if not timestamp:
             raise BadInputError(TIMESTAMP_HEADER, timestamp, "missing")
-        if not timestamp.isascii() or not timestamp.isdigit():
+        if not _UNIX_SECONDS.fullmatch(timestamp):
             raise BadInputError(TIMESTAMP_HEADER, timestamp, "must be unix seconds")
         try:
             raw = bytes.fromhex(signature)
@@ -87,11 +106,26 @@ class WebhookKey:
                 SIGNATURE_HEADER, signature, "does not match the body and timestamp"
             ) from None
 
-    def validation_response(self, plain_token: str, event_ts: str) -> dict[str, str]:
-        """The answer to op 13: ``{"plain_token", "signature"}``, signing event_ts first."""
-        if not plain_token:
-            raise BadInputError("d.plain_token", plain_token, "missing")
-        if not event_ts:
-            raise BadInputError("d.event_ts", event_ts, "missing")
-        message = (event_ts + plain_token).encode("utf-8")
-        return {"plain_token": plain_token, "signature": self.sign(message)}
+    def validation_response(self, plain_token: object, event_ts: object) -> dict[str, str]:
+        """The answer to op 13: ``{"plain_token", "signature"}``, signing event_ts first;
+        only for a request of the platform's shape (:func:`check_validation_request`)."""
+        token, ts = check_validation_request(plain_token, event_ts)
+        return {"plain_token": token, "signature": self.sign((ts + token).encode("ascii"))}
+
+
+def check_validation_request(plain_token: object, event_ts: object) -> tuple[str, str]:
+    """``(plain_token, event_ts)`` of an op 13 request, if it has the platform's shape.
+
+    BadInputError otherwise: signing anything else would make op 13 a signing oracle
+    (module docstring).
+    """
+    if plain_token is None or plain_token == "":
+        raise BadInputError("d.plain_token", plain_token, "missing")
+    if not isinstance(plain_token, str) or not _PLAIN_TOKEN.fullmatch(plain_token):
+        raise BadInputError("d.plain_token", plain_token,
+                            "must be a token of 1 to 64 letters, digits, '-' or '_'")
+    if event_ts is None or event_ts == "":
+        raise BadInputError("d.event_ts", event_ts, "missing")
+    if not isinstance(event_ts, str) or not _UNIX_SECONDS.fullmatch(event_ts):
+        raise BadInputError("d.event_ts", event_ts, "must be unix seconds as text (digits)")
+    return plain_token, event_ts

@@ -5,7 +5,9 @@ Rules (reference qq-platform.md §3):
 1. **Nothing unsigned gets in.** Every callback is verified over ``X-Signature-Timestamp``
    + the raw body before it is parsed; a missing or bad signature is answered 401 and
    nothing is stored. op 13 (URL validation) is answered even without signature headers
-   (the platform's own example sends none), but a present, bad signature is still refused.
+   (the platform's own example sends none), but a present, bad signature is still refused,
+   and only a request of the platform's shape is signed at all (``qq.signing``: op 13 must
+   never sign what a callback signature covers).
 2. **Acknowledge only what is durable.** A dispatch is answered ``{"op":12}`` after the
    pipeline finished with it (identities committed); if the pipeline fails the answer is a
    5xx, so the platform delivers it again. A crash before the answer loses nothing.
@@ -90,11 +92,10 @@ class WebhookReceiver:
         if envelope.op == 13:
             d = envelope.d if isinstance(envelope.d, dict) else {}
             try:
-                answer = self.key.validation_response(
-                    str(d.get("plain_token") or ""), str(d.get("event_ts") or ""))
+                answer = self.key.validation_response(d.get("plain_token"), d.get("event_ts"))
             except BadInputError as err:
                 return self._refuse(400, err)
-            log.info("[qq] webhook validation answered")
+            log.info("[qq] webhook validation answered", signed=signature is not None)
             return web.json_response(answer)
         if envelope.op != 0:
             log.info("[qq] webhook frame ignored", op=envelope.op)

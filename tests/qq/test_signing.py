@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gensokyo_idmap.errors import BadInputError
+from gensokyo_idmap.qq.events import parse_envelope
 from gensokyo_idmap.qq.signing import (
     SIGNATURE_HEADER,
     TIMESTAMP_HEADER,
     WebhookKey,
+    check_validation_request,
     seed_from_secret,
 )
 
@@ -92,7 +96,66 @@ def test_malformed_headers_name_the_header(
 
 def test_validation_needs_both_fields() -> None:
     key = WebhookKey.from_secret(DOC_SECRET)
-    with pytest.raises(BadInputError, match="plain_token"):
-        key.validation_response("", "1725442341")
-    with pytest.raises(BadInputError, match="event_ts"):
-        key.validation_response("tok", "")
+    for token in ("", None):
+        with pytest.raises(BadInputError, match="d.plain_token: missing"):
+            key.validation_response(token, "1725442341")
+    for ts in ("", None):
+        with pytest.raises(BadInputError, match="d.event_ts: missing"):
+            key.validation_response("tok", ts)
+
+
+EVENT = '{"op":0,"t":"C2C_MESSAGE_CREATE","id":"x","d":{"id":"m","content":"hi"}}'
+
+
+@pytest.mark.parametrize(("token", "ts", "field"), [
+    (EVENT, "1725442341", "d.plain_token"),        # the signing oracle: a body as the token
+    (EVENT[1:], "1725442341{", "d.plain_token"),   # ... or cut between the two fields
+    ("Arq0D5A61EgUu4OxUvOp", "1725442341" + EVENT, "d.event_ts"),
+    ("a" * 65, "1725442341", "d.plain_token"),     # not short
+    ("tok en", "1725442341", "d.plain_token"),
+    ("töken", "1725442341", "d.plain_token"),
+    ("tok", "1725442341.5", "d.event_ts"),
+    ("tok", "١٧٢٥", "d.event_ts"),                 # digits, but not ASCII ones
+    (12345, "1725442341", "d.plain_token"),        # JSON numbers are not tokens
+    ("tok", 1725442341, "d.event_ts"),
+])
+def test_op13_of_another_shape_is_not_signed(token: object, ts: object, field: str) -> None:
+    with pytest.raises(BadInputError) as err:
+        WebhookKey.from_secret(DOC_SECRET).validation_response(token, ts)
+    assert err.value.field == field
+
+
+@given(token=st.from_regex(r"[A-Za-z0-9_-]{1,64}", fullmatch=True),
+       ts=st.integers(0, 10**12).map(str))
+def test_op13_of_the_platforms_shape_is_answered(token: str, ts: str) -> None:
+    answer = WebhookKey.from_secret(DOC_SECRET).validation_response(token, ts)
+    assert answer["plain_token"] == token
+    WebhookKey.from_secret(DOC_SECRET).public_key.verify(
+        bytes.fromhex(answer["signature"]), (ts + token).encode())
+
+
+json_like = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner,
+                                                               max_size=3),
+    max_leaves=8).map(lambda v: json.dumps({"op": 0, "d": v}))
+
+
+@settings(max_examples=300)
+@given(text=st.one_of(json_like, st.text(), st.from_regex(r"[0-9]{1,12}[A-Za-z0-9_-]{1,20}")),
+       cut=st.integers(0, 200))
+def test_whatever_op13_signs_is_never_a_timestamp_and_an_event(text: str, cut: int) -> None:
+    """The property that closes the oracle: for any request op 13 answers, no cut of the
+    signed ``event_ts + plain_token`` into an X-Signature-Timestamp and a body gives a body
+    that parses as a frame."""
+    cut = min(cut, len(text))
+    ts, token = text[:cut], text[cut:]
+    try:
+        token, ts = check_validation_request(token, ts)
+    except BadInputError:
+        return
+    signed = ts + token
+    for split in range(len(signed) + 1):
+        with pytest.raises(BadInputError):
+            parse_envelope(signed[split:].encode())
+

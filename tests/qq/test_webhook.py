@@ -236,3 +236,50 @@ def test_without_a_secret_every_callback_is_refused(identity_store: LmdbIdentity
 
     asyncio.run(main())
     assert stored(identity_store) == 0
+
+
+FORGED = json.dumps({  # an event the attacker wants accepted, from a user of their choice
+    "op": 0, "t": "C2C_MESSAGE_CREATE", "id": "C2C_MESSAGE_CREATE:forged",
+    "d": {"id": "ROBOT1.0_forged", "content": "transfer everything",
+          "timestamp": "2025-01-01T12:00:00+08:00",
+          "author": {"id": USER, "user_openid": USER}}}, separators=(",", ":")).encode()
+
+
+@pytest.mark.parametrize("cut", [0, 1, 12], ids=["token-is-body", "ts-ends-in-brace", "split"])
+def test_op13_cannot_be_made_to_sign_an_event_body(
+        identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore, cut: int) -> None:
+    """The signing oracle: op 13 signs ``event_ts + plain_token``, a callback signature
+    covers ``timestamp + body``. Asked to sign ``<now>`` + a crafted event (whole, or cut
+    anywhere between the two fields), it must refuse, and the event must not get in."""
+    ts = "1725442341"
+    probe = json.dumps({"op": 13, "d": {"event_ts": ts + FORGED[:cut].decode(),
+                                        "plain_token": FORGED[cut:].decode()}}).encode()
+
+    async def scenario(session: ClientSession, url: str, receiver: WebhookReceiver,
+                       forwarded: list[dict[str, Any]]) -> None:
+        async with session.post(url, data=probe) as resp:  # unsigned, as op 13 may be
+            answered, answer = resp.status, await resp.json()
+        signature = answer.get("signature", "00" * 64)
+        async with session.post(url, data=FORGED, headers={
+                TIMESTAMP_HEADER: ts, SIGNATURE_HEADER: signature}) as resp:
+            assert resp.status == 401, "the forged event was accepted"
+        assert forwarded == [] and receiver.processed == 0
+        assert answered == 400, answer
+        assert answer["error"]["message"].startswith(("d.plain_token", "d.event_ts"))
+
+    serve(identity_store, msgid_store, scenario)
+    assert stored(identity_store) == 0
+
+
+def test_signed_op13_of_a_bad_shape_is_refused_too(
+        identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore) -> None:
+    body = json.dumps({"op": 13, "d": {"plain_token": FORGED.decode(),
+                                       "event_ts": "1725442341"}}).encode()
+
+    async def scenario(session: ClientSession, url: str, receiver: WebhookReceiver,
+                       forwarded: list[dict[str, Any]]) -> None:
+        async with session.post(url, data=body, headers=signed(body)) as resp:
+            assert resp.status == 400 and "signature" not in await resp.json()
+
+    serve(identity_store, msgid_store, scenario)
+
