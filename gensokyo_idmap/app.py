@@ -317,7 +317,8 @@ async def _start_webhook(
         log.warning("[qq] webhook has no bot.secret: every callback is refused until it is set")
 
     key = WebhookKey.from_secret(secret) if secret else None
-    receiver = WebhookReceiver(config.bot.app_id, key, pipeline)
+    receiver = WebhookReceiver(config.bot.app_id, key, pipeline,
+                               max_age_seconds=config.webhook.max_age_seconds)
     runner = await _listen(receiver.routes(config.webhook.path), config.webhook.listen,
                            "webhook.listen")
     log.info("[qq] webhook listening", url=f"http://{config.webhook.listen}{config.webhook.path}")

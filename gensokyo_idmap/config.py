@@ -87,6 +87,10 @@ class QQConfig(_Section):
 class WebhookConfig(_Section):
     listen: str = Field(default="", description="host:port of the callback server; empty: off")
     path: str = Field(default="/qqbot", description="URL path the platform posts to")
+    max_age_seconds: int = Field(
+        default=600, ge=1,
+        description="callbacks signed longer ago than this are refused (replays); events "
+                    "are de-duplicated for at least this long")
 
     @field_validator("listen")
     @classmethod

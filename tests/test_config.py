@@ -234,3 +234,11 @@ def test_every_listen_address_takes_ipv6_in_brackets_only(tmp_path: Path, key: s
             load_config(write(tmp_path, f'{section}:\n  {name}: "{bad}"\n'))
         assert err.value.field == key
         assert "or empty to switch off" in err.value.reason
+
+
+def test_webhook_max_age_defaults_to_600_and_must_be_positive(tmp_path: Path) -> None:
+    assert load_config(EXAMPLE).webhook.max_age_seconds == Config().webhook.max_age_seconds == 600
+    assert load_config(write(tmp_path, "webhook: {max_age_seconds: 120}\n")
+                       ).webhook.max_age_seconds == 120
+    with pytest.raises(BadInputError, match="webhook.max_age_seconds"):
+        load_config(write(tmp_path, "webhook: {max_age_seconds: 0}\n"))

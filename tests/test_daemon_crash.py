@@ -23,6 +23,7 @@ import random
 import signal
 import re
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -129,7 +130,7 @@ def test_vuins_seen_downstream_survive_kill_9(tmp_path: Path) -> None:
                                 n += 1
                                 n_sent = n
                                 body = event(n_sent)
-                                ts = "1735700000"
+                                ts = str(int(time.time()))
                                 headers = {TIMESTAMP_HEADER: ts,
                                            SIGNATURE_HEADER: key.sign_callback(ts, body)}
                                 try:
@@ -296,7 +297,7 @@ def run_mixed(tmp_path: Path, away_round: int | None = None) -> None:
             body = json.dumps({"op": 0, "s": seq, "t": "GROUP_AT_MESSAGE_CREATE",
                                "id": f"GROUP_AT_MESSAGE_CREATE:{chat}-{seq}",
                                "d": group_payload(chat, seq, user_for())}).encode()
-            ts = "1735700000"
+            ts = str(int(time.time()))
             headers = {TIMESTAMP_HEADER: ts, SIGNATURE_HEADER: key.sign_callback(ts, body)}
             if seq <= wh_posted[chat]:
                 reposts += 1

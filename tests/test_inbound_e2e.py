@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -110,7 +111,7 @@ def test_webhook_event_reaches_the_framework_with_stored_vuins(tmp_path: Path) -
                 assert json.loads((await forward.receive()).data)["sub_type"] == "connect"
                 for n in (1, 2):
                     body = group_message(n)
-                    ts = "1735700000"
+                    ts = str(int(time.time()))
                     async with session.post(
                         f"http://127.0.0.1:{port}/qqbot", data=body,
                         headers={TIMESTAMP_HEADER: ts, SIGNATURE_HEADER: key.sign_callback(ts, body)},

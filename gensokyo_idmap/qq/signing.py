@@ -16,6 +16,11 @@ the URL-safe alphabet). Such a message holds no ``{``, ``"`` or ``:``, so howeve
 into a timestamp and a body, the body is never a JSON object, and nothing but an object is
 an event.
 
+**A signature is only as good as its age.** A captured callback verifies for ever, so one
+whose timestamp is older than ``max_age`` is refused (:func:`check_fresh`), and so is one
+from further in the future than :data:`MAX_CLOCK_SKEW_SECONDS`: it would stay "fresh" past
+``max_age`` after it was sent, longer than repeats are remembered.
+
 Ed25519 comes from ``cryptography`` (well kept, wheels for every platform we run on), not
 from hand-written code. The secret never appears in an error or a repr.
 """
@@ -33,9 +38,12 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from gensokyo_idmap.errors import BadInputError
 
 __all__ = [
+    "DEFAULT_MAX_AGE_SECONDS",
+    "MAX_CLOCK_SKEW_SECONDS",
     "SIGNATURE_HEADER",
     "TIMESTAMP_HEADER",
     "WebhookKey",
+    "check_fresh",
     "check_validation_request",
     "seed_from_secret",
 ]
@@ -43,6 +51,12 @@ __all__ = [
 SIGNATURE_HEADER: Final = "X-Signature-Ed25519"
 TIMESTAMP_HEADER: Final = "X-Signature-Timestamp"
 _SEED_SIZE: Final = 32
+#: How old a callback's timestamp may be (``webhook.max_age_seconds``).
+DEFAULT_MAX_AGE_SECONDS: Final = 600
+#: How far ahead of our clock a callback's timestamp may be: clocks of two hosts kept by
+#: NTP differ by far less; a timestamp further ahead would keep a captured callback
+#: acceptable for longer than ``max_age`` after it was sent.
+MAX_CLOCK_SKEW_SECONDS: Final = 60
 _PLAIN_TOKEN: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _UNIX_SECONDS: Final = re.compile(r"[0-9]{1,20}")
 
@@ -129,3 +143,18 @@ def check_validation_request(plain_token: object, event_ts: object) -> tuple[str
     if not isinstance(event_ts, str) or not _UNIX_SECONDS.fullmatch(event_ts):
         raise BadInputError("d.event_ts", event_ts, "must be unix seconds as text (digits)")
     return plain_token, event_ts
+
+
+def check_fresh(timestamp: str, now: float, max_age: float,
+                skew: float = MAX_CLOCK_SKEW_SECONDS) -> None:
+    """Refuse a callback timestamp (unix seconds, digits) older than ``max_age`` seconds or
+    more than ``skew`` seconds ahead of ``now`` (module docstring): a replayed capture."""
+    age = now - int(timestamp)
+    if age > max_age:
+        raise BadInputError(TIMESTAMP_HEADER, timestamp,
+                            f"{int(age)} s old; callbacks older than {max_age:g} s "
+                            "(webhook.max_age_seconds) are refused")
+    if -age > skew:
+        raise BadInputError(TIMESTAMP_HEADER, timestamp,
+                            f"{int(-age)} s ahead of this host's clock; at most {skew:g} s "
+                            "are accepted (check both clocks)")

@@ -8,10 +8,16 @@ Rules (reference qq-platform.md §3):
    (the platform's own example sends none), but a present, bad signature is still refused,
    and only a request of the platform's shape is signed at all (``qq.signing``: op 13 must
    never sign what a callback signature covers).
-2. **Acknowledge only what is durable.** A dispatch is answered ``{"op":12}`` after the
+2. **Nothing old gets in.** A signed callback whose timestamp is older than
+   ``max_age_seconds`` (``webhook.max_age_seconds``), or too far ahead of our clock, is
+   answered 401: a captured callback cannot be replayed later. Within that age a repeat is
+   a duplicate, and the de-duplication window is at least that long (``dedup``).
+3. **Only this bot's callbacks.** ``X-Bot-Appid``, when present, must be ``bot.app_id``
+   (403 otherwise): a callback meant for another bot is not processed as ours.
+4. **Acknowledge only what is durable.** A dispatch is answered ``{"op":12}`` after the
    pipeline finished with it (identities committed); if the pipeline fails the answer is a
    5xx, so the platform delivers it again. A crash before the answer loses nothing.
-3. **One delivery, one processing** is the pipeline's job (:class:`InboundPipeline`
+5. **One delivery, one processing** is the pipeline's job (:class:`InboundPipeline`
    de-duplicates whatever source an event came from).
 
 The pipeline is any ``async (QQEvent) -> None`` that raises when it could not process.
@@ -19,6 +25,7 @@ The pipeline is any ``async (QQEvent) -> None`` that raises when it could not pr
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
 from typing import Final
 
@@ -27,13 +34,20 @@ from aiohttp import web
 
 from gensokyo_idmap.errors import BadInputError, IdmapError
 from gensokyo_idmap.qq.events import QQEvent, parse_dispatch, parse_envelope
-from gensokyo_idmap.qq.signing import SIGNATURE_HEADER, TIMESTAMP_HEADER, WebhookKey
+from gensokyo_idmap.qq.signing import (
+    DEFAULT_MAX_AGE_SECONDS,
+    SIGNATURE_HEADER,
+    TIMESTAMP_HEADER,
+    WebhookKey,
+    check_fresh,
+)
 
-__all__ = ["DEFAULT_WEBHOOK_PATH", "Pipeline", "WebhookReceiver"]
+__all__ = ["APPID_HEADER", "DEFAULT_WEBHOOK_PATH", "Pipeline", "WebhookReceiver"]
 
 log = structlog.get_logger("gensokyo_idmap.qq.webhook")
 
 DEFAULT_WEBHOOK_PATH: Final = "/qqbot"
+APPID_HEADER: Final = "X-Bot-Appid"
 _MAX_BODY: Final = 4 * 1024 * 1024
 
 Pipeline = Callable[[QQEvent], Awaitable[None]]
@@ -47,10 +61,15 @@ class WebhookReceiver:
         app_id: str,
         key: WebhookKey | None,
         pipeline: Pipeline,
+        *,
+        max_age_seconds: float = DEFAULT_MAX_AGE_SECONDS,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.app_id = app_id
         self.key = key
         self.pipeline = pipeline
+        self.max_age_seconds = max_age_seconds
+        self._clock = clock
         self.processed = 0
         self.rejected = 0
 
@@ -63,10 +82,22 @@ class WebhookReceiver:
         return web.json_response({"error": {"code": err.code, "message": err.message}},
                                  status=status)
 
+    def _verify(self, key: WebhookKey, timestamp: str | None, body: bytes,
+                signature: str | None) -> None:
+        """Rules 1 and 2: a good signature, over a timestamp neither old nor ahead."""
+        key.verify_callback(timestamp, body, signature)
+        assert timestamp is not None  # verify_callback refuses a missing one
+        check_fresh(timestamp, self._clock(), self.max_age_seconds)
+
     async def handle(self, request: web.Request) -> web.Response:
         if request.content_length is not None and request.content_length > _MAX_BODY:
             return self._refuse(413, BadInputError("body", request.content_length, "too large"))
         body = await request.read()
+        appid = request.headers.get(APPID_HEADER)
+        if appid is not None and appid != self.app_id:
+            return self._refuse(403, BadInputError(
+                APPID_HEADER, appid, "is not this bot's AppID (bot.app_id): the callback "
+                "is meant for another bot"))
         if self.key is None:
             return self._refuse(401, BadInputError(
                 "bot.secret", "<unset>", "not configured: callbacks cannot be verified"))
@@ -82,7 +113,7 @@ class WebhookReceiver:
                 envelope = None
         if envelope is None:
             try:
-                self.key.verify_callback(timestamp, body, signature)
+                self._verify(self.key, timestamp, body, signature)
             except BadInputError as err:
                 return self._refuse(401, err)
             try:

@@ -14,6 +14,7 @@ from gensokyo_idmap.qq.signing import (
     SIGNATURE_HEADER,
     TIMESTAMP_HEADER,
     WebhookKey,
+    check_fresh,
     check_validation_request,
     seed_from_secret,
 )
@@ -159,3 +160,15 @@ def test_whatever_op13_signs_is_never_a_timestamp_and_an_event(text: str, cut: i
         with pytest.raises(BadInputError):
             parse_envelope(signed[split:].encode())
 
+
+@pytest.mark.parametrize(("age", "ok"), [(0, True), (600, True), (601, False),
+                                         (-60, True), (-61, False), (10**9, False)])
+def test_fresh_means_not_older_than_max_age_nor_ahead_by_more_than_the_skew(
+        age: int, ok: bool) -> None:
+    now = 1_750_000_000
+    if ok:
+        check_fresh(str(now - age), now, 600)
+    else:
+        with pytest.raises(BadInputError) as err:
+            check_fresh(str(now - age), now, 600)
+        assert err.value.field == TIMESTAMP_HEADER

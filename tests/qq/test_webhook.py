@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -32,7 +33,12 @@ DISPATCH = json.dumps({
 }).encode()
 
 
-def signed(body: bytes, secret: str = SECRET, ts: str = "1725442341") -> dict[str, str]:
+NOW = 1725442341  # the receiver's clock where a test sets it
+
+
+def signed(body: bytes, secret: str = SECRET, ts: str | None = None) -> dict[str, str]:
+    """The headers of the platform's delivery of ``body`` (timestamp: now, by default)."""
+    ts = str(int(time.time())) if ts is None else ts
     return {TIMESTAMP_HEADER: ts, SIGNATURE_HEADER: WebhookKey.from_secret(secret)
             .sign_callback(ts, body), "X-Bot-Appid": APP, "User-Agent": "QQBot-Callback"}
 
@@ -41,7 +47,8 @@ Scenario = Callable[[ClientSession, str, WebhookReceiver, list[dict[str, Any]]],
 
 
 def serve(identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore, scenario: Scenario,
-          translate_wrapper: Callable[[Any], Any] | None = None) -> InboundPipeline:
+          translate_wrapper: Callable[[Any], Any] | None = None,
+          clock: Callable[[], float] = time.time) -> InboundPipeline:
     """Start the receiver on 127.0.0.1 with the real bridge and pipeline, run the scenario."""
     collected = Collector()
 
@@ -53,7 +60,7 @@ def serve(identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore, scenar
     bridge = Bridge(IdentityGraph(identity_store), MsgIdMap(msgid_store),
                     BridgeSettings(app_id=APP, self_id=int(APP)))
     pipeline = InboundPipeline(bridge, [collected])
-    receiver = WebhookReceiver(APP, WebhookKey.from_secret(SECRET), pipeline)
+    receiver = WebhookReceiver(APP, WebhookKey.from_secret(SECRET), pipeline, clock=clock)
 
     async def main() -> None:
         app = web.Application()
@@ -251,7 +258,7 @@ def test_op13_cannot_be_made_to_sign_an_event_body(
     """The signing oracle: op 13 signs ``event_ts + plain_token``, a callback signature
     covers ``timestamp + body``. Asked to sign ``<now>`` + a crafted event (whole, or cut
     anywhere between the two fields), it must refuse, and the event must not get in."""
-    ts = "1725442341"
+    ts = str(NOW)
     probe = json.dumps({"op": 13, "d": {"event_ts": ts + FORGED[:cut].decode(),
                                         "plain_token": FORGED[cut:].decode()}}).encode()
 
@@ -267,19 +274,63 @@ def test_op13_cannot_be_made_to_sign_an_event_body(
         assert answered == 400, answer
         assert answer["error"]["message"].startswith(("d.plain_token", "d.event_ts"))
 
-    serve(identity_store, msgid_store, scenario)
+    serve(identity_store, msgid_store, scenario, clock=lambda: NOW)
     assert stored(identity_store) == 0
 
 
 def test_signed_op13_of_a_bad_shape_is_refused_too(
         identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore) -> None:
     body = json.dumps({"op": 13, "d": {"plain_token": FORGED.decode(),
-                                       "event_ts": "1725442341"}}).encode()
+                                       "event_ts": str(NOW)}}).encode()
 
     async def scenario(session: ClientSession, url: str, receiver: WebhookReceiver,
                        forwarded: list[dict[str, Any]]) -> None:
         async with session.post(url, data=body, headers=signed(body)) as resp:
             assert resp.status == 400 and "signature" not in await resp.json()
+
+    serve(identity_store, msgid_store, scenario)
+
+
+@pytest.mark.parametrize(("age", "status"), [(-60, 200), (0, 200), (600, 200),
+                                             (601, 401), (86400, 401), (-61, 401),
+                                             (-3600, 401)])
+def test_callbacks_older_than_max_age_or_from_the_future_are_refused(
+        identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore, age: int,
+        status: int) -> None:
+    """A captured callback replayed later is refused (webhook.max_age_seconds, 600), and so
+    is one dated more than 60 s ahead (it would stay acceptable past its max age)."""
+    ts = str(NOW - age)
+
+    async def scenario(session: ClientSession, url: str, receiver: WebhookReceiver,
+                       forwarded: list[dict[str, Any]]) -> None:
+        async with session.post(url, data=DISPATCH, headers=signed(DISPATCH, ts=ts)) as resp:
+            assert resp.status == status
+            if status == 401:
+                message = (await resp.json())["error"]["message"]
+                assert message.startswith(TIMESTAMP_HEADER)
+                assert ("webhook.max_age_seconds" in message if age > 0
+                        else "ahead" in message)
+        assert len(forwarded) == (status == 200)
+
+    serve(identity_store, msgid_store, scenario, clock=lambda: NOW)
+    assert (stored(identity_store) > 0) == (status == 200)
+
+
+@pytest.mark.parametrize("appid", ["102000002", "", "1020000011"])
+def test_a_callback_for_another_bot_is_refused(
+        identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore, appid: str) -> None:
+    async def scenario(session: ClientSession, url: str, receiver: WebhookReceiver,
+                       forwarded: list[dict[str, Any]]) -> None:
+        async with session.post(url, data=DISPATCH,
+                                headers={**signed(DISPATCH), "X-Bot-Appid": appid}) as resp:
+            assert resp.status == 403
+            message = (await resp.json())["error"]["message"]
+            assert message.startswith("X-Bot-Appid") and "bot.app_id" in message
+        headers = signed(DISPATCH)
+        del headers["X-Bot-Appid"]  # absent: the signature alone decides
+        async with session.post(url, data=DISPATCH, headers=headers) as resp:
+            assert resp.status == 200
+        assert len(forwarded) == 1
 
     serve(identity_store, msgid_store, scenario)
 
