@@ -14,10 +14,14 @@ Rules (reference qq-platform.md §3):
    a duplicate, and the de-duplication window is at least that long (``dedup``).
 3. **Only this bot's callbacks.** ``X-Bot-Appid``, when present, must be ``bot.app_id``
    (403 otherwise): a callback meant for another bot is not processed as ours.
-4. **Acknowledge only what is durable.** A dispatch is answered ``{"op":12}`` after the
+4. **One size limit, one error shape.** A body over 4 MiB is answered 413 with the JSON
+   error every refusal has, whether its size was announced (Content-Length) or not
+   (chunked); the body is read here, not by aiohttp (whose own limit, 1 MiB by default,
+   answers in plain text).
+5. **Acknowledge only what is durable.** A dispatch is answered ``{"op":12}`` after the
    pipeline finished with it (identities committed); if the pipeline fails the answer is a
    5xx, so the platform delivers it again. A crash before the answer loses nothing.
-5. **One delivery, one processing** is the pipeline's job (:class:`InboundPipeline`
+6. **One delivery, one processing** is the pipeline's job (:class:`InboundPipeline`
    de-duplicates whatever source an event came from).
 
 The pipeline is any ``async (QQEvent) -> None`` that raises when it could not process.
@@ -42,13 +46,14 @@ from gensokyo_idmap.qq.signing import (
     check_fresh,
 )
 
-__all__ = ["APPID_HEADER", "DEFAULT_WEBHOOK_PATH", "Pipeline", "WebhookReceiver"]
+__all__ = ["APPID_HEADER", "DEFAULT_WEBHOOK_PATH", "MAX_BODY_BYTES", "Pipeline",
+           "WebhookReceiver"]
 
 log = structlog.get_logger("gensokyo_idmap.qq.webhook")
 
 DEFAULT_WEBHOOK_PATH: Final = "/qqbot"
 APPID_HEADER: Final = "X-Bot-Appid"
-_MAX_BODY: Final = 4 * 1024 * 1024
+MAX_BODY_BYTES: Final = 4 * 1024 * 1024
 
 Pipeline = Callable[[QQEvent], Awaitable[None]]
 
@@ -82,6 +87,21 @@ class WebhookReceiver:
         return web.json_response({"error": {"code": err.code, "message": err.message}},
                                  status=status)
 
+    @staticmethod
+    async def _read_body(request: web.Request) -> bytes | None:
+        """The whole body, or None once it is over :data:`MAX_BODY_BYTES` (announced or
+        counted while it streams in: a chunked body has no Content-Length)."""
+        if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
+            return None
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in request.content.iter_any():
+            size += len(chunk)
+            if size > MAX_BODY_BYTES:
+                return None
+            chunks.append(chunk)
+        return b"".join(chunks)
+
     def _verify(self, key: WebhookKey, timestamp: str | None, body: bytes,
                 signature: str | None) -> None:
         """Rules 1 and 2: a good signature, over a timestamp neither old nor ahead."""
@@ -90,9 +110,11 @@ class WebhookReceiver:
         check_fresh(timestamp, self._clock(), self.max_age_seconds)
 
     async def handle(self, request: web.Request) -> web.Response:
-        if request.content_length is not None and request.content_length > _MAX_BODY:
-            return self._refuse(413, BadInputError("body", request.content_length, "too large"))
-        body = await request.read()
+        body = await self._read_body(request)
+        if body is None:
+            return self._refuse(413, BadInputError(
+                "body", request.content_length or f"over {MAX_BODY_BYTES} bytes",
+                f"a callback body may have at most {MAX_BODY_BYTES} bytes"))
         appid = request.headers.get(APPID_HEADER)
         if appid is not None and appid != self.app_id:
             return self._refuse(403, BadInputError(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import time
 from collections.abc import Awaitable, Callable
@@ -334,3 +335,40 @@ def test_a_callback_for_another_bot_is_refused(
 
     serve(identity_store, msgid_store, scenario)
 
+
+def large_dispatch(size: int) -> bytes:
+    """A group message whose content makes the body ``size`` bytes long."""
+    envelope = json.loads(DISPATCH)
+    envelope["d"]["content"] = ""
+    bare = len(json.dumps(envelope).encode())
+    envelope["d"]["content"] = "x" * (size - bare)
+    body = json.dumps(envelope).encode()
+    assert len(body) == size
+    return body
+
+
+def test_bodies_up_to_4_mib_are_taken_larger_ones_get_the_json_413(
+        identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore) -> None:
+    """One limit (4 MiB), one error shape, whether the size is announced or streamed
+    (chunked): aiohttp's own limit (1 MiB) must not answer first, in plain text."""
+    limit = 4 * 1024 * 1024
+    fits, too_large = large_dispatch(limit), large_dispatch(limit + 1)
+
+    async def chunked(body: bytes) -> Any:
+        for start in range(0, len(body), 256 * 1024):
+            yield body[start:start + 256 * 1024]
+
+    async def scenario(session: ClientSession, url: str, receiver: WebhookReceiver,
+                       forwarded: list[dict[str, Any]]) -> None:
+        for data in (io.BytesIO(too_large), chunked(too_large)):  # Content-Length, chunked
+            async with session.post(url, data=data, headers=signed(too_large)) as resp:
+                assert resp.status == 413
+                assert resp.content_type == "application/json"
+                message = (await resp.json())["error"]["message"]
+                assert message.startswith("body:") and str(limit) in message
+        assert forwarded == []
+        async with session.post(url, data=chunked(fits), headers=signed(fits)) as resp:
+            assert resp.status == 200, await resp.text()
+        assert len(forwarded) == 1
+
+    serve(identity_store, msgid_store, scenario)
