@@ -161,6 +161,14 @@ def _apply_sweep(writer: MsgIdWriter, now_ms: int, limit: int) -> int:
     return swept
 
 
+def _apply_claim_sweep(writer: MsgIdWriter, now_ms: int, limit: int) -> int:
+    """Delete delivery claims (``dedup``) whose window has passed; how many."""
+    expired = writer.expired_claims(now_ms, limit)
+    for expires_ms, key in expired:
+        writer.delete_claim(key, expires_ms)
+    return len(expired)
+
+
 def _count_sweep(swept: int, seconds: float) -> None:
     metrics.MSGID_EXPIRED.inc(swept)
     metrics.MSGID_SWEEP_SECONDS.observe(seconds)
@@ -321,19 +329,25 @@ class MsgIdMap:
         return await asyncio.to_thread(self.sweep_sync)
 
     def sweep_sync(self) -> int:
-        """Blocking :meth:`sweep`."""
-        total = 0
+        """Blocking :meth:`sweep`; it also deletes the expired delivery claims (``dedup``)
+        this store keeps. Returns how many message ids it deleted."""
         now_ms = self._now_ms()
         started = time.perf_counter()
-        while True:
-            swept = self.store.write_sync(lambda view: _apply_sweep(view, now_ms, _SWEEP_BATCH))
-            total += swept
-            if swept < _SWEEP_BATCH:
-                break
+        total = self._sweep_all(_apply_sweep, now_ms)
+        claims = self._sweep_all(_apply_claim_sweep, now_ms)
         _count_sweep(total, time.perf_counter() - started)
-        self._log.info("[idmap] msg_id sweep", swept=total,
+        self._log.info("[idmap] msg_id sweep", swept=total, claims_swept=claims,
                        seconds=round(time.perf_counter() - started, 6))
         return total
+
+    def _sweep_all(self, sweep: Callable[[MsgIdWriter, int, int], int], now_ms: int) -> int:
+        """Run ``sweep`` in transactions of at most 2000 deletes until one finds fewer."""
+        total = 0
+        while True:
+            swept = self.store.write_sync(lambda view: sweep(view, now_ms, _SWEEP_BATCH))
+            total += swept
+            if swept < _SWEEP_BATCH:
+                return total
 
     def counts(self) -> MsgIdCounts:
         with self.store.read() as view:

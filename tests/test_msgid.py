@@ -601,3 +601,20 @@ def test_run_sweeper_returns_at_once_if_already_stopped(msgids: MsgIdMap) -> Non
         await asyncio.wait_for(msgids.run_sweeper(stop, interval_seconds=3600), timeout=1)
 
     run(main())
+
+
+def test_the_sweep_also_deletes_expired_delivery_claims(store: LmdbMsgIdStore,
+                                                        clock: FakeClock) -> None:
+    """The de-duplication claims (``dedup``) live in this store; its sweeper clears them."""
+    msgids = MsgIdMap(store, clock=clock, ttl_seconds=TTL)
+    old = [f"msg:old{i}" for i in range(2_500)]  # more than one sweep batch
+    store.write_sync(lambda view: view.put_claims(old, now_ms(clock) + 10_000))
+    clock.advance(5)
+    store.write_sync(lambda view: view.put_claims(["msg:new"], now_ms(clock) + 10_000))
+    clock.advance(5)  # the old ones' window is over, the new one's is not
+    with capture_logs() as logs:
+        assert run(msgids.sweep()) == 0  # no message ids
+    assert [e["claims_swept"] for e in logs if e["event"] == "[idmap] msg_id sweep"] == [2_500]
+    with store.read() as view:
+        assert view.expired_claims(now_ms(clock) + 10_000, 10) == [
+            (now_ms(clock) + 5_000, "msg:new")]

@@ -15,7 +15,7 @@ Keys cross this interface as canonical key text (``openid:QQ:…``) and vUINs as
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
@@ -153,12 +153,30 @@ class MsgIdReader(Protocol):
     def msg_counter(self) -> int: ...
     def counts(self) -> MsgIdCounts: ...
 
+    # delivery claims (de-duplication across restarts): key text → expiry, nothing else.
+    # Keys are text of at most 200 UTF-8 bytes (``dedup`` hashes longer ones). A backend
+    # with native expiry (Redis: SET key PX) may report no expired claims and delete none.
+    def claim_expiry(self, key: str) -> int | None:
+        """When the claim of ``key`` expires (ms), None if there is none; an expired but
+        unswept claim is still returned (the caller compares with its clock)."""
+        ...
+    def expired_claims(self, now_ms: int, limit: int) -> list[tuple[int, str]]:
+        """(expires_ms, key) of claims expired at ``now_ms``, oldest first."""
+        ...
+
 
 class MsgIdWriter(MsgIdReader, Protocol):
     def put_record(self, record: MsgRecord) -> None: ...
     def delete_record(self, record: MsgRecord) -> None: ...
     def delete_expiry(self, expires_ms: int, virtual_id: int) -> None: ...
     def set_msg_counter(self, value: int) -> None: ...
+    def put_claims(self, keys: Sequence[str], expires_ms: int) -> None:
+        """Claim each of ``keys`` until ``expires_ms``, replacing an earlier claim of it
+        (one call for a batch: this runs for every event)."""
+        ...
+    def delete_claim(self, key: str, expires_ms: int) -> None:
+        """Drop the claim of ``key`` if it still expires at ``expires_ms`` (a sweep)."""
+        ...
 
 
 class MsgIdStore(Protocol):

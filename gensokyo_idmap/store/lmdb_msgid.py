@@ -9,6 +9,11 @@ Tables (DESIGN §2, plus one index):
 | ``virtual_to_msg`` | virtual id → cbor [real id, AppID, chat kind, target, direction, created ms, expires ms] |
 | ``expires_at`` | expires ms (8 bytes) + virtual id (4 bytes) → empty: a sweep reads only what expired |
 | ``chat_recent`` | AppID NUL kind NUL target NUL + created ms + virtual id → empty (inbound only): the newest message of a chat is one cursor step away |
+| ``claims`` | delivery key (``msg:<id>`` / ``evt:<id>``) → expires ms (8 bytes): events processed within the de-duplication window, so a repeat after a restart is known |
+| ``claims_expiry`` | expires ms (8 bytes) + delivery key → empty: a sweep reads only what expired |
+
+The claim tables came after schema_version 1 and need no upgrade: LMDB creates a named
+table that is missing when the store opens, and an older daemon never opens them.
 
 Commits do not fsync (``sync=False``): after ``kill -9`` the page cache still holds them,
 after a power cut the last seconds of reply context may be gone, and that is acceptable here
@@ -20,7 +25,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -45,6 +50,8 @@ _TABLES: Final = (
     Table(b"virtual_to_msg", "virtual_to_msg"),
     Table(b"expires_at", "expires_at"),
     Table(b"chat_recent", "chat_recent"),
+    Table(b"claims", "claims"),
+    Table(b"claims_expiry", "claims_expiry"),
 )
 _META_COUNTER: Final = b"msg_counter"
 
@@ -75,17 +82,22 @@ class MsgIdView(CounterView, MsgIdWriter):
         real, app_id, kind, target, direction, created, expires = decode_value(raw)
         return MsgRecord(virtual_id, real, app_id, kind, target, direction, created, expires)
 
-    def expired(self, now_ms: int, limit: int) -> list[tuple[int, int]]:
-        found: list[tuple[int, int]] = []
-        cur = self._txn.cursor(self._t.expires_at)
+    def _expired_keys(self, table: Any, now_ms: int, limit: int) -> list[tuple[int, bytes]]:
+        """(expires ms, the rest of the key) of an expiry index's keys due at ``now_ms``."""
+        found: list[tuple[int, bytes]] = []
+        cur = self._txn.cursor(table)
         if not cur.first():
             return found
         end = encode_u64(now_ms + 1)
         for key in cur.iternext(keys=True, values=False):
             if key >= end or len(found) >= limit:
                 break
-            found.append((decode_u64(key[:8]), int.from_bytes(key[8:], "big")))
+            found.append((decode_u64(key[:8]), key[8:]))
         return found
+
+    def expired(self, now_ms: int, limit: int) -> list[tuple[int, int]]:
+        return [(expires, int.from_bytes(vid, "big"))
+                for expires, vid in self._expired_keys(self._t.expires_at, now_ms, limit)]
 
     def latest_inbound(
         self, app_id: str, chat_kind: str, target: str, now_ms: int, since_ms: int,
@@ -110,6 +122,14 @@ class MsgIdView(CounterView, MsgIdWriter):
 
     def msg_counter(self) -> int:
         return self._get_counter()
+
+    def claim_expiry(self, key: str) -> int | None:
+        raw = self._txn.get(key.encode("utf-8"), db=self._t.claims)
+        return None if raw is None else decode_u64(raw)
+
+    def expired_claims(self, now_ms: int, limit: int) -> list[tuple[int, str]]:
+        return [(expires, key.decode("utf-8"))
+                for expires, key in self._expired_keys(self._t.claims_expiry, now_ms, limit)]
 
     def counts(self) -> MsgIdCounts:
         return MsgIdCounts(
@@ -146,6 +166,23 @@ class MsgIdView(CounterView, MsgIdWriter):
 
     def set_msg_counter(self, value: int) -> None:
         self._set_counter(value)
+
+    def put_claims(self, keys: Sequence[str], expires_ms: int) -> None:
+        txn, claims, index = self._txn, self._t.claims, self._t.claims_expiry
+        expires = encode_u64(expires_ms)
+        for key in keys:
+            raw = key.encode("utf-8")
+            earlier = txn.replace(raw, expires, db=claims)
+            if earlier is not None:
+                txn.delete(earlier + raw, db=index)
+            txn.put(expires + raw, b"", db=index)
+
+    def delete_claim(self, key: str, expires_ms: int) -> None:
+        raw = key.encode("utf-8")
+        expires = encode_u64(expires_ms)
+        if self._txn.get(raw, db=self._t.claims) == expires:
+            self._txn.delete(raw, db=self._t.claims)
+        self._txn.delete(expires + raw, db=self._t.claims_expiry)
 
 
 def _is_empty(txn: lmdb.Transaction[bytes], tables: Any) -> bool:

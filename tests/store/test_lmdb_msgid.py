@@ -14,7 +14,8 @@ from structlog.testing import capture_logs
 from gensokyo_idmap.identity import OpenId
 from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.msgid import MsgContext, MsgIdMap
-from gensokyo_idmap.store.codec import decode_value, encode_u64
+from gensokyo_idmap.store.base import MsgIdWriter
+from gensokyo_idmap.store.codec import decode_value, encode_u64, encode_value
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
 from gensokyo_idmap.store.lmdb_msgid import (
     MSGID_SCHEMA_VERSION,
@@ -26,7 +27,8 @@ from ..conftest import FakeClock
 
 TTL = 100.0
 APP = "102000001"
-MSGID_TABLES = {b"meta", b"msg_to_virtual", b"virtual_to_msg", b"expires_at", b"chat_recent"}
+MSGID_TABLES = {b"meta", b"msg_to_virtual", b"virtual_to_msg", b"expires_at", b"chat_recent",
+                b"claims", b"claims_expiry"}
 IDENTITY_ONLY_TABLES = {b"identity_to_vuin", b"vuin_to_identity", b"last_seen"}
 ALICE = OpenId(APP, "A11CE000000000000000000000000000")
 MOVED_ASIDE = "[idmap] msgid-map.db unreadable, moved aside"
@@ -322,3 +324,55 @@ def test_loop_batched_writes_grow_a_full_map_and_share_commits(tmp_path: Path) -
     assert distinct == 3000
     assert batches < 3000  # one loop turn queued them all: far fewer commits than writes
     assert map_size > 256 * 1024  # it grew
+
+
+def test_claims_keep_one_expiry_per_key_and_list_the_expired_oldest_first(
+        tmp_path: Path) -> None:
+    store = LmdbMsgIdStore(tmp_path / "msgid-map.db")
+    try:
+        def put(view: MsgIdWriter) -> None:
+            view.put_claims(["msg:a"], 3_000)
+            view.put_claims(["msg:b"], 1_000)
+            view.put_claims(["msg:c", "msg:a"], 2_000)
+            view.put_claims(["msg:a"], 5_000)  # claimed again: the old expiry key goes
+
+        store.write_sync(put)
+        with store.read() as view:
+            assert [view.claim_expiry(k) for k in ("msg:a", "msg:b", "msg:x")] == [
+                5_000, 1_000, None]
+            assert view.expired_claims(2_000, 10) == [(1_000, "msg:b"), (2_000, "msg:c")]
+            assert view.expired_claims(9_000, 1) == [(1_000, "msg:b")]
+            assert len(view.expired_claims(9_000, 10)) == 3  # a's 3000 key is gone
+
+        def sweep(view: MsgIdWriter) -> None:
+            view.delete_claim("msg:b", 1_000)
+            view.delete_claim("msg:a", 3_000)  # a stale expiry: a is not deleted
+
+        store.write_sync(sweep)
+        with store.read() as view:
+            assert view.claim_expiry("msg:b") is None
+            assert view.claim_expiry("msg:a") == 5_000
+            assert view.expired_claims(9_000, 10) == [(2_000, "msg:c"), (5_000, "msg:a")]
+    finally:
+        store.close()
+
+
+def test_a_file_from_before_the_claim_tables_opens_and_gains_them(tmp_path: Path) -> None:
+    path = tmp_path / "msgid-map.db"
+    old_tables = MSGID_TABLES - {b"claims", b"claims_expiry"}
+    env = lmdb.open(str(path), subdir=False, max_dbs=8)
+    try:
+        with env.begin(write=True) as txn:
+            dbs = {name: env.open_db(name, txn=txn) for name in old_tables}
+            txn.put(b"schema_version", encode_value(MSGID_SCHEMA_VERSION), db=dbs[b"meta"])
+    finally:
+        env.close()
+    assert table_names(path) == old_tables
+    store = open_msgid_store(path)
+    try:
+        store.write_sync(lambda view: view.put_claims(["msg:a"], 1_000))
+        with store.read() as view:
+            assert view.claim_expiry("msg:a") == 1_000
+    finally:
+        store.close()
+    assert table_names(path) == MSGID_TABLES and aside_files(tmp_path) == []
