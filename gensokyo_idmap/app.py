@@ -22,7 +22,7 @@ from gensokyo_idmap.api import ApiServer
 from gensokyo_idmap.api.server import ApiSettings
 from gensokyo_idmap.bridge import BridgeSettings, EventSink, InboundBridge, InboundPipeline
 from gensokyo_idmap.config import Config
-from gensokyo_idmap.dedup import DeliveryLog
+from gensokyo_idmap.dedup import DeliveryLog, DurableClaims, window_seconds
 from gensokyo_idmap.errors import BadInputError, PlatformError
 from gensokyo_idmap.hostport import parse_host_port
 from gensokyo_idmap.idmap import IdentityGraph
@@ -164,7 +164,8 @@ async def _serve(config: Config, stop: asyncio.Event | None) -> None:
             op_userid_type=config.onebot.op_userid_type),
             ReplyBudget(seq_base=seq_base_for_process(time.time()))))
         clients = _reverse_ws_clients(config, actions)
-        deliveries = DeliveryLog()
+        window = window_seconds(config.webhook.max_age_seconds)
+        deliveries = DeliveryLog(ttl=window, claims=DurableClaims(msgid_store, window))
         for client in clients:
             _restore_owed(outbox, client, deliveries)
             client.start()

@@ -424,7 +424,7 @@ class InboundPipeline:
     not hold up the others), but two of the same chat take turns in the order they arrived
     (:mod:`gensokyo_idmap.chat_turns`): the one that came first translates and publishes
     first. A delivery already processed (webhook retry, gateway replay, both sources at
-    once) is skipped.
+    once; before a restart too, when the log keeps durable claims) is skipped.
     """
 
     def __init__(self, bridge: InboundBridge, sinks: Sequence[EventSink],
@@ -482,9 +482,9 @@ class InboundPipeline:
         keys: list[str | None] = []
         fresh: list[QQEvent] = []
         repeats: list[tuple[str, asyncio.Future[None]]] = []
-        for event in events:
-            key = delivery_key(event)
-            earlier = self._deliveries.claim(key) if key is not None else None
+        all_keys = [delivery_key(event) for event in events]
+        claims = self._deliveries.claim_all(all_keys)
+        for event, key, earlier in zip(events, all_keys, claims, strict=True):
             if earlier is not None:
                 assert key is not None
                 self.duplicates += 1
@@ -495,6 +495,7 @@ class InboundPipeline:
         try:
             if fresh:
                 await self._deliver(fresh, keys)
+                await self._deliveries.commit(keys)  # durable claims, before the source's ack
         except BaseException as exc:
             for key in keys:
                 if key is not None:

@@ -1,26 +1,54 @@
 """Delivery de-duplication: the same platform event is processed once, however it arrives.
 
-The platform may push a message twice, the gateway replays after a Resume, and webhook and
-gateway may both run. An event is known by its message id (``d.id``) or, for other events,
-its envelope id. The log is bounded in count and in time; a repeat of an event still in
-flight waits for the first delivery's outcome, and a delivery that failed is forgotten, so
-a redelivery tries again.
+The platform may push a message twice, the gateway replays after a Resume (and after a
+restart, from the last seq saved), webhook and gateway may both run, and a captured webhook
+callback may be sent again. An event is known by its message id (``d.id``) or, for other
+events, its envelope id.
+
+Rules:
+
+1. **Claimed in memory first.** :class:`DeliveryLog` remembers the keys it handed out for
+   a window, bounded in count; a repeat of an event still in flight waits for the first
+   delivery's outcome.
+2. **Claimed durably after delivery, before the acknowledgement.** Once an event was
+   delivered or durably owed to every framework, its key goes to the message-id store
+   (:class:`DurableClaims`) before the source is told "done" (webhook 200, gateway seq
+   saved): the write joins the transaction every other write of that turn of the event
+   loop shares. Never sooner: a claim committed before the delivery was, followed by a
+   crash, would make the platform's redelivery look like a repeat, and the event would be
+   lost.
+3. **A failed delivery is forgotten**, in memory, and it was never claimed durably: a
+   redelivery tries again.
+4. **Claims outlive restarts for the window.** A key not in memory is looked up in the
+   store (one read for a batch) while that can find something memory does not hold: during
+   the first window after start (an earlier process's claims), and for a window after
+   memory dropped an entry for room. Otherwise memory holds every claim still alive (an
+   entry is kept for the window from when its delivery finished, which is after its claim
+   was committed), and the hot path does not read the store.
+5. **The window follows the webhook's max age**: at least :data:`DEDUP_SECONDS`, and at
+   least as long as a callback stays acceptable after it was first received
+   (``max_age_seconds`` plus the clock skew allowed ahead), so any replay the webhook lets
+   through is a known repeat (:func:`window_seconds`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Final
 
 from gensokyo_idmap.qq.events import QQEvent
+from gensokyo_idmap.qq.signing import DEFAULT_MAX_AGE_SECONDS, MAX_CLOCK_SKEW_SECONDS
+from gensokyo_idmap.store.base import MsgIdStore, MsgIdWriter
 
-__all__ = ["DEDUP_SECONDS", "DeliveryLog", "delivery_key"]
+__all__ = ["DEDUP_SECONDS", "DeliveryLog", "DurableClaims", "delivery_key", "window_seconds"]
 
 DEDUP_SECONDS: Final = 300.0
 _DEDUP_MAX: Final = 100_000
+_STORED_KEY_BYTES: Final = 200  # the store's limit for a key (store.base)
 
 
 def delivery_key(event: QQEvent) -> str | None:
@@ -30,37 +58,109 @@ def delivery_key(event: QQEvent) -> str | None:
     return f"evt:{event.event_id}" if event.event_id else None
 
 
+def window_seconds(max_age_seconds: float = DEFAULT_MAX_AGE_SECONDS) -> float:
+    """How long deliveries are remembered (rule 5): a callback first received at ``t`` may
+    carry a timestamp up to the skew ahead of ``t`` and is accepted until that timestamp
+    is ``max_age_seconds`` old."""
+    return max(DEDUP_SECONDS, max_age_seconds + MAX_CLOCK_SKEW_SECONDS)
+
+
+def _stored_key(key: str) -> str:
+    """``key`` as the store keeps it: itself, or a digest when it is long or not valid
+    UTF-8 (a platform id has no length limit; LMDB keys do)."""
+    try:
+        raw = key.encode("utf-8")
+    except UnicodeEncodeError:
+        raw = key.encode("utf-8", "surrogatepass")
+    else:
+        if len(raw) <= _STORED_KEY_BYTES:
+            return key
+    return "sha256:" + hashlib.sha256(raw).hexdigest()
+
+
+class DurableClaims:
+    """Delivery keys claimed within the window, in the message-id store (rules 2 and 4).
+
+    Times are wall-clock milliseconds (they must mean the same to the next process); the
+    store's sweeper deletes expired claims.
+    """
+
+    def __init__(self, store: MsgIdStore, window: float = DEDUP_SECONDS,
+                 clock: Callable[[], float] = time.time) -> None:
+        self._store = store
+        self._window_ms = int(window * 1000)
+        self._clock = clock
+
+    def known(self, keys: Sequence[str]) -> set[str]:
+        """Those of ``keys`` claimed and not expired (one read for all)."""
+        now_ms = int(self._clock() * 1000)
+        with self._store.read() as view:
+            return {key for key in keys
+                    if (view.claim_expiry(_stored_key(key)) or 0) > now_ms}
+
+    async def record(self, keys: Sequence[str]) -> None:
+        """Claim ``keys`` for the window; returns once the claim is committed."""
+        expires_ms = int(self._clock() * 1000) + self._window_ms
+        stored = [_stored_key(key) for key in keys]
+
+        def put(view: MsgIdWriter) -> None:
+            view.put_claims(stored, expires_ms)
+
+        await self._store.write(put)
+
+
 class DeliveryLog:
     """Event keys processed (or in flight) recently.
 
     An entry is a timestamp; only while a delivery is in flight and a repeat waits for it
     is there a future too. A future per entry (100k of them kept for five minutes) made
     every full garbage collection walk them, and cost a future per event for the rare repeat.
+    With ``claims`` the keys also go to the store (module rules 2 and 4).
     """
 
     def __init__(self, ttl: float = DEDUP_SECONDS, limit: int = _DEDUP_MAX,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 claims: DurableClaims | None = None) -> None:
         self._ttl = ttl
         self._limit = limit
         self._clock = clock
-        self._seen: OrderedDict[str, float] = OrderedDict()  # key → when claimed
+        self._claims = claims
+        self._seen: OrderedDict[str, float] = OrderedDict()  # key → when claimed / done
         self._oldest_expires = float("inf")  # when the oldest entry is due to be forgotten
+        # until when a key missing here may be claimed in the store (rule 4)
+        self._look_up_until = clock() + ttl
         # key → the future repeats wait on (None: in flight, nobody waiting yet)
         self._in_flight: dict[str, asyncio.Future[None] | None] = {}
 
     def claim(self, key: str) -> asyncio.Future[None] | None:
         """None: the caller processes ``key`` now. A future: someone did or is doing it."""
+        [earlier] = self.claim_all([key])
+        return earlier
+
+    def claim_all(self, keys: Sequence[str | None]) -> list[asyncio.Future[None] | None]:
+        """:meth:`claim` for each of ``keys`` in order (None for a None key), with one look
+        into the store for those not in memory."""
         now = self._clock()
         seen = self._seen
         if now >= self._oldest_expires or len(seen) >= self._limit:
             self._forget_old(now)
-        if key in seen:
+        known: set[str] = set()
+        if self._claims is not None and now < self._look_up_until:
+            missed = [key for key in keys if key is not None and key not in seen]
+            if missed:
+                known = self._claims.known(missed)
+        return [None if key is None else self._claim(key, now, key in known) for key in keys]
+
+    def _claim(self, key: str, now: float, claimed_before: bool) -> asyncio.Future[None] | None:
+        if key in self._seen or claimed_before:
             loop = asyncio.get_running_loop()
             if key in self._in_flight:
                 waiting = self._in_flight[key]
                 if waiting is None:
                     waiting = self._in_flight[key] = loop.create_future()
                 return waiting
+            if key not in self._seen:  # claimed by an earlier process: remember it here
+                self._add(key, now)
             done: asyncio.Future[None] = loop.create_future()
             done.set_result(None)
             return done
@@ -79,9 +179,12 @@ class DeliveryLog:
         seen = self._seen
         while seen:
             oldest, at = next(iter(seen.items()))
-            if now - at < self._ttl and len(seen) < self._limit:
-                self._oldest_expires = at + self._ttl
-                return
+            if now - at < self._ttl:
+                if len(seen) < self._limit:
+                    self._oldest_expires = at + self._ttl
+                    return
+                # dropped for room while its claim may live on in the store
+                self._look_up_until = max(self._look_up_until, now + self._ttl)
             del seen[oldest]
         self._oldest_expires = float("inf")
 
@@ -90,12 +193,23 @@ class DeliveryLog:
         if key not in self._seen:
             self._add(key, self._clock())
 
+    async def commit(self, keys: Sequence[str | None]) -> None:
+        """Claim the processed ``keys`` durably (rule 2): call before the source is told
+        "done", after every framework has the events delivered or durably owed."""
+        if self._claims is not None:
+            claimed = [key for key in keys if key is not None]
+            if claimed:
+                await self._claims.record(claimed)
+
     def finish(self, key: str, error: BaseException | None) -> None:
         if key not in self._in_flight:
             return
         waiting = self._in_flight.pop(key)
         if error is not None:
             self._seen.pop(key, None)  # not processed: a redelivery must try again
+        elif key in self._seen:  # remembered for the window from now (rule 4)
+            self._seen[key] = self._clock()
+            self._seen.move_to_end(key)
         if waiting is None or waiting.done():
             return
         if error is not None:

@@ -7,6 +7,7 @@ import asyncio
 import json
 import socket
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from aiohttp import WSMsgType, web
 from aiohttp.test_utils import TestServer
@@ -54,15 +55,16 @@ def ws_url(server: TestServer) -> str:
     return str(server.make_url("/ws")).replace("http", "ws")
 
 
-class StableVuinFramework:
-    """A reverse-WS framework (:meth:`handle` is its aiohttp handler) that fails the test
-    if a user (by the extension field ``real_user_id``) ever arrives with another
-    ``user_id``."""
+class RecordingFramework:
+    """A reverse-WS framework (:meth:`handle` is its aiohttp handler) that counts its
+    connections and close codes and hands every JSON frame to :meth:`on_frame`."""
 
     def __init__(self) -> None:
-        self.seen: dict[str, int] = {}  # real_user_id → the vUIN it came with
         self.connections = 0
         self.close_codes: list[int | None] = []
+
+    def on_frame(self, frame: dict[str, Any]) -> None:
+        """One frame the daemon sent (override)."""
 
     async def handle(self, request: web.Request) -> web.WebSocketResponse:
         ws = web.WebSocketResponse()
@@ -70,9 +72,20 @@ class StableVuinFramework:
         self.connections += 1
         async for message in ws:
             if message.type == WSMsgType.TEXT:
-                frame = json.loads(message.data)
-                if frame.get("post_type") == "message":
-                    openid = frame["real_user_id"]
-                    assert self.seen.setdefault(openid, frame["user_id"]) == frame["user_id"]
+                self.on_frame(json.loads(message.data))
         self.close_codes.append(ws.close_code)
         return ws
+
+
+class StableVuinFramework(RecordingFramework):
+    """A framework that fails the test if a user (by the extension field ``real_user_id``)
+    ever arrives with another ``user_id``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: dict[str, int] = {}  # real_user_id → the vUIN it came with
+
+    def on_frame(self, frame: dict[str, Any]) -> None:
+        if frame.get("post_type") == "message":
+            openid = frame["real_user_id"]
+            assert self.seen.setdefault(openid, frame["user_id"]) == frame["user_id"]

@@ -15,7 +15,7 @@ from structlog.testing import capture_logs
 
 from gensokyo_idmap import jsonio
 from gensokyo_idmap.bridge import BridgeSettings, InboundBridge, InboundPipeline
-from gensokyo_idmap.dedup import delivery_key
+from gensokyo_idmap.dedup import DeliveryLog, DurableClaims, delivery_key
 from gensokyo_idmap.errors import BadInputError
 from gensokyo_idmap.identity import OpenId, UnionId
 from gensokyo_idmap.idmap import IdentityGraph
@@ -476,3 +476,61 @@ def test_any_text_through_parse_bridge_and_every_transports_encoder() -> None:
         finally:
             identities.close()
             messages.close()
+
+
+# --- pipeline: durable claims (dedup rules 2 to 4) -------------------------------------------
+
+
+class ClaimWatcher:
+    """A sink that notes, for each event it gets, whether its delivery was already claimed
+    in the store, and that fails while ``failures`` last (a framework's socket breaking)."""
+
+    def __init__(self, claims: DurableClaims, failures: int = 0) -> None:
+        self.claims = claims
+        self.failures = failures
+        self.seen: list[tuple[str, bool]] = []
+
+    def publish(self, event: dict[str, Any]) -> None:
+        if self.failures:
+            self.failures -= 1
+            raise RuntimeError("framework socket broke")
+        text = event["message"][1]["data"]["text"]
+        self.seen.append((text, bool(self.claims.known([f"msg:{text}"]))))
+
+
+def _durable_pipeline(identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore,
+                      failures: int = 0) -> tuple[InboundPipeline, ClaimWatcher, DurableClaims]:
+    """A pipeline as the daemon builds one (a fresh one is a restarted process)."""
+    claims = DurableClaims(msgid_store, 660.0)
+    bridge = InboundBridge(IdentityGraph(identity_store), MsgIdMap(msgid_store),
+                           BridgeSettings(app_id=APP, self_id=SELF))
+    sink = ClaimWatcher(claims, failures)
+    return InboundPipeline(bridge, [sink], DeliveryLog(660.0, claims=claims)), sink, claims
+
+
+def test_a_delivery_is_claimed_durably_after_it_went_out_and_a_restart_skips_it(
+        identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore) -> None:
+    pipeline, sink, claims = _durable_pipeline(identity_store, msgid_store)
+    run(pipeline.process_batch([_group_msg("ROBOT1.0_a"), _group_msg("ROBOT1.0_b")]))
+    # claimed only once the framework had it (sooner, a crash in between loses the event)
+    assert sink.seen == [("ROBOT1.0_a", False), ("ROBOT1.0_b", False)]
+    assert claims.known(["msg:ROBOT1.0_a", "msg:ROBOT1.0_b"]) == {
+        "msg:ROBOT1.0_a", "msg:ROBOT1.0_b"}  # committed before process_batch returned
+
+    restarted, sink, _ = _durable_pipeline(identity_store, msgid_store)
+    run(restarted.process_batch([_group_msg("ROBOT1.0_b"), _group_msg("ROBOT1.0_c")]))
+    assert sink.seen == [("ROBOT1.0_c", False)]
+    assert restarted.duplicates == 1
+
+
+def test_a_delivery_that_failed_after_its_message_id_was_stored_is_not_claimed(
+        identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore) -> None:
+    """The message id's commit comes before the sinks; the claim must not ride in it."""
+    pipeline, sink, claims = _durable_pipeline(identity_store, msgid_store, failures=1)
+    with pytest.raises(RuntimeError, match="socket broke"):
+        run(pipeline.process_batch([_group_msg("ROBOT1.0_a")]))
+    assert MsgIdMap(msgid_store).virtual_of("ROBOT1.0_a") is not None
+    assert claims.known(["msg:ROBOT1.0_a"]) == set()
+    restarted, sink, _ = _durable_pipeline(identity_store, msgid_store)
+    run(restarted.process_batch([_group_msg("ROBOT1.0_a")]))  # the platform's redelivery
+    assert sink.seen == [("ROBOT1.0_a", False)] and restarted.duplicates == 0

@@ -1,12 +1,17 @@
-"""DeliveryLog: each platform event is processed once, repeats wait for the first outcome."""
+"""DeliveryLog: each platform event is processed once, repeats wait for the first outcome;
+with DurableClaims (a real msgid-map.db) also after the process is gone."""
 
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 
-from gensokyo_idmap.dedup import DeliveryLog
+from gensokyo_idmap.dedup import DeliveryLog, DurableClaims, window_seconds
+from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore
+
+from .conftest import FakeClock
 
 
 class Clock:
@@ -117,5 +122,105 @@ def test_remember_marks_a_key_as_processed() -> None:
         assert earlier is not None and earlier.done()
         log.finish("msg:owed", None)  # finishing a key nobody claimed changes nothing
         assert log.claim("msg:owed") is not None
+
+    run(main())
+
+
+# --- durable claims (module rules 2 to 5) ----------------------------------------------------
+
+
+def durable_log(path: Path, clock: FakeClock, window: float = 660.0
+                ) -> tuple[DeliveryLog, LmdbMsgIdStore]:
+    store = LmdbMsgIdStore(path)
+    return DeliveryLog(ttl=window, claims=DurableClaims(store, window, clock=clock)), store
+
+
+def test_committed_claims_outlive_the_process_for_the_window(
+        msgid_db_path: Path, clock: FakeClock) -> None:
+    async def first() -> None:
+        log, store = durable_log(msgid_db_path, clock)
+        try:
+            assert log.claim_all(["msg:a", "msg:b", None]) == [None, None, None]
+            await log.commit(["msg:a", None])  # a was delivered; b is still in flight
+            log.finish("msg:a", None)
+        finally:
+            store.close()  # the process ends (its memory with it), b never finished
+
+    async def restarted(expect_a_repeat: bool) -> None:
+        log, store = durable_log(msgid_db_path, clock)
+        try:
+            a, b = log.claim_all(["msg:a", "msg:b"])
+            assert (a is not None) == expect_a_repeat and b is None
+            if a is not None:
+                assert a.done() and a.exception() is None
+                assert log.claim("msg:a") is not None  # and now remembered in memory
+            log.finish("msg:b", RuntimeError("not this time"))
+        finally:
+            store.close()
+
+    run(first())
+    clock.advance(659)
+    run(restarted(expect_a_repeat=True))
+    clock.advance(2)  # the window has passed
+    run(restarted(expect_a_repeat=False))
+
+
+def test_a_failed_delivery_leaves_no_durable_claim(msgid_db_path: Path,
+                                                   clock: FakeClock) -> None:
+    async def main() -> None:
+        log, store = durable_log(msgid_db_path, clock)
+        try:
+            assert log.claim("msg:a") is None
+            log.finish("msg:a", RuntimeError("socket gone"))  # never committed
+        finally:
+            store.close()
+        log, store = durable_log(msgid_db_path, clock)
+        try:
+            assert log.claim("msg:a") is None  # the redelivery tries again
+        finally:
+            store.close()
+
+    run(main())
+
+
+def test_any_key_can_be_claimed_long_or_not_valid_unicode(msgid_store: LmdbMsgIdStore,
+                                                           clock: FakeClock) -> None:
+    keys = ["evt:" + "x" * 5000, "msg:\ud83d", "msg:é" * 100, "evt:" + "x" * 4999 + "y"]
+
+    async def main() -> None:
+        claims = DurableClaims(msgid_store, 60.0, clock=clock)
+        await claims.record(keys[:3])
+        assert claims.known(keys) == set(keys[:3])
+
+    run(main())
+
+
+@pytest.mark.parametrize(("max_age", "window"), [(600, 660), (1, 300), (3600, 3660)])
+def test_the_window_covers_every_replay_the_webhook_accepts(max_age: int, window: int) -> None:
+    """A callback first received at t may be dated up to the skew (60 s) ahead and is taken
+    until that date is max_age old: the window is that long, and never under 300 s."""
+    assert window_seconds(max_age) == window
+
+
+def test_memory_covers_every_live_claim_once_the_first_window_is_over(
+        msgid_store: LmdbMsgIdStore, clock: FakeClock) -> None:
+    """After the first window the store is not read (rule 4), so memory must hold each claim
+    as long as the store does: from when its (slow) delivery finished, and entries dropped
+    for room make the store be read again."""
+    async def main() -> None:
+        claims = DurableClaims(msgid_store, 60.0, clock=clock)
+        log = DeliveryLog(ttl=60.0, limit=3, clock=clock, claims=claims)
+        assert log.claim("msg:slow") is None
+        clock.advance(30)  # a slow delivery: finished and claimed 30 s after it came
+        await log.commit(["msg:slow"])
+        log.finish("msg:slow", None)
+        clock.advance(40)  # 70 s after it came, 40 s after its claim
+        assert log.claim("msg:slow") is not None
+        for key in ("k1", "k2", "k3", "k4"):  # k1 is dropped for room
+            assert log.claim(key) is None
+            await log.commit([key])
+            log.finish(key, None)
+        assert log.claim("k1") is not None  # found in the store
+        assert log.claim("k5") is None
 
     run(main())

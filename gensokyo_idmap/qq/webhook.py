@@ -19,10 +19,11 @@ Rules (reference qq-platform.md §3):
    (chunked); the body is read here, not by aiohttp (whose own limit, 1 MiB by default,
    answers in plain text).
 5. **Acknowledge only what is durable.** A dispatch is answered ``{"op":12}`` after the
-   pipeline finished with it (identities committed); if the pipeline fails the answer is a
-   5xx, so the platform delivers it again. A crash before the answer loses nothing.
+   pipeline finished with it (identities committed, delivery claimed); if the pipeline
+   fails the answer is a 5xx, so the platform delivers it again. A crash before the answer
+   loses nothing.
 6. **One delivery, one processing** is the pipeline's job (:class:`InboundPipeline`
-   de-duplicates whatever source an event came from).
+   de-duplicates whatever source an event came from, across restarts too).
 
 The pipeline is any ``async (QQEvent) -> None`` that raises when it could not process.
 """
