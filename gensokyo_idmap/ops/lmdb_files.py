@@ -25,7 +25,19 @@ from gensokyo_idmap.errors import BadInputError, NotFoundError, StoreError
 from gensokyo_idmap.ops.verify import GraphSnapshot, VerifyReport, check_graph
 from gensokyo_idmap.redaction import redact_url
 from gensokyo_idmap.store.lmdb_identity import _TABLES as IDENTITY_TABLES
+from gensokyo_idmap.store.lmdb_identity import RECOVERY as IDENTITY_RECOVERY
 from gensokyo_idmap.store.lmdb_identity import SCHEMA_VERSION, UPGRADES
+from gensokyo_idmap.store.lmdb_open import (
+    begin_read,
+    check_before_map,
+    check_pinned,
+    fsync_path as _fsync,
+    lock_path,
+    missing,
+    prepare_lock_file,
+    refused,
+)
+from gensokyo_idmap.store.lmdb_outbox import RECOVERY as OUTBOX_RECOVERY
 from gensokyo_idmap.store.lmdb_outbox import sink_of_key
 
 __all__ = ["BackupResult", "backup_store", "held_by_another_process", "lock_path",
@@ -37,22 +49,35 @@ _GRAPH_TABLES: Final = ("meta", "identity_to_vuin", "vuin_to_identity", "vuin_al
                         "last_seen")
 
 
-def lock_path(db: Path) -> Path:
-    return db.with_name(db.name + "-lock")
+#: How to get each store back when it is refused (by file name; see the store modules).
+_RECOVERY: Final = {"openid-map.db": IDENTITY_RECOVERY, "outbox.db": OUTBOX_RECOVERY}
 
 
 @contextlib.contextmanager
 def open_readonly(path: Path) -> Iterator[lmdb.Environment]:
     """A read-only handle on an existing store (readers registered in its lock file, so a
-    writer elsewhere never reuses the pages this handle reads)."""
+    writer elsewhere never reuses the pages this handle reads), checked before it is mapped
+    (a damaged file is an error, never a signal)."""
+    recovery = _RECOVERY.get(path.name)
     if not path.is_file():
-        raise NotFoundError(f"no store at {path}")
+        raise missing(path, recovery) or NotFoundError(f"no store at {path}")
+    try:
+        checked = check_before_map(path)
+        prepare_lock_file(path)
+    except StoreError as exc:
+        raise refused(exc, path, recovery) from None
     try:
         env = lmdb.open(str(path), subdir=False, readonly=True, lock=True, create=False,
                         max_dbs=len(IDENTITY_TABLES) + 2, readahead=False)
     except lmdb.Error as exc:
         raise StoreError(f"cannot open {path}: {exc}") from exc
     try:
+        if not checked:
+            try:
+                check_pinned(env, path)
+            except StoreError as exc:
+                raise refused(exc, path, recovery) from None
+            env.set_mapsize(0)  # the writer may have grown the file while it was checked
         yield env
     finally:
         env.close()
@@ -62,8 +87,11 @@ def owed_per_sink(path: Path) -> dict[str, int]:
     """Entries per sink of an outbox.db (no file: none owed; nothing is created). For
     ``stats``: what frameworks that were away have still to receive."""
     if not path.is_file():
+        error = missing(path, OUTBOX_RECOVERY)
+        if error is not None:
+            raise error
         return {}
-    with open_readonly(path) as env, env.begin() as txn:
+    with open_readonly(path) as env, begin_read(env) as txn:
         try:
             table = env.open_db(b"outbox", txn=txn, create=False)
         except lmdb.NotFoundError:
@@ -78,7 +106,7 @@ def owed_per_sink(path: Path) -> dict[str, int]:
 def read_snapshot(env: lmdb.Environment) -> GraphSnapshot:
     """The graph tables' raw entries, all from one read transaction."""
     dupsort = {t.name.decode(): t.dupsort for t in IDENTITY_TABLES}
-    with env.begin() as txn:
+    with begin_read(env) as txn:
         entries: dict[str, list[tuple[bytes, bytes]]] = {}
         missing: list[str] = []
         for name in _GRAPH_TABLES:
@@ -125,14 +153,6 @@ class BackupResult:
         return {"source": self.source, "dest": self.dest, "written": self.written,
                 "bytes": self.bytes, "source_bytes": self.source_bytes,
                 "verify": self.verify.to_json()}
-
-
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _kind(mode: int) -> str | None:

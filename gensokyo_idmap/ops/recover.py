@@ -107,7 +107,7 @@ def recover_identities(data_dir: Path, legacy: Path, app_id: str | None,
     _refuse_if_open(path, msgid_path)
     moved = move_aside(path, "before-recover", clock) if path.exists() else None
     try:
-        store = LmdbIdentityStore(path)
+        store = LmdbIdentityStore(path, recreate=True)  # on purpose: that is the recovery
         try:
             msgid_store = open_msgid_store(msgid_path)
             try:

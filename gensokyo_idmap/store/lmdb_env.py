@@ -11,6 +11,13 @@ schema upgrade): for the read-only CLI commands, which must create nothing.
 Changing the map size needs no transaction open in this process: read transactions hold
 ``read_lock`` (an uncontended lock costs ~0.1 us, a fraction of a read), the writer's
 transaction holds ``write_lock``, and a remap takes both, always write lock first.
+
+Opening never lets a damaged file near LMDB's map (:mod:`lmdb_open`, :mod:`lmdb_check`): a
+file is checked with plain reads first and refused with what is wrong; a new one is created
+whole under a temporary name; a precious store (one given a ``recovery``) that its data dir
+held once is refused when missing rather than created afresh (:mod:`stores_record`). No map
+is written through (``writemap`` off): a full disk is a failed commit, not a SIGBUS. A store
+remembers why its last write failed until one goes through (:meth:`LmdbEnv.health`).
 """
 
 from __future__ import annotations
@@ -30,6 +37,17 @@ import structlog
 from gensokyo_idmap.errors import IdmapError, NotFoundError, SchemaVersionError, StoreError
 from gensokyo_idmap.store.codec import decode_value, encode_value
 from gensokyo_idmap.store.group_commit import GroupCommitter, Outcome, settle
+from gensokyo_idmap.store.lmdb_check import DamagedStoreError, read_meta
+from gensokyo_idmap.store.lmdb_open import (
+    check_before_map,
+    check_pinned,
+    create_whole,
+    missing,
+    prepare_lock_file,
+    probe_address_space,
+    refused,
+)
+from gensokyo_idmap.store.stores_record import record_store
 
 __all__ = ["LmdbEnv", "Table", "TxnView"]
 
@@ -154,7 +172,13 @@ class LmdbEnv(Generic[V]):
         schema_version: int,
         upgrades: dict[int, Callable[[V], None]],
         readonly: bool = False,
+        recovery: str | None = None,
+        recreate: bool = False,
     ) -> None:
+        """``readonly`` opens an existing file without writing anything. ``recovery`` (how to
+        get the store back, ``{path}`` and ``{dir}`` filled in) makes it a store that is never
+        re-created once its data dir held it; ``recreate`` creates it all the same (migration
+        and recovery do, on purpose)."""
         self.path = Path(path)
         self.readonly = readonly
         self.read_lock = threading.Lock()
@@ -165,36 +189,53 @@ class LmdbEnv(Generic[V]):
         self._schema_version = schema_version
         self._upgrades = upgrades
         self._durable = durable
+        self._recovery = recovery
+        # why the store cannot serve writes now (None: the last write went through)
+        self._write_failure: str | None = None
+        self._growth_failure: str | None = None
+        self._broken: str | None = None  # a failed remap left LMDB without a map
         # writes of a store without fsync waiting for this loop turn's commit (see write())
         self._on_loop: list[tuple[Callable[[V], Any], asyncio.Future[Any]]] | None = None
         self._loop_batches = 0
         self._loop_writes = 0
         if readonly and not self.path.is_file():
-            raise NotFoundError(f"no store at {self.path}")
+            raise missing(self.path, recovery) or NotFoundError(f"no store at {self.path}")
+        # writemap stays off: LMDB then writes with pwrite, and a full disk is an ENOSPC
+        # error; through a writable map of a sparse file it would be a SIGBUS
+        options: dict[str, Any] = dict(
+            subdir=False, map_size=map_size, max_dbs=len(self._table_spec) + 2, sync=durable,
+            metasync=durable, readahead=False, meminit=False, writemap=False,
+            max_spare_txns=4)
+        fresh = False
         try:
             if not readonly:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.env = lmdb.open(
-                str(self.path),
-                subdir=False,
-                map_size=map_size,
-                max_dbs=len(self._table_spec) + 2,
-                sync=durable,
-                metasync=durable,
-                readahead=False,
-                meminit=False,
-                writemap=not durable and not readonly,  # no fsync: commits update the map
-                max_spare_txns=4,
-                readonly=readonly,
-                create=not readonly,
-            )
+                if not self.path.exists():
+                    self._refuse_if_held_before(recreate)
+                    create_whole(self.path, options, self._initialise)
+                    fresh = True
+            checked = check_before_map(self.path)
+            prepare_lock_file(self.path)
+            self.env = lmdb.open(str(self.path), create=False, readonly=readonly, **options)
+        except DamagedStoreError as exc:
+            raise self._refused(exc) from None
         except (lmdb.Error, OSError) as exc:
             raise StoreError(f"cannot open {self.path}: {exc}") from exc
         try:
+            if not checked:
+                check_pinned(self.env, self.path)
             # Reader slots of processes that died (kill -9) stay in the lock file while
             # another process holds it open; they would pin old pages and fill the table.
             self.env.reader_check()
-            self.tables = self._open_tables_readonly() if readonly else self._open_tables()
+            if not fresh:
+                self._check_kind()
+            if recovery is not None and not readonly:
+                record_store(self.path)
+            self.tables = (self._open_tables_readonly() if readonly
+                           else self._open_tables(self.env))
+        except DamagedStoreError as exc:
+            self.env.close()
+            raise self._refused(exc) from None
         except lmdb.Error as exc:
             self.env.close()
             raise StoreError(f"cannot open {self.path}: {exc}") from exc
@@ -203,17 +244,38 @@ class LmdbEnv(Generic[V]):
             raise
         self._committer = GroupCommitter(self._run_batch, name=f"writer:{self.path.name}")
 
+    def _refused(self, exc: StoreError) -> StoreError:
+        return refused(exc, self.path, self._recovery)
+
+    def _refuse_if_held_before(self, recreate: bool) -> None:
+        error = None if recreate else missing(self.path, self._recovery)
+        if error is not None:
+            raise error
+
+    def _check_kind(self) -> None:
+        """A whole LMDB file of another kind (msgid-map.db copied over outbox.db) is foreign."""
+        signature = self._table_spec[1].name
+        with self.env.begin() as txn:
+            present = txn.get(signature) is not None
+        if not present:
+            raise DamagedStoreError(
+                f"{self.path} is an LMDB file but not a {self.path.name}: it has no "
+                f"{signature.decode()} table")
+
+    def _initialise(self, env: lmdb.Environment) -> None:
+        self._open_tables(env)
+
     # opening
-    def _open_tables(self) -> SimpleNamespace:
+    def _open_tables(self, env: lmdb.Environment) -> SimpleNamespace:
         while True:
             try:
-                txn = self.env.begin(write=True)
+                txn = env.begin(write=True)
             except lmdb.MapResizedError:
-                self.env.set_mapsize(0)
+                env.set_mapsize(0)
                 continue
             try:
                 tables = SimpleNamespace(**{
-                    t.attr: self.env.open_db(t.name, txn=txn, dupsort=t.dupsort)
+                    t.attr: env.open_db(t.name, txn=txn, dupsort=t.dupsort)
                     for t in self._table_spec
                 })
                 view = self.make_view(txn, tables)
@@ -223,7 +285,7 @@ class LmdbEnv(Generic[V]):
                 return tables
             except lmdb.MapFullError:
                 txn.abort()
-                self.env.set_mapsize(self.env.info()["map_size"] * 2)
+                env.set_mapsize(env.info()["map_size"] * 2)
             except BaseException:
                 txn.abort()
                 raise
@@ -278,6 +340,7 @@ class LmdbEnv(Generic[V]):
     # reads
     def begin_read(self) -> lmdb.Transaction[bytes]:
         """A read transaction, returned with ``read_lock`` held (the caller releases it)."""
+        self._check_mapped()
         self.read_lock.acquire()
         try:
             return self.env.begin()
@@ -300,11 +363,47 @@ class LmdbEnv(Generic[V]):
         return _Reading(self)
 
     def _remap(self, size: int) -> None:
-        """set_mapsize with no transaction open in this process (0 adopts the file's size)."""
+        """set_mapsize with no transaction open in this process (0 adopts the file's size).
+
+        The new size is probed first: LMDB unmaps before it maps again, and a failed mmap
+        would leave it with no map at all.
+        """
         with self.write_lock, self.read_lock:
-            self.env.set_mapsize(size)
+            self._check_mapped()
+            probe_address_space(size or max(self.map_size, self._file_map_size()))
+            try:
+                self.env.set_mapsize(size)
+            except lmdb.Error as exc:
+                self._broken = (f"{self.path}: remapping it to {size or 'the file size'} "
+                                f"failed ({exc}): unusable until the daemon restarts")
+                log.error("[idmap] store unusable until restart", path=str(self.path),
+                          reason=self._broken)
+                raise StoreError(self._broken) from exc
         if size:
             log.info("[idmap] store map grown", path=str(self.path), map_size=size)
+
+    def _file_map_size(self) -> int:
+        """The map size the file's newest meta page asks for (another process grew it)."""
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            return read_meta(fd, os.fstat(fd).st_size, str(self.path)).map_size
+        finally:
+            os.close(fd)
+
+    def _check_mapped(self) -> None:
+        if self._broken is not None:
+            raise StoreError(self._broken)
+
+    def _write_failed(self, exc: lmdb.Error) -> StoreError:
+        """Remember why a write failed (``/healthz`` tells it until a write goes through)."""
+        error = StoreError(f"{self.path}: write failed: {exc}")
+        self._write_failure = f"its last write failed: {exc}"
+        log.error("[idmap] store write failed", path=str(self.path), reason=str(exc))
+        return error
+
+    def health(self) -> str | None:
+        """Why this store cannot take writes now, or None. Reads nothing, writes nothing."""
+        return self._broken or self._growth_failure or self._write_failure
 
     # writes
     def write(self, fn: Callable[[V], T]) -> Awaitable[T]:
@@ -360,7 +459,7 @@ class LmdbEnv(Generic[V]):
             except _BrokenBatch:
                 return [self._run_alone(fn) for fn in fns]
             except lmdb.Error as exc:
-                raise StoreError(f"{self.path}: write failed: {exc}") from exc
+                raise self._write_failed(exc) from exc
 
     def _run_alone(self, fn: Callable[[V], Any]) -> Outcome[Any]:
         while True:
@@ -373,10 +472,11 @@ class LmdbEnv(Generic[V]):
             except _BrokenBatch as broken:
                 return Outcome(error=broken.cause)
             except lmdb.Error as exc:
-                return Outcome(error=StoreError(f"{self.path}: write failed: {exc}"))
+                return Outcome(error=self._write_failed(exc))
 
     def _try_batch(self, fns: Sequence[Callable[[V], Any]]) -> list[Outcome[Any]]:
         with self.write_lock:
+            self._check_mapped()
             txn = self.env.begin(write=True)
             committed = False
             try:
@@ -396,6 +496,7 @@ class LmdbEnv(Generic[V]):
                 view.flush()
                 txn.commit()
                 committed = True
+                self._write_failure = self._growth_failure = None
                 return outcomes
             finally:
                 if not committed:
@@ -412,6 +513,7 @@ class LmdbEnv(Generic[V]):
         while True:
             try:
                 with self.write_lock:
+                    self._check_mapped()
                     txn = self.env.begin(write=True)
                     try:
                         view = self.make_view(txn, self.tables)
@@ -430,11 +532,16 @@ class LmdbEnv(Generic[V]):
             except lmdb.MapResizedError:
                 self._remap(0)
             except lmdb.Error as exc:
-                raise StoreError(f"{self.path}: write failed: {exc}") from exc
+                raise self._write_failed(exc) from exc
 
     def _grow(self) -> None:
         self.env.reader_check()  # a dead reader pinning old pages may be why it is full
-        self._remap(self.env.info()["map_size"] * 2)
+        try:
+            self._remap(self.env.info()["map_size"] * 2)
+        except StoreError as exc:
+            self._growth_failure = f"its map cannot grow: {exc.message}"
+            log.error("[idmap] store map cannot grow", path=str(self.path), reason=exc.message)
+            raise
 
     @property
     def map_size(self) -> int:

@@ -19,13 +19,21 @@ from gensokyo_idmap.store.base import IdentityWriter, LastSeen, TableCounts
 from gensokyo_idmap.store.codec import decode_u64, decode_value, encode_u64, encode_value
 from gensokyo_idmap.store.lmdb_env import CounterView, LmdbEnv, Table
 
-__all__ = ["DEFAULT_MAP_SIZE", "SCHEMA_VERSION", "UPGRADES", "LmdbIdentityStore"]
+__all__ = ["DEFAULT_MAP_SIZE", "RECOVERY", "SCHEMA_VERSION", "UPGRADES", "LmdbIdentityStore"]
 
 
 #: The schema this code writes. Older stores are upgraded by UPGRADES, newer ones refused.
 SCHEMA_VERSION: Final = 1
 DEFAULT_MAP_SIZE: Final = 64 * 1024 * 1024
 MAX_SCENE_BYTES: Final = 400
+#: What to do when openid-map.db is refused (missing, emptied, damaged): a new one would
+#: hand vUIN 1, 2, ... to other people than the ones frameworks know by them.
+RECOVERY: Final = (
+    "stop the daemon; then restore a backup (copy it to {path} and run "
+    "`gensokyo-idmap --data-dir {dir} verify`), or re-migrate from the old idmap.db "
+    "(`gensokyo-idmap --data-dir {dir} --app-id <AppID> recover identities --from-legacy "
+    "[PATH]`). A damaged file can be moved aside first; to start a new, empty identity "
+    "graph, use a new data dir")
 
 _TABLES: Final = (
     Table(b"meta", "meta"),
@@ -246,7 +254,10 @@ class LmdbIdentityStore(LmdbEnv[LmdbView]):
         schema_version: int = SCHEMA_VERSION,
         upgrades: dict[int, Callable[[LmdbView], None]] | None = None,
         readonly: bool = False,
+        recreate: bool = False,
     ) -> None:
+        """``recreate``: create the file even though this data dir held one (migration and
+        recovery do so on purpose; anything else is refused, see :class:`LmdbEnv`)."""
         super().__init__(
             path,
             tables=_TABLES,
@@ -257,6 +268,8 @@ class LmdbIdentityStore(LmdbEnv[LmdbView]):
             schema_version=schema_version,
             upgrades=UPGRADES if upgrades is None else upgrades,
             readonly=readonly,
+            recovery=RECOVERY,
+            recreate=recreate,
         )
         self._forward = self.tables.identity_to_vuin  # the two handles probe() needs
         self._last_seen = self.tables.last_seen
@@ -278,6 +291,7 @@ class LmdbIdentityStore(LmdbEnv[LmdbView]):
         before is answered from memory (the snapshot's transaction id proves the data is
         the same).
         """
+        self._check_mapped()
         self.read_lock.acquire()
         try:
             txn = self.env.begin()

@@ -23,11 +23,17 @@ from gensokyo_idmap.errors import BadInputError
 from gensokyo_idmap.store.codec import decode_u64, encode_u64
 from gensokyo_idmap.store.lmdb_env import CounterView, LmdbEnv, Table
 
-__all__ = ["OUTBOX_SCHEMA_VERSION", "LmdbOutboxStore", "OutboxView", "sink_of_key"]
+__all__ = ["OUTBOX_SCHEMA_VERSION", "RECOVERY", "LmdbOutboxStore", "OutboxView", "sink_of_key"]
 
 OUTBOX_SCHEMA_VERSION: Final = 1
 DEFAULT_OUTBOX_MAP_SIZE: Final = 16 * 1024 * 1024
 _MAX_SINK_NAME: Final = 400
+#: What to do when outbox.db is refused (missing, emptied, damaged): a new one would forget
+#: the events owed to frameworks that were away, after the platform was told they arrived.
+RECOVERY: Final = (
+    "stop the daemon; then put the file back if you have a copy, or accept that the events "
+    "it owed are lost and start an empty one (`gensokyo-idmap --data-dir {dir} recover "
+    "outbox`; a damaged file is moved aside)")
 
 _TABLES: Final = (
     Table(b"meta", "meta"),
@@ -93,7 +99,8 @@ class LmdbOutboxStore(LmdbEnv[OutboxView]):
     """outbox.db: durable commits, group commit (the rest comes from :class:`LmdbEnv`)."""
 
     def __init__(self, path: str | os.PathLike[str], *,
-                 map_size: int = DEFAULT_OUTBOX_MAP_SIZE) -> None:
+                 map_size: int = DEFAULT_OUTBOX_MAP_SIZE, recreate: bool = False) -> None:
         super().__init__(path, tables=_TABLES, make_view=OutboxView, is_empty=_is_empty,
                          durable=True, map_size=map_size,
-                         schema_version=OUTBOX_SCHEMA_VERSION, upgrades={})
+                         schema_version=OUTBOX_SCHEMA_VERSION, upgrades={},
+                         recovery=RECOVERY, recreate=recreate)
