@@ -145,7 +145,7 @@ async def _serve(config: Config, stop: asyncio.Event | None) -> None:
             msgids.run_sweeper(stop, config.idmap.msgid_sweep_interval_seconds)
         )
         if config.api.listen:
-            idmap_api_runner = await _start_api(config, graph, msgids)
+            idmap_api_runner = await _start_api(config, graph, msgids, outbox_store)
         tokens: AccessTokenManager | None = None
         openapi: OpenApiClient | None = None
         acknowledge = None
@@ -362,8 +362,8 @@ def _one_at_a_time(
     return process
 
 
-async def _start_api(config: Config, graph: IdentityGraph, msgids: MsgIdMap
-                     ) -> web.AppRunner | None:
+async def _start_api(config: Config, graph: IdentityGraph, msgids: MsgIdMap,
+                     outbox_store: LmdbOutboxStore) -> web.AppRunner | None:
     """The identity HTTP API, /getid, /healthz and /metrics on ``api.listen``.
 
     A taken address is fatal when ``api.listen`` was set; the default one being taken (a
@@ -373,7 +373,8 @@ async def _start_api(config: Config, graph: IdentityGraph, msgids: MsgIdMap
     server = ApiServer(graph, msgids, ApiSettings(
         app_id=config.bot.app_id, identity_path=config.identity_db_path,
         msgid_path=config.msgid_db_path, token=token,
-        getid_allow=tuple(config.api.getid_allow)))
+        getid_allow=tuple(config.api.getid_allow)),
+        outbox=(config.outbox_db_path, outbox_store))
     try:
         runner = await _listen(server.routes(), config.api.listen, "api.listen")
     except BadInputError as err:

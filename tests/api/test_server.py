@@ -207,6 +207,25 @@ def test_healthz_204_then_503_when_a_store_is_closed(serve_api: ServeApi, msgid_
     scenario(serve_api, body)
 
 
+def test_healthz_writes_nothing(serve_api: ServeApi, graph: Any, msgids: Any) -> None:
+    """It used to commit a write to each store (and fsync) per call: now no transaction is
+    committed and no file changes, however often it is asked."""
+    def state() -> list[Any]:
+        found: list[Any] = []
+        for store in (graph.store, msgids.store):
+            stat = store.path.stat()
+            found += [store.env.info()["last_txnid"], stat.st_size, stat.st_mtime_ns]
+        return found
+
+    async def body(c: Any) -> None:
+        before = state()
+        for _ in range(5):
+            assert await c.get("/healthz") == (204, None)
+        assert state() == before
+
+    scenario(serve_api, body)
+
+
 def test_metrics_count_what_happened(serve_api: ServeApi, msgids: Any, graph: Any) -> None:
     def value(text: str, line_start: str) -> float:
         for line in text.splitlines():

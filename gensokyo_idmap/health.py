@@ -1,0 +1,77 @@
+"""What ``/healthz`` tells, found without writing anything.
+
+A health check that commits a write on every call costs an fsync per probe and, on a full
+disk, is itself one more write that fails. So the answer is put together from what is known
+already: the stores remember why their last write failed, or that their map could not grow,
+until a write goes through again (``LmdbEnv.health``); a short read transaction shows each
+store can still be read; and the free space of each data dir (``statvfs``) shows a disk that
+is full, or nearly so, before a write finds out.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any, Final, Protocol
+
+__all__ = ["MIN_FREE_BYTES", "HealthSource", "disk_problem", "low_space", "problems"]
+
+#: Less free space than this in a data dir is reported as a full disk: a group commit of a
+#: busy minute, or a map growth, would not fit.
+MIN_FREE_BYTES: Final = 16 * 1024 * 1024
+
+
+class HealthSource(Protocol):
+    """A store as the health check sees it."""
+
+    def health(self) -> str | None:
+        """Why the store cannot take writes now (its last write failed, its map cannot
+        grow), or None; found without reading or writing the file."""
+    def read(self) -> AbstractContextManager[Any]: ...
+
+
+def low_space(free_bytes: int, minimum: int = MIN_FREE_BYTES) -> bool:
+    return free_bytes < minimum
+
+
+def disk_problem(data_dir: Path, minimum: int = MIN_FREE_BYTES,
+                 statvfs: Callable[[Path], os.statvfs_result] = os.statvfs) -> str | None:
+    """"disk full …" when ``data_dir`` has less than ``minimum`` bytes free (for us)."""
+    try:
+        stats = statvfs(data_dir)
+    except OSError as exc:
+        return f"cannot see the free space of {data_dir}: {exc.strerror}"
+    free = stats.f_bavail * stats.f_frsize
+    if low_space(free, minimum):
+        return f"disk full: {free} bytes free in {data_dir} (below {minimum})"
+    return None
+
+
+def _unreadable(store: HealthSource) -> str | None:
+    try:
+        with store.read():
+            return None
+    except Exception as exc:  # noqa: BLE001 - whatever it is, the store cannot be read
+        reason = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
+        return f"cannot be read: {reason}"
+
+
+def problems(stores: Iterable[tuple[Path, HealthSource]],
+             minimum: int = MIN_FREE_BYTES) -> list[str]:
+    """Every reason the daemon cannot take events now, each naming its store (given with
+    its file) or data dir."""
+    found: list[str] = []
+    dirs: list[Path] = []
+    for path, store in stores:
+        for problem in (store.health(), _unreadable(store)):
+            if problem is not None:
+                found.append(f"{path.name}: {problem}")
+        if path.parent not in dirs:
+            dirs.append(path.parent)
+    for data_dir in dirs:
+        full = disk_problem(data_dir, minimum)
+        if full is not None:
+            found.append(full)
+    return found
