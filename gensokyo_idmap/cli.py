@@ -559,6 +559,21 @@ def recover_msgid(ctx: _Context) -> None:
         + (f"; the old file is {result.moved_to}" if result.moved_to else "")))
 
 
+@recover_group.command("outbox")
+@click.pass_obj
+def recover_outbox(ctx: _Context) -> None:
+    """Start an empty outbox.db in place of a refused one (the events it owed are lost)."""
+    from gensokyo_idmap.ops.recover import reset_outbox
+
+    try:
+        result = reset_outbox(ctx.data_dir)
+    except IdmapError as err:
+        _fail(err)
+    _emit(ctx, result.to_json(), lambda: (
+        f"outbox.db started empty: {result.path} (was: {result.reason})"
+        + (f"; the old file is {result.moved_to}" if result.moved_to else "")))
+
+
 @recover_group.command("identities")
 @click.option("--from-legacy", "legacy", is_flag=False, flag_value="", default=None,
               metavar="[PATH]", help="The old idmap.db (default: <data-dir>/idmap.db).")

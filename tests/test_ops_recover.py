@@ -4,6 +4,7 @@ refused (nothing written), and that a failed re-migration puts the old store bac
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -13,12 +14,14 @@ import pytest
 from click.testing import CliRunner, Result
 
 from gensokyo_idmap.cli import main
+from gensokyo_idmap.errors import StoreError
 from gensokyo_idmap.identity import OpenId
 from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.msgid import MsgContext, MsgIdMap
 from gensokyo_idmap.ops.lmdb_files import open_readonly, verify_store
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
 from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore
+from gensokyo_idmap.store.lmdb_outbox import LmdbOutboxStore
 from migrate.legacy import MARKER, migrate_legacy
 
 from .conftest import run, time_limit
@@ -240,3 +243,43 @@ def test_recover_identities_refused_while_the_daemon_has_it_open(data_dir: Path)
         assert listing(data_dir) == before
     finally:
         holder.release()
+
+
+# --- recover outbox ------------------------------------------------------------------------
+
+
+def owing_outbox(data_dir: Path) -> None:
+    with LmdbOutboxStore(data_dir / "outbox.db") as store:
+        store.write_sync(lambda view: [view.add("ws://framework/", b"{}") for _ in range(3)])
+
+
+@pytest.mark.parametrize("damage", ["deleted", "emptied", "cut"])
+def test_recover_outbox_replaces_a_refused_one(data_dir: Path, damage: str) -> None:
+    owing_outbox(data_dir)
+    path = data_dir / "outbox.db"
+    if damage == "deleted":
+        path.unlink()
+    else:
+        os.truncate(path, 0 if damage == "emptied" else 5000)
+    old = path.read_bytes() if path.exists() else None
+    with pytest.raises(StoreError, match="recover outbox"):
+        LmdbOutboxStore(path)  # refused: that is why the command exists
+    result = cli(data_dir, "--json", "recover", "outbox")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    if old is None:
+        assert data["moved_to"] is None and "missing" in data["reason"]
+    else:
+        assert Path(data["moved_to"]).read_bytes() == old  # kept, not deleted
+    with LmdbOutboxStore(path) as store, store.read() as view:
+        assert view.count() == 0
+
+
+def test_recover_outbox_leaves_a_whole_one_alone(data_dir: Path) -> None:
+    owing_outbox(data_dir)
+    before = listing(data_dir)
+    result = cli(data_dir, "recover", "outbox")
+    assert result.exit_code == 1
+    assert "is whole (3 events owed): nothing to recover" in result.stderr
+    after = listing(data_dir)  # (reading it registered a reader in its lock file)
+    assert after.keys() == before.keys() and after["outbox.db"] == before["outbox.db"]

@@ -1,5 +1,5 @@
 """DESIGN §8 recoveries: reset the disposable msgid-map.db, re-migrate openid-map.db from the
-old idmap.db.
+old idmap.db, start an empty outbox.db in place of one that is refused.
 
 Neither runs while another process (the daemon) has the file open, and neither deletes a
 store: the file it replaces is moved aside under a timestamped name. A failed re-migration
@@ -17,17 +17,25 @@ import structlog
 
 from gensokyo_idmap.errors import BadInputError, ConflictError, IdmapError, StoreError
 from gensokyo_idmap.identity import check_app_id
-from gensokyo_idmap.ops.lmdb_files import held_by_another_process, lock_path, move_aside
+from gensokyo_idmap.ops.lmdb_files import (
+    held_by_another_process,
+    lock_path,
+    move_aside,
+    owed_per_sink,
+)
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
 from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore, open_msgid_store
+from gensokyo_idmap.store.lmdb_outbox import LmdbOutboxStore
 from migrate.legacy import MigrationReport, migrate_legacy
 
-__all__ = ["IdentityRecovery", "MsgIdReset", "recover_identities", "reset_msgids"]
+__all__ = ["IdentityRecovery", "MsgIdReset", "OutboxReset", "recover_identities",
+           "reset_msgids", "reset_outbox"]
 
 log = structlog.get_logger("gensokyo_idmap.ops")
 
 IDENTITY_DB = "openid-map.db"
 MSGID_DB = "msgid-map.db"
+OUTBOX_DB = "outbox.db"
 
 
 def _refuse_if_open(*paths: Path) -> None:
@@ -129,3 +137,39 @@ def recover_identities(data_dir: Path, legacy: Path, app_id: str | None,
     log.warning("[idmap] openid-map.db re-migrated from the legacy file", path=str(path),
                 legacy=str(legacy), moved_to=str(moved) if moved else None)
     return IdentityRecovery(str(path), str(moved) if moved else None, report)
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxReset:
+    path: str
+    moved_to: str | None
+    reason: str  # why the old one could not serve
+
+    def to_json(self) -> dict[str, object]:
+        return {"path": self.path, "moved_to": self.moved_to, "reason": self.reason}
+
+
+def reset_outbox(data_dir: Path, clock: Callable[[], float] = time.time) -> OutboxReset:
+    """Start an empty outbox.db in place of one that is refused (missing after use, empty,
+    damaged): the events it owed are lost, and that is what this command accepts.
+
+    A whole outbox.db is left alone (it may owe events: the daemon sends them when the
+    frameworks come back). A damaged one is moved aside, never deleted.
+    """
+    path = data_dir / OUTBOX_DB
+    _refuse_if_open(path)
+    try:
+        owed = owed_per_sink(path)
+    except StoreError as exc:
+        reason = exc.message
+    else:
+        if path.exists():
+            raise ConflictError(
+                f"{path} is whole ({sum(owed.values())} events owed): nothing to recover")
+        reason = f"{path} is missing"
+    moved = move_aside(path, "before-reset", clock) if path.exists() else None
+    lock_path(path).unlink(missing_ok=True)
+    LmdbOutboxStore(path, recreate=True).close()
+    log.warning("[idmap] outbox.db started empty: the events it owed are lost", path=str(path),
+                moved_to=str(moved) if moved else None, reason=reason)
+    return OutboxReset(str(path), str(moved) if moved else None, reason)
