@@ -539,7 +539,7 @@ class LmdbEnv(Generic[V]):
         try:
             self._remap(self.env.info()["map_size"] * 2)
         except StoreError as exc:
-            self._growth_failure = f"its map cannot grow: {exc.message}"
+            self._growth_failure = exc.message  # "the map cannot grow to … bytes: …"
             log.error("[idmap] store map cannot grow", path=str(self.path), reason=exc.message)
             raise
 
