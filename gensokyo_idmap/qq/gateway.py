@@ -34,6 +34,7 @@ Rules:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
 from collections import OrderedDict
@@ -106,14 +107,26 @@ class GatewayState:
             pass
         return _Saved(None, None)
 
-    def save(self, session_id: str | None, seq: int | None) -> None:
-        """Written then renamed: a crash leaves the old state or the new one, never half."""
-        if not self._folder_made:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._folder_made = True
-        self._scratch.write_text(jsonio.dumps({"session_id": session_id, "seq": seq}),
-                                 encoding="utf-8")
-        os.replace(self._scratch, self.path)
+    def save(self, session_id: str | None, seq: int | None) -> bool:
+        """Written then renamed: a crash leaves the old state or the new one, never half.
+
+        A file that cannot be written (a full disk) keeps the old state: the platform then
+        sends again what came after it, which is a repeat, never a loss. Whether it was saved.
+        """
+        try:
+            if not self._folder_made:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._folder_made = True
+            self._scratch.write_text(jsonio.dumps({"session_id": session_id, "seq": seq}),
+                                     encoding="utf-8")
+            os.replace(self._scratch, self.path)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                self._scratch.unlink(missing_ok=True)
+            log.warning("[qq] gateway state not saved: events after the saved seq may come "
+                        "again", path=str(self.path), seq=seq, reason=exc.strerror)
+            return False
+        return True
 
 
 class _Restart(Exception):

@@ -344,3 +344,14 @@ def test_bad_frames_unknown_ops_and_events_missing_ids_are_logged_and_skipped(
         assert client.seq == platform.sent[-1]["s"] > broken["s"]  # skipped, not stuck
 
     run_with(tmp_path, scenario)
+
+
+def test_a_state_that_cannot_be_saved_keeps_the_old_one(tmp_path: Path) -> None:
+    """A write that fails (a full disk; here a folder where the scratch file goes) is no
+    exception: the saved seq stays where it was, so after a restart the platform sends the
+    rest again (a repeat, never a loss)."""
+    state = GatewayState(tmp_path / "gateway.json")
+    assert state.save("session", 5) is True
+    (tmp_path / "gateway.json.tmp").mkdir()
+    assert state.save("session", 6) is False
+    assert state.load().seq == 5
