@@ -25,6 +25,7 @@ from gensokyo_idmap.errors import BadInputError, NotFoundError, StoreError
 from gensokyo_idmap.ops.verify import GraphSnapshot, VerifyReport, check_graph
 from gensokyo_idmap.redaction import redact_url
 from gensokyo_idmap.store.lmdb_identity import _TABLES as IDENTITY_TABLES
+from gensokyo_idmap.store.lmdb_check import DamagedStoreError
 from gensokyo_idmap.store.lmdb_identity import RECOVERY as IDENTITY_RECOVERY
 from gensokyo_idmap.store.lmdb_identity import SCHEMA_VERSION, UPGRADES
 from gensokyo_idmap.store.lmdb_open import (
@@ -63,9 +64,9 @@ def open_readonly(path: Path) -> Iterator[lmdb.Environment]:
         raise missing(path, recovery) or NotFoundError(f"no store at {path}")
     try:
         checked = check_before_map(path)
-        prepare_lock_file(path)
-    except StoreError as exc:
+    except DamagedStoreError as exc:
         raise refused(exc, path, recovery) from None
+    prepare_lock_file(path)
     try:
         env = lmdb.open(str(path), subdir=False, readonly=True, lock=True, create=False,
                         max_dbs=len(IDENTITY_TABLES) + 2, readahead=False)
@@ -75,7 +76,7 @@ def open_readonly(path: Path) -> Iterator[lmdb.Environment]:
         if not checked:
             try:
                 check_pinned(env, path)
-            except StoreError as exc:
+            except DamagedStoreError as exc:
                 raise refused(exc, path, recovery) from None
             env.set_mapsize(0)  # the writer may have grown the file while it was checked
         yield env
