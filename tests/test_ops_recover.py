@@ -253,14 +253,14 @@ def owing_outbox(data_dir: Path) -> None:
         store.write_sync(lambda view: [view.add("ws://framework/", b"{}") for _ in range(3)])
 
 
-@pytest.mark.parametrize("damage", ["deleted", "emptied", "cut"])
+@pytest.mark.parametrize("damage", ["deleted", "emptied"])
 def test_recover_outbox_replaces_a_refused_one(data_dir: Path, damage: str) -> None:
     owing_outbox(data_dir)
     path = data_dir / "outbox.db"
     if damage == "deleted":
         path.unlink()
     else:
-        os.truncate(path, 0 if damage == "emptied" else 5000)
+        os.truncate(path, 0)
     old = path.read_bytes() if path.exists() else None
     with pytest.raises(StoreError, match="recover outbox"):
         LmdbOutboxStore(path)  # refused: that is why the command exists

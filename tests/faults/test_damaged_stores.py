@@ -89,9 +89,12 @@ def used_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     data_dir = tmp_path_factory.mktemp("used") / "data"
     data_dir.mkdir()
     _fill(data_dir)
-    recorded = json.loads((data_dir / "stores.json").read_text())["stores"]
-    assert set(recorded) == {"openid-map.db", "outbox.db"}
     return data_dir
+
+
+def test_the_used_data_dir_recorded_its_precious_stores(used_dir: Path) -> None:
+    recorded = json.loads((used_dir / "stores.json").read_text())["stores"]
+    assert set(recorded) == {"openid-map.db", "outbox.db"}
 
 
 # --- damages ------------------------------------------------------------------------------
