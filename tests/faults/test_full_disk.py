@@ -1,0 +1,259 @@
+"""The daemon with its data dir on a small file system that fills up.
+
+A tmpfs of its own is mounted for the test and unmounted after it (skipped, with the reason,
+where this process may not mount). The daemon (a real ``gensokyo-idmap serve``) takes events
+by webhook and by the emulated platform's gateway; the disk is then filled by a ballast file
+and events keep coming. While it is full: no death by a signal, a webhook event that cannot
+be stored is answered 503 (not ACKed), the gateway's ACK (the seq its heartbeats report) does
+not pass what it could not store, ``/healthz`` is 503 and says why. Once the ballast is gone,
+without a restart: the platform's retries are stored and ACKed, the gateway catches up,
+``/healthz`` is 204. Every event that was ACKed at any time is in openid-map.db afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
+
+from ..loopback import free_port
+from ..qq.platform_emulator import APP, SECRET, EmulatedPlatform, group_message
+from ..qq.webhook_sender import Prepared, WebhookSender
+
+SCRIPT = Path(sys.executable).parent / "gensokyo-idmap"
+DISK_MB = 24
+GROUP = "A1B2C3D4E5F60718293A4B5C6D7E8F90"
+TIMEOUT = 60.0
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A tmpfs of DISK_MB MiB at tmp_path/disk, unmounted afterwards."""
+    mount_point = tmp_path / "disk"
+    mount_point.mkdir()
+    try:
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={DISK_MB}m,mode=0755",
+                               "tmpfs", str(mount_point)],
+                              capture_output=True, text=True, timeout=30, check=False)
+    except FileNotFoundError:
+        pytest.skip("no mount command: the full-disk test needs a small file system of its own")
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({done.stderr.strip()}): the full-disk test "
+                    "needs a small file system of its own")
+    try:
+        yield mount_point
+    finally:
+        if subprocess.run(["umount", str(mount_point)], capture_output=True,
+                          timeout=30, check=False).returncode != 0:
+            subprocess.run(["umount", "-l", str(mount_point)], capture_output=True,
+                           timeout=30, check=False)
+
+
+def fill(ballast: Path) -> None:
+    """Write ``ballast`` until the file system has no block left."""
+    with open(ballast, "wb", buffering=0) as handle:
+        for chunk in (1 << 20, 1 << 16, 1 << 12):
+            while True:
+                try:
+                    handle.write(b"\0" * chunk)
+                except OSError as exc:
+                    assert exc.errno == errno.ENOSPC, exc
+                    break
+    stats = os.statvfs(ballast.parent)
+    assert stats.f_bavail * stats.f_frsize < 1 << 12
+
+
+class Daemon:
+    """``gensokyo-idmap serve`` with its stderr read by a thread."""
+
+    def __init__(self, config: Path) -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("GSK_")}
+        self.proc = subprocess.Popen([str(SCRIPT), "serve", "--config", str(config)],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                     text=True, env=env)
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.seen: list[str] = []
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.lines.put(line)
+
+    def log(self) -> str:
+        while True:
+            try:
+                self.seen.append(self.lines.get_nowait())
+            except queue.Empty:
+                return "".join(self.seen)
+
+    async def wait_for(self, text: str) -> None:
+        deadline = time.monotonic() + TIMEOUT
+        while text not in self.log():
+            assert self.proc.poll() is None, f"the daemon ended:\n{self.log()}"
+            assert time.monotonic() < deadline, f"no {text!r}:\n{self.log()}"
+            await asyncio.sleep(0.05)
+
+    def alive(self) -> None:
+        assert self.proc.poll() is None, (self.proc.returncode, self.log()[-5000:])
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=TIMEOUT)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=TIMEOUT)
+        self.reader.join(timeout=TIMEOUT)
+        assert self.proc.stderr is not None
+        self.proc.stderr.close()
+        return self.proc.returncode
+
+
+def user_of(n: int) -> str:
+    return f"{n:032X}"
+
+
+async def until(check: Any, what: str, daemon: Daemon) -> None:
+    deadline = time.monotonic() + TIMEOUT
+    while not check():
+        daemon.alive()
+        assert time.monotonic() < deadline, f"never: {what}\n{daemon.log()[-5000:]}"
+        await asyncio.sleep(0.05)
+
+
+def acked_seq(platform: EmulatedPlatform) -> int:
+    """The seq the daemon's gateway reports as processed (its heartbeats carry it)."""
+    return max((beat for beat in platform.heartbeats if isinstance(beat, int)), default=0)
+
+
+@pytest.mark.slow
+def test_a_full_disk_is_an_error_and_passes(small_disk: Path) -> None:
+    data_dir = small_disk / "data"
+    webhook_port, api_port = free_port(), free_port()
+    acked: list[str] = []  # users of events the platform was told were stored
+    sender_daemon: list[Daemon] = []
+
+    async def scenario() -> None:
+        platform = EmulatedPlatform(heartbeat_ms=100)
+        await platform.start()
+        config = small_disk.parent / "config.yml"
+        config.write_text(
+            f'bot:\n  app_id: "{APP}"\n  secret: "{SECRET}"\n'
+            f"idmap:\n  data_dir: {data_dir}\n  map_size_mb: 1\n"
+            f'webhook:\n  listen: "127.0.0.1:{webhook_port}"\n'
+            f'api:\n  listen: "127.0.0.1:{api_port}"\n'
+            f'qq:\n  gateway: true\n  api_base: "{platform.url("/").rstrip("/")}"\n'
+            f'  token_url: "{platform.url("/app/getAppAccessToken")}"\n'
+            "log:\n  level: info\n", encoding="utf-8")
+        daemon = Daemon(config)
+        sender_daemon[:] = [daemon]
+        try:
+            async with aiohttp.ClientSession() as session, \
+                    WebhookSender(f"http://127.0.0.1:{webhook_port}/qqbot", APP, SECRET,
+                                  session=session) as sender:
+                await run(daemon, platform, sender, session)
+        finally:
+            code = daemon.stop()
+            assert platform.server is not None
+            await platform.server.close()
+        assert code == 0, daemon.log()[-5000:]
+
+    async def healthz(session: aiohttp.ClientSession) -> tuple[int, str]:
+        async with session.get(f"http://127.0.0.1:{api_port}/healthz") as resp:
+            return resp.status, await resp.text()
+
+    async def post(sender: WebhookSender, n: int, user: int | None = None
+                   ) -> tuple[Prepared, int]:
+        """Event ``n`` (a new message id) from user ``user`` (default: a new user ``n``)."""
+        who = user_of(n if user is None else user)
+        prepared = sender.build("GROUP_AT_MESSAGE_CREATE", group_message(n, GROUP, who))
+        try:
+            delivery = await sender.post(prepared)
+        except aiohttp.ClientError as exc:
+            for _ in range(100):  # a daemon that died: its return code (a signal?) is told
+                if sender_daemon[0].proc.poll() is not None:
+                    break
+                await asyncio.sleep(0.05)
+            sender_daemon[0].alive()
+            raise AssertionError(f"the webhook did not answer: {exc!r}") from exc
+        if delivery.status == 200:
+            acked.append(who)
+        return prepared, delivery.status
+
+    async def run(daemon: Daemon, platform: EmulatedPlatform, sender: WebhookSender,
+                  session: aiohttp.ClientSession) -> None:
+        await daemon.wait_for("[app] ready")
+        await until(lambda: platform.identifies, "the gateway identified", daemon)
+        for n in range(10):
+            assert (await post(sender, n))[1] == 200
+        pushed = [await platform.push("GROUP_AT_MESSAGE_CREATE",
+                                      group_message(100_000 + n, GROUP, user_of(100_000 + n)))
+                  for n in range(3)]
+        await until(lambda: acked_seq(platform) >= pushed[-1]["s"], "gateway events ACKed",
+                    daemon)
+        assert (await healthz(session))[0] == 204
+
+        fill(small_disk / "ballast")
+        refused: list[Prepared] = []
+        n = 10
+        # known people with new messages first (only msgid-map.db is written: through a map
+        # of a sparse file, this was the SIGBUS), then new people too, until some events
+        # cannot be stored
+        while len(refused) < 3:
+            assert n < 5000, "no event was refused on a full disk"
+            prepared, status = await post(sender, n, user=n % 10 if n < 400 else None)
+            assert status in (200, 503), status
+            if status == 503:
+                refused.append(prepared)
+            n += 1
+        daemon.alive()
+        status, text = await healthz(session)
+        assert status == 503, text
+        assert "disk full" in text and "its last write failed" in text, text
+        seq_before = acked_seq(platform)
+        late = [await platform.push("GROUP_AT_MESSAGE_CREATE",
+                                    group_message(200_000 + k, GROUP, user_of(200_000 + k)))
+                for k in range(3)]
+        await until(lambda: "[qq] gateway events not processed" in daemon.log(),
+                    "a gateway batch failing on the full disk", daemon)
+        assert acked_seq(platform) < late[0]["s"]  # the gateway did not ACK past them
+        assert acked_seq(platform) >= seq_before
+
+        (small_disk / "ballast").unlink()  # space returns; no restart
+        for prepared in refused:  # the platform sends again what was not ACKed
+            delivery = await sender.post(prepared)
+            assert delivery.status == 200, delivery
+            acked.append(json_user(prepared))
+        await until(lambda: acked_seq(platform) >= late[-1]["s"], "the gateway caught up",
+                    daemon)
+        acked.extend(user_of(200_000 + k) for k in range(3))
+        acked.extend(user_of(100_000 + k) for k in range(3))
+        assert await healthz(session) == (204, "")
+
+    asyncio.run(asyncio.wait_for(scenario(), 4 * TIMEOUT))
+    with LmdbIdentityStore(data_dir / "openid-map.db") as store, store.read() as view:
+        lost = [user for user in acked if view.vuin_of(f"openid:QQ:{APP}:{user}") is None]
+    assert lost == []
+
+
+def json_user(prepared: Prepared) -> str:
+    import json
+
+    return str(json.loads(prepared.body)["d"]["author"]["member_openid"])
