@@ -186,30 +186,32 @@ def fsync_path(path: Path) -> None:
 
 
 def prepare_lock_file(db: Path) -> None:
-    """Give the lock file of ``db`` real blocks (never changing its size or its bytes).
+    """Give the lock file of ``db`` real blocks, never changing a byte LMDB wrote.
 
     A missing one is made with LMDB's own size, so LMDB neither resizes it nor leaves a hole;
-    an existing one is allocated where it has holes. Out of space: a clear error now, not a
-    SIGBUS when the reader table is written.
+    a shorter one (no process has it open: LMDB would have sized it) is brought to that size;
+    an existing one is allocated where it has holes. Out of space: a clear error now (and no
+    lock file left behind), not a SIGBUS when LMDB writes its reader table.
     """
     lock = lock_path(db)
+    created = False
     try:
         fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
-        size = _LOCK_FILE_SIZE
+        created = True
     except FileExistsError:
         try:
             fd = os.open(lock, os.O_RDWR)
         except OSError:
             return  # LMDB will say what is wrong with it
-        size = os.fstat(fd).st_size
     except OSError as exc:
         raise StoreError(f"cannot create {lock}: {exc.strerror}") from None
     try:
-        if size:
-            os.posix_fallocate(fd, 0, size)
+        os.posix_fallocate(fd, 0, max(os.fstat(fd).st_size, _LOCK_FILE_SIZE))
     except OSError as exc:
         if exc.errno in (errno.EOPNOTSUPP, errno.EINVAL):
             return  # a file system without fallocate: nothing to be done here
+        if created:
+            lock.unlink(missing_ok=True)
         raise StoreError(f"cannot allocate {lock}: {exc.strerror}") from None
     finally:
         os.close(fd)

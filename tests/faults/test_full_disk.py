@@ -257,3 +257,29 @@ def json_user(prepared: Prepared) -> str:
     import json
 
     return str(json.loads(prepared.body)["d"]["author"]["member_openid"])
+
+
+@pytest.mark.slow
+def test_a_lock_file_that_cannot_get_blocks_is_an_error(small_disk: Path) -> None:
+    """LMDB sizes a new lock file with ftruncate (a hole) and writes its header through a
+    shared map: on a full disk that write was a SIGBUS. Now the file gets its blocks first,
+    and when it cannot, the command says so, leaves no lock file behind, and works once
+    there is space again."""
+    data_dir = small_disk / "data"
+    command = [str(SCRIPT), "--data-dir", str(data_dir), "--app-id", APP, "identity",
+               "resolve", f"openid:QQ:{APP}:{user_of(1)}"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GSK_")}
+    assert subprocess.run(command, capture_output=True, timeout=TIMEOUT, env=env,
+                          check=False).returncode == 0
+    (data_dir / "openid-map.db-lock").unlink()  # as after a reboot that cleared it
+    fill(small_disk / "ballast")
+    done = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT, env=env,
+                          check=False)
+    assert done.returncode == 1, (done.returncode, done.stderr)
+    assert f"cannot allocate {data_dir / 'openid-map.db-lock'}" in done.stderr, done.stderr
+    assert not (data_dir / "openid-map.db-lock").exists()
+    (small_disk / "ballast").unlink()
+    done = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT, env=env,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "1"
