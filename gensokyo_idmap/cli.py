@@ -517,8 +517,8 @@ def backup_command(ctx: _Context, dest: Path, force: bool) -> None:
     _emit(ctx, result.to_json(), lambda: "\n".join(
         [f"backup {result.dest}: {result.bytes} bytes (store {result.source_bytes})"
          if result.written else
-         f"no backup written: the copy of {result.source} fails verify ({result.dest} untouched)"]
-        + result.verify.lines()))
+         f"no backup written: the copy of {result.source} fails verify ({result.dest} untouched)",
+         *result.verify.lines()]))
     if not result.written:
         sys.exit(1)
 
@@ -592,8 +592,8 @@ def recover_identities_command(ctx: _Context, legacy: str | None) -> None:
         _fail(err)
     _emit(ctx, result.to_json(), lambda: "\n".join(
         [f"openid-map.db re-migrated from {result.report.legacy_path}"
-         + (f"; the previous file is {result.moved_to}" if result.moved_to else "")]
-        + result.report.summary_lines()))
+         + (f"; the previous file is {result.moved_to}" if result.moved_to else ""),
+         *result.report.summary_lines()]))
 
 
 # --- --json after the subcommand too ---------------------------------------------------------

@@ -16,7 +16,6 @@ them (migration copies that bucket).
 from __future__ import annotations
 
 from gensokyo_idmap.errors import BadInputError, NotFoundError, StoreError
-from gensokyo_idmap.store.base import IdentityWriter
 from gensokyo_idmap.identity import (
     IdentityKey,
     OpenId,
@@ -28,6 +27,7 @@ from gensokyo_idmap.identity import (
 )
 from gensokyo_idmap.idmap import ANY_IDENTITY, IdentityGraph, openid_of_app
 from gensokyo_idmap.msgid import MsgContext, MsgIdMap, check_virtual_id
+from gensokyo_idmap.store.base import IdentityWriter
 
 __all__ = ["LegacyIdmap"]
 
@@ -39,7 +39,7 @@ _MAX_MEMBERS = 10_000
 def _config_key(section: str, key: str) -> bytes:
     """``<section>:<key>`` as the old config bucket spelled it."""
     try:
-        raw = f"{section}:{key}".encode("utf-8")
+        raw = f"{section}:{key}".encode()
     except UnicodeEncodeError:
         raise BadInputError("id", section, "config section and key must be Unicode text") from None
     if len(raw) > _MAX_CONFIG_KEY_BYTES:
@@ -122,33 +122,33 @@ class LegacyIdmap:
     ) -> tuple[str, str]:
         return self.RetrieveRowByIDv2(row), self.RetrieveRowByIDv2(subrow)
 
-    async def StoreCachev2(self, id: str) -> int:  # noqa: N802
+    async def StoreCachev2(self, id: str) -> int:
         """A real message id → its virtual id (the old daemon's ``cache`` bucket)."""
         return await self._msgids().store_real(id, MsgContext(app_id=self.app_id))
 
-    def RetrieveRowByCachev2(self, rowid: str | int) -> str:  # noqa: N802
+    def RetrieveRowByCachev2(self, rowid: str | int) -> str:
         """A virtual message id → the real one, while it lives."""
         return self._msgids().real_id_of(check_virtual_id(rowid, "rowid"))
 
     # --- the rest of the old /getid surface ---------------------------------------------
 
-    async def SimplifiedStoreID(self, id: str) -> int:  # noqa: N802
+    async def SimplifiedStoreID(self, id: str) -> int:
         """A number that reads back to ``id`` (type 2): its vUIN, created if needed."""
         return await self.StoreIDv2(id)
 
-    def RetrieveRealValue(self, virtual: str | int) -> tuple[str, str]:  # noqa: N802
+    def RetrieveRealValue(self, virtual: str | int) -> tuple[str, str]:
         """(the vUIN as text, the id it names)."""
         vuin = parse_vuin(virtual, "virtualValue")
         return str(vuin), self.RetrieveRowByIDv2(vuin)
 
-    def RetrieveVirtualValue(self, id: str) -> tuple[str, str]:  # noqa: N802
+    def RetrieveVirtualValue(self, id: str) -> tuple[str, str]:
         """(the id, its vUIN as text), without creating one."""
         vuin = self.graph.lookup(self.legacy_key(id))
         if vuin is None:
             raise NotFoundError(f"no virtual value found for real value: {id}")
         return id, str(vuin)
 
-    def RetrieveVirtualValuePro(self, id: str, subid: str) -> tuple[str, str]:  # noqa: N802
+    def RetrieveVirtualValuePro(self, id: str, subid: str) -> tuple[str, str]:
         """The vUINs of a group and a member as text, without creating either."""
         group, member = self.legacy_key(id), self.legacy_key(subid, "subid")
         found = self.graph.lookup(group), self.graph.lookup(member)
@@ -156,14 +156,14 @@ class LegacyIdmap:
             raise NotFoundError(f"no virtual values found for {id}:{subid}")
         return str(found[0]), str(found[1])
 
-    def RetrieveRealValuesPro(  # noqa: N802
+    def RetrieveRealValuesPro(
         self, virtual: str | int, virtual_sub: str | int
     ) -> tuple[str, str]:
         """The ids of a group vUIN and a member vUIN."""
         row, sub = parse_vuin(virtual, "id"), parse_vuin(virtual_sub, "subid")
         return self.RetrieveRowByIDv2(row), self.RetrieveRowByIDv2(sub)
 
-    async def UpdateVirtualValuePro(  # noqa: N802
+    async def UpdateVirtualValuePro(
         self, old1: str | int, new1: str | int, old2: str | int, new2: str | int
     ) -> None:
         """Rebind the group's vUIN and the member's vUIN (each only if it changes)."""
@@ -176,7 +176,7 @@ class LegacyIdmap:
             if old != new:
                 await self.graph.rebind(old, new)
 
-    def FindSubKeysById(self, id: str) -> list[str]:  # noqa: N802
+    def FindSubKeysById(self, id: str) -> list[str]:
         """Members last seen in a group: a group id gives member ids, a group vUIN gives
         member vUINs (as text), as the old ``<group>:<member>`` prefix scan did."""
         text = id.strip() if isinstance(id, str) else id
@@ -196,14 +196,14 @@ class LegacyIdmap:
                    if key != group.key]
         return [str(vuin) if as_rows else key[len(prefix):] for key, vuin in members]
 
-    def ReadConfig(self, section: str, key: str) -> str:  # noqa: N802
+    def ReadConfig(self, section: str, key: str) -> str:
         with self.graph.store.read() as view:
             value = view.get_config(_config_key(section, key))
         if value is None:
             raise NotFoundError(f"key '{key}' in section '{section}' does not exist")
         return value.decode("utf-8", errors="replace")
 
-    async def WriteConfig(self, section: str, key: str, value: str) -> None:  # noqa: N802
+    async def WriteConfig(self, section: str, key: str, value: str) -> None:
         raw_key, raw_value = _config_key(section, key), _text("value", value)
 
         def put(view: IdentityWriter) -> None:
@@ -211,7 +211,7 @@ class LegacyIdmap:
 
         await self.graph.store.write(put)
 
-    async def DeleteConfig(self, section: str, key: str) -> None:  # noqa: N802
+    async def DeleteConfig(self, section: str, key: str) -> None:
         """Deleting a key that is not there succeeds, as in the old daemon."""
         raw_key = _config_key(section, key)
 

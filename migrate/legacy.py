@@ -314,7 +314,7 @@ class _Conversion:
                                 # skips the search; refused unless key > the last one
                                 put(key, value, db=forward_db, append=True) or put(
                                     key, value, db=forward_db)
-                                if number > highest:  # noqa: PLR1730 - max() costs a call
+                                if number > highest:  # not max(): a call costs on this loop
                                     highest = number
                             else:
                                 self._forward_conflict(raw.decode("ascii"), key.decode("ascii"),

@@ -440,7 +440,7 @@ def run_mixed(tmp_path: Path, away_round: int | None = None) -> None:
         assert wrong is None, (
             f"{chat} first deliveries out of order: ...{order[max(0, wrong - 5):wrong + 6]}...")
     for (conn, chat), order in per_connection.items():
-        assert all(a < b for a, b in zip(order, order[1:])), (
+        assert all(a < b for a, b in zip(order, order[1:], strict=False)), (
             f"connection {conn}, {chat}: repeated or reordered within one process: {order}")
     repeats = len(deliveries) - len(delivered)
     print(f"rounds={MIXED_ROUNDS} gateway={len(sent_gateway)} webhooks={len(posted)} "

@@ -105,7 +105,7 @@ class Child:
         except subprocess.TimeoutExpired:
             self.kill()
             code = self.proc.wait(timeout=timeout)
-            raise AssertionError(f"child {self.proc.pid} did not exit within {timeout} s")
+            raise AssertionError(f"child {self.proc.pid} did not exit within {timeout} s") from None
         finally:
             if self.reader is not None:
                 self.reader.join(timeout=timeout)

@@ -150,7 +150,7 @@ class HttpPostTarget:
                         return resp.status < 400
                     log.warning("[onebot] http post failed", url=self.url, status=resp.status,
                                 attempt=attempt)
-            except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
+            except (TimeoutError, aiohttp.ClientError, OSError) as exc:
                 log.warning("[onebot] http post failed", url=self.url,
                             error=type(exc).__name__, attempt=attempt)
             if attempt < _ATTEMPTS:

@@ -120,7 +120,7 @@ class ReverseWsClient:
                                            heartbeat_interval=self.heartbeat_interval,
                                            on_action=self._on_action, clock=self._clock,
                                            stop=self._closed, on_open=self.connected.set)
-                except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
+                except (TimeoutError, aiohttp.ClientError, OSError) as exc:
                     # loud once per outage, quiet while it lasts; a refused handshake says
                     # what the framework answered (401/403: the token; 404: the path)
                     report = log.warning if not self._failing else log.debug

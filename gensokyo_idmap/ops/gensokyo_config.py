@@ -31,7 +31,7 @@ from typing import Any, Final
 
 from gensokyo_idmap.errors import BadInputError
 
-__all__ = ["GensokyoImport", "SECRET_PATHS", "convert_gensokyo", "masked"]
+__all__ = ["SECRET_PATHS", "GensokyoImport", "convert_gensokyo", "masked"]
 
 SANDBOX_API: Final = "https://sandbox.api.sgroup.qq.com"
 _LOG_LEVELS: Final = {0: "debug", 1: "info", 2: "warning", 3: "error"}

@@ -24,19 +24,21 @@ import lmdb
 from gensokyo_idmap.errors import BadInputError, NotFoundError, StoreError
 from gensokyo_idmap.ops.verify import GraphSnapshot, VerifyReport, check_graph
 from gensokyo_idmap.redaction import redact_url
-from gensokyo_idmap.store.lmdb_identity import _TABLES as IDENTITY_TABLES
 from gensokyo_idmap.store.lmdb_check import DamagedStoreError
+from gensokyo_idmap.store.lmdb_identity import _TABLES as IDENTITY_TABLES
 from gensokyo_idmap.store.lmdb_identity import RECOVERY as IDENTITY_RECOVERY
 from gensokyo_idmap.store.lmdb_identity import SCHEMA_VERSION, UPGRADES
 from gensokyo_idmap.store.lmdb_open import (
     begin_read,
     check_before_map,
     check_pinned,
-    fsync_path as _fsync,
     lock_path,
     missing,
     prepare_lock_file,
     refused,
+)
+from gensokyo_idmap.store.lmdb_open import (
+    fsync_path as _fsync,
 )
 from gensokyo_idmap.store.lmdb_outbox import RECOVERY as OUTBOX_RECOVERY
 from gensokyo_idmap.store.lmdb_outbox import sink_of_key

@@ -59,12 +59,12 @@ def _old_msg_counter(path: Path) -> int:
     """The allocation counter of the old file, or 0 when it cannot be read."""
     try:
         store = LmdbMsgIdStore(path)
-    except Exception:  # damaged: that is why it is being reset
+    except Exception:  # noqa: BLE001 - damaged: that is why it is being reset
         return 0
     try:
         with store.read() as view:
             return view.msg_counter()
-    except Exception:
+    except Exception:  # noqa: BLE001 - as above: whatever is wrong, the count starts at 0
         return 0
     finally:
         store.close()

@@ -148,7 +148,7 @@ class _Checker:
             return
         try:
             version = decode_value(raw)
-        except Exception:
+        except Exception:  # noqa: BLE001 - any undecodable bytes are the finding below
             version = None
         if not isinstance(version, int) or isinstance(version, bool) \
                 or version not in self.schema_versions:
@@ -228,7 +228,7 @@ class _Checker:
                 scene = raw_key[8:].decode("utf-8")
                 identity, since = decode_value(raw_value)
                 well_formed = isinstance(identity, str) and isinstance(since, int | float)
-            except Exception:
+            except Exception:  # noqa: BLE001 - any undecodable entry is a finding
                 well_formed = False
             if vuin is None or not well_formed:
                 self.add("bad_last_seen", f"last_seen entry {raw_key!r} cannot be read")
@@ -243,7 +243,7 @@ class _Checker:
         raw = self.snap.meta.get(b"vuin_counter")
         try:
             counter = 0 if raw is None else decode_value(raw)
-        except Exception:
+        except Exception:  # noqa: BLE001 - any undecodable bytes are the finding below
             counter = None
         if not isinstance(counter, int) or isinstance(counter, bool):
             self.add("counter", f"meta.vuin_counter is not an integer: {raw!r}")

@@ -79,7 +79,7 @@ async def discover_gateway(
             if resp.status == 401:
                 tokens.invalidate()
             data = await resp.json(content_type=None)
-    except (aiohttp.ClientError, OSError, asyncio.TimeoutError, ValueError) as exc:
+    except (TimeoutError, aiohttp.ClientError, OSError, ValueError) as exc:
         raise PlatformError(
             f"gateway discovery at {api_base} failed: {type(exc).__name__}") from None
     url = data.get("url") if isinstance(data, dict) else None
@@ -206,7 +206,7 @@ class GatewayClient:
                 return
             except _Restart:
                 pass
-            except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
+            except (TimeoutError, aiohttp.ClientError, OSError) as exc:
                 log.warning("[qq] gateway unavailable", error=type(exc).__name__,
                             retry_in=self._delay)
             if self._stop.is_set():

@@ -73,7 +73,7 @@ class OpenApiClient:
                                                 headers=headers, timeout=self.timeout) as resp:
                     raw = await resp.read()
                     status = resp.status
-            except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
+            except (TimeoutError, aiohttp.ClientError, OSError) as exc:
                 raise PlatformError(f"{method} {path} failed: {type(exc).__name__}") from None
             if status == 401 and attempt == 1:
                 self.tokens.invalidate()

@@ -93,7 +93,7 @@ class AccessTokenManager:
                     data = await resp.json(content_type=None)
                 except ValueError:
                     data = None
-        except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             raise PlatformError(
                 f"access token request to {self.token_url} failed: {type(exc).__name__}"
             ) from None

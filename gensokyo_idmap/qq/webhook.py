@@ -160,7 +160,7 @@ class WebhookReceiver:
             return self._refuse(400, err)
         try:
             await self.pipeline(event)  # de-duplicates, and waits for a repeat in flight
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - logged; the 503 makes the platform retry
             log.error("[qq] webhook event not processed: the platform will retry",
                       type=event.event_type, error=f"{type(exc).__name__}: {exc}")
             return web.json_response({"op": 12, "d": 1}, status=503)

@@ -148,7 +148,7 @@ class GroupCommitter:
     def _run(self, batch: list[_Pending]) -> None:
         try:
             outcomes = self._run_batch([p.fn for p in batch])
-        except BaseException as exc:  # the commit itself failed: every waiter hears it
+        except BaseException as exc:  # noqa: BLE001 - the commit failed: every waiter hears it
             outcomes = [Outcome(error=exc) for _ in batch]
         self.batches += 1
         self.writes += len(batch)

@@ -202,7 +202,7 @@ class LmdbEnv(Generic[V]):
             raise missing(self.path, recovery) or NotFoundError(f"no store at {self.path}")
         # writemap stays off: LMDB then writes with pwrite, and a full disk is an ENOSPC
         # error; through a writable map of a sparse file it would be a SIGBUS
-        options: dict[str, Any] = dict(
+        options: dict[str, Any] = dict(  # noqa: C408 - lmdb.open's keyword names, as written
             subdir=False, map_size=map_size, max_dbs=len(self._table_spec) + 2, sync=durable,
             metasync=durable, readahead=False, meminit=False, writemap=False,
             max_spare_txns=4)
@@ -432,7 +432,7 @@ class LmdbEnv(Generic[V]):
         batch, self._on_loop = self._on_loop or [], None
         try:
             outcomes = self._run_batch([fn for fn, _ in batch])
-        except BaseException as exc:  # the commit itself failed: every waiter hears it
+        except BaseException as exc:  # noqa: BLE001 - the commit failed: every waiter hears it
             outcomes = [Outcome(error=exc) for _ in batch]
         self._loop_batches += 1
         self._loop_writes += len(batch)

@@ -295,7 +295,7 @@ class LmdbIdentityStore(LmdbEnv[LmdbView]):
         self.read_lock.acquire()
         try:
             txn = self.env.begin()
-        except BaseException:
+        except BaseException:  # noqa: BLE001 - the slow path below raises what is real
             self.read_lock.release()
             txn = self.begin_read()  # the slow path: adopts a map grown elsewhere, or raises
         try:
