@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import click
 
@@ -45,9 +45,17 @@ class _Context:
     as_json: bool
 
 
-def _fail(err: IdmapError) -> NoReturn:
-    click.echo(f"error: {err.message}", err=True)
-    sys.exit(err.exit_code)
+class _ReportsErrors(click.Group):
+    """The root command, where the project's errors end, once for every command below it:
+    ``error: <message>`` on stderr and the error's exit code (2 for bad input, else 1).
+    Commands just raise; anything else (a bug) keeps its traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except IdmapError as err:
+            click.echo(f"error: {err.message}", err=True)
+            sys.exit(err.exit_code)
 
 
 def _emit(ctx: _Context, data: dict[str, Any], human: Callable[[], str]) -> None:
@@ -81,7 +89,7 @@ def _describe(key: IdentityKey) -> str:
     return f"{key.key} ({key.text})" if isinstance(key, RUin) else key.key
 
 
-@click.group()
+@click.group(cls=_ReportsErrors)
 @click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("data"),
               show_default=True, envvar="GSK_IDMAP__DATA_DIR",
               help="Directory holding openid-map.db.")
@@ -103,15 +111,9 @@ def serve(config_path: Path) -> None:
     """Run the daemon."""
     from gensokyo_idmap.app import run_daemon
 
-    try:
-        config: Config = load_config(config_path)
-    except IdmapError as err:
-        _fail(err)
+    config: Config = load_config(config_path)
     configure_logging(config.log.level, config.log.format)
-    try:
-        asyncio.run(run_daemon(config))
-    except IdmapError as err:
-        _fail(err)
+    asyncio.run(run_daemon(config))
 
 
 @main.group()
@@ -125,12 +127,9 @@ def identity() -> None:
 @click.pass_obj
 def resolve(ctx: _Context, keys: tuple[str, ...], scene: str | None) -> None:
     """Resolve KEYS seen together to one vUIN (allocating one if none is known)."""
-    try:
-        parsed = [_identity_arg(ctx, k) for k in keys]
-        with _graph(ctx) as graph:
-            result = asyncio.run(graph.resolve(parsed, scene=scene))
-    except IdmapError as err:
-        _fail(err)
+    parsed = [_identity_arg(ctx, k) for k in keys]
+    with _graph(ctx) as graph:
+        result = asyncio.run(graph.resolve(parsed, scene=scene))
     _emit(ctx, resolution_data(result),
           lambda: f"{result.vuin}" + (" (new)" if result.created else "")
           + "".join(f"\nconflict: {k} stays on {v}" for k, v in result.conflicts))
@@ -141,12 +140,9 @@ def resolve(ctx: _Context, keys: tuple[str, ...], scene: str | None) -> None:
 @click.pass_obj
 def lookup(ctx: _Context, key: str) -> None:
     """Print the vUIN of KEY (exit 1 when it is unknown)."""
-    try:
-        parsed = _identity_arg(ctx, key)
-        with _graph(ctx, readonly=True) as graph:
-            vuin = graph.lookup(parsed)
-    except IdmapError as err:
-        _fail(err)
+    parsed = _identity_arg(ctx, key)
+    with _graph(ctx, readonly=True) as graph:
+        vuin = graph.lookup(parsed)
     _emit(ctx, {"key": parsed.key, "vuin": vuin},
           lambda: f"{vuin}" if vuin is not None else f"{parsed.key}: not found")
     if vuin is None:
@@ -158,12 +154,9 @@ def lookup(ctx: _Context, key: str) -> None:
 @click.pass_obj
 def show(ctx: _Context, vuin: str) -> None:
     """Show VUIN: its identities, last seen per scene, aliases."""
-    try:
-        number = parse_vuin(vuin, "VUIN")
-        with _graph(ctx, readonly=True) as graph:
-            view = graph.show(number)
-    except IdmapError as err:
-        _fail(err)
+    number = parse_vuin(vuin, "VUIN")
+    with _graph(ctx, readonly=True) as graph:
+        view = graph.show(number)
     data = vuin_data(view)
 
     def human() -> str:
@@ -183,13 +176,10 @@ def show(ctx: _Context, vuin: str) -> None:
 @click.pass_obj
 def bind(ctx: _Context, key: str, vuin: str) -> None:
     """Bind KEY to VUIN (added to its identity set)."""
-    try:
-        parsed = _identity_arg(ctx, key)
-        number = parse_vuin(vuin, "VUIN")
-        with _graph(ctx) as graph:
-            result = asyncio.run(graph.bind(parsed, number))
-    except IdmapError as err:
-        _fail(err)
+    parsed = _identity_arg(ctx, key)
+    number = parse_vuin(vuin, "VUIN")
+    with _graph(ctx) as graph:
+        result = asyncio.run(graph.bind(parsed, number))
     _emit(ctx, bind_data(result),
           lambda: f"{result.outcome}: {_describe(parsed)} → {result.vuin} ({result.reason})")
 
@@ -200,13 +190,10 @@ def bind(ctx: _Context, key: str, vuin: str) -> None:
 @click.pass_obj
 def rebind(ctx: _Context, old: str, new: str) -> None:
     """Move every identity of OLD to NEW; OLD keeps resolving to NEW."""
-    try:
-        old_vuin = parse_vuin(old, "OLD")
-        new_vuin = parse_vuin(new, "NEW")
-        with _graph(ctx) as graph:
-            result = asyncio.run(graph.rebind(old_vuin, new_vuin))
-    except IdmapError as err:
-        _fail(err)
+    old_vuin = parse_vuin(old, "OLD")
+    new_vuin = parse_vuin(new, "NEW")
+    with _graph(ctx) as graph:
+        result = asyncio.run(graph.rebind(old_vuin, new_vuin))
     _emit(ctx, rebind_data(result),
           lambda: f"{result.outcome}: {result.old} → {result.new} ({result.reason})")
 
@@ -233,7 +220,7 @@ def _msgids(ctx: _Context, ttl_seconds: float, *, readonly: bool = False
 def msgid(click_ctx: click.Context, ttl_seconds: float) -> None:
     """Store, look up and sweep virtual message ids in msgid-map.db."""
     if ttl_seconds <= 0:
-        _fail(BadInputError("--ttl-seconds", ttl_seconds, "must be positive"))
+        raise BadInputError("--ttl-seconds", ttl_seconds, "must be positive")
     click_ctx.meta["ttl_seconds"] = ttl_seconds
 
 
@@ -247,12 +234,9 @@ def msgid_store(click_ctx: click.Context, real_id: str, chat_kind: str, target: 
                 direction: str) -> None:
     """Map REAL_ID to a virtual id (the same one while it lives)."""
     ctx: _Context = click_ctx.obj
-    try:
-        context = MsgContext(ctx.app_id or "", chat_kind, target, direction)  # type: ignore[arg-type]
-        with _msgids(ctx, click_ctx.meta["ttl_seconds"]) as msgids:
-            virtual_id = msgids.store_real_sync(real_id, context)
-    except IdmapError as err:
-        _fail(err)
+    context = MsgContext(ctx.app_id or "", chat_kind, target, direction)  # type: ignore[arg-type]
+    with _msgids(ctx, click_ctx.meta["ttl_seconds"]) as msgids:
+        virtual_id = msgids.store_real_sync(real_id, context)
     _emit(ctx, {"virtual_id": virtual_id, "real_id": real_id}, lambda: str(virtual_id))
 
 
@@ -262,12 +246,9 @@ def msgid_store(click_ctx: click.Context, real_id: str, chat_kind: str, target: 
 def msgid_lookup(click_ctx: click.Context, virtual_id: str) -> None:
     """Print the real id of VIRTUAL_ID (exit 1 when unknown or expired)."""
     ctx: _Context = click_ctx.obj
-    try:
-        number = check_virtual_id(virtual_id, "VIRTUAL_ID")
-        with _msgids(ctx, click_ctx.meta["ttl_seconds"], readonly=True) as msgids:
-            record = msgids.lookup(number)
-    except IdmapError as err:
-        _fail(err)
+    number = check_virtual_id(virtual_id, "VIRTUAL_ID")
+    with _msgids(ctx, click_ctx.meta["ttl_seconds"], readonly=True) as msgids:
+        record = msgids.lookup(number)
     if record is None:
         _emit(ctx, {"virtual_id": number, "real_id": None},
               lambda: f"{number}: unknown or expired")
@@ -280,11 +261,8 @@ def msgid_lookup(click_ctx: click.Context, virtual_id: str) -> None:
 def msgid_sweep(click_ctx: click.Context) -> None:
     """Delete expired message ids now."""
     ctx: _Context = click_ctx.obj
-    try:
-        with _msgids(ctx, click_ctx.meta["ttl_seconds"]) as msgids:
-            swept = msgids.sweep_sync()
-    except IdmapError as err:
-        _fail(err)
+    with _msgids(ctx, click_ctx.meta["ttl_seconds"]) as msgids:
+        swept = msgids.sweep_sync()
     _emit(ctx, {"swept": swept}, lambda: f"swept {swept}")
 
 
@@ -293,11 +271,8 @@ def msgid_sweep(click_ctx: click.Context) -> None:
 def msgid_stats(click_ctx: click.Context) -> None:
     """Entries held (live or not yet swept) and the allocation counter."""
     ctx: _Context = click_ctx.obj
-    try:
-        with _msgids(ctx, click_ctx.meta["ttl_seconds"], readonly=True) as msgids:
-            counts = msgids.counts()
-    except IdmapError as err:
-        _fail(err)
+    with _msgids(ctx, click_ctx.meta["ttl_seconds"], readonly=True) as msgids:
+        counts = msgids.counts()
     _emit(ctx, {"entries": counts.live_or_unswept, "counter": counts.counter},
           lambda: f"entries {counts.live_or_unswept}\ncounter {counts.counter}")
 
@@ -350,22 +325,16 @@ def migrate_command(ctx: _Context, legacy_path: Path | None, dry_run: bool) -> N
         with _migration_stores(ctx, dry_run) as (store, msgid_store):
             report = migrate_legacy(legacy, store, msgid_store, ctx.app_id,
                                     dry_run=dry_run, progress=progress)
-    except IdmapError as err:
-        if on_terminal:
+    finally:
+        if on_terminal:  # ends the progress line, before the summary or the error
             click.echo("", err=True)
-        _fail(err)
-    if on_terminal:
-        click.echo("", err=True)
     _emit(ctx, report.to_json(), lambda: "\n".join(report.summary_lines()))
 
 
 def _owed(ctx: _Context) -> dict[str, int]:
     from gensokyo_idmap.ops.lmdb_files import owed_per_sink
 
-    try:
-        return owed_per_sink(ctx.data_dir / "outbox.db")
-    except IdmapError as err:
-        _fail(err)
+    return owed_per_sink(ctx.data_dir / "outbox.db")
 
 
 @main.command("stats")
@@ -374,13 +343,10 @@ def stats_command(ctx: _Context) -> None:
     """Counts per table, file sizes, schema versions and the migration marker."""
     identity_path = ctx.data_dir / "openid-map.db"
     msgid_path = ctx.data_dir / "msgid-map.db"
-    try:
-        with _graph(ctx, readonly=True) as graph, ExitStack() as stack:
-            msgids = (stack.enter_context(_msgids(ctx, DEFAULT_MSGID_TTL_SECONDS, readonly=True))
-                      if msgid_path.is_file() else None)  # disposable: made by the daemon
-            data = stats_data(graph, identity_path, msgids, msgid_path)
-    except IdmapError as err:
-        _fail(err)
+    with _graph(ctx, readonly=True) as graph, ExitStack() as stack:
+        msgids = (stack.enter_context(_msgids(ctx, DEFAULT_MSGID_TTL_SECONDS, readonly=True))
+                  if msgid_path.is_file() else None)  # disposable: made by the daemon
+        data = stats_data(graph, identity_path, msgids, msgid_path)
     data["outbox"] = {"path": str(ctx.data_dir / "outbox.db"), "owed": _owed(ctx)}
     marker = data["openid_map"]["migrated_from_legacy"]
 
@@ -422,11 +388,8 @@ def config_check(ctx: _Context, file: Path) -> None:
     from gensokyo_idmap.config_env import env_overrides
     from gensokyo_idmap.ops.config_check import refuse_bad_startup, summary
 
-    try:
-        config = load_config(file)
-        checked = refuse_bad_startup(config)
-    except IdmapError as err:
-        _fail(err)
+    config = load_config(file)
+    checked = refuse_bad_startup(config)
     for warning in checked.warnings:
         click.echo(f"warning: {warning}", err=True)
     overrides = [o.var for o in env_overrides(os.environ)]
@@ -458,24 +421,21 @@ def config_import_gensokyo(ctx: _Context, file: Path, out: Path | None, force: b
     from gensokyo_idmap.ops.gensokyo_config import convert_gensokyo, masked
 
     try:
-        try:
-            old = yaml.safe_load(file.read_text(encoding="utf-8"))
-        except OSError as exc:
-            raise BadInputError("FILE", str(file), f"cannot read: {exc.strerror}") from None
-        except (UnicodeDecodeError, yaml.YAMLError):
-            raise BadInputError("FILE", str(file), "not a UTF-8 YAML file") from None
-        result = convert_gensokyo(old)
-        try:
-            Config.model_validate(result.config)
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(part) for part in first["loc"])
-            shown = "<hidden>" if is_secret_path(where) else first.get("input")
-            raise BadInputError(where, shown, f"{first['msg']} (converted from {file})") from None
-        if out is not None and out.exists() and not force:
-            raise BadInputError("--out", str(out), "exists already (--force replaces it)")
-    except IdmapError as err:
-        _fail(err)
+        old = yaml.safe_load(file.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise BadInputError("FILE", str(file), f"cannot read: {exc.strerror}") from None
+    except (UnicodeDecodeError, yaml.YAMLError):
+        raise BadInputError("FILE", str(file), "not a UTF-8 YAML file") from None
+    result = convert_gensokyo(old)
+    try:
+        Config.model_validate(result.config)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        shown = "<hidden>" if is_secret_path(where) else first.get("input")
+        raise BadInputError(where, shown, f"{first['msg']} (converted from {file})") from None
+    if out is not None and out.exists() and not force:
+        raise BadInputError("--out", str(out), "exists already (--force replaces it)")
     header = (f"# gensokyo-idmap config, converted from the Go Gensokyo config {file.name}.\n"
               "# Every key and its default: examples/config.yml.\n")
     shown = masked(result.config)
@@ -510,10 +470,7 @@ def backup_command(ctx: _Context, dest: Path, force: bool) -> None:
     """Copy openid-map.db to DEST: consistent and compacted, while the daemon runs."""
     from gensokyo_idmap.ops.lmdb_files import backup_store
 
-    try:
-        result = backup_store(ctx.data_dir / "openid-map.db", dest, force=force)
-    except IdmapError as err:
-        _fail(err)
+    result = backup_store(ctx.data_dir / "openid-map.db", dest, force=force)
     _emit(ctx, result.to_json(), lambda: "\n".join(
         [f"backup {result.dest}: {result.bytes} bytes (store {result.source_bytes})"
          if result.written else
@@ -530,10 +487,7 @@ def verify_command(ctx: _Context, file: Path | None) -> None:
     """Check every invariant of openid-map.db (or FILE, e.g. a backup); exit 1 on a violation."""
     from gensokyo_idmap.ops.lmdb_files import verify_store
 
-    try:
-        report = verify_store(file or ctx.data_dir / "openid-map.db")
-    except IdmapError as err:
-        _fail(err)
+    report = verify_store(file or ctx.data_dir / "openid-map.db")
     _emit(ctx, report.to_json(), lambda: "\n".join(report.lines()))
     if not report.ok:
         sys.exit(1)
@@ -550,10 +504,7 @@ def recover_msgid(ctx: _Context) -> None:
     """Reset msgid-map.db: the old file is moved aside, an empty one takes its place."""
     from gensokyo_idmap.ops.recover import reset_msgids
 
-    try:
-        result = reset_msgids(ctx.data_dir)
-    except IdmapError as err:
-        _fail(err)
+    result = reset_msgids(ctx.data_dir)
     _emit(ctx, result.to_json(), lambda: (
         f"msgid-map.db reset: {result.path} is empty (counter {result.counter} kept)"
         + (f"; the old file is {result.moved_to}" if result.moved_to else "")))
@@ -565,10 +516,7 @@ def recover_outbox(ctx: _Context) -> None:
     """Start an empty outbox.db in place of a refused one (the events it owed are lost)."""
     from gensokyo_idmap.ops.recover import reset_outbox
 
-    try:
-        result = reset_outbox(ctx.data_dir)
-    except IdmapError as err:
-        _fail(err)
+    result = reset_outbox(ctx.data_dir)
     _emit(ctx, result.to_json(), lambda: (
         f"outbox.db started empty: {result.path} (was: {result.reason})"
         + (f"; the old file is {result.moved_to}" if result.moved_to else "")))
@@ -582,14 +530,11 @@ def recover_identities_command(ctx: _Context, legacy: str | None) -> None:
     """Re-migrate openid-map.db from the old idmap.db (the current file is moved aside)."""
     from gensokyo_idmap.ops.recover import recover_identities
 
-    try:
-        if legacy is None:
-            raise BadInputError("--from-legacy", None,
-                                "the old idmap.db is the only source to recover from")
-        result = recover_identities(ctx.data_dir, Path(legacy) if legacy else
-                                    ctx.data_dir / "idmap.db", ctx.app_id)
-    except IdmapError as err:
-        _fail(err)
+    if legacy is None:
+        raise BadInputError("--from-legacy", None,
+                            "the old idmap.db is the only source to recover from")
+    result = recover_identities(ctx.data_dir, Path(legacy) if legacy else
+                                ctx.data_dir / "idmap.db", ctx.app_id)
     _emit(ctx, result.to_json(), lambda: "\n".join(
         [f"openid-map.db re-migrated from {result.report.legacy_path}"
          + (f"; the previous file is {result.moved_to}" if result.moved_to else ""),
