@@ -25,20 +25,18 @@ from gensokyo_idmap.errors import BadInputError, NotFoundError, StoreError
 from gensokyo_idmap.ops.verify import GraphSnapshot, VerifyReport, check_graph
 from gensokyo_idmap.redaction import redact_url
 from gensokyo_idmap.store.lmdb_check import DamagedStoreError
-from gensokyo_idmap.store.lmdb_identity import _TABLES as IDENTITY_TABLES
 from gensokyo_idmap.store.lmdb_identity import RECOVERY as IDENTITY_RECOVERY
 from gensokyo_idmap.store.lmdb_identity import SCHEMA_VERSION, UPGRADES
+from gensokyo_idmap.store.lmdb_identity import TABLES as IDENTITY_TABLES
 from gensokyo_idmap.store.lmdb_open import (
     begin_read,
     check_before_map,
     check_pinned,
+    fsync_path,
     lock_path,
     missing,
     prepare_lock_file,
     refused,
-)
-from gensokyo_idmap.store.lmdb_open import (
-    fsync_path as _fsync,
 )
 from gensokyo_idmap.store.lmdb_outbox import RECOVERY as OUTBOX_RECOVERY
 from gensokyo_idmap.store.lmdb_outbox import sink_of_key
@@ -211,14 +209,14 @@ def backup_store(source: Path, dest: Path, *, force: bool = False) -> BackupResu
     try:
         with open_readonly(source) as env:
             env.copy(str(partial), compact=True)
-        _fsync(partial)
+        fsync_path(partial)
         verify = verify_store(partial)
         copied = partial.stat().st_size
         lock_path(partial).unlink(missing_ok=True)
         if verify.ok:
             _check_dest(dest, target, force)  # nothing else took the name meanwhile
             os.replace(partial, target)
-            _fsync(target.parent)
+            fsync_path(target.parent)
     except lmdb.Error as exc:
         raise StoreError(f"backup of {source} failed: {exc}") from exc
     except OSError as exc:

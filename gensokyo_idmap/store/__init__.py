@@ -1,6 +1,24 @@
-"""Storage behind small interfaces: the domain code never imports a backend."""
+"""Storage behind small interfaces: the domain code never imports a backend.
+
+The LMDB backend loads on first use of ``LmdbIdentityStore``: importing the interfaces
+(``gensokyo_idmap.store.base``) must not load lmdb.
+"""
+
+from typing import TYPE_CHECKING, Any
 
 from gensokyo_idmap.store.base import IdentityReader, IdentityStore, IdentityWriter, LastSeen
-from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
+
+if TYPE_CHECKING:
+    from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
 
 __all__ = ["IdentityReader", "IdentityStore", "IdentityWriter", "LastSeen", "LmdbIdentityStore"]
+
+
+def __getattr__(name: str) -> Any:
+    """PEP 562: the first ``gensokyo_idmap.store.LmdbIdentityStore`` imports the backend."""
+    if name != "LmdbIdentityStore":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
+
+    globals()[name] = LmdbIdentityStore
+    return LmdbIdentityStore

@@ -19,7 +19,9 @@ from gensokyo_idmap.store.base import IdentityWriter, LastSeen, TableCounts
 from gensokyo_idmap.store.codec import decode_u64, decode_value, encode_u64, encode_value
 from gensokyo_idmap.store.lmdb_env import CounterView, LmdbEnv, Table
 
-__all__ = ["DEFAULT_MAP_SIZE", "RECOVERY", "SCHEMA_VERSION", "UPGRADES", "LmdbIdentityStore"]
+__all__ = [
+    "DEFAULT_MAP_SIZE", "RECOVERY", "SCHEMA_VERSION", "TABLES", "UPGRADES", "LmdbIdentityStore",
+]
 
 
 #: The schema this code writes. Older stores are upgraded by UPGRADES, newer ones refused.
@@ -35,7 +37,8 @@ RECOVERY: Final = (
     "[PATH]`). A damaged file can be moved aside first; to start a new, empty identity "
     "graph, use a new data dir")
 
-_TABLES: Final = (
+#: The tables of openid-map.db (ops opens the file with them to back it up or verify it).
+TABLES: Final = (
     Table(b"meta", "meta"),
     Table(b"identity_to_vuin", "identity_to_vuin"),
     Table(b"vuin_to_identity", "vuin_to_identity", dupsort=True),
@@ -260,7 +263,7 @@ class LmdbIdentityStore(LmdbEnv[LmdbView]):
         recovery do so on purpose; anything else is refused, see :class:`LmdbEnv`)."""
         super().__init__(
             path,
-            tables=_TABLES,
+            tables=TABLES,
             make_view=LmdbView,
             is_empty=_is_empty,
             durable=True,
