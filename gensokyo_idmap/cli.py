@@ -19,6 +19,7 @@ from typing import Any
 import click
 
 from gensokyo_idmap.config import Config, load_config
+from gensokyo_idmap.data_dir import IDENTITY_DB, MSGID_DB, DataDir
 from gensokyo_idmap.errors import BadInputError, IdmapError, NotFoundError
 from gensokyo_idmap.identity import IdentityKey, RUin, parse_identity_input, parse_vuin
 from gensokyo_idmap.idmap import IdentityGraph
@@ -43,6 +44,10 @@ class _Context:
     data_dir: Path
     app_id: str | None
     as_json: bool
+
+    @property
+    def files(self) -> DataDir:
+        return DataDir(self.data_dir)
 
 
 class _ReportsErrors(click.Group):
@@ -73,7 +78,7 @@ def _existing(ctx: _Context, name: str) -> Path:
 @contextmanager
 def _graph(ctx: _Context, *, readonly: bool = False) -> Iterator[IdentityGraph]:
     """The identity graph; ``readonly`` opens an existing openid-map.db without writing."""
-    path = _existing(ctx, "openid-map.db") if readonly else ctx.data_dir / "openid-map.db"
+    path = _existing(ctx, IDENTITY_DB) if readonly else ctx.files.identity_db
     store = LmdbIdentityStore(path, readonly=readonly)
     try:
         yield IdentityGraph(store)
@@ -204,9 +209,9 @@ def _msgids(ctx: _Context, ttl_seconds: float, *, readonly: bool = False
     """The message-id map. ``readonly`` opens an existing msgid-map.db as it is: a damaged
     one is an error here, not moved aside (that is the daemon's and the writers' job)."""
     if readonly:
-        store = LmdbMsgIdStore(_existing(ctx, "msgid-map.db"), readonly=True)
+        store = LmdbMsgIdStore(_existing(ctx, MSGID_DB), readonly=True)
     else:
-        store = open_msgid_store(ctx.data_dir / "msgid-map.db")
+        store = open_msgid_store(ctx.files.msgid_db)
     try:
         yield MsgIdMap(store, ttl_seconds=ttl_seconds)
     finally:
@@ -283,18 +288,18 @@ def _migration_stores(ctx: _Context, dry_run: bool
     """The stores a migration writes. A dry run writes nothing, so it needs no msgid-map.db,
     and with no openid-map.db yet it converts into a throw-away one in a temporary dir
     instead of creating the data dir's."""
-    identity_path = ctx.data_dir / "openid-map.db"
+    identity_path = ctx.files.identity_db
     with ExitStack() as stack:
         if dry_run and not identity_path.is_file():
             scratch = stack.enter_context(tempfile.TemporaryDirectory(prefix="gsk-dry-run-"))
-            identity_path = Path(scratch) / "openid-map.db"
+            identity_path = Path(scratch) / IDENTITY_DB
         # a migration may create the store on purpose (re-migration, DESIGN §8); a dry run
         # of a store that is gone converts into the throw-away one above
         store = LmdbIdentityStore(identity_path, recreate=not dry_run)
         stack.callback(store.close)
         msgid_store = None
         if not dry_run:
-            msgid_store = open_msgid_store(ctx.data_dir / "msgid-map.db")
+            msgid_store = open_msgid_store(ctx.files.msgid_db)
             stack.callback(msgid_store.close)
         yield store, msgid_store
 
@@ -308,7 +313,7 @@ def migrate_command(ctx: _Context, legacy_path: Path | None, dry_run: bool) -> N
     """Migrate an old Gensokyo idmap.db into openid-map.db (once, all or nothing)."""
     from migrate.legacy import migrate_legacy
 
-    legacy = legacy_path or ctx.data_dir / "idmap.db"
+    legacy = legacy_path or ctx.files.legacy_db
     on_terminal = sys.stderr.isatty() and not ctx.as_json
 
     def progress(stage: str, count: int) -> None:
@@ -334,20 +339,20 @@ def migrate_command(ctx: _Context, legacy_path: Path | None, dry_run: bool) -> N
 def _owed(ctx: _Context) -> dict[str, int]:
     from gensokyo_idmap.ops.lmdb_files import owed_per_sink
 
-    return owed_per_sink(ctx.data_dir / "outbox.db")
+    return owed_per_sink(ctx.files.outbox_db)
 
 
 @main.command("stats")
 @click.pass_obj
 def stats_command(ctx: _Context) -> None:
     """Counts per table, file sizes, schema versions and the migration marker."""
-    identity_path = ctx.data_dir / "openid-map.db"
-    msgid_path = ctx.data_dir / "msgid-map.db"
+    identity_path = ctx.files.identity_db
+    msgid_path = ctx.files.msgid_db
     with _graph(ctx, readonly=True) as graph, ExitStack() as stack:
         msgids = (stack.enter_context(_msgids(ctx, DEFAULT_MSGID_TTL_SECONDS, readonly=True))
                   if msgid_path.is_file() else None)  # disposable: made by the daemon
         data = stats_data(graph, identity_path, msgids, msgid_path)
-    data["outbox"] = {"path": str(ctx.data_dir / "outbox.db"), "owed": _owed(ctx)}
+    data["outbox"] = {"path": str(ctx.files.outbox_db), "owed": _owed(ctx)}
     marker = data["openid_map"]["migrated_from_legacy"]
 
     def human() -> str:
@@ -470,7 +475,7 @@ def backup_command(ctx: _Context, dest: Path, force: bool) -> None:
     """Copy openid-map.db to DEST: consistent and compacted, while the daemon runs."""
     from gensokyo_idmap.ops.lmdb_files import backup_store
 
-    result = backup_store(ctx.data_dir / "openid-map.db", dest, force=force)
+    result = backup_store(ctx.files.identity_db, dest, force=force)
     _emit(ctx, result.to_json(), lambda: "\n".join(
         [f"backup {result.dest}: {result.bytes} bytes (store {result.source_bytes})"
          if result.written else
@@ -487,7 +492,7 @@ def verify_command(ctx: _Context, file: Path | None) -> None:
     """Check every invariant of openid-map.db (or FILE, e.g. a backup); exit 1 on a violation."""
     from gensokyo_idmap.ops.lmdb_files import verify_store
 
-    report = verify_store(file or ctx.data_dir / "openid-map.db")
+    report = verify_store(file or ctx.files.identity_db)
     _emit(ctx, report.to_json(), lambda: "\n".join(report.lines()))
     if not report.ok:
         sys.exit(1)
@@ -534,7 +539,7 @@ def recover_identities_command(ctx: _Context, legacy: str | None) -> None:
         raise BadInputError("--from-legacy", None,
                             "the old idmap.db is the only source to recover from")
     result = recover_identities(ctx.data_dir, Path(legacy) if legacy else
-                                ctx.data_dir / "idmap.db", ctx.app_id)
+                                ctx.files.legacy_db, ctx.app_id)
     _emit(ctx, result.to_json(), lambda: "\n".join(
         [f"openid-map.db re-migrated from {result.report.legacy_path}"
          + (f"; the previous file is {result.moved_to}" if result.moved_to else ""),

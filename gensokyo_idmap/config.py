@@ -16,6 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from gensokyo_idmap.config_env import apply_env_overrides, env_overrides, is_secret_path
+from gensokyo_idmap.data_dir import DataDir
 from gensokyo_idmap.errors import BadInputError
 from gensokyo_idmap.hostport import parse_host_port
 from gensokyo_idmap.identity import check_app_id
@@ -195,26 +196,31 @@ class Config(_Section):
         return int(self.bot.app_id) if self.bot.app_id else 1
 
     @property
+    def files(self) -> DataDir:
+        """The data dir's files."""
+        return DataDir(self.idmap.data_dir)
+
+    @property
     def identity_db_path(self) -> Path:
-        return self.idmap.data_dir / "openid-map.db"
+        return self.files.identity_db
 
     @property
     def gateway_state_path(self) -> Path:
-        return self.idmap.data_dir / "gateway-session.json"
+        return self.files.gateway_state
 
     @property
     def outbox_db_path(self) -> Path:
-        return self.idmap.data_dir / "outbox.db"
+        return self.files.outbox_db
 
     @property
     def msgid_db_path(self) -> Path:
-        return self.idmap.data_dir / "msgid-map.db"
+        return self.files.msgid_db
 
     @property
     def legacy_db_path(self) -> Path | None:
         """Where an old idmap.db would be; None when migration is switched off ("")."""
         if "legacy_db" not in self.idmap.model_fields_set:
-            return self.idmap.data_dir / "idmap.db"
+            return self.files.legacy_db
         legacy = self.idmap.legacy_db
         return None if legacy is None or str(legacy) in ("", ".") else legacy
 

@@ -21,6 +21,7 @@ from typing import Final
 
 import lmdb
 
+from gensokyo_idmap.data_dir import IDENTITY_DB, OUTBOX_DB
 from gensokyo_idmap.errors import BadInputError, NotFoundError, StoreError
 from gensokyo_idmap.ops.verify import GraphSnapshot, VerifyReport, check_graph
 from gensokyo_idmap.redaction import redact_url
@@ -51,7 +52,7 @@ _GRAPH_TABLES: Final = ("meta", "identity_to_vuin", "vuin_to_identity", "vuin_al
 
 
 #: How to get each store back when it is refused (by file name; see the store modules).
-_RECOVERY: Final = {"openid-map.db": IDENTITY_RECOVERY, "outbox.db": OUTBOX_RECOVERY}
+_RECOVERY: Final = {IDENTITY_DB: IDENTITY_RECOVERY, OUTBOX_DB: OUTBOX_RECOVERY}
 
 
 @contextlib.contextmanager

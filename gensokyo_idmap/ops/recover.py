@@ -15,6 +15,7 @@ from pathlib import Path
 
 import structlog
 
+from gensokyo_idmap.data_dir import IDENTITY_DB, MSGID_DB, OUTBOX_DB
 from gensokyo_idmap.errors import BadInputError, ConflictError, IdmapError, StoreError
 from gensokyo_idmap.identity import check_app_id
 from gensokyo_idmap.ops.lmdb_files import (
@@ -32,10 +33,6 @@ __all__ = ["IdentityRecovery", "MsgIdReset", "OutboxReset", "recover_identities"
            "reset_msgids", "reset_outbox"]
 
 log = structlog.get_logger("gensokyo_idmap.ops")
-
-IDENTITY_DB = "openid-map.db"
-MSGID_DB = "msgid-map.db"
-OUTBOX_DB = "outbox.db"
 
 
 def _refuse_if_open(*paths: Path) -> None:

@@ -22,11 +22,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import Final
 
+from gensokyo_idmap.data_dir import SERVE_LOCK
 from gensokyo_idmap.errors import DataDirInUseError, StoreError
 
 __all__ = ["LOCK_NAME", "ServeLock"]
 
-LOCK_NAME: Final = "serve.lock"
+LOCK_NAME: Final = SERVE_LOCK
 
 
 class ServeLock:

@@ -23,13 +23,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Final
 
+from gensokyo_idmap.data_dir import IDENTITY_DB, OUTBOX_DB, STORES_RECORD
 from gensokyo_idmap.errors import StoreError
 
 __all__ = ["PRECIOUS_STORES", "STORES_FILE", "held_before", "record_store"]
 
-STORES_FILE: Final = "stores.json"
+STORES_FILE: Final = STORES_RECORD
 #: The stores that are refused rather than re-created once the data dir has held them.
-PRECIOUS_STORES: Final = ("openid-map.db", "outbox.db")
+PRECIOUS_STORES: Final = (IDENTITY_DB, OUTBOX_DB)
 _NOTE: Final = ("gensokyo-idmap: the stores this data dir has held. A store named here that "
                 "is missing is refused, never re-created. Do not edit.")
 
