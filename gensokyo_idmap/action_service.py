@@ -22,7 +22,7 @@ import structlog
 
 from gensokyo_idmap import metrics
 from gensokyo_idmap.errors import BadInputError, IdmapError, NotFoundError, PlatformError
-from gensokyo_idmap.identity import RUin, VUin, parse_key
+from gensokyo_idmap.identity import RUin, VUin, openid_prefix, parse_key
 from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.msgid import MsgIdMap, check_virtual_id
 from gensokyo_idmap.onebot.actions import (
@@ -248,7 +248,7 @@ class ActionService:
         return {"user_id": vuin, "nickname": "", "sex": "unknown", "age": 0}
 
     def _openids_seen(self, scene_of: Callable[[str], str]) -> list[tuple[str, int, float]]:
-        prefix = f"openid:QQ:{self.app_id}:"
+        prefix = openid_prefix(self.app_id)
         return [(key[len(prefix):], vuin, seen.since) for key, vuin, seen
                 in self.graph.seen_in_scenes(prefix, scene_of, LIST_LIMIT)]
 

@@ -21,6 +21,8 @@ from gensokyo_idmap.identity import (
     OpenId,
     RawId,
     RUin,
+    chat_scene,
+    openid_prefix,
     parse_key,
     parse_ruin_text,
     parse_vuin,
@@ -189,8 +191,8 @@ class LegacyIdmap:
             as_rows = False
         if not isinstance(group, OpenId) or group.app_id != self.app_id:
             return []
-        prefix = f"openid:QQ:{self.app_id}:"
-        scene = f"QQ:{self.app_id}:group:{group.openid}"
+        prefix = openid_prefix(self.app_id)
+        scene = chat_scene(self.app_id, "group", group.openid)
         members = [(key, vuin) for key, vuin, _ in
                    self.graph.seen_in_scenes(prefix, lambda key: scene, _MAX_MEMBERS)
                    if key != group.key]

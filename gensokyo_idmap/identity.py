@@ -40,8 +40,10 @@ __all__ = [
     "RawId",
     "UnionId",
     "VUin",
+    "chat_scene",
     "check_app_id",
     "format_ruin_text",
+    "openid_prefix",
     "parse_client_input",
     "parse_identity_input",
     "parse_key",
@@ -82,6 +84,18 @@ def _check_value(field: str, value: str, what: str) -> None:
         raise BadInputError(field, value, f"{what} is longer than {_MAX_VALUE_LEN} bytes")
 
 
+def openid_prefix(app_id: str, platform: str = QQ_PLATFORM) -> str:
+    """The start of every OpenID key of one AppID: ``openid:<PLATFORM>:<appid>:``."""
+    return f"openid:{platform}:{app_id}:"
+
+
+def chat_scene(app_id: str, kind: str, openid: str, platform: str = QQ_PLATFORM) -> str:
+    """The ``last_seen`` scene naming one chat: ``<PLATFORM>:<appid>:<kind>:<openid>``
+    (kind ``group``, ``c2c``, ...); ``chat_scene(app, kind, "")`` is the prefix of every
+    chat of that kind."""
+    return f"{platform}:{app_id}:{kind}:{openid}"
+
+
 def _check_platform(field: str, platform: str) -> None:
     if not _PLATFORM.fullmatch(platform):
         raise BadInputError(
@@ -105,7 +119,7 @@ class OpenId:
         _check_value("openid", self.openid, "OpenID")
         if not _TOKEN.fullmatch(self.openid):
             raise BadInputError("openid", self.openid, "OpenID may hold only A-Z a-z 0-9 _ -")
-        object.__setattr__(self, "key", f"openid:{self.platform}:{self.app_id}:{self.openid}")
+        object.__setattr__(self, "key", openid_prefix(self.app_id, self.platform) + self.openid)
 
 
 

@@ -29,6 +29,7 @@ from gensokyo_idmap.identity import (
     OpenId,
     RUin,
     VUin,
+    chat_scene,
     parse_client_input,
 )
 from gensokyo_idmap.idmap import IdentityGraph, openid_of_app
@@ -108,7 +109,7 @@ class OutboundSender:
 
     def scene(self, chat_kind: str, openid: str) -> str:
         """The ``last_seen`` scene of a chat of this AppID (as inbound events name it)."""
-        return f"QQ:{self.settings.app_id}:{chat_kind}:{openid}"
+        return chat_scene(self.settings.app_id, chat_kind, openid)
 
     def answered_scene(self, chat_kind: ChatKind, reply_to: object) -> str | None:
         """The chat a send belongs to when it answers a message (``reply_to``, a virtual

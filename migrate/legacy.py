@@ -38,7 +38,7 @@ from gensokyo_idmap.errors import (
     LegacyDbError,
     StoreError,
 )
-from gensokyo_idmap.identity import MAX_VUIN, OpenId, RawId, check_app_id
+from gensokyo_idmap.identity import MAX_VUIN, RawId, check_app_id, openid_prefix
 from gensokyo_idmap.idmap import allocate_vuin, follow_alias, vuin_in_use
 from gensokyo_idmap.msgid import INT32_MAX
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore, LmdbView
@@ -177,7 +177,7 @@ class _Conversion:
         self.bolt = bolt
         self.report = report
         self.app_id = report.app_id
-        self.prefix = OpenId(app_id=report.app_id, openid="0").key[:-1]  # "openid:QQ:<app>:"
+        self.prefix = openid_prefix(report.app_id)
         self.prefix_bytes = self.prefix.encode("utf-8")
         self.progress = progress
         self.confirmed: set[int] = set()  # forward numbers some row-<n> agrees with

@@ -40,7 +40,7 @@ import structlog
 
 from gensokyo_idmap import jsonio
 from gensokyo_idmap.errors import BadInputError
-from gensokyo_idmap.identity import IdentityKey, OpenId, UnionId, check_app_id
+from gensokyo_idmap.identity import IdentityKey, OpenId, UnionId, chat_scene, check_app_id
 
 __all__ = [
     "DISPATCH",
@@ -155,11 +155,11 @@ class Attachment:
 
 
 def _group_scene(group: OpenId) -> str:
-    return f"{group.platform}:{group.app_id}:group:{group.openid}"
+    return chat_scene(group.app_id, "group", group.openid, group.platform)
 
 
 def _c2c_scene(user: OpenId) -> str:
-    return f"{user.platform}:{user.app_id}:c2c:{user.openid}"
+    return chat_scene(user.app_id, "c2c", user.openid, user.platform)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
