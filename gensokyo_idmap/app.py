@@ -8,9 +8,12 @@ HTTP POST targets, HTTP API server), whose actions all go to one ActionService.
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
+from typing import Final
 
 import aiohttp
 import structlog
@@ -33,7 +36,7 @@ from gensokyo_idmap.onebot.http_post import HttpPostTarget
 from gensokyo_idmap.onebot.reverse_ws import ReverseWsClient
 from gensokyo_idmap.ops.config_check import refuse_bad_startup
 from gensokyo_idmap.outbound import OutboundSender, OutboundSettings
-from gensokyo_idmap.outbox import Outbox, TrackedSink
+from gensokyo_idmap.outbox import Backlog, Outbox, TrackedSink
 from gensokyo_idmap.passive_reply import ReplyBudget, seq_base_for_process
 from gensokyo_idmap.qq.events import Interaction, QQEvent
 from gensokyo_idmap.qq.gateway import GatewayClient, GatewayState, discover_gateway
@@ -163,19 +166,20 @@ async def _serve(config: Config, stop: asyncio.Event | None) -> None:
             app_id=config.bot.app_id, self_id=config.self_id,
             op_userid_type=config.onebot.op_userid_type),
             ReplyBudget(seq_base=seq_base_for_process(time.time()))))
-        clients = _reverse_ws_clients(config, actions)
+        clients = _reverse_ws_clients(config, actions, outbox)
         window = window_seconds(config.webhook.max_age_seconds)
         deliveries = DeliveryLog(ttl=window, claims=DurableClaims(msgid_store, window))
         for client in clients:
-            _restore_owed(outbox, client, deliveries)
+            _restore_owed(client, deliveries)
             client.start()
             log.info("[onebot] reverse ws", url=client.url, self_id=client.self_id)
         posts = [HttpPostTarget(target.url, config.self_id,
                                 secret=target.secret.get_secret_value(),
+                                backlog=partial(Backlog, outbox),
                                 on_quick_operation=actions.quick_reply)
                  for target in config.onebot.http_post]
         for post in posts:
-            _restore_owed(outbox, post, deliveries)
+            _restore_owed(post, deliveries)
             post.start()
             log.info("[onebot] http post", url=post.url)
         sinks: list[EventSink] = [*clients, *posts]
@@ -183,7 +187,9 @@ async def _serve(config: Config, stop: asyncio.Event | None) -> None:
         if config.onebot.forward_ws:
             forward = ForwardWsServer(
                 config.self_id, access_token=token, on_action=actions,
-                heartbeat_interval=config.onebot.heartbeat_interval_seconds)
+                heartbeat_interval=config.onebot.heartbeat_interval_seconds,
+                ping_timeout=config.onebot.ping_timeout_seconds,
+                confirm_on_write=_bench_confirm_on_write())
             forward_runner = await _listen(forward.routes(), config.onebot.forward_ws,
                                            "onebot.forward_ws")
             sinks.append(forward)
@@ -198,8 +204,7 @@ async def _serve(config: Config, stop: asyncio.Event | None) -> None:
             link_union_openid=config.idmap.link_union_openid,
             extensions=config.onebot.extensions,
             op_userid_type=config.onebot.op_userid_type))
-        pipeline = InboundPipeline(bridge, sinks, deliveries, acknowledge=acknowledge,
-                                   outbox=outbox)
+        pipeline = InboundPipeline(bridge, sinks, deliveries, acknowledge=acknowledge)
         if config.webhook.listen:
             runner = await _start_webhook(
                 config, _one_at_a_time(_counted(pipeline.process_batch, "webhook")))
@@ -264,14 +269,32 @@ async def _serve(config: Config, stop: asyncio.Event | None) -> None:
         log.info("[app] stopped")
 
 
-def _reverse_ws_clients(config: Config, actions: ActionService) -> list[ReverseWsClient]:
+def _reverse_ws_clients(config: Config, actions: ActionService,
+                        outbox: Outbox) -> list[ReverseWsClient]:
     token = config.onebot.access_token.get_secret_value() or None
     return [
         ReverseWsClient(url, config.self_id, access_token=token, on_action=actions,
                         reconnect_interval=config.onebot.reconnect_interval_seconds,
-                        heartbeat_interval=config.onebot.heartbeat_interval_seconds)
+                        heartbeat_interval=config.onebot.heartbeat_interval_seconds,
+                        ping_timeout=config.onebot.ping_timeout_seconds,
+                        backlog=partial(Backlog, outbox),
+                        confirm_on_write=_bench_confirm_on_write())
         for url in config.onebot.reverse_ws
     ]
+
+
+#: Set (to any non-empty value) only by bench/inbound.py, to measure what confirmation by
+#: ping costs: WebSocket events then count as delivered once written, as before DESIGN §8a.
+#: Not a configuration key: it weakens the delivery guarantee.
+BENCH_CONFIRM_ON_WRITE: Final = "GENSOKYO_IDMAP_BENCH_CONFIRM_ON_WRITE"
+
+
+def _bench_confirm_on_write() -> bool:
+    on = bool(os.environ.get(BENCH_CONFIRM_ON_WRITE))
+    if on:
+        log.warning("[onebot] benchmark switch: events count as delivered once written",
+                    variable=BENCH_CONFIRM_ON_WRITE)
+    return on
 
 
 async def _listen(routes: list[web.RouteDef], listen: str, field: str) -> web.AppRunner:
@@ -326,10 +349,11 @@ async def _start_webhook(
     return runner
 
 
-def _restore_owed(outbox: Outbox, sink: TrackedSink, deliveries: DeliveryLog) -> None:
+def _restore_owed(sink: TrackedSink, deliveries: DeliveryLog) -> None:
     """Events owed to ``sink`` from before a restart go out first, and the platform's
     replay of them counts as a repeat."""
-    for key in outbox.restore(sink):
+    assert sink.backlog is not None
+    for key in sink.backlog.restore():
         deliveries.remember(key)
 
 

@@ -39,13 +39,13 @@ import structlog
 from gensokyo_idmap import metrics
 from gensokyo_idmap.chat_turns import ChatTurns, wait_all
 from gensokyo_idmap.dedup import DeliveryLog, delivery_key
-from gensokyo_idmap.errors import IdmapError
+from gensokyo_idmap.errors import IdmapError, StoreError
 from gensokyo_idmap.identity import IdentityKey, OpenId
 from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.msgid import MsgContext, MsgIdMap
 from gensokyo_idmap.onebot import events as ob
 from gensokyo_idmap.onebot.message import Segment
-from gensokyo_idmap.outbox import Outbox, TrackedSink
+from gensokyo_idmap.outbox import Backlog, Outbox, TrackedSink
 from gensokyo_idmap.passive_reply import EVENT_KINDS
 from gensokyo_idmap.qq.events import (
     Attachment,
@@ -412,9 +412,14 @@ def _with_ids(event: dict[str, Any], ids: Mapping[int, int | str]) -> dict[str, 
 
 class EventSink(Protocol):
     """A downstream connection: takes a OneBot event without waiting (it queues), and may
-    return a future that resolves once the event actually went out."""
+    return a future that resolves once the framework confirmed the event."""
 
     def publish(self, event: dict[str, Any]) -> asyncio.Future[Any] | None: ...
+
+
+#: An event a tracked framework has not confirmed yet: (its outbox, sink name, entry id,
+#: event, future, platform delivery key)
+_Owed = tuple[Outbox, str, int, dict[str, Any], "asyncio.Future[bool]", str | None]
 
 
 class InboundPipeline:
@@ -425,36 +430,46 @@ class InboundPipeline:
     (:mod:`gensokyo_idmap.chat_turns`): the one that came first translates and publishes
     first. A delivery already processed (webhook retry, gateway replay, both sources at
     once; before a restart too, when the log keeps durable claims) is skipped.
+
+    A delivery is done (the source may acknowledge it to the platform) once every framework
+    has each of its events confirmed or durably owed (DESIGN §8a): the pipeline waits up to
+    ``delivery_wait`` for the confirmations of frameworks that are connected and answering,
+    then writes what is still unconfirmed to the outbox of the tracked ones (reverse WS,
+    HTTP POST: sinks with a :class:`~gensokyo_idmap.outbox.Backlog`); events a backlog
+    spilled are durable once their future is True.
     """
 
     def __init__(self, bridge: InboundBridge, sinks: Sequence[EventSink],
                  deliveries: DeliveryLog | None = None,
-                 acknowledge: Callable[[Interaction], Awaitable[None]] | None = None,
-                 outbox: Outbox | None = None) -> None:
+                 acknowledge: Callable[[Interaction], Awaitable[None]] | None = None) -> None:
         self.bridge = bridge
         self.sinks = list(sinks)
         self._acknowledge = acknowledge
         self._turns = ChatTurns()
         self._deliveries = deliveries or DeliveryLog()
-        self._outbox = outbox
         # decided once: a runtime protocol check per event and sink costs more than the rest
-        self._tracked = [outbox is not None and isinstance(sink, TrackedSink)
+        self._tracked = [isinstance(sink, TrackedSink) and sink.backlog is not None
                          for sink in self.sinks]
         self._sent = [metrics.EVENTS_OUT.labels(metrics.transport_of(s)) for s in self.sinks]
         self.duplicates = 0
         self.delivery_wait = 2.0
 
-    async def _keep_owed(
-        self, owed: list[tuple[str, dict[str, Any], asyncio.Future[bool], str | None]]
-    ) -> None:
-        """Events a framework has not got yet go to the outbox before the source is told
+    @staticmethod
+    async def _keep_owed(owed: list[_Owed], spilled: list[asyncio.Future[bool]]) -> None:
+        """Events a framework has not confirmed go to the outbox before the source is told
         "done": a crash now costs nothing (rule of the outbox module)."""
-        owed = [item for item in owed if not _written(item[2])]
-        if not owed or self._outbox is None:
-            return
-        entries = await self._outbox.keep([(name, onebot, key) for name, onebot, _, key in owed])
-        for (name, _, future, _), entry in zip(owed, entries, strict=True):
-            self._outbox.forget_when_written(name, entry, future)
+        unconfirmed = [item for item in owed if not _written(item[4])]
+        outboxes: dict[int, tuple[Outbox, list[_Owed]]] = {}
+        for item in unconfirmed:
+            outboxes.setdefault(id(item[0]), (item[0], []))[1].append(item)
+        for outbox, items in outboxes.values():  # one in the daemon: one commit
+            await outbox.keep([(name, entry, onebot, key)
+                               for _, name, entry, onebot, _, key in items])
+            for _, name, entry, _, future, _ in items:
+                outbox.forget_when_written(name, entry, future)
+        for future in spilled:
+            if not await future:
+                raise StoreError("outbox.db: events a framework is owed could not be written")
 
     async def _acknowledge_quietly(self, event: Interaction) -> None:
         """The platform wants every interaction acknowledged; a failure is logged, not
@@ -510,7 +525,8 @@ class InboundPipeline:
 
     async def _deliver(self, events: list[QQEvent], keys: list[str | None]) -> None:
         written: list[asyncio.Future[Any]] = []
-        owed: list[tuple[str, dict[str, Any], asyncio.Future[bool], str | None]] = []
+        owed: list[_Owed] = []
+        spilled: list[asyncio.Future[bool]] = []
         async with self._turns.turn(*(event.scene for event in events)):
             translated = await self.bridge.translate_many(events)
             for onebot_events, key in zip(translated, keys, strict=True):
@@ -520,19 +536,24 @@ class InboundPipeline:
                     for sink, tracked in zip(self.sinks, self._tracked, strict=True):
                         if tracked:
                             durable = cast(TrackedSink, sink)
-                            future, connected = durable.publish_tracked(onebot_event)
-                            owed.append((durable.outbox_name, onebot_event, future, key))
-                            if connected:
+                            future, wait, entry = durable.publish_tracked(onebot_event, key)
+                            if entry:
+                                backlog = cast(Backlog, durable.backlog)
+                                owed.append((backlog.outbox, durable.outbox_name, entry,
+                                             onebot_event, future, key))
+                            else:
+                                spilled.append(future)
+                            if wait:
                                 written.append(future)
                             continue
                         published = sink.publish(onebot_event)
                         if published is not None:
                             written.append(published)
         if written:
-            # Connected frameworks get it on the wire before the source is told "done"
-            # (the webhook's ack); a stuck one delays the ack by at most this much.
+            # Frameworks that are connected and answering confirm it before the source is
+            # told "done" (the webhook's ack); a stuck one delays the ack by at most this.
             await wait_all(written, self.delivery_wait)
-        await self._keep_owed(owed)
+        await self._keep_owed(owed, spilled)
         if self._acknowledge is not None:
             for event in events:
                 if isinstance(event, Interaction):

@@ -127,6 +127,9 @@ class OneBotConfig(_Section):
     http_post: list[HttpPostConfig] = Field(default_factory=list)
     reconnect_interval_seconds: float = Field(default=3.0, gt=0)
     heartbeat_interval_seconds: float = Field(default=5.0, gt=0)
+    ping_timeout_seconds: float = Field(
+        default=10.0, gt=0, description="a WebSocket framework that answers no ping for this "
+                                        "long is frozen: closed, reconnected")
     extensions: bool = Field(default=False, description="add the Go daemon's real_* fields")
     http_api: str = Field(default="", description="host:port of the OneBot HTTP API; empty: off")
     op_userid_type: Literal["vuin", "raw", "ruin"] = Field(

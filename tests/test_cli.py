@@ -424,10 +424,12 @@ def test_stats_shows_what_frameworks_are_still_owed(cli: Cli, data_dir: Path) ->
 
     async def keep() -> None:
         with LmdbOutboxStore(data_dir / "outbox.db") as store:
-            await Outbox(store).keep([("reverse_ws ws://a/", {"n": 1}, None),
-                                      ("reverse_ws ws://a/", {"n": 2}, None),
-                                      ("http_post http://b/", {"n": 3}, None),
-                                      ("reverse_ws ws://u:pw-Zq9@c/", {"n": 4}, None)])
+            outbox = Outbox(store)
+            await outbox.keep([("reverse_ws ws://a/", outbox.allocate(), {"n": 1}, None),
+                               ("reverse_ws ws://a/", outbox.allocate(), {"n": 2}, None),
+                               ("http_post http://b/", outbox.allocate(), {"n": 3}, None),
+                               ("reverse_ws ws://u:pw-Zq9@c/", outbox.allocate(), {"n": 4},
+                                None)])
 
     asyncio.run(keep())
     data = json.loads(ok(cli("stats", as_json=True)))

@@ -29,6 +29,7 @@ def test_example_config_loads() -> None:
     assert config.log.level == "info"
     assert config.log.format == "console"
     assert config.identity_db_path == Path("data") / "openid-map.db"
+    assert config.onebot.ping_timeout_seconds == 10 == Config().onebot.ping_timeout_seconds
 
 
 def test_full_config_loads(tmp_path: Path) -> None:

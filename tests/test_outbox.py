@@ -1,5 +1,6 @@
-"""The outbox on a real outbox.db: kept durably, restored in order after a reopen, forgotten
-once written, bounded per sink; and the pipeline using it only for frameworks that are away."""
+"""The outbox on a real outbox.db: kept durably, restored in publish order after a reopen,
+forgotten once confirmed, bounded per sink; a full queue spills into it and is refilled from
+it in order; and the pipeline using it only for what a framework did not confirm."""
 
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ from gensokyo_idmap.bridge import BridgeSettings, InboundBridge, InboundPipeline
 from gensokyo_idmap.dedup import DeliveryLog
 from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.msgid import MsgIdMap
-from gensokyo_idmap.onebot.connection import EventQueue
-from gensokyo_idmap.outbox import Outbox, TrackedSink
+from gensokyo_idmap.onebot.event_queue import EventQueue
+from gensokyo_idmap.outbox import Backlog, Outbox, Tracked, TrackedSink
 from gensokyo_idmap.qq.events import parse_dispatch, parse_envelope
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
 from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore
@@ -27,10 +28,12 @@ APP = "102000001"
 
 
 class QueueSink:
-    """A tracked sink over a real EventQueue; ``connected`` decides whether it is waited for."""
+    """A tracked sink over a real EventQueue and Backlog; ``connected`` decides whether its
+    confirmations are waited for; :meth:`confirm_all` plays a framework taking everything."""
 
-    def __init__(self, name: str, connected: bool) -> None:
-        self.queue = EventQueue(100, name)
+    def __init__(self, outbox: Outbox, name: str, connected: bool, size: int = 100) -> None:
+        self.queue = EventQueue(size, name)
+        self.backlog: Backlog | None = Backlog(outbox, name, self.queue)
         self.name = name
         self.connected = connected
 
@@ -41,19 +44,28 @@ class QueueSink:
     def publish(self, event: dict[str, Any]) -> asyncio.Future[bool]:
         return self.queue.publish(event)
 
-    def publish_tracked(self, event: dict[str, Any]) -> tuple[asyncio.Future[bool], bool]:
-        return self.queue.publish(event), self.connected
+    def publish_tracked(self, event: dict[str, Any], key: str | None) -> Tracked:
+        assert self.backlog is not None
+        return self.backlog.publish(event, key, self.connected)
 
-    async def write_all(self) -> list[dict[str, Any]]:
-        """What a framework connecting now would get, in order (futures resolved)."""
+    async def confirm_some(self, most: int) -> list[dict[str, Any]]:
+        """Send and confirm up to ``most`` events, in order (as HTTP POST 2xx answers)."""
         out = []
-        stop = asyncio.Event()
-        stop.set()
-        while (taken := await self.queue.next_or_none(stop)) is not None:
-            event, written = taken
-            written.set_result(True)
+        while len(out) < most and (event := self.queue.take()) is not None:
+            self.queue.settle(True)
             out.append(event)
         await asyncio.sleep(0)  # let done-callbacks run
+        return out
+
+    async def confirm_all(self, rounds: int = 1000) -> list[dict[str, Any]]:
+        """Everything, refills included, until nothing more comes (bounded)."""
+        out: list[dict[str, Any]] = []
+        for _ in range(rounds):
+            got = await self.confirm_some(10**9)
+            out += got
+            await asyncio.sleep(0.01)  # the backlog's task reads back what waits
+            if not got and not len(self.queue) and not (self.backlog and self.backlog.spilling):
+                break
         return out
 
 
@@ -66,44 +78,50 @@ def entries(path: Path, sink: str) -> list[int]:
         store.close()
 
 
-def test_kept_events_survive_a_reopen_in_order_and_are_forgotten_once_written(
+def test_kept_events_survive_a_reopen_in_publish_order_and_are_forgotten_once_confirmed(
         tmp_path: Path) -> None:
     path = tmp_path / "outbox.db"
 
     async def first_life() -> None:
         with LmdbOutboxStore(path) as store:
             outbox = Outbox(store)
-            ids = await outbox.keep([("a", {"n": 1}, "msg:1"), ("b", {"n": 2}, None),
-                                     ("a", {"n": 3}, "msg:3")])
-            assert ids == sorted(ids) and len(set(ids)) == 3
+            first, second, third = outbox.allocate(), outbox.allocate(), outbox.allocate()
+            # later published, written first (batches commit in any order): order holds
+            await outbox.keep([("a", third, {"n": 3}, "msg:3"), ("b", second, {"n": 2}, None)])
+            await outbox.keep([("a", first, {"n": 1}, "msg:1")])
 
     asyncio.run(first_life())
     assert len(entries(path, "a")) == 2 and len(entries(path, "b")) == 1
 
-    async def second_life() -> tuple[list[dict[str, Any]], list[str]]:
+    async def second_life() -> tuple[list[dict[str, Any]], list[str], int]:
         with LmdbOutboxStore(path) as store:
             outbox = Outbox(store)
-            sink = QueueSink("a", connected=True)
+            sink = QueueSink(outbox, "a", connected=True)
             assert isinstance(sink, TrackedSink)
-            keys = outbox.restore(sink)
-            got = await sink.write_all()
+            assert sink.backlog is not None
+            keys = sink.backlog.restore()
+            sink.backlog.start()
+            got = await sink.confirm_all()
+            await sink.backlog.close()
             await outbox.settle()
-            return got, keys
+            return got, keys, outbox.allocate()
 
-    got, keys = asyncio.run(second_life())
+    got, keys, next_id = asyncio.run(second_life())
     assert got == [{"n": 1}, {"n": 3}] and keys == ["msg:1", "msg:3"]
-    assert entries(path, "a") == []  # written, so forgotten
+    assert next_id == 4  # ids are never handed out twice, across a restart too
+    assert entries(path, "a") == []  # confirmed, so forgotten
     assert len(entries(path, "b")) == 1  # another sink's debt is untouched
 
 
-def test_an_event_dropped_unwritten_stays_owed(tmp_path: Path) -> None:
+def test_an_event_dropped_unconfirmed_stays_owed(tmp_path: Path) -> None:
     async def main() -> None:
         with LmdbOutboxStore(tmp_path / "outbox.db") as store:
             outbox = Outbox(store)
-            [entry] = await outbox.keep([("a", {"n": 1}, None)])
+            entry = outbox.allocate()
+            await outbox.keep([("a", entry, {"n": 1}, None)])
             written: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
             outbox.forget_when_written("a", entry, written)
-            written.set_result(False)  # the queue overflowed: not written
+            written.set_result(False)  # the connection closed for good: not confirmed
             await asyncio.sleep(0)
             await outbox.settle()
 
@@ -116,8 +134,8 @@ def test_a_sink_away_for_long_keeps_only_the_newest(tmp_path: Path) -> None:
         with LmdbOutboxStore(tmp_path / "outbox.db") as store:
             outbox = Outbox(store, limit_per_sink=3)
             for n in range(5):
-                await outbox.keep([("a", {"n": n}, None)])
-            assert [event["n"] for _, event, _ in outbox.pending("a")] == [2, 3, 4]
+                await outbox.keep([("a", outbox.allocate(), {"n": n}, None)])
+            assert [event["n"] for _, event in outbox.read_after("a", 0, 10)] == [2, 3, 4]
 
     asyncio.run(main())
 
@@ -128,25 +146,68 @@ def test_an_event_that_cannot_be_encoded_is_dropped_not_failing_the_batch(
     the events around it are kept as usual, and the sink's queue still moves on."""
     before = unencodable("outbox")
 
-    async def main() -> tuple[list[int | None], list[dict[str, Any]]]:
+    async def main() -> tuple[list[int], list[dict[str, Any]]]:
         with LmdbOutboxStore(tmp_path / "outbox.db") as store:
             outbox = Outbox(store)
+            ids = [outbox.allocate() for _ in range(3)]
             with capture_logs() as logs:
-                ids = await outbox.keep([("a", {"n": 1}, None),
-                                         ("a", {"post_type": "message", "raw": "\ud83d"}, None),
-                                         ("a", {"n": 3}, None)])
-            never: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-            outbox.forget_when_written("a", ids[1], never)  # nothing kept: nothing to do
+                await outbox.keep([("a", ids[0], {"n": 1}, None),
+                                   ("a", ids[1], {"post_type": "message", "raw": "\ud83d"},
+                                    None),
+                                   ("a", ids[2], {"n": 3}, None)])
             return ids, logs
 
     ids, logs = asyncio.run(main())
-    assert ids[1] is None and ids[0] is not None and ids[2] is not None
-    assert len(entries(tmp_path / "outbox.db", "a")) == 2
+    assert entries(tmp_path / "outbox.db", "a") == [ids[0], ids[2]]
     assert unencodable("outbox") == before + 1
     [line] = [line for line in logs if line["log_level"] == "error"]
     assert line["event"] == "[onebot] event cannot be encoded: dropped"
     assert (line["sink"], line["kind"], line["post_type"]) == ("a", "outbox", "message")
     assert "\ud83d" not in repr(line)  # the offending text is not logged
+
+
+def test_a_full_queue_spills_into_the_outbox_and_is_refilled_in_order(tmp_path: Path) -> None:
+    """Queue of 10, 95 events published while the framework takes nothing: memory never
+    holds more than 10, the rest wait in outbox.db (each durable before its future is True),
+    and as the framework confirms, the backlog comes back in publish order, interleaved with
+    nothing newer; once it is empty, new events go straight to memory again."""
+    path = tmp_path / "outbox.db"
+
+    async def main() -> tuple[list[int], list[int], int, bool, list[int]]:
+        with LmdbOutboxStore(path) as store:
+            outbox = Outbox(store)
+            sink = QueueSink(outbox, "a", connected=True, size=10)
+            assert sink.backlog is not None
+            sink.backlog.start()
+            tracked = [sink.publish_tracked({"n": n}, f"k{n}") for n in range(95)]
+            spilled = [future for future, _, entry in tracked if entry == 0]
+            assert len(spilled) == 85 and len(sink.queue) == 10
+            assert all(await asyncio.gather(*spilled))  # durable
+            on_disk = len(entries_in(store, "a"))
+            got: list[int] = []
+            largest = 0
+            for _ in range(500):
+                got += [e["n"] for e in await sink.confirm_some(3)]
+                largest = max(largest, len(sink.queue))
+                # newer events keep coming while the backlog is read back
+                if len(got) == 30:
+                    sink.publish_tracked({"n": 95}, "k95")
+                await asyncio.sleep(0.005)
+                if not sink.backlog.spilling and not len(sink.queue):
+                    break
+            still_spilling = sink.backlog.spilling
+            sink.publish_tracked({"n": 96}, "k96")  # memory again: nothing waits on disk
+            _, _, entry = sink.publish_tracked({"n": 97}, "k97")
+            got += [e["n"] for e in await sink.confirm_some(10)]
+            await sink.backlog.close()
+            await outbox.settle()
+            return got, [on_disk], largest, still_spilling, [entry]
+
+    got, (on_disk,), largest, still_spilling, (entry,) = asyncio.run(main())
+    assert on_disk == 85
+    assert got == list(range(98))
+    assert largest <= 10 and not still_spilling and entry > 0
+    assert entries(path, "a") == []
 
 
 def frame(n: int) -> Any:
@@ -157,34 +218,37 @@ def frame(n: int) -> Any:
     return parse_dispatch(parse_envelope(json.dumps(raw).encode()), APP)
 
 
-def test_pipeline_keeps_only_what_an_away_framework_did_not_get(
+def test_pipeline_keeps_only_what_an_away_framework_did_not_confirm(
         identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore, tmp_path: Path) -> None:
     async def main() -> tuple[list[int], list[str], bool]:
         with LmdbOutboxStore(tmp_path / "outbox.db") as store:
             outbox = Outbox(store)
             bridge = InboundBridge(IdentityGraph(identity_store), MsgIdMap(msgid_store),
                                    BridgeSettings(app_id=APP, self_id=int(APP)))
-            here, away = QueueSink("here", connected=True), QueueSink("away", connected=False)
+            here = QueueSink(outbox, "here", connected=True)
+            away = QueueSink(outbox, "away", connected=False)
             deliveries = DeliveryLog()
-            pipeline = InboundPipeline(bridge, [here, away], deliveries, outbox=outbox)
+            pipeline = InboundPipeline(bridge, [here, away], deliveries)
             pipeline.delivery_wait = 5
 
-            async def framework_reads() -> None:
+            async def framework_confirms() -> None:
                 await asyncio.sleep(0.05)
-                await here.write_all()
+                await here.confirm_some(10)
 
-            await asyncio.gather(pipeline(frame(1)), framework_reads())
+            await asyncio.gather(pipeline(frame(1)), framework_confirms())
             kept_here = entries_in(store, "here")
             kept_away = [json.loads(body)["event"]["message"][-1]["data"]["text"]
                          for _, body in iter_entries(store, "away")]
             restarted = DeliveryLog()
-            for key in outbox.restore(QueueSink("away", connected=False)):
+            restored = QueueSink(Outbox(store), "away", connected=False)
+            assert restored.backlog is not None
+            for key in restored.backlog.restore():
                 restarted.remember(key)
             repeat = restarted.claim("msg:ROBOT1.0_o1") is not None
             return kept_here, kept_away, repeat
 
     kept_here, kept_away, repeat = asyncio.run(main())
-    assert kept_here == []  # written before the wait ended: nothing to keep
+    assert kept_here == []  # confirmed before the wait ended: nothing to keep
     assert kept_away == ["m1"]  # the away framework is owed it, durably
     assert repeat  # after a restart the platform's replay of it is skipped
 

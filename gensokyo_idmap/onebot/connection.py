@@ -1,29 +1,43 @@
 """What every OneBot WebSocket connection does, whichever side dialled.
 
-A connection sends ``lifecycle/connect`` first, then the events of its queue in order and a
-heartbeat every interval; incoming frames are actions answered through the handler. The
-queue is bounded and :meth:`EventQueue.publish` never waits: a slow or dead framework drops
-its own oldest events (logged, counted) and holds up nobody else.
+A connection sends ``lifecycle/connect`` first, then the events of its queue in order, each
+burst followed by a ping (:mod:`event_queue`: the pong confirms the events), and a heartbeat
+every interval (followed by a ping too, so a framework that gets nothing is still checked);
+incoming frames are actions answered through the handler, pings answered with pongs, pongs
+handed to the queue. aiohttp swallows pongs when ``autoping`` is on, so both sides open their
+sockets with ``autoping=False`` and this module answers pings itself.
+
+A framework that answers no ping within ``ping_timeout`` is frozen or unreachable: the
+connection is closed, and when the peer does not even take the close frame, dropped
+(:func:`abort`). What it had in flight is the owner's to requeue or fail.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 import structlog
+from aiohttp import WSMsgType
 
 from gensokyo_idmap import jsonio
 from gensokyo_idmap.onebot import events as ob
 from gensokyo_idmap.onebot.actions import RETCODE_BAD_JSON, failed, unknown_action
+from gensokyo_idmap.onebot.event_queue import EventQueue
 
-__all__ = ["ActionHandler", "EventQueue", "serve_socket"]
+__all__ = ["ActionHandler", "EventQueue", "abort", "serve_socket"]
 
 log = structlog.get_logger("gensokyo_idmap.onebot")
 
 ActionHandler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+
+#: WebSocket close codes: a normal close, and "try again later" (fell behind, no pong)
+CLOSE_NORMAL: Final = 1000
+CLOSE_TRY_LATER: Final = 1013
+#: How long a peer that stopped answering gets to take our close frame before the TCP
+#: connection is dropped
+_UNRESPONSIVE_CLOSE: Final = 0.2
 
 
 class _Socket(Protocol):
@@ -32,81 +46,79 @@ class _Socket(Protocol):
     @property
     def closed(self) -> bool: ...
     async def send_str(self, data: str) -> None: ...
-    async def close(self) -> bool: ...
+    async def send_frame(self, message: bytes, opcode: WSMsgType,
+                         compress: int | None = None) -> None: ...
+    async def ping(self, message: bytes = b"") -> None: ...
+    async def pong(self, message: bytes = b"") -> None: ...
+    async def close(self, *, code: int = CLOSE_NORMAL, message: bytes = b"") -> bool: ...
     def __aiter__(self) -> Any: ...
 
 
-class EventQueue:
-    """Events waiting for one connection, oldest first, at most ``size`` of them.
+def abort(ws: Any) -> None:
+    """Drop the TCP connection under ``ws`` now, unsent bytes and all.
 
-    :meth:`publish` returns a future that turns True once the event was written to the
-    socket (or posted), False if it was dropped: the webhook waits on it, for connected
-    frameworks, before acknowledging.
+    ``close()`` waits for the peer's close frame, and the transport's own ``close()`` waits
+    until its write buffer drained: a frozen peer never reads, so neither ever ends and the
+    connection would never be noticed as lost. aiohttp has no public handle on a client
+    socket's transport; both of its WebSocket classes write through ``_writer.transport``.
     """
-
-    def __init__(self, size: int, name: str) -> None:
-        self._events: deque[tuple[dict[str, Any], asyncio.Future[bool]]] = deque()
-        self._size = size
-        self._wakeup = asyncio.Event()
-        self.name = name
-        self.dropped = 0
-        self.sent = 0
-
-    def publish(self, event: dict[str, Any]) -> asyncio.Future[bool]:
-        if len(self._events) >= self._size:
-            _, evicted = self._events.popleft()
-            if not evicted.done():
-                evicted.set_result(False)
-            self.dropped += 1
-            log.warning("[onebot] queue full: oldest event dropped", connection=self.name,
-                        dropped=self.dropped)
-        written: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self._events.append((event, written))
-        self._wakeup.set()
-        return written
-
-    def __len__(self) -> int:
-        return len(self._events)
-
-    def pending(self) -> list[dict[str, Any]]:
-        return [event for event, _ in self._events]
-
-    async def drain_into(self, ws: _Socket) -> None:
-        """Send queued events in order; an event leaves the queue once it was written."""
-        while not ws.closed:
-            while self._events:
-                event, written = self._events[0]
-                await ws.send_str(jsonio.dumps(event))
-                self._events.popleft()
-                self.sent += 1
-                if not written.done():
-                    written.set_result(True)
-            self._wakeup.clear()
-            if not self._events:
-                await self._wakeup.wait()
-
-    def wake(self) -> None:
-        self._wakeup.set()
-
-    async def next_or_none(
-        self, stop: asyncio.Event
-    ) -> tuple[dict[str, Any], asyncio.Future[bool]] | None:
-        """The oldest event and its future, taken off the queue; None once ``stop`` is set."""
-        while not self._events:
-            if stop.is_set():
-                return None
-            self._wakeup.clear()
-            await self._wakeup.wait()
-        self.sent += 1
-        return self._events.popleft()
+    transport = getattr(getattr(ws, "_writer", None), "transport", None)
+    if transport is not None:
+        transport.abort()  # also when closing: it may be waiting for its buffer to drain
 
 
-async def _heartbeats(ws: _Socket, self_id: int, interval: float,
+async def close_socket(ws: _Socket, code: int, patience: float) -> None:
+    """Close with ``code``; drop the connection if the peer has not answered in time."""
+    if ws.closed:
+        return
+    try:
+        await asyncio.wait_for(ws.close(code=code), patience)
+    except (TimeoutError, ConnectionError):
+        abort(ws)
+
+
+async def _ping(ws: _Socket, queue: EventQueue, *, probe: bool = False) -> None:
+    number = queue.ping(asyncio.get_running_loop().time(), probe=probe)
+    if number is not None:
+        await ws.ping(b"%d" % number)
+
+
+async def _send_events(ws: _Socket, queue: EventQueue) -> None:
+    """Send queued events in order, within the window, a ping after each burst."""
+    text = WSMsgType.TEXT
+    while not ws.closed:
+        await queue.wait_ready()
+        if queue.ended.is_set():
+            return
+        while (event := queue.take()) is not None:
+            data = queue.encoded(event)
+            if data is None:
+                continue
+            await ws.send_frame(data, text)
+            if queue.written():
+                await _ping(ws, queue)
+        await _ping(ws, queue)
+
+
+async def _heartbeats(ws: _Socket, queue: EventQueue, self_id: int, interval: float,
                       clock: Callable[[], float]) -> None:
     while not ws.closed:
         await asyncio.sleep(interval)
         await ws.send_str(jsonio.dumps(ob.heartbeat(
             self_id=self_id, time=int(clock()), interval_ms=int(interval * 1000))))
+        await _ping(ws, queue, probe=True)
+
+
+async def _watch_pongs(queue: EventQueue, ping_timeout: float) -> None:
+    """Return once a ping has been unanswered for ``ping_timeout`` seconds."""
+    loop = asyncio.get_running_loop()
+    while True:
+        oldest = queue.oldest_ping()
+        now = loop.time()
+        if oldest is not None and now - oldest >= ping_timeout:
+            return
+        await asyncio.sleep(ping_timeout / 2 if oldest is None
+                            else oldest + ping_timeout - now)
 
 
 async def _answer(ws: _Socket, on_action: ActionHandler | None, frame: Any) -> None:
@@ -120,13 +132,21 @@ async def _answer(ws: _Socket, on_action: ActionHandler | None, frame: Any) -> N
         await ws.send_str(jsonio.dumps(response))
 
 
-async def _actions(ws: _Socket, on_action: ActionHandler | None) -> None:
-    """Answer every action frame; each runs on its own, so a slow send (the platform may
-    take seconds) never holds up a quick ``get_status`` on the same connection."""
+async def _receive(ws: _Socket, queue: EventQueue, on_action: ActionHandler | None) -> None:
+    """Answer every action frame (each on its own, so a slow send, which the platform may
+    take seconds for, never holds up a quick ``get_status``) and every ping; pongs go to the
+    queue."""
     running: set[asyncio.Task[None]] = set()
     try:
         async for message in ws:
-            if message.type.name != "TEXT":
+            kind = message.type
+            if kind is WSMsgType.PONG:
+                queue.pong(message.data)
+                continue
+            if kind is WSMsgType.PING:
+                await ws.pong(message.data)
+                continue
+            if kind is not WSMsgType.TEXT:
                 continue
             try:
                 frame = jsonio.loads(message.data)
@@ -147,25 +167,40 @@ async def serve_socket(
     *,
     self_id: int,
     heartbeat_interval: float,
+    ping_timeout: float,
     on_action: ActionHandler | None,
     clock: Callable[[], float],
     stop: asyncio.Event,
+    name: str,
     on_open: Callable[[], None] | None = None,
 ) -> None:
-    """Run one connection until it closes or ``stop`` is set; then close it properly."""
+    """Run one connection until it closes, ``stop`` is set, the queue is ended (its owner
+    gave up on the peer: closed with 1013) or a ping goes unanswered for ``ping_timeout``
+    (closed with 1013, dropped if the peer does not take the close frame). The queue's
+    in-flight events stay in flight: requeueing or failing them is the owner's choice."""
     await ws.send_str(jsonio.dumps(ob.lifecycle(self_id=self_id, time=int(clock()),
                                               sub_type="connect")))
     if on_open is not None:
         on_open()
-    tasks = [asyncio.create_task(queue.drain_into(ws)),
-             asyncio.create_task(_heartbeats(ws, self_id, heartbeat_interval, clock)),
-             asyncio.create_task(_actions(ws, on_action)),
-             asyncio.create_task(stop.wait())]
+    sending = asyncio.create_task(_send_events(ws, queue))
+    watching = asyncio.create_task(_watch_pongs(queue, ping_timeout))
+    tasks = [sending, watching,
+             asyncio.create_task(_heartbeats(ws, queue, self_id, heartbeat_interval, clock)),
+             asyncio.create_task(_receive(ws, queue, on_action)),
+             asyncio.create_task(stop.wait()),
+             asyncio.create_task(queue.ended.wait())]
     try:
         await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
     finally:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        if not ws.closed:
-            await ws.close()
+        if watching.done() and not watching.cancelled() and watching.exception() is None:
+            log.warning("[onebot] no pong in time: connection dropped", connection=name,
+                        ping_timeout=ping_timeout, in_flight=queue.in_flight)
+            await close_socket(ws, CLOSE_TRY_LATER, _UNRESPONSIVE_CLOSE)
+        elif queue.ended.is_set():
+            await close_socket(ws, CLOSE_TRY_LATER, _UNRESPONSIVE_CLOSE)
+        else:
+            # a peer that stopped reading may never take the close frame: bounded too
+            await close_socket(ws, CLOSE_NORMAL, ping_timeout)

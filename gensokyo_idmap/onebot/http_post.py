@@ -2,12 +2,14 @@
 
 Headers: ``Content-Type: application/json``, ``X-Self-ID``, and ``X-Signature:
 sha1=<HMAC-SHA1 of the raw body>`` when a secret is set (reference onebot-v11.md §1.2). One
-bounded queue and one sender task per URL: a slow or dead receiver drops its own oldest
-events (logged, counted) and delays nobody. A failed POST is retried a few times with a
-short backoff, then dropped and logged; an event that cannot be encoded is dropped at once
-(:mod:`gensokyo_idmap.onebot.encoding`). A JSON object in the answer is a quick operation
-(``{"reply": …, "at_sender": …}``): it is handed to ``on_quick_operation`` with its event, in
-the background, so the next event is not held up by the platform call.
+bounded queue and one sender task per URL: a slow or dead receiver delays nobody; beyond its
+queue, events wait in ``outbox.db`` (:class:`~gensokyo_idmap.outbox.Backlog`; without an
+outbox its oldest are dropped, logged and counted). A 2xx answer confirms an event. A failed
+POST is retried a few times with a short backoff, then dropped and logged; an event that
+cannot be encoded is dropped at once (:mod:`gensokyo_idmap.onebot.encoding`). A JSON object
+in the answer is a quick operation (``{"reply": …, "at_sender": …}``): it is handed to
+``on_quick_operation`` with its event, in the background, so the next event is not held up by
+the platform call.
 """
 
 from __future__ import annotations
@@ -23,8 +25,7 @@ import structlog
 
 from gensokyo_idmap import jsonio
 from gensokyo_idmap.errors import IdmapError
-from gensokyo_idmap.onebot.connection import EventQueue
-from gensokyo_idmap.onebot.encoding import event_bytes
+from gensokyo_idmap.onebot.event_queue import DEFAULT_QUEUE, EventQueue, MakeBacklog, Tracked
 
 __all__ = ["HttpPostTarget", "sign_body"]
 
@@ -48,7 +49,8 @@ class HttpPostTarget:
         self_id: int,
         *,
         secret: str | None = None,
-        queue_size: int = 10_000,
+        queue_size: int = DEFAULT_QUEUE,
+        backlog: MakeBacklog | None = None,
         timeout: float = 10.0,
         retry_delay: float = 0.5,
         on_quick_operation: QuickOperation | None = None,
@@ -56,7 +58,8 @@ class HttpPostTarget:
         self.url = url
         self.self_id = self_id
         self._secret = secret or None
-        self.queue = EventQueue(queue_size, url)
+        self.queue = EventQueue(queue_size, self.outbox_name, kind="http_post", window=1)
+        self.backlog = backlog(self.outbox_name, self.queue) if backlog is not None else None
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._retry_delay = retry_delay
         self._task: asyncio.Task[None] | None = None
@@ -73,20 +76,25 @@ class HttpPostTarget:
     def outbox_name(self) -> str:
         return f"http_post {self.url}"
 
-    def publish_tracked(self, event: dict[str, Any]) -> tuple[asyncio.Future[bool], bool]:
-        """Queue an event; its future turns True once a POST succeeded (always worth a
-        wait: a failing receiver resolves it False within the retries)."""
-        return self.queue.publish(event), True
+    def publish_tracked(self, event: dict[str, Any], key: str | None) -> Tracked:
+        """Queue an event through the backlog; its future turns True once a POST succeeded
+        (always worth a wait: a failing receiver resolves it False within the retries)."""
+        assert self.backlog is not None, "publish_tracked needs a backlog"
+        return self.backlog.publish(event, key, True)
 
     def start(self) -> None:
         if self._task is None:
             self._task = asyncio.create_task(self._run(), name=f"http-post {self.url}")
+        if self.backlog is not None:
+            self.backlog.start()
 
     async def close(self) -> None:
         self._stop.set()
-        self.queue.wake()
+        self.queue.end()
         if self._task is not None:
             await self._task
+        if self.backlog is not None:
+            await self.backlog.close()
         if self._operations:
             await asyncio.gather(*self._operations, return_exceptions=True)
 
@@ -98,15 +106,18 @@ class HttpPostTarget:
         return headers
 
     async def _run(self) -> None:
+        queue = self.queue
         async with aiohttp.ClientSession(timeout=self._timeout) as session:
             while not self._stop.is_set():
-                taken = await self.queue.next_or_none(self._stop)
-                if taken is None:
+                event = queue.take()
+                if event is None:
+                    await queue.wait_ready()  # or close() ended it
                     continue
-                event, posted = taken
-                ok = await self._post(session, event)
-                if not posted.done():
-                    posted.set_result(ok)
+                body = queue.encoded(event)
+                if body is None:  # cannot be sent at all: dropped (logged), the queue moves on
+                    self.failed += 1
+                    continue
+                queue.settle(await self._post(session, event, body))
 
     def _quick_operation(self, event: dict[str, Any], reply: bytes) -> None:
         try:
@@ -131,11 +142,8 @@ class HttpPostTarget:
         except IdmapError as err:
             log.warning("[onebot] quick operation failed", url=self.url, reason=err.message)
 
-    async def _post(self, session: aiohttp.ClientSession, event: dict[str, Any]) -> bool:
-        body = event_bytes(event, self.outbox_name, "http_post")
-        if body is None:  # cannot be sent at all: dropped (logged), the queue moves on
-            self.failed += 1
-            return False
+    async def _post(self, session: aiohttp.ClientSession, event: dict[str, Any],
+                    body: bytes) -> bool:
         for attempt in range(1, _ATTEMPTS + 1):
             try:
                 async with session.post(self.url, data=body, headers=self._headers(body)) as resp:

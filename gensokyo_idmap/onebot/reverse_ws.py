@@ -3,13 +3,21 @@
 Rules (reference onebot-v11.md §1.4):
 
 1. **Handshake**: ``X-Self-ID``, ``X-Client-Role: Universal``, ``User-Agent``, and
-   ``Authorization: Bearer <token>`` when a token is set (the token is never logged).
+   ``Authorization: Bearer <token>`` when a token is set (the token is never logged). A
+   framework that takes the TCP connection but never answers the upgrade (frozen) counts as
+   unavailable after ``ping_timeout`` seconds.
 2. **Per connection** (:func:`serve_socket`): ``lifecycle/connect`` first, then the queued
-   events in order and a heartbeat meta event every ``heartbeat_interval`` seconds.
-3. **Never blocks the platform side**: :meth:`publish` only queues (bounded; the oldest is
-   dropped, logged and counted). Events published while the framework is away wait in the
-   queue and go out after the next connect.
-4. **Reconnects forever**, every ``reconnect_interval`` seconds, until :meth:`close`; an
+   events in order, confirmed by ping/pong, and a heartbeat meta event every
+   ``heartbeat_interval`` seconds; no pong within ``ping_timeout``: the connection is closed
+   (dropped if need be) and dialled again.
+3. **Nothing confirmed is lost, nothing unconfirmed is forgotten**: when a connection ends,
+   the events it had in flight go back to the front of the queue and are sent again on the
+   next one (a framework may see an event twice after a fault, never miss one).
+4. **Never blocks the platform side**: :meth:`publish_tracked` only queues. Beyond the
+   bounded queue, events wait in ``outbox.db`` (the backlog the daemon hands in:
+   :class:`~gensokyo_idmap.outbox.Backlog`) and come back in order; without a backlog the
+   oldest is dropped (logged, counted).
+5. **Reconnects forever**, every ``reconnect_interval`` seconds, until :meth:`close`; an
    outage is logged once, then retried quietly.
 """
 
@@ -23,7 +31,14 @@ from typing import Any, Final
 import aiohttp
 import structlog
 
-from gensokyo_idmap.onebot.connection import ActionHandler, EventQueue, serve_socket
+from gensokyo_idmap.onebot.connection import ActionHandler, serve_socket
+from gensokyo_idmap.onebot.event_queue import (
+    DEFAULT_QUEUE,
+    DEFAULT_WINDOW,
+    EventQueue,
+    MakeBacklog,
+    Tracked,
+)
 from gensokyo_idmap.redaction import redact_url
 
 __all__ = ["ActionHandler", "ReverseWsClient"]
@@ -44,16 +59,23 @@ class ReverseWsClient:
         access_token: str | None = None,
         reconnect_interval: float = 3.0,
         heartbeat_interval: float = 5.0,
-        queue_size: int = 10_000,
+        ping_timeout: float = 10.0,
+        queue_size: int = DEFAULT_QUEUE,
+        window: int = DEFAULT_WINDOW,
+        backlog: MakeBacklog | None = None,
         on_action: ActionHandler | None = None,
         clock: Callable[[], float] = time.time,
+        confirm_on_write: bool = False,
     ) -> None:
         self.url = url
         self.self_id = self_id
         self._token = access_token
         self.reconnect_interval = reconnect_interval
         self.heartbeat_interval = heartbeat_interval
-        self.queue = EventQueue(queue_size, url)
+        self.ping_timeout = ping_timeout
+        self.queue = EventQueue(queue_size, url, window=window,
+                                confirm_on_write=confirm_on_write)
+        self.backlog = backlog(self.outbox_name, self.queue) if backlog is not None else None
         self._on_action = on_action
         self._clock = clock
         self._closed = asyncio.Event()
@@ -66,27 +88,35 @@ class ReverseWsClient:
     def dropped(self) -> int:
         return self.queue.dropped
 
-    def publish(self, event: dict[str, Any]) -> asyncio.Future[bool] | None:
-        """Queue an event for this framework; never waits. The future (only while connected:
-        otherwise nobody should wait for it) turns True once the event was written."""
-        written, connected = self.publish_tracked(event)
-        return written if connected else None
-
     @property
     def outbox_name(self) -> str:
         return f"reverse_ws {self.url}"
 
-    def publish_tracked(self, event: dict[str, Any]) -> tuple[asyncio.Future[bool], bool]:
-        """Queue an event; its write future even while disconnected (the outbox keeps such
-        events durably), and whether the framework is connected now."""
-        return self.queue.publish(event), self.connected.is_set()
+    def _worth_waiting(self) -> bool:
+        """Connected and answering pings: its confirmation is worth a wait."""
+        return self.connected.is_set() and not self.queue.lagging(
+            asyncio.get_running_loop().time())
+
+    def publish(self, event: dict[str, Any]) -> asyncio.Future[bool] | None:
+        """Queue an event (no outbox); the future only while it is worth a wait (otherwise
+        nobody should wait for it): it turns True once the framework confirmed the event."""
+        future = self.queue.publish(event)
+        return future if self._worth_waiting() else None
+
+    def publish_tracked(self, event: dict[str, Any], key: str | None) -> Tracked:
+        """Queue an event through the backlog (see
+        :data:`~gensokyo_idmap.onebot.event_queue.Tracked`)."""
+        assert self.backlog is not None, "publish_tracked needs a backlog"
+        return self.backlog.publish(event, key, self._worth_waiting())
 
     def start(self) -> None:
         if self._task is None:
             self._task = asyncio.create_task(self._run(), name=f"reverse-ws {self.url}")
+        if self.backlog is not None:
+            self.backlog.start()
 
     async def drain(self, timeout: float) -> None:
-        """While connected, give queued events up to ``timeout`` seconds to go out."""
+        """While connected, give queued events up to ``timeout`` seconds to be confirmed."""
         deadline = asyncio.get_running_loop().time() + timeout
         while len(self.queue) and self.connected.is_set():
             if asyncio.get_running_loop().time() >= deadline:
@@ -99,6 +129,8 @@ class ReverseWsClient:
         self.queue.wake()
         if self._task is not None:
             await self._task
+        if self.backlog is not None:
+            await self.backlog.close()
 
     def _headers(self) -> dict[str, str]:
         headers = {"X-Self-ID": str(self.self_id), "X-Client-Role": "Universal",
@@ -111,15 +143,20 @@ class ReverseWsClient:
         async with aiohttp.ClientSession() as session:
             while not self._closed.is_set():
                 try:
-                    async with session.ws_connect(self.url, headers=self._headers(),
-                                                  heartbeat=None, autoping=True) as ws:
+                    ws = await asyncio.wait_for(
+                        session.ws_connect(self.url, headers=self._headers(), heartbeat=None,
+                                           autoping=False),
+                        self.ping_timeout)
+                    async with ws:
                         self.connects += 1
                         self._failing = False
                         log.info("[onebot] reverse ws connected", url=self.url)
                         await serve_socket(ws, self.queue, self_id=self.self_id,
                                            heartbeat_interval=self.heartbeat_interval,
+                                           ping_timeout=self.ping_timeout,
                                            on_action=self._on_action, clock=self._clock,
-                                           stop=self._closed, on_open=self.connected.set)
+                                           stop=self._closed, name=self.url,
+                                           on_open=self.connected.set)
                 except (TimeoutError, aiohttp.ClientError, OSError) as exc:
                     # loud once per outage, quiet while it lasts; a refused handshake says
                     # what the framework answered (401/403: the token; 404: the path)
@@ -131,6 +168,7 @@ class ReverseWsClient:
                     self._failing = True
                 finally:
                     self.connected.clear()
+                    self.queue.requeue()  # unconfirmed: sent again on the next connection
                 if self._closed.is_set():
                     break
                 try:

@@ -1,14 +1,15 @@
-"""outbox.db on LMDB: OneBot events accepted from the platform but not yet written to a
-framework, kept durably (``sync=True``) only while that framework is away.
+"""outbox.db on LMDB: OneBot events accepted from the platform but not yet confirmed by a
+framework, kept durably (``sync=True``) only while that framework is away, slow or behind.
 
 | table | key → value |
 |---|---|
-| ``meta`` | ``schema_version``, ``outbox_counter`` (the last entry id) |
+| ``meta`` | ``schema_version``, ``outbox_counter`` (the highest entry id written) |
 | ``outbox`` | sink name NUL + entry id (u64) → the event as JSON bytes |
 
-Entry ids grow by one per entry, so one sink's entries sit in arrival order under its prefix.
-The file is small and short-lived in the normal case (entries are deleted once written); it
-is not the identity store and may be deleted when no framework needs what it holds.
+Entry ids are handed out in the order events are published, so one sink's entries sit in that
+order under its prefix. The file is small and short-lived in the normal case (entries are
+deleted once confirmed); it is not the identity store and may be deleted when no framework
+needs what it holds.
 """
 
 from __future__ import annotations
@@ -59,20 +60,24 @@ class OutboxView(CounterView):
     COUNTER_KEY = b"outbox_counter"
     __slots__ = ()
 
-    def add(self, sink: str, body: bytes) -> int:
-        entry = self._get_counter() + 1
-        self._set_counter(entry)
+    def put(self, sink: str, entry: int, body: bytes) -> None:
+        """Write an entry under an id handed out before (the counter keeps the highest)."""
+        if entry > self._get_counter():
+            self._set_counter(entry)
         self._txn.put(_prefix(sink) + encode_u64(entry), body, db=self._t.outbox)
-        return entry
+
+    def counter(self) -> int:
+        """The highest entry id ever written."""
+        return self._get_counter()
 
     def remove(self, sink: str, entry: int) -> None:
         self._txn.delete(_prefix(sink) + encode_u64(entry), db=self._t.outbox)
 
-    def entries(self, sink: str) -> Iterator[tuple[int, bytes]]:
-        """(entry id, body) of one sink, oldest first."""
+    def entries(self, sink: str, after: int = 0) -> Iterator[tuple[int, bytes]]:
+        """(entry id, body) of one sink with an id above ``after``, oldest first."""
         prefix = _prefix(sink)
         cur = self._txn.cursor(self._t.outbox)
-        if not cur.set_range(prefix):
+        if not cur.set_range(prefix + encode_u64(after + 1) if after else prefix):
             return
         for key, value in cur:
             if not key.startswith(prefix):

@@ -8,19 +8,28 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
-from aiohttp import ClientSession, WSServerHandshakeError, web
+from aiohttp import ClientSession, WSMsgType, WSServerHandshakeError, web
 from aiohttp.test_utils import TestServer
+from structlog.testing import capture_logs
 from yarl import URL
 
+from gensokyo_idmap.bridge import BridgeSettings, InboundBridge, InboundPipeline
+from gensokyo_idmap.idmap import IdentityGraph
+from gensokyo_idmap.msgid import MsgIdMap
 from gensokyo_idmap.onebot.forward_ws import ForwardWsServer
+from gensokyo_idmap.qq.events import parse_dispatch, parse_envelope
+from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
+from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore
 
 from ..loopback import raw_request
 
 TIMEOUT = 10
+APP = "102000001"
 
 
 def serve(server: ForwardWsServer,
-          scenario: Callable[[ClientSession, str], Awaitable[None]]) -> None:
+          scenario: Callable[[ClientSession, str], Awaitable[None]],
+          timeout: float = TIMEOUT) -> None:
     async def main() -> None:
         app = web.Application()
         app.add_routes(server.routes())
@@ -28,7 +37,7 @@ def serve(server: ForwardWsServer,
         await http.start_server()
         try:
             async with ClientSession() as session:
-                await asyncio.wait_for(scenario(session, str(http.make_url("/"))), TIMEOUT)
+                await asyncio.wait_for(scenario(session, str(http.make_url("/"))), timeout)
         finally:
             await server.close()
             await http.close()
@@ -124,3 +133,101 @@ def test_a_token_that_is_not_utf8_is_refused_401_not_a_500(token: bytes) -> None
         assert server.connections == 0 and server.refused == 1
 
     serve(server, scenario)
+
+
+# --- a client that falls behind slows nobody (issue 14 item 4) ------------------------------
+
+
+def test_a_client_whose_queue_overflows_is_closed_with_1013_and_its_events_fail() -> None:
+    """The client reads frames but never answers a ping, so nothing it got is confirmed:
+    once its queue (20) is full it is closed with 1013, logged with its address, and the
+    futures of what it had turn False (nobody waits for it any more)."""
+    server = ForwardWsServer(1, heartbeat_interval=60, queue_size=20, window=10)
+
+    async def scenario(session: ClientSession, url: str) -> None:
+        async with session.ws_connect(url, autoping=False) as ws:
+            host, port = ws.get_extra_info("sockname")[:2]
+            await next_json(ws)  # connect
+            while server.connections < 1:
+                await asyncio.sleep(0.01)
+            with capture_logs() as logs:
+                futures = [server.publish({"n": n}) for n in range(25)]
+                message = await asyncio.wait_for(ws.receive(), TIMEOUT)
+                while message.type == WSMsgType.TEXT or message.type == WSMsgType.PING:
+                    message = await asyncio.wait_for(ws.receive(), TIMEOUT)
+            assert message.type == WSMsgType.CLOSE and message.data == 1013
+            assert futures[20:] == [None] * 5  # no connection left to wait for
+            early = [f for f in futures[:20] if f is not None]
+            assert early and [f.result() for f in early] == [False] * len(early)
+            assert server.fell_behind == 1 and server.connections == 0
+            [line] = [e for e in logs if e["event"].startswith("[onebot] forward ws client fell")]
+            assert line["peer"] == f"{host}:{port}" and line["code"] == 1013
+
+    serve(server, scenario)
+
+
+def test_a_client_that_never_reads_does_not_hold_up_intake_or_the_other_client(
+        identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore) -> None:
+    """Two forward-WS clients, one that never reads. 150 group messages go through the real
+    pipeline one after the other (each "acknowledged" only once the pipeline returns, as the
+    webhook does): all 150 come back, the reading client gets every one in order, and the
+    stuck client is closed for want of pongs. Before, every event waited the full
+    ``delivery_wait`` (2 s) for the stuck client: 300 s for 150 events."""
+    server = ForwardWsServer(1, heartbeat_interval=60, ping_timeout=3)
+    bridge = InboundBridge(IdentityGraph(identity_store), MsgIdMap(msgid_store),
+                           BridgeSettings(app_id=APP, self_id=1))
+    pipeline = InboundPipeline(bridge, [server])
+    count = 150
+
+    async def scenario(session: ClientSession, url: str) -> None:
+        stuck = await session.ws_connect(url)  # never reads: no pong ever comes back
+        host, port = stuck.get_extra_info("sockname")[:2]
+        reader = await session.ws_connect(url)
+        got: list[int] = []
+
+        async def read() -> None:
+            async for message in reader:
+                if message.type == WSMsgType.TEXT:
+                    frame = json.loads(message.data)
+                    if frame.get("post_type") == "message":
+                        got.append(int(frame["raw_message"].rsplit(" ", 1)[-1]))
+
+        reading = asyncio.create_task(read())
+        try:
+            while server.connections < 2:
+                await asyncio.sleep(0.01)
+            with capture_logs() as logs:
+                acked = 0
+                for n in range(count):
+                    await pipeline(group_message(n))
+                    acked += 1
+                for _ in range(1000):
+                    if len(got) == count and server.connections == 1:
+                        break
+                    await asyncio.sleep(0.01)
+            assert acked == count
+            assert got == list(range(count))
+            assert server.connections == 1  # the stuck one was closed
+            dropped = [e for e in logs if e["event"] == "[onebot] no pong in time: "
+                       "connection dropped" or e["event"].startswith("[onebot] forward ws "
+                                                                    "client fell behind")]
+            assert dropped and f"{host}:{port}" in str(dropped[0]), dropped
+        finally:
+            reading.cancel()
+            await asyncio.gather(reading, return_exceptions=True)
+            await stuck.close()
+            await reader.close()
+
+    async def bounded(session: ClientSession, url: str) -> None:
+        await asyncio.wait_for(scenario(session, url), 60)
+
+    serve(server, bounded, timeout=90)
+
+
+def group_message(n: int) -> Any:
+    raw = {"op": 0, "s": n + 1, "t": "GROUP_AT_MESSAGE_CREATE",
+           "id": f"GROUP_AT_MESSAGE_CREATE:{n}",
+           "d": {"id": f"ROBOT1.0_fw{n}", "content": f"m {n}",
+                 "timestamp": "2025-01-01T12:00:00+08:00", "group_openid": "A" * 32,
+                 "author": {"id": "B" * 32, "member_openid": "B" * 32}}}
+    return parse_dispatch(parse_envelope(json.dumps(raw).encode()), APP)

@@ -6,6 +6,7 @@ import asyncio
 import json
 from typing import Any
 
+import pytest
 from aiohttp import WSMsgType, web
 from aiohttp.test_utils import TestServer
 from structlog.testing import capture_logs
@@ -50,6 +51,15 @@ async def start(framework: Framework) -> TestServer:
     return server
 
 
+async def dialling(framework: Framework, self_id: int = 1,
+                   **options: Any) -> tuple[TestServer, ReverseWsClient]:
+    """The framework's server, and a started client dialling it."""
+    server = await start(framework)
+    client = ReverseWsClient(str(server.make_url("/onebot/v11/ws")), self_id, **options)
+    client.start()
+    return server, client
+
+
 def test_handshake_lifecycle_events_and_heartbeats() -> None:
     async def main() -> None:
         framework = Framework()
@@ -84,10 +94,8 @@ def test_handshake_lifecycle_events_and_heartbeats() -> None:
 def test_reconnects_and_delivers_what_was_queued_meanwhile() -> None:
     async def main() -> None:
         framework = Framework()
-        server = await start(framework)
-        client = ReverseWsClient(str(server.make_url("/onebot/v11/ws")), 10001,
-                                 reconnect_interval=0.05, heartbeat_interval=60)
-        client.start()
+        server, client = await dialling(framework, 10001, reconnect_interval=0.05,
+                                        heartbeat_interval=60)
         try:
             assert (await framework.next_frame())["sub_type"] == "connect"
             await framework.sockets[0].close()  # the framework restarts
@@ -156,7 +164,8 @@ def test_drain_sends_what_is_queued_before_close() -> None:
     async def main() -> None:
         framework = Framework()
         server = await start(framework)
-        client = ReverseWsClient(str(server.make_url("/onebot/v11/ws")), 1, heartbeat_interval=60)
+        client = ReverseWsClient(str(server.make_url("/onebot/v11/ws")), 1, heartbeat_interval=60,
+                                 queue_size=3000)
         client.start()
         try:
             await framework.next_frame()  # connect
@@ -207,3 +216,205 @@ def test_a_refused_handshake_logs_the_status_and_the_url_without_credentials() -
     assert (first["error"], first["status"]) == ("WSServerHandshakeError", 403)
     assert first["url"].startswith("ws://***@127.0.0.1:") and first["url"].endswith("/ws")
     assert "pw-Zq9x" not in repr(logs)
+
+
+# --- delivered means confirmed (issue 14 item 3) ---------------------------------------------
+
+
+class PingAwareFramework(Framework):
+    """A framework endpoint that reads frames but answers pings only while ``answering``
+    (aiohttp answers them itself unless ``autoping`` is off); it records what each of its
+    connections got, by ``n``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.answering = False
+        self.pings = 0
+        self.got: list[list[int]] = []  # per connection
+
+    async def handle(self, request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse(autoping=False)
+        await ws.prepare(request)
+        self.sockets.append(ws)
+        got: list[int] = []
+        self.got.append(got)
+        async for message in ws:
+            if message.type == WSMsgType.PING:
+                self.pings += 1
+                if self.answering:
+                    await ws.pong(message.data)
+            elif message.type == WSMsgType.TEXT:
+                frame = json.loads(message.data)
+                if "n" in frame:
+                    got.append(frame["n"])
+        return ws
+
+
+async def until(condition: Any, what: str, timeout: float = TIMEOUT) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not condition():
+        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.01)
+
+
+def test_an_event_counts_as_delivered_once_a_pong_confirms_it_not_once_written() -> None:
+    async def main() -> None:
+        framework = PingAwareFramework()
+        server, client = await dialling(framework, heartbeat_interval=60)
+        try:
+            await until(lambda: framework.got, "the connection")
+            future = client.publish({"post_type": "message", "n": 1})
+            assert future is not None
+            await until(lambda: framework.got[0] == [1] and framework.pings >= 1,
+                        "the event and the ping after it")
+            await asyncio.sleep(0.05)
+            assert not future.done()  # on the wire, read even, but not confirmed
+            framework.answering = True
+            future2 = client.publish({"post_type": "message", "n": 2})
+            assert future2 is not None
+            assert await asyncio.wait_for(future2, TIMEOUT) is True
+            assert future.result() is True  # the later pong confirms the earlier event too
+        finally:
+            await client.close()
+            await server.close()
+
+    asyncio.run(asyncio.wait_for(main(), 30))
+
+
+@pytest.mark.parametrize("how", ["close", "abort"])
+def test_unconfirmed_events_are_sent_again_after_a_reconnect_in_order(how: str) -> None:
+    """The framework reads five events but confirms none, then goes away (a close frame, or
+    the TCP connection just drops): the next connection gets all five again, in order,
+    before the event published meanwhile."""
+
+    async def main() -> None:
+        framework = PingAwareFramework()
+        server, client = await dialling(framework, heartbeat_interval=60,
+                                        reconnect_interval=0.05)
+        try:
+            await until(lambda: framework.got, "the connection")
+            futures = [client.queue.publish({"n": n}) for n in range(5)]
+            await until(lambda: framework.got[0] == list(range(5)), "five events")
+            first = framework.sockets[0]
+            if how == "close":
+                await first.close()
+            else:
+                assert first._req is not None and first._req.transport is not None
+                first._req.transport.abort()
+            await until(lambda: not client.connected.is_set(), "the client to notice")
+            futures.append(client.queue.publish({"n": 5}))
+            framework.answering = True
+            await until(lambda: len(framework.got) == 2 and len(framework.got[1]) == 6,
+                        "the second connection")
+            assert framework.got[1] == [0, 1, 2, 3, 4, 5]
+            assert await asyncio.wait_for(asyncio.gather(*futures), TIMEOUT) == [True] * 6
+        finally:
+            await client.close()
+            await server.close()
+
+    asyncio.run(asyncio.wait_for(main(), 30))
+
+
+def test_a_framework_that_stops_reading_is_dropped_after_the_ping_timeout() -> None:
+    """The first connection never reads (a frozen framework: the TCP buffers fill, no pong
+    ever comes): after ``ping_timeout`` the connection is dropped, although the close frame
+    cannot get through, and the next one gets every event, in order."""
+
+    async def main() -> None:
+        framework = PingAwareFramework()
+        framework.answering = True
+        frozen, thawed = asyncio.Event(), asyncio.Event()
+
+        async def handle(request: web.Request) -> web.StreamResponse:
+            if not frozen.is_set():
+                frozen.set()
+                ws = web.WebSocketResponse(autoping=False)
+                await ws.prepare(request)
+                framework.got.append([])
+                await thawed.wait()  # reads nothing until the test ends
+                return ws
+            return await framework.handle(request)
+
+        app = web.Application()
+        app.router.add_get("/onebot/v11/ws", handle)
+        server = TestServer(app, host="127.0.0.1")
+        await server.start_server()
+        client = ReverseWsClient(str(server.make_url("/onebot/v11/ws")), 1,
+                                 heartbeat_interval=60, reconnect_interval=0.05,
+                                 ping_timeout=0.5, queue_size=500)
+        client.start()
+        try:
+            await until(lambda: client.connected.is_set(), "the first connection")
+            with capture_logs() as logs:
+                futures = [client.queue.publish({"n": n, "pad": "x" * 40_000})
+                           for n in range(300)]  # 12 MB: more than the socket buffers hold
+                await until(lambda: len(framework.got) == 2 and len(framework.got[1]) == 300,
+                            "every event on the second connection", timeout=20)
+            assert framework.got[1] == list(range(300))
+            assert await asyncio.wait_for(asyncio.gather(*futures), TIMEOUT) == [True] * 300
+            assert client.connects == 2
+            assert any(e["event"] == "[onebot] no pong in time: connection dropped"
+                       for e in logs)
+        finally:
+            thawed.set()
+            await client.close()
+            await server.close()
+
+    asyncio.run(asyncio.wait_for(main(), 40))
+
+
+def test_a_framework_that_never_answers_the_handshake_is_given_up_and_dialled_again() -> None:
+    """A frozen framework's kernel still accepts TCP connections; the upgrade is never
+    answered. The handshake times out after ``ping_timeout`` and the client dials again."""
+
+    async def main() -> None:
+        accepted = 0
+        held: list[asyncio.StreamWriter] = []
+
+        async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            nonlocal accepted
+            accepted += 1
+            held.append(writer)  # read nothing, answer nothing
+
+        tcp = await asyncio.start_server(accept, "127.0.0.1", 0)
+        port = tcp.sockets[0].getsockname()[1]
+        client = ReverseWsClient(f"ws://127.0.0.1:{port}/ws", 1, ping_timeout=0.3,
+                                 reconnect_interval=0.05)
+        client.start()
+        try:
+            await until(lambda: accepted >= 3, "three attempts")
+            assert client.connects == 0
+        finally:
+            await client.close()
+            for writer in held:
+                writer.close()
+            tcp.close()
+            await tcp.wait_closed()
+
+    asyncio.run(asyncio.wait_for(main(), 30))
+
+
+def test_an_event_that_cannot_be_encoded_is_dropped_and_the_rest_go_out() -> None:
+    """A lone surrogate cannot be UTF-8: that event is dropped from this framework with an
+    error line and a count, never retried; the events after it are delivered."""
+
+    async def main() -> None:
+        framework = PingAwareFramework()
+        framework.answering = True
+        server, client = await dialling(framework, heartbeat_interval=60,
+                                        reconnect_interval=0.05)
+        try:
+            await until(lambda: framework.got, "the connection")
+            with capture_logs() as logs:
+                poison = client.queue.publish({"n": -1, "raw_message": "\ud83d"})
+                rest = [client.queue.publish({"n": n}) for n in range(3)]
+                assert await asyncio.wait_for(asyncio.gather(*rest), TIMEOUT) == [True] * 3
+            assert framework.got == [[0, 1, 2]] and client.connects == 1
+            assert poison.result() is True and client.queue.unsendable_events == 1
+            assert [e["event"] for e in logs if e["log_level"] == "error"] == [
+                "[onebot] event cannot be encoded: dropped"]
+        finally:
+            await client.close()
+            await server.close()
+
+    asyncio.run(asyncio.wait_for(main(), 30))

@@ -1,0 +1,169 @@
+"""EventQueue without a socket: a future turns True only once a pong confirms its event; a
+connection that ends puts what it had in flight back at the front; the window bounds what is
+in flight; an unencodable event is dropped from its queue alone."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+from structlog.testing import capture_logs
+
+from gensokyo_idmap.onebot.event_queue import EventQueue
+
+
+def resolved(futures: list[asyncio.Future[bool]]) -> list[bool | None]:
+    return [f.result() if f.done() else None for f in futures]
+
+
+def test_written_is_not_confirmed_until_the_pong_of_a_later_ping() -> None:
+    async def main() -> None:
+        queue = EventQueue(10, "q")
+        futures = [queue.publish({"n": n}) for n in range(3)]
+        assert queue.take() == {"n": 0} and queue.take() == {"n": 1}
+        queue.written()
+        assert resolved(futures) == [None, None, None]  # on the wire is not delivered
+        first = queue.ping(0.0)
+        assert queue.take() == {"n": 2}
+        second = queue.ping(0.0)
+        assert first is not None and second is not None and second > first
+        assert queue.ping(0.0) is None  # nothing sent since: no ping needed
+        queue.pong(b"%d" % first)
+        assert resolved(futures) == [True, True, None]
+        queue.pong(b"junk")  # not one of ours: ignored
+        queue.pong(b"%d" % (second + 5))  # never sent: ignored
+        assert resolved(futures) == [True, True, None]
+        queue.pong(b"%d" % second)
+        assert resolved(futures) == [True, True, True] and len(queue) == 0
+
+    asyncio.run(main())
+
+
+def test_a_later_pong_confirms_the_earlier_pings_too() -> None:
+    async def main() -> None:
+        queue = EventQueue(10, "q")
+        futures = [queue.publish({"n": n}) for n in range(2)]
+        queue.take()
+        queue.ping(0.0)
+        queue.take()
+        last = queue.ping(0.0)
+        queue.pong(b"%d" % last)  # the peer answered only the newest ping
+        assert resolved(futures) == [True, True] and queue.oldest_ping() is None
+
+    asyncio.run(main())
+
+
+def test_a_connection_that_ends_puts_its_in_flight_events_back_in_front_in_order() -> None:
+    async def main() -> None:
+        queue = EventQueue(10, "q")
+        futures = [queue.publish({"n": n}) for n in range(4)]
+        for _ in range(3):
+            queue.take()
+        queue.pong(b"%d" % queue.ping(0.0))  # 0..2 confirmed
+        queue.take()
+        queue.ping(1.0)
+        queue.publish({"n": 4})
+        queue.requeue()  # the socket closed before the pong
+        assert queue.pending() == [{"n": 3}, {"n": 4}]
+        assert resolved(futures) == [True, True, True, None]
+        assert queue.oldest_ping() is None  # the old connection's pings are forgotten
+
+    asyncio.run(main())
+
+
+def test_the_window_bounds_what_is_in_flight() -> None:
+    async def main() -> None:
+        queue = EventQueue(10, "q", window=2)
+        for n in range(5):
+            queue.publish({"n": n})
+        assert queue.take() is not None and queue.take() is not None
+        assert queue.take() is None and not queue.ready()
+        queue.pong(b"%d" % queue.ping(0.0))
+        assert queue.ready() and queue.take() == {"n": 2}
+
+    asyncio.run(main())
+
+
+def test_lagging_once_a_ping_is_unanswered_past_the_grace() -> None:
+    async def main() -> None:
+        queue = EventQueue(10, "q")
+        queue.publish({"n": 0})
+        queue.take()
+        number = queue.ping(100.0)
+        assert not queue.lagging(100.5) and queue.lagging(101.5)
+        queue.pong(b"%d" % number)
+        assert not queue.lagging(200.0)
+
+    asyncio.run(main())
+
+
+def test_an_unencodable_event_is_dropped_from_its_queue_with_an_error_and_a_count() -> None:
+    async def main() -> None:
+        queue = EventQueue(10, "framework")
+        poison = queue.publish({"post_type": "message", "raw_message": "\ud83d"})
+        fine = queue.publish({"post_type": "message", "raw_message": "ok"})
+        with capture_logs() as logs:
+            event = queue.take()
+            assert event is not None and queue.encoded(event) is None
+        event = queue.take()
+        assert event is not None and queue.encoded(event) == (
+            b'{"post_type":"message","raw_message":"ok"}')
+        queue.pong(b"%d" % queue.ping(0.0))
+        # nothing is owed for an event nobody can be given: its outbox entry may go
+        assert poison.result() is True and fine.result() is True
+        assert queue.unsendable_events == 1
+        [line] = [e for e in logs if e["log_level"] == "error"]
+        assert line["event"] == "[onebot] event cannot be encoded: dropped"
+        assert (line["sink"], line["kind"]) == ("framework", "reverse_ws")
+
+    asyncio.run(main())
+
+
+OPS = st.lists(st.sampled_from(["publish", "take", "ping", "pong", "pong_all", "requeue"]),
+               max_size=60)
+
+
+@given(OPS)
+def test_confirmed_events_are_a_prefix_and_every_event_goes_out_in_order(ops: list[str]) -> None:
+    """Any interleaving of publish, send, ping, pong and reconnect: what is confirmed is
+    always a prefix of what was published, and the events written on each connection, with
+    repeats after a reconnect removed, follow publish order."""
+
+    async def main() -> None:
+        queue = EventQueue(1000, "q", window=5)
+        futures: list[asyncio.Future[bool]] = []
+        pings: list[int] = []
+        first_sends: list[int] = []
+        connection: list[int] = []
+        for op in ops:
+            if op == "publish":
+                futures.append(queue.publish({"n": len(futures)}))
+            elif op == "take":
+                event: dict[str, Any] | None = queue.take()
+                if event is not None:
+                    connection.append(event["n"])
+                    if event["n"] not in first_sends:
+                        first_sends.append(event["n"])
+            elif op == "ping":
+                number = queue.ping(0.0)
+                if number is not None:
+                    pings.append(number)
+            elif op == "pong" and pings:
+                queue.pong(b"%d" % pings.pop(0))
+            elif op == "pong_all" and pings:
+                queue.pong(b"%d" % pings[-1])
+                pings.clear()
+            elif op == "requeue":
+                queue.requeue()
+                pings.clear()
+                assert connection == sorted(connection)  # one connection: in order
+                connection = []
+            done = [f.done() for f in futures]
+            assert done == sorted(done, reverse=True), done  # confirmed: a prefix
+            assert all(f.result() for f in futures if f.done())
+        assert first_sends == sorted(first_sends)
+        assert connection == sorted(connection)
+
+    asyncio.run(main())
