@@ -57,6 +57,17 @@ cpu
 
 Target: daemon / bare relay events/s >= 0.5 for known users (gateway and webhook). The rounds
 interleave daemon and relay, scenario by scenario, so load from other processes hits both.
+
+Confirmation by ping
+--------------------
+The daemon counts an event as delivered to a WebSocket framework once a pong after it came
+back (DESIGN §8a), not once it was written: the acknowledgement to the platform waits for
+that. A third target, ``daemon, confirm on write``, is the same daemon with the bench-only
+environment variable ``GENSOKYO_IDMAP_BENCH_CONFIRM_ON_WRITE=1`` (not a configuration key:
+it weakens the guarantee), under which an event counts as delivered once written, as before.
+It runs in the gateway / known users scenario only, interleaved with the others, and the run
+prints both figures and their ratio. Target: confirmation costs at most 10 % (on / off
+events/s >= 0.90).
 """
 
 from __future__ import annotations
@@ -92,6 +103,10 @@ EVENT = "GROUP_AT_MESSAGE_CREATE"
 MARK = re.compile(r"bench#(\d+)#")  # in the message text: found in either target's frames
 WINDOW = 32  # webhook deliveries in flight during a flood
 TARGET_RATIO = 0.5
+CONFIRM_RATIO = 0.9  # events/s with ping confirmation / with confirmation on write
+CONFIRM_SCENARIO = ("gateway", "known")
+CONFIRM_OFF = "daemon, confirm on write"
+CONFIRM_ENV = "GENSOKYO_IDMAP_BENCH_CONFIRM_ON_WRITE"
 START_TIMEOUT = 30.0
 TOTAL_TIMEOUT = 300.0  # the whole measurement, subprocesses included
 SCENARIOS = [("gateway", "known"), ("gateway", "new"), ("webhook", "known"),
@@ -250,10 +265,16 @@ class Target:
     proc: subprocess.Popen[bytes] | None = None
     consumer: Consumer = field(default_factory=Consumer)
     sender: WebhookSender | None = None
+    env: dict[str, str] = field(default_factory=dict)  # added to this process's environment
+    only: tuple[str, str] | None = None  # the one scenario it runs (None: all)
+
+    @property
+    def slug(self) -> str:
+        return self.name.replace(",", "").replace(" ", "-")
 
     @property
     def log_path(self) -> Path:
-        return self.tmp / f"{self.name.replace(' ', '-')}.log"
+        return self.tmp / f"{self.slug}.log"
 
     @property
     def hook_url(self) -> str:
@@ -272,6 +293,7 @@ class Target:
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(self.command(self), stdin=subprocess.DEVNULL, stdout=log,
                                          stderr=subprocess.STDOUT, cwd=BENCH.parent,
+                                         env={**os.environ, **self.env},
                                          preexec_fn=_die_with_parent)
         try:
             await self.consumer.connect(session, f"ws://127.0.0.1:{self.forward_port}/",
@@ -304,7 +326,7 @@ def daemon_command(target: Target) -> list[str]:
     base = target.platform.url("/").rstrip("/")
     config = {  # JSON is YAML
         "bot": {"app_id": APP, "secret": SECRET},
-        "idmap": {"data_dir": str(target.tmp / "daemon-data")},
+        "idmap": {"data_dir": str(target.tmp / f"{target.slug}-data")},
         "qq": {"gateway": True, "api_base": base,
                "token_url": target.platform.url("/app/getAppAccessToken")},
         "webhook": {"listen": f"127.0.0.1:{target.hook_port}", "path": "/qqbot"},
@@ -312,7 +334,7 @@ def daemon_command(target: Target) -> list[str]:
                    "heartbeat_interval_seconds": 60},
         "log": {"level": target.log_level, "format": "json"},
     }
-    config_path = target.tmp / "daemon.yml"
+    config_path = target.tmp / f"{target.slug}.yml"
     config_path.write_text(json.dumps(config, indent=1))
     exe = Path(sys.executable).with_name("gensokyo-idmap")
     cli = ([str(exe)] if exe.exists()
@@ -464,6 +486,8 @@ async def measure(targets: list[Target], prof: Profile, events_per_flood: int,
                 for via, who in scenarios:
                     order = targets if round_ % 2 == 0 else targets[::-1]
                     for target in order:
+                        if target.only is not None and target.only != (via, who):
+                            continue
                         key = (via, who, target.name)
                         result = figures.result(key)
                         assert target.proc is not None
@@ -524,6 +548,9 @@ def main(argv: list[str] | None = None) -> int:
               f"{prof.known_users} known users in {prof.groups} groups, {prof.rounds} round(s)")
         targets = [Target("daemon", daemon_command, tmp, args.log_level),
                    Target("bare relay", relay_command, tmp)]
+        if CONFIRM_SCENARIO in scenarios:
+            targets.append(Target(CONFIRM_OFF, daemon_command, tmp, args.log_level,
+                                  env={CONFIRM_ENV: "1"}, only=CONFIRM_SCENARIO))
         try:
             figures = asyncio.run(asyncio.wait_for(
                 measure(targets, prof, count, latency_events, scenarios), TOTAL_TIMEOUT))
@@ -533,11 +560,13 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"--- {target.name} log, last lines:\n{target.log_tail()}")
             return 2
 
-    table = Table(name=34, rate=10, us=9)
+    table = Table(name=48, rate=10, us=9)
     table.print_header()
     for via, who in scenarios:
-        for name in ("daemon", "bare relay"):
+        for name in ("daemon", "bare relay", CONFIRM_OFF):
             key = (via, who, name)
+            if key not in figures.results:
+                continue
             r = figures.results[key]
             server, bench, wall = figures.cpu[key]
             cpu = f"cpu: {name} {server / wall:.0%}, bench {bench / wall:.0%}"
@@ -557,6 +586,18 @@ def main(argv: list[str] | None = None) -> int:
         else:
             verdict = "(info)"
         print(f"  {f'{via}, {who} users':<34} {value:>9.3f} {latency:>8.2f}x  {verdict}")
+
+    if CONFIRM_SCENARIO in scenarios:
+        via, who = CONFIRM_SCENARIO
+        on = figures.results[(via, who, "daemon")].ops_per_s
+        off = figures.results[(via, who, CONFIRM_OFF)].ops_per_s
+        ok = on / off >= CONFIRM_RATIO
+        misses += not ok
+        print_heading(f"  {'confirmation by ping':<34} {'events/s':>9}")
+        print(f"  {f'{via}, {who} users, ping-confirmed':<34} {on:>9,.0f}")
+        print(f"  {f'{via}, {who} users, confirm on write':<34} {off:>9,.0f}")
+        print(f"  {'ratio confirmed / on write':<34} {on / off:>9.3f}  "
+              f"target >= {CONFIRM_RATIO:g}  {'PASS' if ok else 'MISS'}")
 
     print(f"\ntotal {time.perf_counter() - started:.1f}s; "
           f"load average {load0:.2f} at start, {os.getloadavg()[0]:.2f} at end")

@@ -1,4 +1,5 @@
-"""Smoke test of bench/inbound.py: a tiny --quick run prints every figure line, all non-zero."""
+"""Smoke test of bench/inbound.py: a tiny --quick run prints every figure line, all non-zero,
+the cost of confirmation by ping included."""
 
 from __future__ import annotations
 
@@ -32,3 +33,11 @@ def test_quick_run_prints_every_scenario_for_daemon_and_bare_relay() -> None:
             assert 0 < float(p50) <= float(p99), row.group(0)
         ratio = re.search(rf"^  {via}, {who} users +(\d+\.\d+) ", out, re.MULTILINE)
         assert ratio is not None and float(ratio.group(1)) > 0, f"no ratio for {via}/{who}"
+    # confirmation by ping on and off, same run, same scenario
+    off = re.search(r"^  gateway, known users  daemon, confirm on write +(\d+) +([\d,]+) ",
+                    out, re.MULTILINE)
+    assert off is not None and int(off.group(1)) == EVENTS, out
+    for figure in ("gateway, known users, ping-confirmed", "gateway, known users, confirm on "
+                   "write", "ratio confirmed / on write"):
+        line = re.search(rf"^  {figure} +([\d,.]+)", out, re.MULTILINE)
+        assert line is not None and float(line.group(1).replace(",", "")) > 0, (figure, out)
