@@ -44,8 +44,9 @@ from gensokyo_idmap.identity import IdentityKey, OpenId
 from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.msgid import MsgContext, MsgIdMap
 from gensokyo_idmap.onebot import events as ob
+from gensokyo_idmap.onebot.event_queue import EventBacklog
 from gensokyo_idmap.onebot.message import Segment
-from gensokyo_idmap.outbox import Backlog, Outbox, TrackedSink
+from gensokyo_idmap.outbox import TrackedSink
 from gensokyo_idmap.passive_reply import EVENT_KINDS
 from gensokyo_idmap.qq.events import (
     Attachment,
@@ -417,9 +418,8 @@ class EventSink(Protocol):
     def publish(self, event: dict[str, Any]) -> asyncio.Future[Any] | None: ...
 
 
-#: An event a tracked framework has not confirmed yet: (its outbox, sink name, entry id,
-#: event, future, platform delivery key)
-_Owed = tuple[Outbox, str, int, dict[str, Any], "asyncio.Future[bool]", str | None]
+#: An event published to a tracked framework: (its backlog, entry id, future)
+_Owed = tuple[EventBacklog, int, "asyncio.Future[bool]"]
 
 
 class InboundPipeline:
@@ -457,16 +457,15 @@ class InboundPipeline:
     @staticmethod
     async def _keep_owed(owed: list[_Owed], spilled: list[asyncio.Future[bool]]) -> None:
         """Events a framework has not confirmed go to the outbox before the source is told
-        "done": a crash now costs nothing (rule of the outbox module)."""
-        unconfirmed = [item for item in owed if not _written(item[4])]
-        outboxes: dict[int, tuple[Outbox, list[_Owed]]] = {}
-        for item in unconfirmed:
-            outboxes.setdefault(id(item[0]), (item[0], []))[1].append(item)
-        for outbox, items in outboxes.values():  # one in the daemon: one commit
-            await outbox.keep([(name, entry, onebot, key)
-                               for _, name, entry, onebot, _, key in items])
-            for _, name, entry, _, future, _ in items:
-                outbox.forget_when_written(name, entry, future)
+        "done", with every one published to it before them (rules of the outbox module): a
+        crash now costs nothing, and per-chat order survives it."""
+        through: dict[EventBacklog, int] = {}
+        for backlog, entry, future in owed:
+            if not _written(future) and entry > through.get(backlog, 0):
+                through[backlog] = entry
+        if through:  # concurrent: the outbox's group commit takes them together
+            await asyncio.gather(*(backlog.keep_through(entry)
+                                   for backlog, entry in through.items()))
         for future in spilled:
             if not await future:
                 raise StoreError("outbox.db: events a framework is owed could not be written")
@@ -538,9 +537,8 @@ class InboundPipeline:
                             durable = cast(TrackedSink, sink)
                             future, wait, entry = durable.publish_tracked(onebot_event, key)
                             if entry:
-                                backlog = cast(Backlog, durable.backlog)
-                                owed.append((backlog.outbox, durable.outbox_name, entry,
-                                             onebot_event, future, key))
+                                owed.append((cast(EventBacklog, durable.backlog), entry,
+                                             future))
                             else:
                                 spilled.append(future)
                             if wait:

@@ -4,19 +4,19 @@ The platform side acknowledges an event (webhook 200, gateway seq saved) once ev
 has it *confirmed* (a pong after it, an HTTP 2xx: DESIGN §8a) or *durably owed*. A framework
 that is away, slow or frozen would otherwise hold the event only in memory, and ``kill -9``
 would lose it although the platform was told it arrived. So, before the acknowledgement,
-:meth:`Outbox.keep` writes such events durably (one group commit for a whole batch); when the
-framework confirms one its entry is forgotten; after a restart the entries left are what is
-still owed, sent first, oldest first.
+the framework's :class:`Backlog` writes such events durably (:meth:`Backlog.keep_through`,
+one group commit for whatever gathered); when the framework confirms one its entry is
+forgotten; after a restart the entries left are what is still owed, sent first, oldest first.
 
 Entry ids are handed out when an event is published (:meth:`Outbox.allocate`), not when it is
 written, so a framework's entries sort in the order its events were published, whichever
 batch committed first; ids still unwritten at a crash are simply never used.
 
-:class:`Backlog` (one per reverse-WS or HTTP POST framework) keeps memory bounded: once its
-queue is full, new events are not held in memory but written here (*spilled*) and read back
-into the queue, in order, as the framework confirms what it has (*refilled*); the events owed
-from before a restart come back the same way. While anything is spilled, every new event
-spills too, so none overtakes an older one.
+:class:`Backlog` (one per reverse-WS or HTTP POST framework) writes in publish order, an
+event never before the ones published ahead of it (per-chat order survives a crash), and
+keeps memory bounded: once its queue is full, new events are not held in memory but written
+here (*spilled*) and read back into the queue, in order, as the framework confirms what it
+has (*refilled*); the events owed from before a restart come back the same way.
 
 A framework away for very long costs at most ``limit_per_sink`` entries: beyond that the
 oldest are dropped (logged).
@@ -25,13 +25,14 @@ oldest are dropped (logged).
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import Sequence
 from typing import Any, Final, Protocol, runtime_checkable
 
 import structlog
 
 from gensokyo_idmap import jsonio
-from gensokyo_idmap.errors import IdmapError
+from gensokyo_idmap.errors import IdmapError, StoreError
 from gensokyo_idmap.onebot.encoding import event_bytes
 from gensokyo_idmap.onebot.event_queue import EventBacklog, EventQueue, Tracked
 from gensokyo_idmap.store.lmdb_outbox import LmdbOutboxStore, OutboxView
@@ -158,14 +159,28 @@ class Outbox:
             await asyncio.gather(*self._forgetting, return_exceptions=True)
 
 
-class Backlog:
-    """What one tracked framework is owed beyond its memory queue, waiting in outbox.db.
+_Item = tuple[int, dict[str, Any], str | None, "asyncio.Future[bool]"]  # entry, event, key
 
-    :meth:`publish` puts an event in the queue while the queue has room and nothing is
-    spilled; else it spills it (written here by one writer, in publish order, one commit for
-    whatever gathered meanwhile). The refill reads spilled entries back, in id order, once
-    the queue is down to half its size, each with :meth:`Outbox.forget_when_written`; when
-    nothing is left beyond what it read and nothing is being written, spilling stops.
+
+class Backlog:
+    """What one tracked framework is owed beyond what it confirmed, kept in order.
+
+    Rules:
+
+    1. **Written in publish order, prefix first.** Everything this framework's events need
+       written goes through one writer, one commit per turn for whatever gathered: when an
+       event is written, so is every event published to this framework before it that is
+       neither confirmed nor written yet (:meth:`keep_through`). So whenever a later event of
+       a chat is durable (and may be acknowledged), every earlier one is durable or
+       confirmed: after a crash the outbox gives them back first, in order, and the
+       platform's replay of an earlier one can never come after a later one already sent.
+    2. **Bounded memory.** :meth:`publish` puts an event in the queue while the queue has
+       room and nothing is spilled; else it *spills* it: the writer writes it (rule 1) and
+       its future turns True once it is durable. The refill reads spilled entries back, in
+       id order, once the queue is down to half its size, each forgotten once confirmed
+       (:meth:`Outbox.forget_when_written`); when nothing is left beyond what it read and
+       nothing is being written, spilling stops. While anything is spilled, every new event
+       spills too, so none overtakes an older one.
     """
 
     def __init__(self, outbox: Outbox, sink: str, queue: EventQueue) -> None:
@@ -174,7 +189,9 @@ class Backlog:
         self.queue = queue
         self.spilling = False
         self._cursor = 0  # the highest entry id spilled and read back (or just below a spill)
-        self._buffer: list[tuple[int, dict[str, Any], str | None, asyncio.Future[bool]]] = []
+        self._unkept: deque[_Item] = deque()  # in the queue, not written, in publish order
+        self._spills: list[_Item] = []
+        self._requests: list[tuple[int, asyncio.Future[None]]] = []  # keep through entry
         self._writing = False
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -194,6 +211,7 @@ class Backlog:
         return [key for _, key in owed if key is not None]
 
     def start(self) -> None:
+        """Start the writer (and the refill of what :meth:`restore` found)."""
         if self._task is None:
             self._task = asyncio.create_task(self._run(), name=f"backlog {self.sink}")
             self._wake.set()
@@ -203,12 +221,28 @@ class Backlog:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
-        self._settle_buffer(False)
+        self._settle(self._spills, self._requests, StoreError("outbox: closing"))
+        self._spills, self._requests = [], []
 
     def publish(self, event: dict[str, Any], key: str | None, wait: bool) -> Tracked:
         if self.spilling or self.queue.full:
             return self._spill(event, key), True, 0
-        return self.queue.publish(event), wait, self.outbox.allocate()
+        entry = self.outbox.allocate()
+        future = self.queue.publish(event)
+        unkept = self._unkept
+        while unkept and unkept[0][3].done() and unkept[0][3].result() is True:
+            unkept.popleft()  # confirmed: nothing to keep
+        unkept.append((entry, event, key, future))
+        return future, wait, entry
+
+    async def keep_through(self, entry: int) -> None:
+        """Return once every event published here up to ``entry`` is confirmed or durable
+        (rule 1); raise :class:`StoreError` if the write failed."""
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._requests.append((entry, done))
+        self.start()  # a backlog nobody started must not leave this waiting for ever
+        self._wake.set()
+        await done
 
     def _spill(self, event: dict[str, Any], key: str | None) -> asyncio.Future[bool]:
         entry = self.outbox.allocate()
@@ -218,8 +252,9 @@ class Backlog:
             log.info("[onebot] queue full: further events wait in outbox.db", sink=self.sink,
                      queued=len(self.queue))
         future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self._buffer.append((entry, event, key, future))
+        self._spills.append((entry, event, key, future))
         self.spilled += 1
+        self.start()
         self._wake.set()
         return future
 
@@ -231,28 +266,57 @@ class Backlog:
         while True:
             await self._wake.wait()
             self._wake.clear()
-            if self._buffer:
+            if self._spills or self._requests:
                 await self._write()
             if self.spilling and len(self.queue) <= self.queue.size // 2:
                 self._refill()
 
     async def _write(self) -> None:
-        batch, self._buffer = self._buffer, []
+        spills, self._spills = self._spills, []
+        requests, self._requests = self._requests, []
+        through = max([entry for entry, _ in requests], default=0)
+        if spills:
+            through = max(through, spills[-1][0])
+        kept: list[_Item] = []
+        unkept = self._unkept
+        while unkept and unkept[0][0] <= through:
+            item = unkept.popleft()
+            if not (item[3].done() and item[3].result() is True):
+                kept.append(item)  # not confirmed (yet): owed
+        if not kept and not spills:  # written by an earlier turn of this writer already
+            self._settle(spills, requests, None)
+            return
         self._writing = True
-        ok = False
+        failure: StoreError | None = None
         try:
             await self.outbox.keep([(self.sink, entry, event, key)
-                                    for entry, event, key, _ in batch])
-            ok = True
+                                    for entry, event, key, _ in kept + spills])
         except IdmapError as err:
-            log.error("[onebot] outbox: spilled events not written (not acknowledged)",
-                      sink=self.sink, events=len(batch), reason=err.message)
+            log.error("[onebot] outbox: events not written (not acknowledged)",
+                      sink=self.sink, events=len(kept) + len(spills), reason=err.message)
+            failure = StoreError(f"outbox.db: {err.message}")
+            unkept.extendleft(reversed(kept))  # still to be written, first
         finally:
             self._writing = False
-            for _, _, _, future in batch:
-                if not future.done():
-                    future.set_result(ok)
             self._wake.set()  # read back what was written, if there is room
+        if failure is None:
+            for entry, _, _, future in kept:
+                self.outbox.forget_when_written(self.sink, entry, future)
+        self._settle(spills, requests, failure)
+
+    @staticmethod
+    def _settle(spills: list[_Item], requests: list[tuple[int, asyncio.Future[None]]],
+                failure: StoreError | None) -> None:
+        for _, _, _, future in spills:
+            if not future.done():
+                future.set_result(failure is None)
+        for _, done in requests:
+            if done.done():
+                continue
+            if failure is None:
+                done.set_result(None)
+            else:
+                done.set_exception(failure)
 
     def _refill(self) -> None:
         room = self.queue.size - len(self.queue)
@@ -263,13 +327,7 @@ class Backlog:
             self.outbox.forget_when_written(self.sink, entry, self.queue.publish(event))
             self._cursor = entry
         self.refilled += len(entries)
-        if len(entries) < room and not self._buffer and not self._writing:
+        if len(entries) < room and not self._spills and not self._writing:
             self.spilling = False  # everything owed is in memory again
             log.info("[onebot] outbox: backlog read back", sink=self.sink,
                      spilled=self.spilled, refilled=self.refilled)
-
-    def _settle_buffer(self, ok: bool) -> None:
-        batch, self._buffer = self._buffer, []
-        for _, _, _, future in batch:
-            if not future.done():
-                future.set_result(ok)

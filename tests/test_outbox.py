@@ -168,9 +168,10 @@ def test_an_event_that_cannot_be_encoded_is_dropped_not_failing_the_batch(
 
 def test_a_full_queue_spills_into_the_outbox_and_is_refilled_in_order(tmp_path: Path) -> None:
     """Queue of 10, 95 events published while the framework takes nothing: memory never
-    holds more than 10, the rest wait in outbox.db (each durable before its future is True),
-    and as the framework confirms, the backlog comes back in publish order, interleaved with
-    nothing newer; once it is empty, new events go straight to memory again."""
+    holds more than 10, the rest wait in outbox.db (each durable before its future is True,
+    and with it the 10 in memory ahead of them), and as the framework confirms, the backlog
+    comes back in publish order, interleaved with nothing newer; once it is empty, new
+    events go straight to memory again."""
     path = tmp_path / "outbox.db"
 
     async def main() -> tuple[list[int], list[int], int, bool, list[int]]:
@@ -204,10 +205,44 @@ def test_a_full_queue_spills_into_the_outbox_and_is_refilled_in_order(tmp_path: 
             return got, [on_disk], largest, still_spilling, [entry]
 
     got, (on_disk,), largest, still_spilling, (entry,) = asyncio.run(main())
-    assert on_disk == 85
+    assert on_disk == 95  # 85 spilled, and the 10 unconfirmed ones published before them
     assert got == list(range(98))
     assert largest <= 10 and not still_spilling and entry > 0
     assert entries(path, "a") == []
+
+
+def test_keeping_an_event_keeps_every_unconfirmed_one_published_before_it(
+        tmp_path: Path) -> None:
+    """Two batches of one chat, the first still waiting for its framework when the second is
+    kept: keeping the second writes the first too (in the same commit), so after a crash the
+    outbox gives both back in order, and the platform's replay of the first can never come
+    after the second. Confirmed events are not written; a confirmed one is forgotten."""
+    path = tmp_path / "outbox.db"
+
+    async def main() -> tuple[list[int], list[int]]:
+        with LmdbOutboxStore(path) as store:
+            outbox = Outbox(store)
+            sink = QueueSink(outbox, "a", connected=True)
+            assert sink.backlog is not None
+            sink.backlog.start()
+            done = sink.publish_tracked({"n": 0}, "k0")
+            await sink.confirm_some(1)  # the framework confirmed the first one
+            first = [sink.publish_tracked({"n": n}, f"k{n}") for n in (1, 2)]
+            second = [sink.publish_tracked({"n": n}, f"k{n}") for n in (3, 4)]
+            await sink.backlog.keep_through(second[-1][2])
+            kept = [json.loads(body)["event"]["n"] for _, body in iter_entries(store, "a")]
+            await sink.backlog.keep_through(first[-1][2])  # nothing left to write
+            assert done[0].result() is True
+            await sink.confirm_some(1)  # n=1 confirmed: its entry goes
+            await asyncio.sleep(0.05)
+            await outbox.settle()
+            left = [json.loads(body)["event"]["n"] for _, body in iter_entries(store, "a")]
+            await sink.backlog.close()
+            return kept, left
+
+    kept, left = asyncio.run(main())
+    assert kept == [1, 2, 3, 4]
+    assert left == [2, 3, 4]
 
 
 def frame(n: int) -> Any:

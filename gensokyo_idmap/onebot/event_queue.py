@@ -59,8 +59,8 @@ LAG_GRACE: Final = 1.0
 
 #: What publishing to a framework with a backlog returns: the event's future, whether waiting
 #: for it is worthwhile (the framework is connected and answering), and the outbox entry id
-#: the event got; 0 when the backlog keeps it already (spilled: the future then turns True
-#: once it is durable, False if that failed).
+#: the event got, for :meth:`EventBacklog.keep_through`; 0 when the backlog keeps it already
+#: (spilled: the future then turns True once it is durable, False if that failed).
 Tracked = tuple["asyncio.Future[bool]", bool, int]
 
 
@@ -70,6 +70,8 @@ class EventBacklog(Protocol):
     (the OneBot side knows the outbox only by this)."""
 
     def publish(self, event: dict[str, Any], key: str | None, wait: bool) -> Tracked: ...
+
+    async def keep_through(self, entry: int) -> None: ...
 
     def restore(self) -> list[str]: ...
 
@@ -206,9 +208,10 @@ class EventQueue:
             return None
         event, future = self._waiting.popleft()
         self._flight.append((event, future, self._next_ping))
-        if not self._unpinged:
-            self._unpinged_since = asyncio.get_running_loop().time()
-        self._unpinged += 1
+        if not self.confirm_on_write:
+            if not self._unpinged:  # once per burst
+                self._unpinged_since = asyncio.get_running_loop().time()
+            self._unpinged += 1
         self.sent += 1
         return event
 
@@ -216,7 +219,6 @@ class EventQueue:
         """The event last taken was written; whether a ping is due before the next one."""
         if self.confirm_on_write:
             self._confirm_through(self._next_ping)
-            self._unpinged = 0
             return False
         return self._unpinged >= PING_EVERY
 

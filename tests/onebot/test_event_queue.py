@@ -121,6 +121,18 @@ def test_an_unencodable_event_is_dropped_from_its_queue_with_an_error_and_a_coun
     asyncio.run(main())
 
 
+def test_the_bench_switch_confirms_on_write_and_pings_nothing() -> None:
+    async def main() -> None:
+        queue = EventQueue(10, "q", confirm_on_write=True)
+        future = queue.publish({"n": 0})
+        assert queue.take() == {"n": 0}
+        assert queue.oldest_ping() is None  # nothing awaited: no watchdog, no lag
+        assert not queue.written() and future.result() is True
+        assert queue.ping(0.0) is None and queue.ping(0.0, probe=True) is None
+
+    asyncio.run(main())
+
+
 OPS = st.lists(st.sampled_from(["publish", "take", "ping", "pong", "pong_all", "requeue"]),
                max_size=60)
 
