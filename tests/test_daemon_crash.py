@@ -205,6 +205,16 @@ class ResumingPlatform(EmulatedPlatform):
                      if not ws.closed and id(ws) in self.established), None)
         return await self._dispatch(live, t, d)
 
+    def messages(self) -> list[tuple[int, str, int]]:
+        """(emulator seq, chat, chat seq) of every group message recorded, in seq order."""
+        out = []
+        for event in self.sent:
+            if event["t"] == "GROUP_AT_MESSAGE_CREATE":
+                match = CONTENT.search(event["d"]["content"])
+                assert match is not None
+                out.append((event["s"], match.group(1), int(match.group(2))))
+        return out
+
 
 async def until(condition: Callable[[], bool], timeout: float, what: Callable[[], str]) -> None:
     deadline = asyncio.get_running_loop().time() + timeout
@@ -314,16 +324,6 @@ def run_mixed(tmp_path: Path, away_round: int | None = None) -> None:
             else:  # the platform retries what was not acknowledged
                 await asyncio.sleep(0.01)
 
-    def gateway_events() -> list[tuple[int, str, int]]:
-        """(emulator seq, chat, chat seq) of every message the emulator recorded."""
-        out = []
-        for event in platform.sent:
-            if event["t"] == "GROUP_AT_MESSAGE_CREATE":
-                match = CONTENT.search(event["d"]["content"])
-                assert match is not None
-                out.append((event["s"], match.group(1), int(match.group(2))))
-        return out
-
     async def main() -> None:
         nonlocal refusing
         server = await framework_server(framework)
@@ -374,7 +374,7 @@ def run_mixed(tmp_path: Path, away_round: int | None = None) -> None:
                         await asyncio.wait_for(pusher, 10)
                         await asyncio.gather(*(post_webhooks(session, url, chat, key, True)
                                                for chat in wh_next))
-                        expected = {(c, s) for _, c, s in gateway_events()} | set(wh_acked)
+                        expected = {(c, s) for _, c, s in platform.messages()} | set(wh_acked)
                         await until(lambda: expected <= delivered, 20, lambda: (
                             f"the rest: missing {sorted(expected - delivered)[:20]}, "
                             f"saved {GatewayState(state_file).load()}\n{log_tail(logs[-1])}"))
@@ -390,7 +390,7 @@ def run_mixed(tmp_path: Path, away_round: int | None = None) -> None:
                     await asyncio.wait_for(asyncio.gather(*streams), 10)
                     await asyncio.sleep(0.1)  # let the framework read what was already sent
                     saved = GatewayState(state_file).load().seq or 0
-                    lost = [e for e in gateway_events() if e[0] <= saved
+                    lost = [e for e in platform.messages() if e[0] <= saved
                             and (e[1], e[2]) not in delivered]
                     lost_acked = [a for a in wh_acked if a not in delivered]
                     if away:
@@ -420,7 +420,7 @@ def run_mixed(tmp_path: Path, away_round: int | None = None) -> None:
     asyncio.run(asyncio.wait_for(main(), 60))
 
     check_store(data_dir, seen)
-    sent_gateway = gateway_events()
+    sent_gateway = platform.messages()
     assert len(sent_gateway) == len(gw_pushed) > 0
     missing = [e for e in sent_gateway if (e[1], e[2]) not in delivered]
     assert missing == [], f"gateway events never delivered: {missing[:20]}"

@@ -255,6 +255,11 @@ class EmulatedPlatform:
     def ws_url(self) -> str:
         return self.url("/websocket").replace("http://", "ws://")
 
+    def qq_config(self) -> dict[str, Any]:
+        """A daemon config's ``qq`` section: the gateway on, token and API from here."""
+        return {"gateway": True, "api_base": self.url("/").rstrip("/"),
+                "token_url": self.url("/app/getAppAccessToken")}
+
 
 def group_message(n: int, group: str = "A1B2C3D4E5F60718293A4B5C6D7E8F90",
                   user: str = "0F1E2D3C4B5A69788796A5B4C3D2E1F0",
