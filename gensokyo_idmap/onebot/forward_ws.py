@@ -17,18 +17,22 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 import structlog
 from aiohttp import web
 
 from gensokyo_idmap.api.access import same_token
 from gensokyo_idmap.onebot.connection import ActionHandler, serve_socket
-from gensokyo_idmap.onebot.event_queue import DEFAULT_QUEUE, DEFAULT_WINDOW, EventQueue
+from gensokyo_idmap.onebot.event_queue import DEFAULT_WINDOW, EventQueue
 
 __all__ = ["ForwardWsServer", "presented_token"]
 
 log = structlog.get_logger("gensokyo_idmap.onebot.forward_ws")
+
+#: A forward client has no outbox to spill into: how far (in events held in memory) it may
+#: fall behind before it is closed; a client that stops answering goes after ping_timeout.
+FORWARD_QUEUE: Final = 10_000
 
 
 def presented_token(request: web.Request) -> str | None:
@@ -56,7 +60,7 @@ class ForwardWsServer:
         access_token: str | None = None,
         heartbeat_interval: float = 5.0,
         ping_timeout: float = 10.0,
-        queue_size: int = DEFAULT_QUEUE,
+        queue_size: int = FORWARD_QUEUE,
         window: int = DEFAULT_WINDOW,
         on_action: ActionHandler | None = None,
         clock: Callable[[], float] = time.time,
