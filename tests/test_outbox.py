@@ -295,3 +295,32 @@ def iter_entries(store: LmdbOutboxStore, sink: str) -> list[tuple[int, bytes]]:
 
 def entries_in(store: LmdbOutboxStore, sink: str) -> list[int]:
     return [entry for entry, _ in iter_entries(store, sink)]
+
+
+def test_pipeline_acknowledges_spilled_events_once_they_are_durable(
+        identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore, tmp_path: Path) -> None:
+    """A framework away with a queue of 2: of 6 events, 2 wait in memory and 4 spill; each
+    delivery returns (the source may acknowledge) only once its events are in outbox.db,
+    and a restart gives all 6 back in order."""
+    path = tmp_path / "outbox.db"
+
+    async def main() -> list[tuple[str, list[int]]]:
+        with LmdbOutboxStore(path) as store:
+            outbox = Outbox(store)
+            bridge = InboundBridge(IdentityGraph(identity_store), MsgIdMap(msgid_store),
+                                   BridgeSettings(app_id=APP, self_id=int(APP)))
+            away = QueueSink(outbox, "away", connected=False, size=2)
+            pipeline = InboundPipeline(bridge, [away])
+            on_disk = []
+            for n in range(1, 7):
+                await pipeline(frame(n))
+                on_disk.append(len(entries_in(store, "away")))
+            assert away.backlog is not None and away.backlog.spilled == 4
+            await away.backlog.close()
+            texts = [json.loads(body)["event"]["message"][-1]["data"]["text"]
+                     for _, body in iter_entries(store, "away")]
+            return [(" ".join(texts), on_disk)]
+
+    [(texts, on_disk)] = asyncio.run(main())
+    assert on_disk == [1, 2, 3, 4, 5, 6]  # durable before the delivery returned
+    assert texts == "m1 m2 m3 m4 m5 m6"
