@@ -60,6 +60,13 @@ class OutboxView(CounterView):
     COUNTER_KEY = b"outbox_counter"
     __slots__ = ()
 
+    def add(self, sink: str, body: bytes) -> int:
+        """Add an entry under the next id (tests and tools; the daemon hands ids out when it
+        publishes, :meth:`put`); the id."""
+        entry = self._get_counter() + 1
+        self.put(sink, entry, body)
+        return entry
+
     def put(self, sink: str, entry: int, body: bytes) -> None:
         """Write an entry under an id handed out before (the counter keeps the highest)."""
         if entry > self._get_counter():
