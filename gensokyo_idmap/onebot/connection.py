@@ -67,7 +67,7 @@ def abort(ws: Any) -> None:
         transport.abort()  # also when closing: it may be waiting for its buffer to drain
 
 
-async def close_socket(ws: _Socket, code: int, patience: float) -> None:
+async def _close_socket(ws: _Socket, code: int, patience: float) -> None:
     """Close with ``code``; drop the connection if the peer has not answered in time."""
     if ws.closed:
         return
@@ -198,9 +198,9 @@ async def serve_socket(
         if watching.done() and not watching.cancelled() and watching.exception() is None:
             log.warning("[onebot] no pong in time: connection dropped", connection=name,
                         ping_timeout=ping_timeout, in_flight=queue.in_flight)
-            await close_socket(ws, CLOSE_TRY_LATER, _UNRESPONSIVE_CLOSE)
+            await _close_socket(ws, CLOSE_TRY_LATER, _UNRESPONSIVE_CLOSE)
         elif queue.ended.is_set():
-            await close_socket(ws, CLOSE_TRY_LATER, _UNRESPONSIVE_CLOSE)
+            await _close_socket(ws, CLOSE_TRY_LATER, _UNRESPONSIVE_CLOSE)
         else:
             # a peer that stopped reading may never take the close frame: bounded too
-            await close_socket(ws, CLOSE_NORMAL, ping_timeout)
+            await _close_socket(ws, CLOSE_NORMAL, ping_timeout)
