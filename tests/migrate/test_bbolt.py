@@ -60,6 +60,16 @@ def read_everything(path: Path) -> list[tuple[tuple[bytes, ...], bytes, bytes | 
         return list(db.walk())
 
 
+def assert_counts_match(db: BoltFile, path: tuple[bytes, ...] = ()) -> None:
+    """entry_count of the bucket at ``path`` and of every bucket below it is the number of
+    entries an iteration gives."""
+    entries = list(db.items(path))
+    assert db.entry_count(path) == len(entries), path
+    for key, value in entries:
+        if value is None:
+            assert_counts_match(db, (*path, key))
+
+
 def time_limit(seconds: float) -> AbstractContextManager[None]:
     """A hang guard for the reader (see conftest.time_limit)."""
     return _time_limit(seconds, "reader")
@@ -414,7 +424,29 @@ def test_hand_built_file_with_nested_inline_and_overflow(tmp_path: Path) -> None
             content[b"nested"][b"inline"], (b"nested", b"inline")
         )
         assert list(db.items([b"tiny"])) == []
+        assert_counts_match(db)  # multi-level, nested, inline and overflow pages
     assert sha256(path) == before
+
+
+@pytest.mark.parametrize("name", ["small-counter.db", "small-hash.db", "empty.db"])
+def test_entry_count_from_page_headers_matches_the_entries(tmp_path: Path, name: str) -> None:
+    with BoltFile(fixture_copy(tmp_path, name)) as db:
+        assert_counts_match(db)
+        assert db.entry_count([b"ids"]) == sum(1 for _ in db.items([b"ids"]))
+
+
+def test_entry_count_refuses_a_loop_and_a_missing_bucket(tmp_path: Path) -> None:
+    builder = Builder(per_leaf=4, fanout=3)
+    data = bytearray(builder.build({b"big": {f"k{i:04d}".encode(): b"v" for i in range(200)}}))
+    big = builder.trees[(b"big",)]
+    root, child = big.branches[-1], big.branches[0]  # the root branch and a lower one
+    first_child = struct.unpack_from("<Q", data, root * PS + 16 + 8)[0]
+    struct.pack_into("<Q", data, child * PS + 16 + 8, first_child)  # a child points back up
+    with BoltFile(write(tmp_path, data)) as db, pytest.raises(LegacyDbError, match="a loop"):
+        db.entry_count([b"big"])
+    with BoltFile(fixture_copy(tmp_path, "empty.db")) as db, pytest.raises(
+            LegacyDbError, match="no bucket"):
+        db.entry_count([b"nope"])
 
 
 def test_lookup_descends_every_branch(tmp_path: Path) -> None:
@@ -761,6 +793,13 @@ def check_mutant(data: bytes) -> None:
                 read_everything(path)
             except LegacyDbError as exc:
                 assert str(exc)
+            try:  # the count from the page headers: a number or our error, whatever the walk said
+                with BoltFile(path) as db:
+                    for name in TOP_BUCKETS:
+                        if db.bucket([name]) is not None:
+                            db.entry_count([name])
+            except LegacyDbError as exc:
+                assert str(exc)
         assert time.monotonic() - started < 20
         assert path.read_bytes() == data
 
@@ -855,4 +894,5 @@ def test_medium_fixture_key_counts(medium_db: Path) -> None:
     with BoltFile(medium_db) as db:
         assert db.bucket_names() == TOP_BUCKETS
         counts = {name.decode(): sum(1 for _ in db.items([name])) for name in TOP_BUCKETS}
-    assert counts == summary["key_counts"]
+        from_headers = {name.decode(): db.entry_count([name]) for name in TOP_BUCKETS}
+    assert counts == summary["key_counts"] == from_headers
