@@ -47,16 +47,17 @@ ids entries/s
     ``report.read["ids"]`` (104,001 legacy ``ids`` entries) / seconds; ``all entries/s``
     counts every bucket read (``ids`` + ``cache`` + ``config`` + ``UserInfo``).
 stages
-    The time between the ``progress(stage, count)`` calls ``migrate_legacy`` makes, in the
-    best round, each segment labelled by the call that ends it (a stage's first call only).
-    At the time of writing those calls are: ``ids forward`` every 50,000 ``ids`` entries
-    while the forward work runs; ``ids reverse keys`` when the reverse work starts (at the
-    first ``row-`` key: the forward and reverse work share one pass over ``ids`` when every
-    forward key sorts before the ``row-`` keys, as in the medium file, else a second pass
-    starts), then every 50,000 entries; ``ids pro keys`` when the pro pass starts (it runs
-    only when the file has pro keys); ``verifying`` after the pro pass, the re-issue and the
-    config/UserInfo copies. What follows ``verifying`` is the verification pass (which also
-    notes the rebuilt reverse sides), the counts, the marker and the commit.
+    The time between the ``progress(stage, done, total)`` calls ``migrate_legacy`` makes, in
+    the best round, each segment labelled by the call that ends it (a stage's first call
+    only). At the time of writing those calls are: ``ids forward`` when the forward work
+    starts (after the ``ids`` entries were counted from the page headers), then every 5,000
+    ``ids`` entries; ``ids reverse keys`` when the reverse work starts (at the first ``row-``
+    key: the forward and reverse work share one pass over ``ids`` when every forward key
+    sorts before the ``row-`` keys, as in the medium file, else a second pass starts), then
+    every 5,000 entries; ``ids pro keys`` when the pro pass starts (it runs only when the
+    file has pro keys); ``verifying`` after the pro pass, the re-issue and the config/UserInfo
+    copies; ``verified`` after the verification pass (which also notes the rebuilt reverse
+    sides) and the counts. What follows is the marker and the commit.
 reader alone
     The same file through the reader, no conversion: the sha256 of the file in 1 MiB reads
     (what ``migrate_legacy`` computes for the marker), one ``BoltFile.items`` pass over
@@ -124,7 +125,6 @@ import shutil
 import sys
 import time
 import tracemalloc
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -137,6 +137,7 @@ from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
 from gensokyo_idmap.store.lmdb_msgid import open_msgid_store
 from migrate.bbolt import BoltFile
 from migrate.legacy import MARKER, MigrationReport, migrate_legacy
+from migrate.progress import Progress
 
 REPO = Path(__file__).resolve().parent.parent
 TEST_FIXTURES = REPO / "tests" / "fixtures" / "legacy"
@@ -149,11 +150,12 @@ MEMORY_SHARE = 0.25  # the traced peak may grow at most this share as fast as th
 CHUNK = 1 << 20
 #: What happens before each progress call of migrate_legacy (migrate/legacy.py as written).
 STAGE_NOTES = {
-    "ids forward": "sha256 of the file, cache/currentRow lookup, msgid counter, forward work so far",
-    "ids reverse keys": "rest of the forward work (up to the first row- key)",
+    "ids forward": "cache/currentRow lookup, msgid counter, ids entries counted",
+    "ids reverse keys": "forward work (up to the first row- key)",
     "ids pro keys": "reverse work (same pass when fused; else a second pass)",
     "verifying": "pro pass (only with pro keys), re-issue, config/UserInfo copies",
-    "end of the call": "verify pass, counts, marker, commit (fsync)",
+    "verified": "verify pass, counts",
+    "end of the call": "marker, commit (fsync), waiting for the sha256 thread",
 }
 
 # --- the legacy files ---------------------------------------------------------------------
@@ -214,10 +216,10 @@ class Stages:
     marks: list[tuple[str, float]] = field(default_factory=list)
     seen: set[str] = field(default_factory=set)
 
-    def __call__(self, stage: str, count: int) -> None:
+    def __call__(self, stage: str, done: int, total: int) -> None:
         if stage not in self.seen:
             self.seen.add(stage)
-            label = f"{stage!r}" + (f" at {count:,}" if count else "")
+            label = f"{stage!r}" + (f" at {done:,} of {total:,}" if done else "")
             self.marks.append((label, time.perf_counter() - self.t0))
 
 
@@ -236,7 +238,7 @@ class Stores:
             raise
 
     def migrate(self, legacy: Path, app_id: str,
-                progress: Callable[[str, int], None] | None = None) -> MigrationReport:
+                progress: Progress | None = None) -> MigrationReport:
         return migrate_legacy(legacy, self.identity, self.msgid, app_id, progress=progress)
 
     def identity_file_mib(self) -> float:
@@ -316,7 +318,8 @@ def memory_child(legacy: str, empty: str, folder: str, app_id: str) -> dict[str,
         stores = Stores(root / name)
         try:
             gc.collect()
-            sampler = (lambda _stage, _count: rss_sample(peaks)) if peaks is not None else None
+            sampler = ((lambda _stage, _done, _total: rss_sample(peaks)) if peaks is not None
+                       else None)
             tracemalloc.start()
             try:
                 report = stores.migrate(path, app_id, progress=sampler)

@@ -62,16 +62,14 @@ async def _migrate_if_found(
     if legacy is None or not legacy.is_file():
         return
     from migrate.legacy import MARKER, migrate_legacy
+    from migrate.progress import LogProgress
 
     with store.read() as view:
         if view.get_meta(MARKER) is not None:
             return  # migrated before: the old file is never read again
 
-    def progress(stage: str, count: int) -> None:
-        log.info("[migrate] progress", stage=stage, entries=count)
-
     await asyncio.to_thread(
-        migrate_legacy, legacy, store, msgid_store, config.bot.app_id, progress=progress
+        migrate_legacy, legacy, store, msgid_store, config.bot.app_id, progress=LogProgress()
     )
 
 

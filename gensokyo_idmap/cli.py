@@ -312,27 +312,21 @@ def _migration_stores(ctx: _Context, dry_run: bool
 def migrate_command(ctx: _Context, legacy_path: Path | None, dry_run: bool) -> None:
     """Migrate an old Gensokyo idmap.db into openid-map.db (once, all or nothing)."""
     from migrate.legacy import migrate_legacy
+    from migrate.progress import progress_reporter
 
     legacy = legacy_path or ctx.files.legacy_db
-    on_terminal = sys.stderr.isatty() and not ctx.as_json
-
-    def progress(stage: str, count: int) -> None:
-        if on_terminal:
-            click.echo(f"\r[migrate] {stage} {count or ''}".ljust(60), nl=False, err=True)
-
-    try:
-        if ctx.app_id is None:
-            raise BadInputError("--app-id", None, "the AppID the old OpenIDs belong to is needed")
-        if not legacy.is_file():
-            raise BadInputError("--legacy" if legacy_path else "legacy", str(legacy),
-                                "no old idmap.db there, so nothing to migrate (put the Go "
-                                "daemon's idmap.db there, or give --legacy PATH)")
-        with _migration_stores(ctx, dry_run) as (store, msgid_store):
-            report = migrate_legacy(legacy, store, msgid_store, ctx.app_id,
-                                    dry_run=dry_run, progress=progress)
-    finally:
-        if on_terminal:  # ends the progress line, before the summary or the error
-            click.echo("", err=True)
+    if not sys.stderr.isatty():
+        configure_logging("info")  # progress lines instead of a bar
+    if ctx.app_id is None:
+        raise BadInputError("--app-id", None, "the AppID the old OpenIDs belong to is needed")
+    if not legacy.is_file():
+        raise BadInputError("--legacy" if legacy_path else "legacy", str(legacy),
+                            "no old idmap.db there, so nothing to migrate (put the Go "
+                            "daemon's idmap.db there, or give --legacy PATH)")
+    with (_migration_stores(ctx, dry_run) as (store, msgid_store),
+          progress_reporter(sys.stderr) as progress):
+        report = migrate_legacy(legacy, store, msgid_store, ctx.app_id,
+                                dry_run=dry_run, progress=progress)
     _emit(ctx, report.to_json(), lambda: "\n".join(report.summary_lines()))
 
 

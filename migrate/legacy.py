@@ -15,6 +15,8 @@ Rules (DESIGN §6, fixtures README "How each kind must land"):
 4. **Streamed.** The file is read bucket by bucket, in several passes, never loaded whole;
    the only thing kept in memory is the set of row numbers confirmed by a reverse key.
 5. **Nothing silent.** Every entry not copied as is appears in the report with its reason.
+6. **Seen to move.** ``progress(stage, done, total)`` hears of every ``_PROGRESS_EVERY``
+   ``ids`` entries read, over all passes (see :mod:`migrate.progress`).
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from gensokyo_idmap.msgid import INT32_MAX
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore, LmdbView
 from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore, MsgIdView
 from migrate.bbolt import BoltFile
+from migrate.progress import Progress
 
 __all__ = ["MARKER", "MigrationReport", "MigrationVerifyError", "migrate_legacy"]
 
@@ -59,7 +62,7 @@ _ROW: Final = re.compile(r"[1-9][0-9]{0,18}")
 # patterns would have seen.
 _HEX_DIGITS: Final = b"0123456789ABCDEFabcdef"
 _ROW_PREFIX: Final = b"row-"
-_PROGRESS_EVERY: Final = 50_000
+_PROGRESS_EVERY: Final = 5_000
 _IDS: Final = (b"ids",)
 _CACHE: Final = (b"cache",)
 _CONFIG: Final = (b"config",)
@@ -159,6 +162,28 @@ def _row_reason(text: str) -> str:
     return f"row suffix {text!r} is not a number"
 
 
+class _Passes:
+    """Progress over the passes of one run, each of which reads the whole ``ids`` bucket:
+    ``done`` counts the entries of the passes finished plus those of the current one."""
+
+    def __init__(self, tell: Progress, entries: int, passes: int) -> None:
+        self.tell = tell
+        self.entries = entries  # the bucket's size (0: it could not be counted)
+        self.passes = passes
+        self.finished = 0
+
+    @property
+    def total(self) -> int:
+        return self.entries * self.passes
+
+    def at(self, stage: str, count: int) -> None:
+        """``count`` entries into the current pass."""
+        self.tell(stage, self.finished * self.entries + min(count, self.entries), self.total)
+
+    def end_pass(self) -> None:
+        self.finished += 1
+
+
 class _Conversion:
     """One run of the conversion inside one write transaction (re-runnable from scratch).
 
@@ -172,14 +197,20 @@ class _Conversion:
     """
 
     def __init__(self, view: LmdbView, bolt: BoltFile, report: MigrationReport,
-                 progress: Callable[[str, int], None]) -> None:
+                 progress: Progress) -> None:
         self.view = view
         self.bolt = bolt
         self.report = report
         self.app_id = report.app_id
         self.prefix = openid_prefix(report.app_id)
         self.prefix_bytes = self.prefix.encode("utf-8")
-        self.progress = progress
+        try:
+            entries = bolt.entry_count(_IDS) if bolt.bucket(_IDS) is not None else 0
+        except LegacyDbError:
+            entries = 0  # damage: the passes say where; the total is unknown meanwhile
+        self.fused = self.reverse_follows_forward()
+        # the ids pass(es) and the verification; a pro pass is added when pro keys turn up
+        self.passes = _Passes(progress, entries, (1 if self.fused else 2) + 1)
         self.confirmed: set[int] = set()  # forward numbers some row-<n> agrees with
         self.pending: list[tuple[str, str]] = []  # (bucket/key, identity key) to reissue
         self.highest = 0
@@ -262,14 +293,18 @@ class _Conversion:
     def ids_passes(self) -> None:
         """The forward pass and then the reverse pass; one pass doing both when
         :meth:`reverse_follows_forward`, else two."""
-        if self.reverse_follows_forward():
+        passes = self.passes
+        if self.fused:
             self._ids_pass(forward=True, reverse=True)
             if self.forward_drops_end is None:  # no row- key: the reverse pass had nothing
-                self.progress("ids reverse keys", 0)
+                passes.at("ids reverse keys", passes.entries)
+            passes.end_pass()
         else:
             self._ids_pass(forward=True, reverse=False)
-            self.progress("ids reverse keys", 0)
+            passes.end_pass()
+            passes.at("ids reverse keys", 0)
             self._ids_pass(forward=False, reverse=True)
+            passes.end_pass()
 
     def _ids_pass(self, *, forward: bool, reverse: bool) -> None:
         """One pass over ``ids`` in key order doing the forward work, the reverse work or
@@ -290,12 +325,15 @@ class _Conversion:
         count = 0
         next_progress = _PROGRESS_EVERY
         stage = "ids forward" if forward else "ids reverse keys"
+        tell = self.passes.at
+        if forward:
+            tell(stage, 0)
         in_reverse = False  # a row- key was handled (only when both passes are fused)
         for page in self.bolt.pages(_IDS):
+            if count >= next_progress:  # (entries before this page: a new stage starts here)
+                tell(stage, count)
+                next_progress = count + _PROGRESS_EVERY
             count += len(page)
-            while count >= next_progress:
-                self.progress(stage, next_progress)
-                next_progress += _PROGRESS_EVERY
             for raw, value in page:
                 if len(raw) == 32 and not raw.translate(None, hex_digits):
                     if not forward:
@@ -330,7 +368,7 @@ class _Conversion:
                         in_reverse = True
                         self.forward_drops_end = len(self.report.dropped)
                         stage = "ids reverse keys"
-                        self.progress(stage, 0)
+                        tell(stage, count - len(page))
                     digits = raw[4:]
                     if (digits.isdigit() and digits[0] != 48 and len(digits) <= 19  # 48: "0"
                             and value and len(value) == 32
@@ -438,7 +476,11 @@ class _Conversion:
     def pro_keys(self) -> None:
         if not self.has_pro_keys:
             return
-        for raw, text, value in self._ids():
+        self.passes.passes += 1
+        self.passes.at("ids pro keys", 0)
+        for count, (raw, text, value) in enumerate(self._ids(), 1):
+            if count % _PROGRESS_EVERY == 0:
+                self.passes.at("ids pro keys", count)
             if text is None or text.startswith("row-") or ":" not in text:
                 continue
             try:
@@ -530,7 +572,14 @@ class _Conversion:
         from_bytes = int.from_bytes
         # read from the store itself: with no alias at all, no number is an alias
         no_aliases = self.txn.stat(alias_db)["entries"] == 0
+        tell = self.passes.at
+        count = 0
+        next_progress = _PROGRESS_EVERY
         for page in self.bolt.pages(_IDS):
+            if count >= next_progress:
+                tell("verifying", count)
+                next_progress = count + _PROGRESS_EVERY
+            count += len(page)
             for raw, value in page:
                 if skipped and raw in skipped:
                     continue
@@ -591,16 +640,19 @@ class _Conversion:
 
     def run(self) -> MigrationReport:
         self.ids_passes()
-        self.progress("ids pro keys", 0)
         self.pro_keys()
+        if self.has_pro_keys:
+            self.passes.end_pass()
         self.reissue()
         names = set(self.bolt.bucket_names())
         if b"config" in names:
             self.copy_bucket("config", _CONFIG, self.view.put_config, check_json=False)
         if b"UserInfo" in names:
             self.copy_bucket("UserInfo", _USERINFO, self.view.put_user_info, check_json=True)
-        self.progress("verifying", 0)
+        self.passes.at("verifying", 0)
         self.verify()
+        self.passes.end_pass()
+        self.passes.tell("verified", self.passes.total, self.passes.total)
         counts = self.view.counts()
         self.report.written = {"identity_to_vuin": counts.identities, "vuins": counts.vuins,
                                "vuin_alias": counts.aliases, "config": counts.config,
@@ -675,10 +727,13 @@ def migrate_legacy(
     app_id: str,
     *,
     dry_run: bool = False,
-    progress: Callable[[str, int], None] | None = None,
+    progress: Progress | None = None,
     clock: Callable[[], float] = time.time,
 ) -> MigrationReport:
-    """Migrate ``legacy_path`` into the stores once; see the module rules."""
+    """Migrate ``legacy_path`` into the stores once; see the module rules.
+
+    ``progress(stage, done, total)`` is called as the work proceeds (rule 6).
+    """
     path = Path(legacy_path)
     started = time.perf_counter()
     report = MigrationReport(legacy_path=str(path), app_id=app_id)
@@ -700,7 +755,7 @@ def migrate_legacy(
             "(or set idmap.legacy_db to an empty value)."
         )
     check_app_id(app_id, "bot.app_id")
-    tell = progress or (lambda stage, count: None)
+    tell: Progress = progress or (lambda stage, done, total: None)
     log.info("[migrate] start", legacy=str(path), dry_run=dry_run)
     hasher = _Sha256Thread(path)
     try:
@@ -718,7 +773,7 @@ def migrate_legacy(
 
 def _migrate_open(path: Path, identity_store: LmdbIdentityStore,
                   msgid_store: LmdbMsgIdStore | None, app_id: str, report: MigrationReport,
-                  hasher: _Sha256Thread, dry_run: bool, tell: Callable[[str, int], None],
+                  hasher: _Sha256Thread, dry_run: bool, tell: Progress,
                   clock: Callable[[], float]) -> MigrationReport:
     """The migration proper, the legacy file open (its sha256 being computed meanwhile)."""
     with BoltFile(path) as bolt:

@@ -288,7 +288,8 @@ def test_cli_migrate_json_and_refusal(tmp_path: Path) -> None:
     failed = runner.invoke(main, ["--data-dir", str(broken), "--app-id", APP, "migrate"],
                            catch_exceptions=False)
     assert failed.exit_code == 1
-    assert failed.stderr.startswith("error: ")
+    # stderr is no terminal here: the log's progress lines come first, the error last
+    assert failed.stderr.splitlines()[-1].startswith("error: ")
 
 
 # --- one fused pass vs two passes --------------------------------------------------------
