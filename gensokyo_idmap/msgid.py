@@ -336,8 +336,10 @@ class MsgIdMap:
         total = self._sweep_all(_apply_sweep, now_ms)
         claims = self._sweep_all(_apply_claim_sweep, now_ms)
         _count_sweep(total, time.perf_counter() - started)
-        self._log.info("[idmap] msg_id sweep", swept=total, claims_swept=claims,
-                       seconds=round(time.perf_counter() - started, 6))
+        # a sweep that deleted nothing (every minute of a quiet day) is not news
+        (self._log.info if total or claims else self._log.debug)(
+            "[idmap] msg_id sweep", swept=total, claims_swept=claims,
+            seconds=round(time.perf_counter() - started, 6))
         return total
 
     def _sweep_all(self, sweep: Callable[[MsgIdWriter, int, int], int], now_ms: int) -> int:
