@@ -494,7 +494,7 @@ def verify_command(ctx: _Context, file: Path | None) -> None:
 
 @main.group("recover")
 def recover_group() -> None:
-    """DESIGN §8 recoveries (stop the daemon first)."""
+    """Recover a damaged store (stop the daemon first; see docs/stores.md)."""
 
 
 @recover_group.command("msgid")

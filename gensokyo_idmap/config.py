@@ -133,7 +133,8 @@ class OneBotConfig(_Section):
     extensions: bool = Field(default=False, description="add the Go daemon's real_* fields")
     http_api: str = Field(default="", description="host:port of the OneBot HTTP API; empty: off")
     op_userid_type: Literal["vuin", "raw", "ruin"] = Field(
-        default="vuin", description="what user_id/group_id carry downstream (DESIGN §5)")
+        default="vuin",
+        description="what user_id/group_id carry downstream (docs/identities.md)")
 
     @field_validator("forward_ws", "http_api")
     @classmethod
