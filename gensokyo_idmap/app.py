@@ -53,6 +53,9 @@ __all__ = ["run_daemon"]
 
 log = structlog.get_logger("gensokyo_idmap.app")
 
+#: How long a listener's clean-up waits for the requests in flight when the daemon stops.
+SHUTDOWN_SECONDS = 5.0
+
 
 async def _migrate_if_found(
     config: Config, store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore
@@ -296,10 +299,16 @@ def _bench_confirm_on_write() -> bool:
 
 
 async def _listen(routes: list[web.RouteDef], listen: str, field: str) -> web.AppRunner:
-    """An aiohttp server for ``routes`` on ``host:port``; a bad address names its key."""
+    """An aiohttp server for ``routes`` on ``host:port``; a bad address names its key.
+
+    Its clean-up waits at most ``SHUTDOWN_SECONDS`` for requests in flight (aiohttp's own
+    default is a minute): a connection that arrives while the server stops (a framework
+    reconnecting at once), or a handler stuck on its peer, must not hold the stop. A request
+    cut short there was not answered, so the platform delivers it again; nothing is lost.
+    """
     app = web.Application()
     app.add_routes(routes)
-    runner = web.AppRunner(app, access_log=None)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=SHUTDOWN_SECONDS)
     await runner.setup()
     address = parse_host_port(listen, field)
     try:
