@@ -115,10 +115,15 @@ def main(click_ctx: click.Context, data_dir: Path, app_id: str | None, as_json: 
 def serve(config_path: Path) -> None:
     """Run the daemon."""
     from gensokyo_idmap.app import run_daemon
+    from gensokyo_idmap.executor import DaemonThreadExecutor
 
     config: Config = load_config(config_path)
     configure_logging(config.log.level, config.log.format)
-    asyncio.run(run_daemon(config))
+    with asyncio.Runner() as runner:
+        # blocking calls (name lookups, sweeps) on daemon threads: one still waiting at
+        # the end must not keep the process alive after [app] stopped
+        runner.get_loop().set_default_executor(DaemonThreadExecutor())
+        runner.run(run_daemon(config))
 
 
 @main.group()

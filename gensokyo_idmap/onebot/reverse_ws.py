@@ -124,11 +124,20 @@ class ReverseWsClient:
             await asyncio.sleep(0.01)
 
     async def close(self) -> None:
-        """Stop reconnecting and close the connection with a proper close frame."""
+        """Stop reconnecting and close the connection with a proper close frame.
+
+        While not connected the task is dialling (a name lookup or a connect that may take
+        minutes when the framework's host is unreachable) or waiting to retry: it is
+        cancelled, so a stop never waits for the network.
+        """
         self._closed.set()
         self.queue.wake()
         if self._task is not None:
-            await self._task
+            if not self.connected.is_set():
+                self._task.cancel()
+            await asyncio.wait([self._task])
+            if not self._task.cancelled():
+                self._task.result()  # a failure of the task is still the caller's to see
         if self.backlog is not None:
             await self.backlog.close()
 
