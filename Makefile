@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 CONFIG ?= examples/config.yml
 
-.PHONY: run test bench lint venv clean
+.PHONY: run test bench soak lint venv clean
 
 $(BIN)/gensokyo-idmap: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -28,6 +28,11 @@ bench: venv
 	$(BIN)/python bench/inbound.py
 	$(BIN)/python bench/outbound.py
 	$(BIN)/python bench/api.py
+
+# Not part of bench: a steady load on a real daemon for 15 minutes (MINUTES=… to change).
+MINUTES ?= 15
+soak: venv
+	$(BIN)/python bench/soak.py --minutes $(MINUTES)
 
 # The lint tools join the venv once (and again when pyproject.toml changes).
 $(VENV)/.lint-installed: $(BIN)/gensokyo-idmap

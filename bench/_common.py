@@ -27,10 +27,12 @@ script.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import platform
 import resource
+import signal
 import sys
 import tempfile
 import time
@@ -213,6 +215,26 @@ class Run:
         """Wall time and load average since the start."""
         return (f"total {time.perf_counter() - self.started:.1f}s; "
                 f"load average {self.load0:.2f} at start, {os.getloadavg()[0]:.2f} at end")
+
+# --- helper processes ---------------------------------------------------------------------
+
+
+def die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
+    """``preexec_fn`` of a helper subprocess: SIGTERM it when this process dies, so a
+    benchmark killed half-way leaves no daemon behind."""
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def cpu_seconds(pid: int | None) -> float:
+    """utime + stime of a process (this one if None), from /proc; nan where unavailable."""
+    try:
+        fields = Path(f"/proc/{pid or 'self'}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return float("nan")
 
 
 # --- output -------------------------------------------------------------------------------

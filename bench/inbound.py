@@ -91,7 +91,7 @@ from pathlib import Path
 from typing import Any
 
 # _common before anything of the repository: it puts the repository root on sys.path.
-from _common import Result, Table, check_disk, print_heading
+from _common import Result, Table, check_disk, cpu_seconds, die_with_parent, print_heading
 
 import aiohttp
 
@@ -237,22 +237,6 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
-    with contextlib.suppress(Exception):
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-
-
-def cpu_seconds(pid: int | None) -> float:
-    """utime + stime of a process (this one if None), from /proc; nan where unavailable."""
-    try:
-        fields = Path(f"/proc/{pid or 'self'}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        return float("nan")
-
-
 @dataclass
 class Target:
     name: str
@@ -294,7 +278,7 @@ class Target:
             self.proc = subprocess.Popen(self.command(self), stdin=subprocess.DEVNULL, stdout=log,
                                          stderr=subprocess.STDOUT, cwd=BENCH.parent,
                                          env={**os.environ, **self.env},
-                                         preexec_fn=_die_with_parent)
+                                         preexec_fn=die_with_parent)
         try:
             await self.consumer.connect(session, f"ws://127.0.0.1:{self.forward_port}/",
                                         deadline)
