@@ -40,8 +40,9 @@ rss, anon
 
 The closing lines give the growth of each figure between the first sample after the
 turnover (``max(de-dup window, msgid TTL) + sweep interval``) and the last, per 10 minutes.
-With ``--tracemalloc`` the daemon runs under ``bench/_traced_serve.py`` (tracemalloc with 12
-frames, slower: compare its growth, not its speed) and the 15 allocation sites that grew
+With ``--tracemalloc`` the daemon runs under ``bench/_traced_serve.py`` (tracemalloc with
+``--trace-frames`` frames, several times slower: lower ``--rate``, compare its growth, not its
+speed) and the 15 allocation sites that grew
 most between the first snapshot after the turnover and the last are printed with their
 tracebacks: where the memory goes, if it goes anywhere.
 """
@@ -84,7 +85,6 @@ REPLY_EVERY = 5  # the framework answers every fifth message
 WEBHOOK_IN_FLIGHT = 64
 START_TIMEOUT = 30.0
 TRACED_START_TIMEOUT = 180.0  # imports under tracemalloc are slow
-TRACE_FRAMES = 12
 
 
 def openid(prefix: str, n: int) -> str:
@@ -382,10 +382,10 @@ def daemon_config(tmp: Path, platform: EmulatedPlatform, framework: TestServer,
     return path
 
 
-def daemon_command(config: Path, traced: Path | None, every: float) -> list[str]:
+def daemon_command(config: Path, traced: Path | None, every: float, frames: int) -> list[str]:
     if traced is not None:
         return [sys.executable, str(BENCH / "_traced_serve.py"), str(traced), str(every),
-                str(TRACE_FRAMES), "serve", "--config", str(config)]
+                str(frames), "serve", "--config", str(config)]
     exe = Path(sys.executable).with_name("gensokyo-idmap")
     cli = ([str(exe)] if exe.exists()
            else [sys.executable, "-c", "from gensokyo_idmap.cli import main; main()"])
@@ -446,7 +446,8 @@ async def soak(args: argparse.Namespace, tmp: Path) -> int:
         traced.mkdir()
     log = tmp / "daemon.log"
     with log.open("wb") as out:
-        proc = subprocess.Popen(daemon_command(config, traced, args.sample_seconds),
+        proc = subprocess.Popen(daemon_command(config, traced, args.sample_seconds,
+                                               args.trace_frames),
                                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                 cwd=BENCH.parent, preexec_fn=die_with_parent)
     stop = asyncio.Event()
@@ -511,6 +512,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="one row of figures this often (default 60)")
     ap.add_argument("--tracemalloc", action="store_true",
                     help="run the daemon under tracemalloc and print what grew most")
+    ap.add_argument("--trace-frames", type=int, default=6,
+                    help="with --tracemalloc: frames kept per allocation (default 6)")
     ap.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"],
                     help="the daemon's log.level (default info, as shipped)")
     args = ap.parse_args(argv)
