@@ -60,7 +60,7 @@ SHUTDOWN_SECONDS = 5.0
 async def _migrate_if_found(
     config: Config, store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore
 ) -> None:
-    """DESIGN §6: an old idmap.db is migrated before anything else happens (blocking)."""
+    """An old idmap.db is migrated before anything else happens (blocking)."""
     legacy = config.legacy_db_path
     if legacy is None or not legacy.is_file():
         return

@@ -17,7 +17,7 @@ Rules:
 5. **Non-message events a reply may name** (``event_id``: GROUP_ADD_ROBOT,
    GROUP_MSG_RECEIVE, FRIEND_ADD, C2C_MSG_RECEIVE, INTERACTION_CREATE) keep their envelope id
    in the msgid map too, under the chat's ``group-event`` / ``c2c-event`` kind.
-6. **``op_userid_type``** (DESIGN §5) decides what ``user_id`` / ``group_id`` /
+6. **``op_userid_type``** (docs/identities.md) decides what ``user_id`` / ``group_id`` /
    ``operator_id`` carry: the vUIN (default), the platform's own OpenID (``raw``: text, for
    frameworks that take string ids), or the person's QQ number when an rUIN is bound
    (``ruin``, else the vUIN).

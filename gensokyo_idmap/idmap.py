@@ -476,7 +476,7 @@ class IdentityGraph:
         scene_prefix: str | None = None,
         recency: Recency | None = None,
     ) -> IdentityKey:
-        """The one identity to use for ``vuin`` (DESIGN §4, rule 7).
+        """The one identity to use for ``vuin`` (docs/identities.md, reverse path; rule 7).
 
         Explicit identity > ``last_seen`` in ``scene`` (the chat the send belongs to) > the
         one that spoke last in this kind of chat (``scene_prefix``, e.g. ``QQ:<app>:c2c:``)

@@ -2,11 +2,12 @@
 
 Rules:
 
-1. **One identity leaves** (DESIGN §4): an explicit OpenID / ``rUIN-…`` in the request wins;
-   else the identity last seen in the chat the send belongs to (the chat of the message a
-   ``reply`` answers; for an ``at``, the group it is sent to); else the identity of this
-   AppID that spoke last in this kind of chat (by its latest event, idmap rule 7); else any
-   OpenID of this AppID in the set; else a :class:`NoUsableIdentityError` naming the vUIN.
+1. **One identity leaves** (docs/identities.md, reverse path): an explicit OpenID /
+   ``rUIN-…`` in the request wins; else the identity last seen in the chat the send belongs
+   to (the chat of the message a ``reply`` answers; for an ``at``, the group it is sent
+   to); else the identity of this AppID that spoke last in this kind of chat (by its
+   latest event, idmap rule 7); else any OpenID of this AppID in the set; else a
+   :class:`NoUsableIdentityError` naming the vUIN.
    A rebound vUIN's alias resolves to the new vUIN first.
 2. **Always a passive reply** (:mod:`gensokyo_idmap.passive_reply`): a ``reply`` segment's
    message, else the newest received message of the chat still in its window with replies
@@ -96,8 +97,9 @@ class OutboundSender:
     # --- identities ---------------------------------------------------------------------
 
     def client_id(self, value: object, field: str) -> IdentityKey | VUin:
-        """A client's id parameter by DESIGN §1 (and ``op_userid_type``: in ``ruin`` mode a
-        number that is a known QQ rUIN means that person, before it is read as a vUIN)."""
+        """A client's id parameter by the client-input rules of docs/identities.md (and
+        ``op_userid_type``: in ``ruin`` mode a number that is a known QQ rUIN means that
+        person, before it is read as a vUIN)."""
         if not isinstance(value, int | str) or isinstance(value, bool):
             raise BadInputError(field, value, "expected a vUIN, an rUIN-… text or an OpenID")
         parsed = parse_client_input(value, self.settings.app_id or None, field=field)

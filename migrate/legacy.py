@@ -1,6 +1,6 @@
 """The old Go daemon's ``idmap.db`` (bbolt) → openid-map.db + msgid-map.db, once, atomically.
 
-Rules (DESIGN §6, fixtures README "How each kind must land"):
+Rules (docs/stores.md, migrating; fixtures README "How each kind must land"):
 
 1. **Forward keys win.** ``<id>`` → row is the number clients were shown most; every valid
    one keeps its number. ``row-<n>`` reverse keys and "pro" composite keys only fill what the

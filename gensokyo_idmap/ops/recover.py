@@ -1,5 +1,6 @@
-"""DESIGN §8 recoveries: reset the disposable msgid-map.db, re-migrate openid-map.db from the
-old idmap.db, start an empty outbox.db in place of one that is refused.
+"""Recoveries (docs/stores.md, failure and recovery): reset the disposable msgid-map.db,
+re-migrate openid-map.db from the old idmap.db, start an empty outbox.db in place of one that
+is refused.
 
 Neither runs while another process (the daemon) has the file open, and neither deletes a
 store: the file it replaces is moved aside under a timestamped name. A failed re-migration

@@ -2,7 +2,7 @@
 
 The snapshot holds the tables' raw bytes (``lmdb_files.read_snapshot`` takes it in one read
 transaction); decoding happens here, so a value of the wrong shape is a finding, not a crash.
-What must hold (DESIGN §2–§3, the rules block of ``idmap.py``):
+What must hold (docs/stores.md, docs/identities.md, the rules block of ``idmap.py``):
 
 1. ``identity_to_vuin`` and ``vuin_to_identity`` are exact inverses: every forward key is in
    the set of its vUIN, every set member points back at that vUIN (so no identity sits in

@@ -1,6 +1,6 @@
 """openid-map.db on LMDB: the embedded identity store.
 
-One env file, named databases as DESIGN §2 lists them, plus ``vuin_alias`` (old vUIN → the
+One env file, named databases as docs/stores.md lists them, plus ``vuin_alias`` (old vUIN → the
 vUIN it now resolves to, written by rebind and by legacy migration). Durability:
 ``sync=True`` and ``metasync=True``: a commit returns after fsync. Opening, schema
 versions, reads, group commit and map growth are the shared :class:`LmdbEnv` machinery.

@@ -1,6 +1,6 @@
 """msgid-map.db on LMDB: the disposable message-id store.
 
-Tables (DESIGN §2, plus one index):
+Tables (docs/stores.md):
 
 | table | key → value |
 |---|---|
