@@ -48,6 +48,7 @@ from gensokyo_idmap.onebot.event_queue import EventBacklog
 from gensokyo_idmap.onebot.message import Segment
 from gensokyo_idmap.outbox import TrackedSink
 from gensokyo_idmap.passive_reply import EVENT_KINDS
+from gensokyo_idmap.recent_cache import RecentCache
 from gensokyo_idmap.qq.events import (
     Attachment,
     C2CMessage,
@@ -121,8 +122,8 @@ class InboundBridge:
         self._clock = clock
         self._log = log.bind()
         # (chat kind, target) → its inbound MsgContext: the same chats come back event after
-        # event, and building one checks every field again
-        self._contexts: dict[tuple[str, str], MsgContext] = {}
+        # event, and building one checks every field again (chats gone quiet are forgotten)
+        self._contexts: RecentCache[tuple[str, str], MsgContext] = RecentCache(_CONTEXTS_MAX)
 
     def _person(self, openid: OpenId, union: IdentityKey | None) -> list[IdentityKey]:
         if union is not None and self.settings.link_union_openid:
@@ -225,12 +226,11 @@ class InboundBridge:
 
     def _context(self, chat_kind: str, target: str) -> MsgContext:
         """The inbound context of a chat of this AppID (kept: contexts are never changed)."""
-        context = self._contexts.get((chat_kind, target))
+        chat = (chat_kind, target)
+        context = self._contexts.young.get(chat) or self._contexts.get(chat)
         if context is None:
-            if len(self._contexts) >= _CONTEXTS_MAX:
-                self._contexts.clear()
-            context = self._contexts[(chat_kind, target)] = MsgContext(
-                self.settings.app_id, chat_kind, target, "in")
+            context = MsgContext(self.settings.app_id, chat_kind, target, "in")
+            self._contexts.put(chat, context)
         return context
 
     async def translate(self, event: QQEvent) -> list[dict[str, Any]]:

@@ -59,6 +59,7 @@ from gensokyo_idmap.errors import (
     StoreError,
 )
 from gensokyo_idmap.identity import MAX_VUIN, IdentityKey, OpenId, parse_key
+from gensokyo_idmap.recent_cache import RecentCache
 from gensokyo_idmap.store.base import IdentityReader, IdentityStore, IdentityWriter, LastSeen
 
 __all__ = [
@@ -75,8 +76,18 @@ __all__ = [
 
 log = structlog.get_logger("gensokyo_idmap.idmap")
 
-#: Stored keys are immutable text; parsing one is pure, so the reverse path caches it.
-_parse_stored_key = lru_cache(maxsize=65536)(parse_key)
+#: Stored keys are immutable text; parsing one is pure, so the reverse path caches it
+#: (the keys of people not sent to lately are forgotten).
+_PARSED_KEYS: Final[RecentCache[str, IdentityKey]] = RecentCache(65_536)
+
+
+def _parse_stored_key(text: str) -> IdentityKey:
+    key = _PARSED_KEYS.young.get(text) or _PARSED_KEYS.get(text)
+    if key is None:
+        key = parse_key(text)
+        _PARSED_KEYS.put(text, key)
+    return key
+
 
 MAX_SCENE_BYTES: Final = 400
 _MAX_ALIAS_HOPS: Final = 64

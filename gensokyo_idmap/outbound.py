@@ -230,7 +230,7 @@ class OutboundSender:
                                                        part.media.upload_body())
             reply = self.choose_reply(target, plan.reply_to)
             for attempt in range(1, _SEND_ATTEMPTS + 1):
-                seq = self.budget.take(reply.reference)
+                seq = self.budget.take(reply.reference, REPLY_WINDOW_SECONDS[target.chat_kind])
                 body = message_body(part, msg_id=reply.msg_id, event_id=reply.event_id,
                                     msg_seq=seq, file_info=file_info)
                 try:
@@ -246,7 +246,8 @@ class OutboundSender:
                                    code=err.platform_code, reply_to=reply.reference,
                                    attempt=attempt)
                     if err.platform_code != _DUPLICATE_SEQ and plan.reply_to is None:
-                        self.budget.use_up(reply.reference)
+                        self.budget.use_up(reply.reference,
+                                           REPLY_WINDOW_SECONDS[target.chat_kind])
                         reply = self.choose_reply(target, None)
                         if reply.reference is None:
                             raise  # nothing else to answer: the platform's own reason stands

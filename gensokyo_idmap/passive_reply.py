@@ -6,7 +6,10 @@ their envelope id (``event_id``). The same ``msg_id`` + ``msg_seq`` twice is ref
 reply takes the next ``msg_seq`` of its ``msg_id``.
 
 :class:`ReplyBudget` counts replies per id in memory, newest ids kept, so a burst of sends
-in one chat moves on to the next newest message once one is used up. The counts do not
+in one chat moves on to the next newest message once one is used up. A count is kept while
+its message may still be replied to: a reply window after its last reply (5 minutes for a
+group message, 60 for C2C), so memory follows the replies of the last window, not of the
+process's life. The counts do not
 survive a restart, so each process numbers its ``msg_seq`` from its own offset
 (:func:`seq_base_for_process`: no pair repeats across restarts), and when the platform
 answers that an id is used up or a pair was seen, the sender moves on (next ``msg_seq``,
@@ -15,7 +18,9 @@ or the next newest message) instead of failing.
 
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
@@ -35,6 +40,7 @@ MAX_REPLIES: Final = 5
 #: msgid-map chat kind under which the envelope ids of non-message events are kept.
 EVENT_KINDS: Final = {"group": "group-event", "c2c": "c2c-event"}
 _REMEMBERED: Final = 100_000
+_LONGEST_WINDOW: Final = float(max(REPLY_WINDOW_SECONDS.values()))
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,14 +56,27 @@ class ReplyTo:
 
 
 class ReplyBudget:
-    """Replies sent per ``msg_id`` / ``event_id`` (and so the next ``msg_seq``)."""
+    """Replies sent per ``msg_id`` / ``event_id`` (and so the next ``msg_seq``).
+
+    At most ``remembered`` ids, the least recently taken forgotten first; and an id is
+    forgotten ``window`` seconds after its last :meth:`take` (the reply window of its chat
+    kind; by default the longest), when it can no longer be replied to anyway.
+    """
 
     def __init__(self, limit: int = MAX_REPLIES, remembered: int = _REMEMBERED,
-                 seq_base: int = 0) -> None:
+                 seq_base: int = 0, clock: Callable[[], float] = time.monotonic) -> None:
         self.limit = limit
         self._used: OrderedDict[str, int] = OrderedDict()
         self._remembered = remembered
         self.seq_base = seq_base
+        self._clock = clock
+        # per window: id → when its window lapses, oldest first (one queue per window
+        # keeps each in lapsing order)
+        self._lapse: dict[float, OrderedDict[str, float]] = {}
+
+    def __len__(self) -> int:
+        """How many ids are remembered."""
+        return len(self._used)
 
     def used(self, reference: str) -> int:
         return self._used.get(reference, 0)
@@ -65,21 +84,37 @@ class ReplyBudget:
     def exhausted(self, reference: str) -> bool:
         return self.used(reference) >= self.limit
 
-    def take(self, reference: str | None) -> int:
+    def take(self, reference: str | None, window: float = _LONGEST_WINDOW) -> int:
         """The ``msg_seq`` for the next send on ``reference`` (``seq_base`` + 1, + 2, …);
-        counts it."""
+        counts it. ``window``: how long ``reference`` can be replied to."""
         if reference is None:
             return self.seq_base + 1
         used = self._used.pop(reference, 0) + 1
+        self._count(reference, used, window)
+        return self.seq_base + used
+
+    def use_up(self, reference: str, window: float = _LONGEST_WINDOW) -> None:
+        """The platform said ``reference`` takes no more replies: skip it from now on."""
+        self._used.pop(reference, None)
+        self._count(reference, max(self.limit, 1), window)
+
+    def _count(self, reference: str, used: int, window: float) -> None:
         self._used[reference] = used
         if len(self._used) > self._remembered:
             self._used.popitem(last=False)  # the oldest id is long out of its window
-        return self.seq_base + used
-
-    def use_up(self, reference: str) -> None:
-        """The platform said ``reference`` takes no more replies: skip it from now on."""
-        self._used.pop(reference, None)
-        self._used[reference] = max(self.limit, 1)
+        now = self._clock()
+        lapse = self._lapse.get(window)
+        if lapse is None:
+            lapse = self._lapse[window] = OrderedDict()
+        lapse.pop(reference, None)
+        lapse[reference] = now + window
+        for queue in self._lapse.values():
+            while queue:
+                oldest, until = next(iter(queue.items()))
+                if until > now:
+                    break
+                del queue[oldest]
+                self._used.pop(oldest, None)
 
 
 def seq_base_for_process(now: float) -> int:

@@ -7,7 +7,9 @@ from collections import Counter, OrderedDict
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gensokyo_idmap.passive_reply import MAX_REPLIES, ReplyBudget, ReplyTo
+from gensokyo_idmap.passive_reply import MAX_REPLIES, REPLY_WINDOW_SECONDS, ReplyBudget, ReplyTo
+
+from .conftest import FakeClock
 
 
 def test_take_counts_per_reference_independently() -> None:
@@ -112,3 +114,33 @@ def test_small_cap_matches_an_lru_model(refs: list[str], cap: int) -> None:
         assert budget.take(ref) == expected
     for ref in set(refs):
         assert budget.used(ref) == model.get(ref, 0)
+
+
+def test_an_id_is_forgotten_a_reply_window_after_its_last_reply() -> None:
+    clock = FakeClock()
+    budget = ReplyBudget(clock=clock)
+    group, c2c = REPLY_WINDOW_SECONDS["group"], REPLY_WINDOW_SECONDS["c2c"]
+    budget.take("g", group)
+    budget.take("c", c2c)
+    clock.advance(group - 1)
+    budget.take("g", group)  # a second reply renews its window
+    clock.advance(group - 1)
+    budget.take("other", group)
+    assert budget.used("g") == 2  # replied to group - 1 seconds ago: kept
+    clock.advance(2)
+    budget.take("other", group)
+    assert budget.used("g") == 0  # its window has passed: it cannot be replied to anyway
+    assert budget.used("c") == 1  # a C2C message's window is an hour
+    clock.advance(c2c)
+    budget.take("other", group)
+    assert budget.used("c") == 0
+
+
+def test_memory_follows_the_replies_of_the_last_window() -> None:
+    clock = FakeClock()
+    budget = ReplyBudget(clock=clock)
+    window = REPLY_WINDOW_SECONDS["group"]
+    for n in range(5 * window):  # a reply to a new message every second, for 5 windows
+        budget.take(f"m{n}", window)
+        clock.advance(1)
+        assert len(budget) <= window + 1

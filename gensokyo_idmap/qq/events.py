@@ -41,6 +41,7 @@ import structlog
 from gensokyo_idmap import jsonio
 from gensokyo_idmap.errors import BadInputError
 from gensokyo_idmap.identity import IdentityKey, OpenId, UnionId, chat_scene, check_app_id
+from gensokyo_idmap.recent_cache import RecentCache
 
 __all__ = [
     "DISPATCH",
@@ -405,15 +406,14 @@ def _text_timestamp(parent: Mapping[str, Any], key: str, path: str) -> str:
 
 #: (AppID, OpenID text) → the checked OpenId. The same people and groups come back event
 #: after event, and checking an OpenID (three patterns) was a tenth of parsing an event.
-#: OpenIds are immutable, so sharing one is safe; the cache starts afresh when full.
-_OPENIDS: dict[tuple[str, str], OpenId] = {}
-_OPENIDS_MAX: Final = 65_536
+#: OpenIds are immutable, so sharing one is safe; people not seen lately are forgotten.
+_OPENIDS: Final[RecentCache[tuple[str, str], OpenId]] = RecentCache(65_536)
 
 
 def _openid(app_id: str, value: object, path: str) -> OpenId:
     if not isinstance(value, str):
         raise BadInputError(path, value, "OpenID must be text")
-    cached = _OPENIDS.get((app_id, value))
+    cached = _OPENIDS.young.get((app_id, value)) or _OPENIDS.get((app_id, value))
     if cached is not None:
         return cached
     if len(value) > MAX_OPENID_LEN:
@@ -422,9 +422,7 @@ def _openid(app_id: str, value: object, path: str) -> OpenId:
         openid = OpenId(app_id=app_id, openid=value)
     except BadInputError as err:
         raise BadInputError(path, value, err.reason) from None
-    if len(_OPENIDS) >= _OPENIDS_MAX:
-        _OPENIDS.clear()
-    _OPENIDS[(app_id, value)] = openid
+    _OPENIDS.put((app_id, value), openid)
     return openid
 
 

@@ -15,6 +15,7 @@ from typing import Any, Final
 
 import lmdb
 
+from gensokyo_idmap.recent_cache import RecentCache
 from gensokyo_idmap.store.base import IdentityWriter, LastSeen, TableCounts
 from gensokyo_idmap.store.codec import decode_u64, decode_value, encode_u64, encode_value
 from gensokyo_idmap.store.lmdb_env import CounterView, LmdbEnv, Table
@@ -48,7 +49,7 @@ TABLES: Final = (
     Table(b"UserInfo", "user_info"),
 )
 _META_COUNTER: Final = b"vuin_counter"
-#: Entries of each probe() text → bytes cache before it starts afresh (bounded memory).
+#: Entries each probe() cache holds at most (those not used lately are forgotten first).
 _PROBE_CACHE: Final = 65_536
 _U64_FROM: Final = struct.Struct(">Q").unpack
 
@@ -277,13 +278,15 @@ class LmdbIdentityStore(LmdbEnv[LmdbView]):
         self._forward = self.tables.identity_to_vuin  # the two handles probe() needs
         self._last_seen = self.tables.last_seen
         # key → (its bytes, the last_seen value prefix naming it); scene → its bytes. Pure
-        # functions of the text, cached because the same people and chats come back.
-        self._key_bytes: dict[str, tuple[bytes, bytes]] = {}
-        self._scene_bytes: dict[str, bytes] = {}
+        # functions of the text, cached because the same people and chats come back (and
+        # forgotten when they stop coming back: RecentCache).
+        self._key_bytes: RecentCache[str, tuple[bytes, bytes]] = RecentCache(_PROBE_CACHE)
+        self._scene_bytes: RecentCache[str, bytes] = RecentCache(_PROBE_CACHE)
         # (key, scene) → (transaction id of the snapshot read, the answer). A later read
         # whose snapshot has the same id sees exactly the same data (LMDB numbers every
         # commit, of any process), so the answer stands without touching the tables.
-        self._answers: dict[tuple[str, str | None], tuple[int, tuple[int | None, bool]]] = {}
+        self._answers: RecentCache[tuple[str, str | None],
+                                   tuple[int, tuple[int | None, bool]]] = RecentCache(_PROBE_CACHE)
 
     def probe(self, key: str, scene: str | None) -> tuple[int | None, bool]:
         """The vUIN of ``key``, and whether ``key`` is already last seen in ``scene``.
@@ -303,33 +306,32 @@ class LmdbIdentityStore(LmdbEnv[LmdbView]):
             txn = self.begin_read()  # the slow path: adopts a map grown elsewhere, or raises
         try:
             snapshot = txn.id()
-            answer = self._answers.get((key, scene))
+            asked = (key, scene)
+            answers = self._answers
+            answer = answers.young.get(asked) or answers.get(asked)
             if answer is not None and answer[0] == snapshot:
                 return answer[1]  # nothing was committed since: the same data, no gets
-            cached = self._key_bytes.get(key)
+            cached = self._key_bytes.young.get(key) or self._key_bytes.get(key)
             if cached is None:
                 encoded = key.encode("utf-8")
                 cached = (encoded, _last_seen_prefix(encoded))
-                if len(self._key_bytes) >= _PROBE_CACHE:
-                    self._key_bytes.clear()
-                self._key_bytes[key] = cached
+                self._key_bytes.put(key, cached)
             raw = txn.get(cached[0], db=self._forward)
             if raw is None or scene is None:
                 seen = None
             else:
-                scene_raw = self._scene_bytes.get(scene)
+                scene_raw = self._scene_bytes.young.get(scene) or self._scene_bytes.get(scene)
                 if scene_raw is None:
                     scene_raw = scene.encode("utf-8")
-                    if len(self._scene_bytes) >= _PROBE_CACHE:
-                        self._scene_bytes.clear()
-                    self._scene_bytes[scene] = scene_raw
+                    self._scene_bytes.put(scene, scene_raw)
                 seen = txn.get(raw + scene_raw, db=self._last_seen)
         finally:
             txn.abort()
             self.read_lock.release()
         result = ((None, False) if raw is None else
                   (_U64_FROM(raw)[0], seen is not None and seen.startswith(cached[1])))
-        if len(self._answers) >= _PROBE_CACHE:
-            self._answers.clear()
-        self._answers[(key, scene)] = (snapshot, result)
+        if answer is None:
+            answers.put(asked, (snapshot, result))
+        else:
+            answers.young[asked] = (snapshot, result)  # renewed by the get: in young
         return result
