@@ -351,10 +351,18 @@ def top_growth(folder: Path, turnover_minutes: float, every: float, limit: int =
     first_after = max(1, int(turnover_minutes * 60 / every + 0.999))
     if len(snaps) <= first_after:
         return ["  not enough tracemalloc snapshots after the turnover"]
+    totals = []
+    for snap in snaps:
+        loaded = tracemalloc.Snapshot.load(str(snap))
+        totals.append(f"{sum(t.size for t in loaded.traces) / 2**20:.2f}")
     old = tracemalloc.Snapshot.load(str(snaps[first_after - 1]))
     new = tracemalloc.Snapshot.load(str(snaps[-1]))
-    lines = [f"  tracemalloc: {snaps[-1].name} against {snaps[first_after - 1].name}, "
-             f"traced {sum(s.size for s in new.statistics('filename')) / 2**20:.2f} MiB"]
+    lines = [f"  tracemalloc: traced MiB per snapshot: {' '.join(totals)}",
+             f"  {snaps[-1].name} against {snaps[first_after - 1].name}, by line:"]
+    for stat in new.compare_to(old, "lineno")[:limit]:
+        lines.append(f"  {stat.size_diff / 1024:+9.1f} KiB {stat.count_diff:+7d} blocks  "
+                     f"{stat.traceback[0]}")
+    lines.append("  … and by traceback:")
     for stat in new.compare_to(old, "traceback")[:limit]:
         lines.append(f"  {stat.size_diff / 1024:+9.1f} KiB {stat.count_diff:+7d} blocks "
                      f"(now {stat.size / 1024:.1f} KiB in {stat.count})")
@@ -445,9 +453,9 @@ async def soak(args: argparse.Namespace, tmp: Path) -> int:
     server = await framework_server(framework.handle)
     ports = {"webhook": free_port(), "forward": free_port(), "api": free_port()}
     config = daemon_config(tmp, platform, server, ports, args)
-    traced = tmp / "tracemalloc" if args.tracemalloc else None
+    traced = (args.snapshots or tmp / "tracemalloc") if args.tracemalloc else None
     if traced is not None:
-        traced.mkdir()
+        traced.mkdir(parents=True, exist_ok=True)
     log = tmp / "daemon.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(daemon_command(config, traced, args.sample_seconds,
@@ -518,6 +526,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="one row of figures this often (default 60)")
     ap.add_argument("--tracemalloc", action="store_true",
                     help="run the daemon under tracemalloc and print what grew most")
+    ap.add_argument("--snapshots", type=Path, default=None,
+                    help="with --tracemalloc: keep the snapshots in this folder")
     ap.add_argument("--trace-frames", type=int, default=6,
                     help="with --tracemalloc: frames kept per allocation (default 6)")
     ap.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"],
