@@ -48,7 +48,6 @@ from gensokyo_idmap.onebot.event_queue import EventBacklog
 from gensokyo_idmap.onebot.message import Segment
 from gensokyo_idmap.outbox import TrackedSink
 from gensokyo_idmap.passive_reply import EVENT_KINDS
-from gensokyo_idmap.recent_cache import RecentCache
 from gensokyo_idmap.qq.events import (
     Attachment,
     C2CMessage,
@@ -59,6 +58,7 @@ from gensokyo_idmap.qq.events import (
     Interaction,
     QQEvent,
 )
+from gensokyo_idmap.recent_cache import RecentCache
 
 __all__ = ["BridgeSettings", "EventSink", "InboundBridge", "InboundPipeline",
            "attachment_segment"]
