@@ -61,7 +61,7 @@ interleave daemon and relay, scenario by scenario, so load from other processes 
 Confirmation by ping
 --------------------
 The daemon counts an event as delivered to a WebSocket framework once a pong after it came
-back (DESIGN §8a), not once it was written: the acknowledgement to the platform waits for
+back (docs/delivery.md), not once it was written: the acknowledgement to the platform waits for
 that. A third target, ``daemon, confirm on write``, is the same daemon with the bench-only
 environment variable ``GENSOKYO_IDMAP_BENCH_CONFIRM_ON_WRITE=1`` (not a configuration key:
 it weakens the guarantee), under which an event counts as delivered once written, as before.

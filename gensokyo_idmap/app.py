@@ -285,7 +285,7 @@ def _reverse_ws_clients(config: Config, actions: ActionService,
 
 
 #: Set (to any non-empty value) only by bench/inbound.py, to measure what confirmation by
-#: ping costs: WebSocket events then count as delivered once written, as before DESIGN §8a.
+#: ping costs: WebSocket events then count as delivered once written (the old rule).
 #: Not a configuration key: it weakens the delivery guarantee.
 BENCH_CONFIRM_ON_WRITE: Final = "GENSOKYO_IDMAP_BENCH_CONFIRM_ON_WRITE"
 

@@ -432,7 +432,7 @@ class InboundPipeline:
     once; before a restart too, when the log keeps durable claims) is skipped.
 
     A delivery is done (the source may acknowledge it to the platform) once every framework
-    has each of its events confirmed or durably owed (DESIGN §8a): the pipeline waits up to
+    has each of its events confirmed or durably owed (docs/delivery.md): the pipeline waits up to
     ``delivery_wait`` for the confirmations of frameworks that are connected and answering,
     then writes what is still unconfirmed to the outbox of the tracked ones (reverse WS,
     HTTP POST: sinks with a :class:`~gensokyo_idmap.outbox.Backlog`); events a backlog

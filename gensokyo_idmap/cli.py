@@ -298,7 +298,7 @@ def _migration_stores(ctx: _Context, dry_run: bool
         if dry_run and not identity_path.is_file():
             scratch = stack.enter_context(tempfile.TemporaryDirectory(prefix="gsk-dry-run-"))
             identity_path = Path(scratch) / IDENTITY_DB
-        # a migration may create the store on purpose (re-migration, DESIGN §8); a dry run
+        # a migration may create the store on purpose (re-migration, docs/stores.md); a dry run
         # of a store that is gone converts into the throw-away one above
         store = LmdbIdentityStore(identity_path, recreate=not dry_run)
         stack.callback(store.close)

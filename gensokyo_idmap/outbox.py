@@ -1,7 +1,7 @@
 """Durable copies of OneBot events a framework has not confirmed yet (outbox.db).
 
 The platform side acknowledges an event (webhook 200, gateway seq saved) once every framework
-has it *confirmed* (a pong after it, an HTTP 2xx: DESIGN §8a) or *durably owed*. A framework
+has it *confirmed* (a pong after it, an HTTP 2xx: docs/delivery.md) or *durably owed*. A framework
 that is away, slow or frozen would otherwise hold the event only in memory, and ``kill -9``
 would lose it although the platform was told it arrived. So, before the acknowledgement,
 the framework's :class:`Backlog` writes such events durably (:meth:`Backlog.keep_through`,

@@ -2,7 +2,7 @@
 but not confirmed yet (*in flight*). No I/O here: :mod:`connection` drives it over a socket,
 :mod:`http_post` over HTTP.
 
-Rules (DESIGN §8a):
+Rules (docs/delivery.md):
 
 1. **Delivered means confirmed, not written.** OneBot v11 has no event acknowledgement, so
    the WebSocket itself confirms: every event taken for sending is tagged with the number of
