@@ -23,13 +23,14 @@ emulated platform and frameworks (this process)
     ``tests/qq/platform_emulator.EmulatedPlatform`` (token, gateway, OpenAPI sends) and
     ``tests/qq/webhook_sender.WebhookSender`` (signed callbacks). Events alternate between
     the gateway and the webhook, ``--rate`` per second in all, paced by the clock: group
-    @-messages (3 of 4) and C2C messages from a pool of users, ``--new-share`` of them from
-    a user never seen before. The reverse-WS framework answers every fifth message with a
-    passive reply (``send_group_msg`` / ``send_private_msg`` quoting the message), so the
-    outbound path and outbound message ids run too, and drops its connection every 3
-    minutes (the daemon reconnects; what it owes meanwhile goes through outbox.db). A
-    forward-WS client reconnects every minute. ``/healthz``, ``/metrics`` and ``/v1/stats``
-    are fetched every 10 s.
+    @-messages (3 of 4) and C2C messages from 2,000 known users, ``--new-share`` of them
+    from a user never seen before, who then replaces the longest-known one (the active set
+    stays the same size, the identity store keeps growing). The reverse-WS framework
+    answers every fifth message with a passive reply (``send_group_msg`` /
+    ``send_private_msg`` quoting the message), so the outbound path and outbound message
+    ids run too, and drops its connection every 3 minutes (the daemon reconnects; what it
+    owes meanwhile goes through outbox.db). A forward-WS client reconnects every minute.
+    ``/healthz``, ``/metrics`` and ``/v1/stats`` are fetched every 10 s.
 
 Figures (one row per ``--sample-seconds``, default a minute)
 -----------------------------------------------------------
@@ -119,20 +120,24 @@ class Counts:
 class Load:
     rate: float
     new_share: float
-    users: int = 2000  # the pool of known users; new users join it
+    users: int = 2000  # the known users: the newest this many (a steady active set)
     groups: int = 100
+    newest: int = 2000  # the highest user number so far; new users count up from here
     counts: Counts = field(default_factory=Counts)
     n: int = 0
     rng: random.Random = field(default_factory=lambda: random.Random(15))
 
     def next_event(self) -> tuple[str, dict[str, Any]]:
-        """The next event: (type, d); unique message ids, a user from the pool or a new one."""
+        """The next event: (type, d); unique message ids, one of the known users or a new
+        one, who joins them as the oldest known user leaves: the number of people active at
+        any time stays the same, as in a steady real load, while new identities keep
+        coming."""
         self.n += 1
         if self.rng.random() < self.new_share:
-            self.users += 1
-            user = self.users
+            self.newest += 1
+            user = self.newest
         else:
-            user = self.rng.randrange(1, self.users + 1)
+            user = self.rng.randrange(self.newest - self.users + 1, self.newest + 1)
         uid = openid("U", user)
         stamp = "2025-01-01T12:00:00+08:00"
         if self.n % 4:
