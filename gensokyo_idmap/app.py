@@ -19,7 +19,7 @@ import aiohttp
 import structlog
 from aiohttp import web
 
-from gensokyo_idmap import jsonio, metrics
+from gensokyo_idmap import counters, jsonio
 from gensokyo_idmap.action_service import ActionService
 from gensokyo_idmap.api import ApiServer
 from gensokyo_idmap.api.server import ApiSettings
@@ -373,7 +373,7 @@ def _counted(
     A plain function handing back the pipeline's coroutine, not a coroutine awaiting it:
     one frame less to create and to resume at every suspension of every batch.
     """
-    received = metrics.EVENTS_IN.labels(transport)
+    received = counters.EVENTS_IN.labels(transport)
 
     def process(events: Sequence[QQEvent]) -> Awaitable[None]:
         received.inc(len(events))

@@ -50,7 +50,7 @@ from typing import Final, Literal, NamedTuple
 
 import structlog
 
-from gensokyo_idmap import metrics
+from gensokyo_idmap import counters
 from gensokyo_idmap.errors import (
     BadInputError,
     IdmapError,
@@ -91,7 +91,7 @@ def _parse_stored_key(text: str) -> IdentityKey:
 
 MAX_SCENE_BYTES: Final = 400
 _MAX_ALIAS_HOPS: Final = 64
-_IDENTITY_HIT: Final = metrics.IDENTITY_HIT  # a module global: the hot path's one extra call
+_IDENTITY_HIT: Final = counters.IDENTITY_HIT  # a module global: the hot path's one extra call
 
 
 class Resolution(NamedTuple):
@@ -393,7 +393,7 @@ class IdentityGraph:
         )
         for key in result.added:
             self._log.info("[idmap] identity create", key=key, vuin=result.vuin)
-        metrics.IDENTITY_CREATE.inc(len(result.added))
+        counters.IDENTITY_CREATE.inc(len(result.added))
         if not result.added:
             _IDENTITY_HIT.inc()
             self._log.debug("[idmap] identity hit", key=texts[0], vuin=result.vuin)
@@ -455,10 +455,10 @@ class IdentityGraph:
             _check_vuin(vuin, "vuin")
             result = await self.store.write(partial(_apply_bind, key=key.key, vuin=vuin))
         except IdmapError as err:
-            metrics.BIND_RESULTS.labels("bind", "failed").inc()
+            counters.BIND_RESULTS.labels("bind", "failed").inc()
             self._log.warning("[idmap] bind failed", key=key.key, vuin=vuin, reason=err.message)
             raise
-        metrics.BIND_RESULTS.labels("bind", result.outcome).inc()
+        counters.BIND_RESULTS.labels("bind", result.outcome).inc()
         self._log.info(f"[idmap] bind {result.outcome}", key=result.key, vuin=result.vuin,
                  previous=result.previous, reason=result.reason, aliased=result.aliased)
         return result
@@ -470,10 +470,10 @@ class IdentityGraph:
             _check_vuin(new, "new")
             result = await self.store.write(partial(_apply_rebind, old=old, new=new))
         except IdmapError as err:
-            metrics.BIND_RESULTS.labels("rebind", "failed").inc()
+            counters.BIND_RESULTS.labels("rebind", "failed").inc()
             self._log.warning("[idmap] bind failed", old=old, new=new, reason=err.message)
             raise
-        metrics.BIND_RESULTS.labels("rebind", result.outcome).inc()
+        counters.BIND_RESULTS.labels("rebind", result.outcome).inc()
         self._log.info(f"[idmap] bind {result.outcome}", old=result.old, new=result.new,
                  moved=len(result.moved), reason=result.reason)
         return result

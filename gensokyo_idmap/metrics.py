@@ -1,45 +1,42 @@
-"""The daemon's Prometheus metrics: every metric object lives here, in one registry.
+"""The daemon's Prometheus metrics: one registry, written when ``/metrics`` is scraped.
 
-Code that counts something does one call at the point where it already logs the event
-(``metrics.IDENTITY_HIT.inc()``); nothing here does I/O. The registry is this module's own
-(not prometheus-client's global one), so tests and several in-process daemons never collide
-on a name. Store sizes are not counted as they change: :class:`StoreSizeCollector` reads
-them when ``/metrics`` is scraped.
-
-Hot path: what is counted per event or per identity hit (resolutions, message ids, events
-in and out) is a :class:`HotCounter`, whose pre-labelled ``inc`` is one plain add.
-prometheus-client's ``Counter`` takes a lock per ``inc``; with five counts per inbound event
-those locks were 5% of an event's cost.
+What is counted per event or per identity hit lives in :mod:`gensokyo_idmap.counters` as
+plain numbers, bumped where the event is logged; this module reads them at scrape time
+(:class:`HotCounter`, :class:`DurationsCollector`), so the pure modules never load
+prometheus-client and a bump on the hot path is one plain add. Store sizes are not counted
+as they change either: :class:`StoreSizeCollector` reads them at scrape time. The few
+metrics of the outer layers (unencodable events, action latency) are prometheus-client
+objects here. The registry is this module's own (not prometheus-client's global one), so
+tests and several in-process daemons never collide on a name.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Final
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
 
+from gensokyo_idmap import counters
 from gensokyo_idmap.store.base import MsgIdCounts, TableCounts
 
 __all__ = [
     "ACTION_SECONDS",
-    "BIND_RESULTS",
     "CONTENT_TYPE",
-    "EVENTS_IN",
     "EVENTS_OUT",
     "EVENTS_UNENCODABLE",
-    "IDENTITY_CREATE",
-    "IDENTITY_HIT",
-    "MSGID_CREATE",
-    "MSGID_EXPIRED",
-    "MSGID_HIT",
-    "MSGID_LOOKUP",
-    "MSGID_SWEEP_SECONDS",
     "REGISTRY",
+    "DurationsCollector",
     "HotCounter",
     "StoreSizeCollector",
     "render",
@@ -51,78 +48,61 @@ CONTENT_TYPE: Final = "text/plain; version=0.0.4; charset=utf-8"
 REGISTRY: Final = CollectorRegistry(auto_describe=True)
 
 
-class HotChild:
-    """One label combination of a :class:`HotCounter`."""
-
-    __slots__ = ("value",)
-
-    def __init__(self) -> None:
-        self.value = 0.0
-
-    def inc(self, amount: float = 1) -> None:
-        self.value += amount
-
-
 class HotCounter(Collector):
-    """A labelled counter for the hot path: ``inc`` on a child is a plain add, read when
-    ``/metrics`` is scraped.
+    """A :class:`counters.Family` in a registry: its counts are read when ``/metrics`` is
+    scraped (``created``: write the ``_created`` series, as prometheus-client's ``Counter``
+    does)."""
 
-    A plain add loses a count only if two threads bump one child at the same instant. In
-    the daemon every bump runs on the event loop's thread (the CLI runs alone in its
-    process), so none is lost; counters bumped from worker threads stay ``Counter``.
-    """
-
-    def __init__(self, name: str, documentation: str, labelnames: Iterable[str],
-                 registry: CollectorRegistry) -> None:
-        self._name = name
-        self._documentation = documentation
-        self._labelnames = tuple(labelnames)
-        self._children: dict[tuple[str, ...], HotChild] = {}
-        registry.register(self)
-
-    def labels(self, *values: str) -> HotChild:
-        if len(values) != len(self._labelnames):
-            raise ValueError(f"{self._name}: expected labels {self._labelnames}, got {values}")
-        child = self._children.get(values)
-        if child is None:
-            child = self._children[values] = HotChild()
-        return child
+    def __init__(self, family: counters.Family, registry: CollectorRegistry | None = None, *,
+                 created: bool = False) -> None:
+        self.family = family
+        self._created = created
+        if registry is not None:
+            registry.register(self)
 
     def collect(self) -> Iterator[Metric]:
-        family = CounterMetricFamily(self._name, self._documentation, labels=self._labelnames)
-        for values, child in list(self._children.items()):
-            family.add_metric(list(values), child.value)
-        yield family
+        family = self.family
+        metric = CounterMetricFamily(family.name, family.documentation,
+                                     labels=family.labelnames)
+        for values, count in family.children():
+            metric.add_metric(list(values), count.value,
+                              created=count.created if self._created else None)
+        yield metric
 
 
-_IDENTITIES = HotCounter(
-    "gensokyo_identity_resolutions", "Identity keys resolved, by result (create: a key "
-    "written for the first time; hit: already known)", ["result"], registry=REGISTRY)
-IDENTITY_CREATE: Final = _IDENTITIES.labels("create")
-IDENTITY_HIT: Final = _IDENTITIES.labels("hit")
+class DurationsCollector(Collector):
+    """:class:`counters.Durations` as a Prometheus histogram, read at scrape time."""
 
-BIND_RESULTS: Final = Counter(
-    "gensokyo_bind_results", "bind / rebind outcomes (moved, skipped, failed)",
-    ["op", "outcome"], registry=REGISTRY)
+    def __init__(self, durations: counters.Durations, registry: CollectorRegistry) -> None:
+        self.durations = durations
+        registry.register(self)
 
-_MSGIDS = HotCounter(
-    "gensokyo_msgid_operations", "Message-id map operations: create (new virtual id), hit "
-    "(known real id, TTL refreshed), lookup (virtual id asked for)", ["op"], registry=REGISTRY)
-MSGID_CREATE: Final = _MSGIDS.labels("create")
-MSGID_HIT: Final = _MSGIDS.labels("hit")
-MSGID_LOOKUP: Final = _MSGIDS.labels("lookup")
-MSGID_EXPIRED: Final = Counter(
-    "gensokyo_msgid_expired", "Expired message ids deleted by the sweeper", registry=REGISTRY)
-MSGID_SWEEP_SECONDS: Final = Histogram(
-    "gensokyo_msgid_sweep_seconds", "Duration of one sweep of expired message ids",
-    buckets=(0.001, 0.005, 0.02, 0.1, 0.5, 2.0, 10.0, 60.0), registry=REGISTRY)
+    def collect(self) -> Iterator[Metric]:
+        durations = self.durations
+        per_bucket, total = durations.snapshot()
+        cumulative: list[tuple[str, float]] = []
+        seen = 0
+        for bound, n in zip((*durations.buckets, math.inf), per_bucket, strict=True):
+            seen += n
+            cumulative.append(("+Inf" if bound == math.inf else repr(float(bound)), seen))
+        metric = HistogramMetricFamily(durations.name, durations.documentation,
+                                       buckets=cumulative, sum_value=total)
+        metric.add_sample(f"{durations.name}_created", {}, durations.created)
+        yield metric
 
-EVENTS_IN: Final = HotCounter(
-    "gensokyo_events_in", "Platform events received, by transport (webhook, gateway)",
-    ["transport"], registry=REGISTRY)
-EVENTS_OUT: Final = HotCounter(
-    "gensokyo_events_out", "OneBot events handed to a framework connection, by transport",
-    ["transport"], registry=REGISTRY)
+
+#: Counts that were prometheus-client ``Counter`` objects: they keep their ``_created``
+#: series, so ``/metrics`` shows what it showed before they moved to ``counters``.
+_WITH_CREATED: Final = frozenset({"gensokyo_bind_results", "gensokyo_msgid_expired"})
+
+for _family in counters.FAMILIES:  # in the order /metrics writes them
+    if isinstance(_family, counters.Durations):
+        DurationsCollector(_family, REGISTRY)
+    else:
+        HotCounter(_family, REGISTRY, created=_family.name in _WITH_CREATED)
+
+#: Counted by the bridge, which reads it here.
+EVENTS_OUT: Final = counters.EVENTS_OUT
 
 EVENTS_UNENCODABLE: Final = Counter(
     "gensokyo_events_unencodable", "OneBot events dropped from one sink because they cannot "

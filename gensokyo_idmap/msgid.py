@@ -27,7 +27,7 @@ from typing import Final, Literal, cast
 
 import structlog
 
-from gensokyo_idmap import metrics
+from gensokyo_idmap import counters
 from gensokyo_idmap.errors import BadInputError, IdmapError, NotFoundError, StoreError
 from gensokyo_idmap.store.base import MsgIdCounts, MsgIdStore, MsgIdWriter, MsgRecord
 
@@ -170,8 +170,8 @@ def _apply_claim_sweep(writer: MsgIdWriter, now_ms: int, limit: int) -> int:
 
 
 def _count_sweep(swept: int, seconds: float) -> None:
-    metrics.MSGID_EXPIRED.inc(swept)
-    metrics.MSGID_SWEEP_SECONDS.observe(seconds)
+    counters.MSGID_EXPIRED.inc(swept)
+    counters.MSGID_SWEEP_SECONDS.observe(seconds)
 
 
 # --- the service --------------------------------------------------------------------------
@@ -255,7 +255,7 @@ class MsgIdMap:
 
     def _stored(self, real_id: str, ctx: MsgContext, virtual_id: int, hit: bool) -> int:
         """Count and log a store once it is committed; its virtual id."""
-        (metrics.MSGID_HIT if hit else metrics.MSGID_CREATE).inc()
+        (counters.MSGID_HIT if hit else counters.MSGID_CREATE).inc()
         self._log.debug("[idmap] msg_id hit" if hit else "[idmap] msg_id create",
                         real_id=real_id, virtual_id=virtual_id, chat_kind=ctx.chat_kind)
         return virtual_id
@@ -265,7 +265,7 @@ class MsgIdMap:
         vid = check_virtual_id(virtual_id)
         with self.store.read() as view:
             record = _alive(view.record(vid), self._now_ms())
-        metrics.MSGID_LOOKUP.inc()
+        counters.MSGID_LOOKUP.inc()
         self._log.info("[idmap] msg_id lookup", virtual_id=vid,
                        real_id=None if record is None else record.real_id)
         return record

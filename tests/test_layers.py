@@ -14,18 +14,9 @@ import gensokyo_idmap
 
 PACKAGE = Path(gensokyo_idmap.__file__).parent
 
-MODULES = ["gensokyo_idmap.identity", "gensokyo_idmap.idmap", "gensokyo_idmap.msgid",
+MODULES = ["gensokyo_idmap.identity", "gensokyo_idmap.idmap", "gensokyo_idmap.msgid", "gensokyo_idmap.counters",
            "gensokyo_idmap.store.base"]
-#: Still loaded through ``gensokyo_idmap.metrics`` (the counters idmap and msgid bump are
-#: prometheus_client objects) until the counters get a module of their own: strict xfails,
-#: so the day they pass the marks must go.
-_METRICS_PENDING = pytest.mark.xfail(
-    strict=True, reason="idmap and msgid bump prometheus_client counters (issue 16, item 4)")
-CASES = [pytest.param(module, backend, marks=_METRICS_PENDING)
-         if backend == "prometheus_client" and module in ("gensokyo_idmap.idmap",
-                                                          "gensokyo_idmap.msgid")
-         else (module, backend)
-         for module in MODULES for backend in ("lmdb", "prometheus_client")]
+CASES = [(module, backend) for module in MODULES for backend in ("lmdb", "prometheus_client")]
 
 
 @pytest.mark.parametrize(("module", "backend"), CASES)

@@ -1,16 +1,19 @@
-"""metrics: the hot-path counters render as Prometheus counters, like prometheus-client's."""
+"""metrics: the pure counts (counters.py) render as Prometheus counters and histograms, like
+prometheus-client's."""
 
 from __future__ import annotations
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
-from gensokyo_idmap.metrics import HotCounter
+from gensokyo_idmap.counters import Durations, Family
+from gensokyo_idmap.metrics import DurationsCollector, HotCounter
 
 
 def test_hot_counter_renders_each_label_set_as_a_total() -> None:
     registry = CollectorRegistry(auto_describe=True)
-    counter = HotCounter("test_things", "Things counted", ["kind"], registry=registry)
+    counter = Family("test_things", "Things counted", ["kind"])
+    HotCounter(counter, registry)
     counter.labels("a").inc()
     counter.labels("a").inc(2)
     counter.labels("b").inc()
@@ -18,15 +21,45 @@ def test_hot_counter_renders_each_label_set_as_a_total() -> None:
     assert "# TYPE test_things_total counter" in text  # as prometheus-client writes it
     assert 'test_things_total{kind="a"} 3.0' in text
     assert 'test_things_total{kind="b"} 1.0' in text
+    assert "test_things_created" not in text
+
+
+def test_hot_counter_with_created_writes_the_created_series() -> None:
+    registry = CollectorRegistry(auto_describe=True)
+    counter = Family("test_made", "Made", ["kind"])
+    HotCounter(counter, registry, created=True)
+    counter.labels("a").inc()
+    assert 'test_made_created{kind="a"}' in generate_latest(registry).decode()
+
+
+def test_unlabelled_family_shows_zero_before_its_first_bump() -> None:
+    registry = CollectorRegistry(auto_describe=True)
+    HotCounter(Family("test_plain", "Plain"), registry)
+    assert "test_plain_total 0.0" in generate_latest(registry).decode()
+
+
+def test_durations_render_as_a_cumulative_histogram() -> None:
+    registry = CollectorRegistry(auto_describe=True)
+    durations = Durations("test_seconds", "Seconds", buckets=(0.1, 1.0))
+    DurationsCollector(durations, registry)
+    for seconds in (0.05, 0.1, 0.5, 7.0):
+        durations.observe(seconds)
+    text = generate_latest(registry).decode()
+    assert 'test_seconds_bucket{le="0.1"} 2.0' in text  # a bound is inside its bucket
+    assert 'test_seconds_bucket{le="1.0"} 3.0' in text
+    assert 'test_seconds_bucket{le="+Inf"} 4.0' in text
+    assert "test_seconds_count 4.0" in text
+    assert "test_seconds_sum 7.65" in text
+    assert "test_seconds_created" in text
 
 
 def test_hot_counter_children_are_shared_per_label_set() -> None:
-    counter = HotCounter("test_shared", "Shared", ["kind"], registry=CollectorRegistry())
+    counter = Family("test_shared", "Shared", ["kind"])
     assert counter.labels("x") is counter.labels("x")
     assert counter.labels("x") is not counter.labels("y")
 
 
 def test_hot_counter_refuses_the_wrong_number_of_labels() -> None:
-    counter = HotCounter("test_labels", "Labels", ["a", "b"], registry=CollectorRegistry())
+    counter = Family("test_labels", "Labels", ["a", "b"])
     with pytest.raises(ValueError, match="test_labels"):
         counter.labels("only-one")
