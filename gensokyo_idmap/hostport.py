@@ -15,7 +15,7 @@ from typing import Final, NamedTuple
 
 from gensokyo_idmap.errors import BadInputError
 
-__all__ = ["HostPort", "parse_host_port"]
+__all__ = ["HostPort", "is_loopback_host", "parse_host_port"]
 
 #: Host names and IPv4 addresses: letters, digits, '.', '-', '_' (no spaces, no '/', no '@').
 _NAME: Final = re.compile(r"[A-Za-z0-9._-]{1,253}")
@@ -54,3 +54,14 @@ def parse_host_port(text: str, field: str) -> HostPort:
         raise BadInputError(field, text, f"must be {_FORMS}; the host is a name or an "
                             "IP address")
     return HostPort(host, int(port))
+
+
+def is_loopback_host(host: str) -> bool:
+    """``localhost``, 127.0.0.0/8 or ::1 (brackets allowed); anything else is not."""
+    bare = host.strip("[]")
+    if bare == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(bare).is_loopback
+    except ValueError:
+        return False  # a host name: it may resolve to anything

@@ -7,7 +7,8 @@
 - ``/healthz``, ``/metrics``, ``/openapi.json``: anyone who reaches the listener.
 
 A listener on a non-loopback address needs a token or ``api.getid_allow``, else the daemon
-refuses to start: an open identity API on the network is never a default.
+refuses to start (``ops.config_check``): an open identity API on the network is never a
+default.
 """
 
 from __future__ import annotations
@@ -17,32 +18,9 @@ import ipaddress
 from collections.abc import Sequence
 from typing import TypeAlias
 
-from gensokyo_idmap.errors import BadInputError
-from gensokyo_idmap.hostport import parse_host_port
-
-__all__ = ["AccessPolicy", "check_listen", "is_loopback_host", "same_token"]
+__all__ = ["AccessPolicy", "same_token"]
 
 _Network: TypeAlias = ipaddress.IPv4Network | ipaddress.IPv6Network
-
-
-def is_loopback_host(host: str) -> bool:
-    """``localhost``, 127.0.0.0/8 or ::1 (brackets allowed); anything else is not."""
-    bare = host.strip("[]")
-    if bare == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(bare).is_loopback
-    except ValueError:
-        return False  # a host name: it may resolve to anything
-
-
-def check_listen(listen: str, token: str, getid_allow: Sequence[str]) -> None:
-    """Refuse a non-loopback listener that has neither a token nor allowed networks."""
-    if not listen or token or getid_allow:
-        return
-    if not is_loopback_host(parse_host_port(listen, "api.listen").host):
-        raise BadInputError("api.listen", listen, "a listener on a non-loopback address needs "
-                            "api.token or api.getid_allow (or listen on 127.0.0.1)")
 
 
 def same_token(presented: str, expected: str) -> bool:

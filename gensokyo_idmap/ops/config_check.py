@@ -7,19 +7,29 @@ anything, so the two cannot drift apart.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gensokyo_idmap.api.access import check_listen
 from gensokyo_idmap.config import Config
 from gensokyo_idmap.errors import BadInputError
+from gensokyo_idmap.hostport import is_loopback_host, parse_host_port
 
-__all__ = ["StartupCheck", "check_startup", "refuse_bad_startup", "summary"]
+__all__ = ["StartupCheck", "check_listen", "check_startup", "refuse_bad_startup", "summary"]
 
 
 @dataclass(frozen=True, slots=True)
 class StartupCheck:
     errors: tuple[BadInputError, ...]
     warnings: tuple[str, ...]
+
+
+def check_listen(listen: str, token: str, getid_allow: Sequence[str]) -> None:
+    """Refuse a non-loopback listener that has neither a token nor allowed networks."""
+    if not listen or token or getid_allow:
+        return
+    if not is_loopback_host(parse_host_port(listen, "api.listen").host):
+        raise BadInputError("api.listen", listen, "a listener on a non-loopback address needs "
+                            "api.token or api.getid_allow (or listen on 127.0.0.1)")
 
 
 def check_startup(config: Config) -> StartupCheck:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from gensokyo_idmap.api.access import AccessPolicy, check_listen, is_loopback_host
+from gensokyo_idmap.api.access import AccessPolicy
+from gensokyo_idmap.hostport import is_loopback_host
+from gensokyo_idmap.ops.config_check import check_listen
 from gensokyo_idmap.errors import BadInputError
 
 
