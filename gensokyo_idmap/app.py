@@ -12,21 +12,23 @@ import os
 import signal
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AsyncExitStack, ExitStack, closing
+from dataclasses import dataclass
 from functools import partial
-from typing import Final
+from typing import Final, TypeAlias
 
 import aiohttp
 import structlog
 from aiohttp import web
 
-from gensokyo_idmap import counters, jsonio
+from gensokyo_idmap import jsonio
 from gensokyo_idmap.action_service import ActionService
 from gensokyo_idmap.api import ApiServer
 from gensokyo_idmap.api.server import ApiSettings
 from gensokyo_idmap.bridge import BridgeSettings, EventSink, InboundBridge, InboundPipeline
 from gensokyo_idmap.config import Config
 from gensokyo_idmap.dedup import DeliveryLog, DurableClaims, window_seconds
-from gensokyo_idmap.errors import BadInputError, PlatformError
+from gensokyo_idmap.errors import BadInputError
 from gensokyo_idmap.hostport import parse_host_port
 from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.msgid import MsgIdMap
@@ -39,9 +41,8 @@ from gensokyo_idmap.outbound import OutboundSender, OutboundSettings
 from gensokyo_idmap.outbox import Backlog, Outbox, TrackedSink
 from gensokyo_idmap.passive_reply import ReplyBudget, seq_base_for_process
 from gensokyo_idmap.qq.events import Interaction, QQEvent
-from gensokyo_idmap.qq.gateway import GatewayClient, GatewayState, discover_gateway
+from gensokyo_idmap.qq.gateway import GatewayClient, GatewayState, discover_gateway_retrying
 from gensokyo_idmap.qq.openapi import OpenApiClient
-from gensokyo_idmap.qq.signing import WebhookKey
 from gensokyo_idmap.qq.token import AccessTokenManager
 from gensokyo_idmap.qq.webhook import WebhookReceiver
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
@@ -49,225 +50,258 @@ from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore, open_msgid_store
 from gensokyo_idmap.store.lmdb_outbox import LmdbOutboxStore
 from gensokyo_idmap.store.serve_lock import ServeLock
 
-__all__ = ["run_daemon"]
+__all__ = ["Daemon", "StorePreparation", "build_daemon", "run_daemon", "serve_until_stopped"]
 
 log = structlog.get_logger("gensokyo_idmap.app")
 
 #: How long a listener's clean-up waits for the requests in flight when the daemon stops.
 SHUTDOWN_SECONDS = 5.0
 
-
-async def _migrate_if_found(
-    config: Config, store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore
-) -> None:
-    """An old idmap.db is migrated before anything else happens (blocking)."""
-    legacy = config.legacy_db_path
-    if legacy is None or not legacy.is_file():
-        return
-    from migrate.legacy import MARKER, migrate_legacy
-    from migrate.progress import LogProgress
-
-    with store.read() as view:
-        if view.get_meta(MARKER) is not None:
-            return  # migrated before: the old file is never read again
-
-    await asyncio.to_thread(
-        migrate_legacy, legacy, store, msgid_store, config.bot.app_id, progress=LogProgress()
-    )
+#: Run once the stores are open, before anything else starts: the CLI's ``serve`` hands in
+#: the start-up migration (``migrate.startup.migrate_if_found``); the package itself never
+#: imports ``migrate``.
+StorePreparation: TypeAlias = Callable[
+    [Config, LmdbIdentityStore, LmdbMsgIdStore], Awaitable[None]]
 
 
-async def run_daemon(config: Config, stop: asyncio.Event | None = None) -> None:
+@dataclass(frozen=True, slots=True)
+class Daemon:
+    """What a built daemon runs: its listeners, its gateway session and its framework
+    connections (the ready line names them)."""
+
+    config: Config
+    webhook: web.AppRunner | None
+    forward: ForwardWsServer | None
+    onebot_api: web.AppRunner | None
+    identity_api: web.AppRunner | None
+    gateway: asyncio.Task[None] | None
+    clients: Sequence[ReverseWsClient]
+    posts: Sequence[HttpPostTarget]
+
+    def listeners(self) -> list[str]:
+        config = self.config
+        listeners = ([f"webhook http://{config.webhook.listen}{config.webhook.path}"]
+                     if self.webhook is not None else [])
+        if self.forward is not None:
+            listeners.append(f"forward ws ws://{config.onebot.forward_ws}/")
+        if self.onebot_api is not None:
+            listeners.append(f"onebot http api http://{config.onebot.http_api}/")
+        if self.identity_api is not None:
+            listeners.append(f"identity api http://{config.api.listen}/ "
+                             "(/v1, /getid, /healthz, /metrics)")
+        if self.gateway is not None:
+            listeners.append(f"qq gateway via {config.qq.api_base}/gateway/bot")
+        listeners += [f"reverse ws {c.url}" for c in self.clients]
+        listeners += [f"http post {p.url}" for p in self.posts]
+        return listeners
+
+
+async def run_daemon(config: Config, stop: asyncio.Event | None = None, *,
+                     prepare: StorePreparation | None = None) -> None:
     """Run until SIGINT/SIGTERM (or ``stop`` is set).
 
-    A config ``config check`` refuses is refused here too, before anything is opened. The
-    data dir's serve lock is held from before the first store opens until the last one
+    A config ``config check`` refuses is refused here too, before anything is opened.
+    """
+    refuse_bad_startup(config)
+    stop = stop or asyncio.Event()
+    async with AsyncExitStack() as stack:
+        daemon = await build_daemon(config, stop, stack, prepare=prepare)
+        await serve_until_stopped(daemon, stop)
+
+
+async def serve_until_stopped(daemon: Daemon, stop: asyncio.Event) -> None:
+    """Say what the daemon serves, and wait for the stop."""
+    log.info(
+        "[app] ready",
+        listeners=daemon.listeners() or "none configured (webhook.listen, onebot.reverse_ws)",
+        cli="gensokyo-idmap identity --help",
+    )
+    await stop.wait()
+    log.info("[app] stopping")
+
+
+async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStack, *,
+                       prepare: StorePreparation | None = None) -> Daemon:
+    """Open the stores, start every part and connect them; each part's clean-up goes onto
+    ``stack`` as it is made, so closing ``stack`` stops the daemon, in this order: signal
+    handlers; intake (gateway session, webhook, OneBot HTTP API, identity API); framework
+    connections (reverse WS drained, HTTP POST, forward WS), queued sends, the HTTP client,
+    the sweeper; the outbox; the stores; the serve lock.
+
+    The data dir's serve lock is held from before the first store opens until the last one
     closed: a second daemon on the same data dir is refused (:class:`DataDirInUseError`)
     instead of sharing its gateway session.
     """
-    refuse_bad_startup(config)
-    with ServeLock(config.idmap.data_dir):
-        await _serve(config, stop)
-
-
-async def _serve(config: Config, stop: asyncio.Event | None) -> None:
-    stop = stop or asyncio.Event()
-    loop = asyncio.get_running_loop()
-    store = LmdbIdentityStore(
-        config.identity_db_path, map_size=config.idmap.map_size_mb * 1024 * 1024
-    )
-    try:
-        msgid_store = open_msgid_store(config.msgid_db_path)
-    except BaseException:
-        store.close()
-        raise
-    try:
-        outbox_store = LmdbOutboxStore(config.outbox_db_path)
-    except BaseException:
-        msgid_store.close()
-        store.close()
-        raise
-    try:
-        await _migrate_if_found(config, store, msgid_store)
-    except BaseException:
-        outbox_store.close()
-        msgid_store.close()
-        store.close()
-        raise
+    stack.enter_context(ServeLock(config.idmap.data_dir))
+    store, msgid_store, outbox_store = await _open_stores(config, stack, prepare)
     outbox = Outbox(outbox_store)
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    sweeper: asyncio.Task[None] | None = None
-    clients: list[ReverseWsClient] = []
-    runner: web.AppRunner | None = None
-    forward: ForwardWsServer | None = None
-    forward_runner: web.AppRunner | None = None
-    posts: list[HttpPostTarget] = []
+    stack.push_async_callback(outbox.settle)
+    # A stack's clean-ups run last in, first out. These stages, entered in the reverse of
+    # the stop order, keep that order whatever order the parts are made in: each stage
+    # stops before the one left of it.
+    services, forward_side, posts_side, clients_side, intake = [
+        await stack.enter_async_context(AsyncExitStack()) for _ in range(5)]
+    _handle_signals(stop, stack)
+
+    graph = IdentityGraph(store)
+    msgids = MsgIdMap(msgid_store, ttl_seconds=config.idmap.msgid_ttl_seconds)
+    _log_stores_open(config, graph, msgids)
+    sweeper = asyncio.create_task(
+        msgids.run_sweeper(stop, config.idmap.msgid_sweep_interval_seconds))
+    services.push_async_callback(_stop_sweeper, sweeper, stop)
+    identity_api = (await _start_api(config, graph, msgids, outbox_store)
+                    if config.api.listen else None)
+    if identity_api is not None:
+        intake.push_async_callback(identity_api.cleanup)
     http: aiohttp.ClientSession | None = None
-    gateway_task: asyncio.Task[None] | None = None
-    api_runner: web.AppRunner | None = None
-    idmap_api_runner: web.AppRunner | None = None
-    actions: ActionService | None = None
-    try:
-        graph = IdentityGraph(store)
-        msgids = MsgIdMap(msgid_store, ttl_seconds=config.idmap.msgid_ttl_seconds)
-        with store.read() as view:
-            counts = view.counts()
-        log.info(
-            "[idmap] store open",
-            path=str(config.identity_db_path),
-            identities=counts.identities,
-            vuins=counts.vuins,
-            app_id=config.bot.app_id or None,
-        )
-        log.info(
-            "[idmap] msgid store open",
-            path=str(config.msgid_db_path),
-            entries=msgids.counts().live_or_unswept,
-            ttl_seconds=config.idmap.msgid_ttl_seconds,
-        )
-        sweeper = asyncio.create_task(
-            msgids.run_sweeper(stop, config.idmap.msgid_sweep_interval_seconds)
-        )
-        if config.api.listen:
-            idmap_api_runner = await _start_api(config, graph, msgids, outbox_store)
-        tokens: AccessTokenManager | None = None
-        openapi: OpenApiClient | None = None
-        acknowledge = None
-        if config.bot.app_id and config.bot.secret.get_secret_value():
-            http = aiohttp.ClientSession(json_serialize=jsonio.dumps)
-            tokens = AccessTokenManager(config.bot.app_id, config.bot.secret.get_secret_value(),
-                                        http, token_url=config.qq.token_url)
-            openapi = OpenApiClient(config.qq.api_base, tokens, http)
-            platform = openapi
+    tokens: AccessTokenManager | None = None
+    openapi: OpenApiClient | None = None
+    acknowledge = None
+    if config.bot.app_id and config.bot.secret.get_secret_value():
+        http = aiohttp.ClientSession(json_serialize=jsonio.dumps)
+        services.push_async_callback(http.close)
+        tokens = AccessTokenManager(config.bot.app_id, config.bot.secret.get_secret_value(),
+                                    http, token_url=config.qq.token_url)
+        openapi = OpenApiClient(config.qq.api_base, tokens, http)
+        platform = openapi
 
-            async def acknowledge(event: Interaction) -> None:
-                await platform.ack_interaction(event.interaction_id)
+        async def acknowledge(event: Interaction) -> None:
+            await platform.ack_interaction(event.interaction_id)
 
-        actions = ActionService(OutboundSender(graph, msgids, openapi, OutboundSettings(
-            app_id=config.bot.app_id, self_id=config.self_id,
-            op_userid_type=config.onebot.op_userid_type),
-            ReplyBudget(seq_base=seq_base_for_process(time.time()))))
-        clients = _reverse_ws_clients(config, actions, outbox)
-        window = window_seconds(config.webhook.max_age_seconds)
-        deliveries = DeliveryLog(ttl=window, claims=DurableClaims(msgid_store, window))
-        for client in clients:
-            _restore_owed(client, deliveries)
-            client.start()
-            log.info("[onebot] reverse ws", url=client.url, self_id=client.self_id)
-        posts = [HttpPostTarget(target.url, config.self_id,
-                                secret=target.secret.get_secret_value(),
-                                backlog=partial(Backlog, outbox),
-                                on_quick_operation=actions.quick_reply)
-                 for target in config.onebot.http_post]
-        for post in posts:
-            _restore_owed(post, deliveries)
-            post.start()
-            log.info("[onebot] http post", url=post.url)
-        sinks: list[EventSink] = [*clients, *posts]
-        token = config.onebot.access_token.get_secret_value()
-        if config.onebot.forward_ws:
-            forward = ForwardWsServer(
-                config.self_id, access_token=token, on_action=actions,
-                heartbeat_interval=config.onebot.heartbeat_interval_seconds,
-                ping_timeout=config.onebot.ping_timeout_seconds,
-                confirm_on_write=_bench_confirm_on_write())
-            forward_runner = await _listen(forward.routes(), config.onebot.forward_ws,
-                                           "onebot.forward_ws")
-            sinks.append(forward)
-            log.info("[onebot] forward ws listening", url=f"ws://{config.onebot.forward_ws}/")
-        if config.onebot.http_api:
-            api = HttpApiServer(actions, access_token=token)
-            api_runner = await _listen(api.routes(), config.onebot.http_api, "onebot.http_api")
-            log.info("[onebot] http api listening", url=f"http://{config.onebot.http_api}/")
-        bridge = InboundBridge(graph, msgids, BridgeSettings(
-            app_id=config.bot.app_id, self_id=config.self_id,
-            message_format=config.onebot.message_format,
-            link_union_openid=config.idmap.link_union_openid,
-            extensions=config.onebot.extensions,
-            op_userid_type=config.onebot.op_userid_type))
-        pipeline = InboundPipeline(bridge, sinks, deliveries, acknowledge=acknowledge)
-        if config.webhook.listen:
-            runner = await _start_webhook(
-                config, _one_at_a_time(_counted(pipeline.process_batch, "webhook")))
-        if config.qq.gateway:
-            if http is None or tokens is None:  # refused at start (check_startup)
-                raise BadInputError("qq.gateway", True,
-                                    "the gateway needs bot.app_id and bot.secret")
-            gateway_task = asyncio.create_task(_run_gateway(
-                config, http, tokens, _counted(pipeline.process_batch, "gateway")))
-        listeners = ([f"webhook http://{config.webhook.listen}{config.webhook.path}"]
-                     if runner is not None else [])
-        if forward is not None:
-            listeners.append(f"forward ws ws://{config.onebot.forward_ws}/")
-        if api_runner is not None:
-            listeners.append(f"onebot http api http://{config.onebot.http_api}/")
-        if idmap_api_runner is not None:
-            listeners.append(f"identity api http://{config.api.listen}/ "
-                             "(/v1, /getid, /healthz, /metrics)")
-        if config.qq.gateway:
-            listeners.append(f"qq gateway via {config.qq.api_base}/gateway/bot")
-        listeners += [f"reverse ws {c.url}" for c in clients]
-        listeners += [f"http post {p.url}" for p in posts]
-        log.info(
-            "[app] ready",
-            listeners=listeners or "none configured (webhook.listen, onebot.reverse_ws)",
-            cli="gensokyo-idmap identity --help",
-        )
-        await stop.wait()
-        log.info("[app] stopping")
-    finally:
-        for sig in (signal.SIGINT, signal.SIGTERM):
+    actions = ActionService(OutboundSender(graph, msgids, openapi, OutboundSettings(
+        app_id=config.bot.app_id, self_id=config.self_id,
+        op_userid_type=config.onebot.op_userid_type),
+        ReplyBudget(seq_base=seq_base_for_process(time.time()))))
+    services.push_async_callback(actions.drain)  # queued (_async) sends, before http
+
+    clients = _reverse_ws_clients(config, actions, outbox)
+    for client in reversed(clients):
+        clients_side.push_async_callback(_drain_and_close, client)
+    window = window_seconds(config.webhook.max_age_seconds)
+    deliveries = DeliveryLog(ttl=window, claims=DurableClaims(msgid_store, window))
+    for client in clients:
+        _restore_owed(client, deliveries)
+        client.start()
+        log.info("[onebot] reverse ws", url=client.url, self_id=client.self_id)
+    posts = [HttpPostTarget(target.url, config.self_id,
+                            secret=target.secret.get_secret_value(),
+                            backlog=partial(Backlog, outbox),
+                            on_quick_operation=actions.quick_reply)
+             for target in config.onebot.http_post]
+    for post in reversed(posts):
+        posts_side.push_async_callback(post.close)
+    for post in posts:
+        _restore_owed(post, deliveries)
+        post.start()
+        log.info("[onebot] http post", url=post.url)
+    sinks: list[EventSink] = [*clients, *posts]
+    token = config.onebot.access_token.get_secret_value()
+    forward: ForwardWsServer | None = None
+    if config.onebot.forward_ws:
+        forward = ForwardWsServer(
+            config.self_id, access_token=token, on_action=actions,
+            heartbeat_interval=config.onebot.heartbeat_interval_seconds,
+            ping_timeout=config.onebot.ping_timeout_seconds,
+            confirm_on_write=_bench_confirm_on_write())
+        forward_runner = await _listen(forward.routes(), config.onebot.forward_ws,
+                                       "onebot.forward_ws")
+        forward_side.push_async_callback(forward_runner.cleanup)
+        forward_side.push_async_callback(forward.close)  # its connections, then its listener
+        sinks.append(forward)
+        log.info("[onebot] forward ws listening", url=f"ws://{config.onebot.forward_ws}/")
+    onebot_api: web.AppRunner | None = None
+    if config.onebot.http_api:
+        api = HttpApiServer(actions, access_token=token)
+        onebot_api = await _listen(api.routes(), config.onebot.http_api, "onebot.http_api")
+        intake.push_async_callback(onebot_api.cleanup)
+        log.info("[onebot] http api listening", url=f"http://{config.onebot.http_api}/")
+
+    bridge = InboundBridge(graph, msgids, BridgeSettings(
+        app_id=config.bot.app_id, self_id=config.self_id,
+        message_format=config.onebot.message_format,
+        link_union_openid=config.idmap.link_union_openid,
+        extensions=config.onebot.extensions,
+        op_userid_type=config.onebot.op_userid_type))
+    pipeline = InboundPipeline(bridge, sinks, deliveries, acknowledge=acknowledge)
+    webhook: web.AppRunner | None = None
+    if config.webhook.listen:
+        webhook = await _start_webhook(config, _one_at_a_time(pipeline.process_batch))
+        intake.push_async_callback(webhook.cleanup)  # nothing new is acknowledged
+    gateway: asyncio.Task[None] | None = None
+    if config.qq.gateway:
+        if http is None or tokens is None:  # refused at start (check_startup)
+            raise BadInputError("qq.gateway", True,
+                                "the gateway needs bot.app_id and bot.secret")
+        gateway = asyncio.create_task(_run_gateway(config, http, tokens,
+                                                   pipeline.process_batch))
+        # stop intake first: the saved seq is the last processed
+        intake.push_async_callback(_cancel, gateway)
+    return Daemon(config, webhook, forward, onebot_api, identity_api, gateway, clients, posts)
+
+
+async def _open_stores(
+    config: Config, stack: AsyncExitStack, prepare: StorePreparation | None
+) -> tuple[LmdbIdentityStore, LmdbMsgIdStore, LmdbOutboxStore]:
+    """The three stores, prepared (migrated): their closing joins ``stack`` only then, with
+    the ``[app] stopped`` line after it; a store that fails to open or prepare closes the
+    ones opened before it."""
+    with ExitStack() as opening:
+        store = opening.enter_context(closing(LmdbIdentityStore(
+            config.identity_db_path, map_size=config.idmap.map_size_mb * 1024 * 1024)))
+        msgid_store = opening.enter_context(closing(open_msgid_store(config.msgid_db_path)))
+        outbox_store = opening.enter_context(closing(LmdbOutboxStore(config.outbox_db_path)))
+        if prepare is not None:
+            await prepare(config, store, msgid_store)
+        stack.callback(log.info, "[app] stopped")
+        stack.enter_context(opening.pop_all())
+    return store, msgid_store, outbox_store
+
+
+def _log_stores_open(config: Config, graph: IdentityGraph, msgids: MsgIdMap) -> None:
+    with graph.store.read() as view:
+        counts = view.counts()
+    log.info(
+        "[idmap] store open",
+        path=str(config.identity_db_path),
+        identities=counts.identities,
+        vuins=counts.vuins,
+        app_id=config.bot.app_id or None,
+    )
+    log.info(
+        "[idmap] msgid store open",
+        path=str(config.msgid_db_path),
+        entries=msgids.counts().live_or_unswept,
+        ttl_seconds=config.idmap.msgid_ttl_seconds,
+    )
+
+
+def _handle_signals(stop: asyncio.Event, stack: AsyncExitStack) -> None:
+    """SIGINT and SIGTERM set ``stop``; the handlers go first when ``stack`` closes."""
+    loop = asyncio.get_running_loop()
+    signals = (signal.SIGINT, signal.SIGTERM)
+    for sig in signals:
+        loop.add_signal_handler(sig, stop.set)
+
+    def remove() -> None:
+        for sig in signals:
             loop.remove_signal_handler(sig)
-        if gateway_task is not None:
-            gateway_task.cancel()  # stop intake first: the saved seq is the last processed
-            await asyncio.gather(gateway_task, return_exceptions=True)
-        if runner is not None:
-            await runner.cleanup()  # nothing new is acknowledged
-        if api_runner is not None:
-            await api_runner.cleanup()
-        if idmap_api_runner is not None:
-            await idmap_api_runner.cleanup()
-        for client in clients:
-            await client.drain(timeout=2.0)  # what was acknowledged but not yet sent
-            await client.close()
-        for post in posts:
-            await post.close()
-        if forward is not None:
-            await forward.close()
-        if forward_runner is not None:
-            await forward_runner.cleanup()
-        if actions is not None:
-            await actions.drain()  # queued (_async) sends finish before the client closes
-        if http is not None:
-            await http.close()
-        if sweeper is not None:
-            stop.set()
-            await sweeper
-        await outbox.settle()
-        outbox_store.close()
-        msgid_store.close()
-        store.close()
-        log.info("[app] stopped")
+
+    stack.callback(remove)
+
+
+async def _cancel(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+
+async def _drain_and_close(client: ReverseWsClient) -> None:
+    await client.drain(timeout=2.0)  # what was acknowledged but not yet sent
+    await client.close()
+
+
+async def _stop_sweeper(sweeper: asyncio.Task[None], stop: asyncio.Event) -> None:
+    stop.set()
+    await sweeper
 
 
 def _reverse_ws_clients(config: Config, actions: ActionService,
@@ -324,15 +358,7 @@ async def _run_gateway(
     pipeline: Callable[[Sequence[QQEvent]], Awaitable[None]],
 ) -> None:
     """Discover the gateway URL, then keep a session (resuming the saved one)."""
-    delay = 1.0
-    while True:
-        try:
-            url = await discover_gateway(http, config.qq.api_base, tokens)
-            break
-        except PlatformError as err:
-            log.warning("[qq] gateway discovery failed", reason=err.message, retry_in=delay)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 60.0)
+    url = await discover_gateway_retrying(http, config.qq.api_base, tokens)
     client = GatewayClient(url, config.bot.app_id, tokens, pipeline,
                            GatewayState(config.gateway_state_path), intents=config.qq.intents)
     log.info("[qq] gateway", url=url, intents=config.qq.intents)
@@ -343,13 +369,9 @@ async def _start_webhook(
     config: Config, pipeline: Callable[[QQEvent], Awaitable[None]]
 ) -> web.AppRunner:
     """The callback server: verified events go through the bridge to every framework."""
-    secret = config.bot.secret.get_secret_value()  # bot.app_id: checked at start
-    if not secret:
-        log.warning("[qq] webhook has no bot.secret: every callback is refused until it is set")
-
-    key = WebhookKey.from_secret(secret) if secret else None
-    receiver = WebhookReceiver(config.bot.app_id, key, pipeline,
-                               max_age_seconds=config.webhook.max_age_seconds)
+    receiver = WebhookReceiver.for_secret(  # bot.app_id: checked at start
+        config.bot.app_id, config.bot.secret.get_secret_value(), pipeline,
+        max_age_seconds=config.webhook.max_age_seconds)
     runner = await _listen(receiver.routes(config.webhook.path), config.webhook.listen,
                            "webhook.listen")
     log.info("[qq] webhook listening", url=f"http://{config.webhook.listen}{config.webhook.path}")
@@ -362,24 +384,6 @@ def _restore_owed(sink: TrackedSink, deliveries: DeliveryLog) -> None:
     assert sink.backlog is not None
     for key in sink.backlog.restore():
         deliveries.remember(key)
-
-
-def _counted(
-    process_batch: Callable[[Sequence[QQEvent]], Awaitable[None]], transport: str
-) -> Callable[[Sequence[QQEvent]], Awaitable[None]]:
-    """The pipeline's batch entry, counting each platform event it is handed
-    (``gensokyo_events_in``).
-
-    A plain function handing back the pipeline's coroutine, not a coroutine awaiting it:
-    one frame less to create and to resume at every suspension of every batch.
-    """
-    received = counters.EVENTS_IN.labels(transport)
-
-    def process(events: Sequence[QQEvent]) -> Awaitable[None]:
-        received.inc(len(events))
-        return process_batch(events)
-
-    return process
 
 
 def _one_at_a_time(

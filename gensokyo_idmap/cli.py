@@ -116,6 +116,7 @@ def serve(config_path: Path) -> None:
     """Run the daemon."""
     from gensokyo_idmap.app import run_daemon
     from gensokyo_idmap.executor import DaemonThreadExecutor
+    from migrate.startup import migrate_if_found
 
     config: Config = load_config(config_path)
     configure_logging(config.log.level, config.log.format)
@@ -123,7 +124,7 @@ def serve(config_path: Path) -> None:
         # blocking calls (name lookups, sweeps) on daemon threads: one still waiting at
         # the end must not keep the process alive after [app] stopped
         runner.get_loop().set_default_executor(DaemonThreadExecutor())
-        runner.run(run_daemon(config))
+        runner.run(run_daemon(config, prepare=migrate_if_found))
 
 
 @main.group()
@@ -533,12 +534,13 @@ def recover_outbox(ctx: _Context) -> None:
 def recover_identities_command(ctx: _Context, legacy: str | None) -> None:
     """Re-migrate openid-map.db from the old idmap.db (the current file is moved aside)."""
     from gensokyo_idmap.ops.recover import recover_identities
+    from migrate.legacy import migrate_legacy
 
     if legacy is None:
         raise BadInputError("--from-legacy", None,
                             "the old idmap.db is the only source to recover from")
     result = recover_identities(ctx.data_dir, Path(legacy) if legacy else
-                                ctx.files.legacy_db, ctx.app_id)
+                                ctx.files.legacy_db, ctx.app_id, migrate_legacy)
     _emit(ctx, result.to_json(), lambda: "\n".join(
         [f"openid-map.db re-migrated from {result.report.legacy_path}"
          + (f"; the previous file is {result.moved_to}" if result.moved_to else ""),

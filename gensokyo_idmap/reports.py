@@ -11,7 +11,7 @@ from typing import Any
 
 from gensokyo_idmap.idmap import BindResult, IdentityGraph, RebindResult, Resolution, VuinView
 from gensokyo_idmap.msgid import MsgIdMap
-from gensokyo_idmap.store.base import MsgRecord
+from gensokyo_idmap.store.base import MIGRATION_MARKER, MsgRecord
 
 __all__ = [
     "bind_data",
@@ -63,12 +63,10 @@ def stats_data(graph: IdentityGraph, identity_path: Path, msgids: MsgIdMap | Non
     ``msgids`` None: msgid-map.db does not exist yet (the daemon creates it at start; the
     CLI's read-only ``stats`` does not), shown as ``"exists": false``.
     """
-    from migrate.legacy import MARKER
-
     with graph.store.read() as view:
         counts = view.counts()
         schema = view.get_meta("schema_version")
-        marker = view.get_meta(MARKER)
+        marker = view.get_meta(MIGRATION_MARKER)
         counter = view.vuin_counter()
     msgid_map: dict[str, Any] = {"path": str(msgid_path), "exists": msgids is not None}
     if msgids is not None:

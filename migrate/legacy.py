@@ -43,6 +43,7 @@ from gensokyo_idmap.errors import (
 from gensokyo_idmap.identity import MAX_VUIN, RawId, check_app_id, openid_prefix
 from gensokyo_idmap.idmap import allocate_vuin, follow_alias, vuin_in_use
 from gensokyo_idmap.msgid import INT32_MAX
+from gensokyo_idmap.store.base import MIGRATION_MARKER
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore, LmdbView
 from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore, MsgIdView
 from migrate.bbolt import BoltFile
@@ -52,7 +53,7 @@ __all__ = ["MARKER", "MigrationReport", "MigrationVerifyError", "migrate_legacy"
 
 log = structlog.get_logger("gensokyo_idmap.migrate")
 
-MARKER: Final = "migrated_from_legacy"
+MARKER: Final = MIGRATION_MARKER
 _OPENID: Final = re.compile(r"[0-9A-Fa-f]{32}")
 _ROW: Final = re.compile(r"[1-9][0-9]{0,18}")
 # The same two tests on raw bytes, for the hot loops (cheaper than a regex call): 32 bytes

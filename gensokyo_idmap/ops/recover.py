@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Protocol
 
 import structlog
 
@@ -28,10 +29,9 @@ from gensokyo_idmap.ops.lmdb_files import (
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
 from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore, open_msgid_store
 from gensokyo_idmap.store.lmdb_outbox import LmdbOutboxStore
-from migrate.legacy import MigrationReport, migrate_legacy
 
-__all__ = ["IdentityRecovery", "MsgIdReset", "OutboxReset", "recover_identities",
-           "reset_msgids", "reset_outbox"]
+__all__ = ["IdentityRecovery", "Migration", "MigrationSummary", "MsgIdReset", "OutboxReset",
+           "recover_identities", "reset_msgids", "reset_outbox"]
 
 log = structlog.get_logger("gensokyo_idmap.ops")
 
@@ -89,19 +89,35 @@ def reset_msgids(data_dir: Path, clock: Callable[[], float] = time.time) -> MsgI
     return MsgIdReset(str(path), str(moved) if moved else None, counter)
 
 
+class MigrationSummary(Protocol):
+    """What a migration reports (``migrate.legacy.MigrationReport``)."""
+
+    legacy_path: str
+
+    def to_json(self) -> dict[str, Any]: ...
+    def summary_lines(self) -> list[str]: ...
+
+
+#: Migrates an old idmap.db into the stores for an AppID, all or nothing. The CLI hands in
+#: ``migrate.legacy.migrate_legacy``: ops/ never imports ``migrate``, which imports the
+#: package (so the two never form a cycle).
+Migration = Callable[[Path, LmdbIdentityStore, LmdbMsgIdStore, str], MigrationSummary]
+
+
 @dataclass(frozen=True, slots=True)
 class IdentityRecovery:
     path: str
     moved_to: str | None
-    report: MigrationReport
+    report: MigrationSummary
 
     def to_json(self) -> dict[str, object]:
         return {"path": self.path, "moved_to": self.moved_to, "migration": self.report.to_json()}
 
 
-def recover_identities(data_dir: Path, legacy: Path, app_id: str | None,
+def recover_identities(data_dir: Path, legacy: Path, app_id: str | None, migrate: Migration,
                        clock: Callable[[], float] = time.time) -> IdentityRecovery:
-    """Move openid-map.db aside and migrate ``legacy`` into a fresh one (all or nothing)."""
+    """Move openid-map.db aside and ``migrate`` ``legacy`` into a fresh one (all or
+    nothing)."""
     if not app_id:
         raise BadInputError("--app-id", None, "the AppID the old OpenIDs belong to is needed")
     check_app_id(app_id, "--app-id")
@@ -117,7 +133,7 @@ def recover_identities(data_dir: Path, legacy: Path, app_id: str | None,
         try:
             msgid_store = open_msgid_store(msgid_path)
             try:
-                report = migrate_legacy(legacy, store, msgid_store, app_id)
+                report = migrate(legacy, store, msgid_store, app_id)
             finally:
                 msgid_store.close()
         finally:

@@ -46,13 +46,13 @@ from typing import Any, Final, Literal, TypeAlias
 import aiohttp
 import structlog
 
-from gensokyo_idmap import jsonio
+from gensokyo_idmap import counters, jsonio
 from gensokyo_idmap.errors import BadInputError, PlatformError
 from gensokyo_idmap.qq.events import QQEvent, Ready, Resumed, parse_dispatch, parse_envelope
 from gensokyo_idmap.qq.token import AccessTokenManager
 
 __all__ = ["DEFAULT_INTENTS", "FATAL_CLOSE_CODES", "GatewayClient", "GatewayState",
-           "discover_gateway"]
+           "discover_gateway", "discover_gateway_retrying"]
 
 log = structlog.get_logger("gensokyo_idmap.qq.gateway")
 
@@ -61,6 +61,10 @@ FATAL_CLOSE_CODES: Final = frozenset({4001, 4002, 4010, 4011, 4012, 4013, 4014, 
 _FORGET_SESSION_CODES: Final = frozenset({4006, 4007, *range(4900, 4914)})
 #: The gateway connection: text frames handed over as bytes (``decode_text=False``).
 _Socket: TypeAlias = "aiohttp.ClientWebSocketResponse[Literal[False]]"
+
+
+#: ``gensokyo_events_in`` of this transport, counted as each batch goes to the pipeline.
+_RECEIVED: Final = counters.EVENTS_IN.labels("gateway")
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +90,27 @@ async def discover_gateway(
     if not isinstance(url, str) or not url.startswith(("ws://", "wss://")):
         raise PlatformError(f"gateway discovery at {api_base} gave no ws URL (HTTP {resp.status})")
     return url
+
+
+#: Gateway discovery that failed is retried after 1 s, then twice as long each time up to a
+#: minute: the platform's API may be down for a while, and the daemon waits it out.
+DISCOVERY_FIRST_DELAY: Final = 1.0
+DISCOVERY_MAX_DELAY: Final = 60.0
+
+
+async def discover_gateway_retrying(
+    session: aiohttp.ClientSession, api_base: str, tokens: AccessTokenManager
+) -> str:
+    """:func:`discover_gateway` until it answers, each failure logged, with a growing
+    delay between tries."""
+    delay = DISCOVERY_FIRST_DELAY
+    while True:
+        try:
+            return await discover_gateway(session, api_base, tokens)
+        except PlatformError as err:
+            log.warning("[qq] gateway discovery failed", reason=err.message, retry_in=delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, DISCOVERY_MAX_DELAY)
 
 
 class GatewayState:
@@ -367,6 +392,7 @@ class GatewayClient:
 
     async def _process(self, batch: list[tuple[QQEvent, int | None]]) -> None:
         try:
+            _RECEIVED.inc(len(batch))
             await self.pipeline([event for event, _ in batch])  # durable before the seq moves
         except asyncio.CancelledError:
             raise

@@ -37,6 +37,7 @@ from typing import Final
 import structlog
 from aiohttp import web
 
+from gensokyo_idmap import counters
 from gensokyo_idmap.errors import BadInputError, IdmapError
 from gensokyo_idmap.qq.events import QQEvent, parse_dispatch, parse_envelope
 from gensokyo_idmap.qq.signing import (
@@ -58,6 +59,9 @@ MAX_BODY_BYTES: Final = 4 * 1024 * 1024
 
 Pipeline = Callable[[QQEvent], Awaitable[None]]
 
+#: ``gensokyo_events_in`` of this transport, counted as each event goes to the pipeline.
+_RECEIVED: Final = counters.EVENTS_IN.labels("webhook")
+
 
 class WebhookReceiver:
     """The aiohttp handler of one bot's callback URL."""
@@ -78,6 +82,17 @@ class WebhookReceiver:
         self._clock = clock
         self.processed = 0
         self.rejected = 0
+
+    @classmethod
+    def for_secret(cls, app_id: str, secret: str, pipeline: Pipeline, *,
+                   max_age_seconds: float = DEFAULT_MAX_AGE_SECONDS) -> WebhookReceiver:
+        """The receiver of a configured bot: its key derived from ``bot.secret``. Without a
+        secret it still answers, refusing every callback (said once, loudly, here)."""
+        if not secret:
+            log.warning("[qq] webhook has no bot.secret: every callback is refused until it "
+                        "is set")
+        key = WebhookKey.from_secret(secret) if secret else None
+        return cls(app_id, key, pipeline, max_age_seconds=max_age_seconds)
 
     def routes(self, path: str = DEFAULT_WEBHOOK_PATH) -> list[web.RouteDef]:
         return [web.post(path, self.handle)]
@@ -159,6 +174,7 @@ class WebhookReceiver:
         except BadInputError as err:
             return self._refuse(400, err)
         try:
+            _RECEIVED.inc()
             await self.pipeline(event)  # de-duplicates, and waits for a repeat in flight
         except Exception as exc:  # noqa: BLE001 - logged; the 503 makes the platform retry
             log.error("[qq] webhook event not processed: the platform will retry",

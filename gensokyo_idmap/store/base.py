@@ -18,9 +18,10 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, Final, Protocol, TypeVar
 
 __all__ = [
+    "MIGRATION_MARKER",
     "IdentityReader",
     "IdentityStore",
     "IdentityWriter",
@@ -34,6 +35,10 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+
+#: The ``meta`` entry a migration from the old idmap.db leaves (what it read and wrote, the
+#: old file's sha256): while it is there, the old file is never read again.
+MIGRATION_MARKER: Final = "migrated_from_legacy"
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,37 @@
+"""The daemon's start-up migration: an old idmap.db found in the data dir is migrated
+before anything else happens, once.
+
+The daemon (``app.run_daemon``) does not know migration: the CLI's ``serve`` hands this
+function in as the preparation of the freshly opened stores, so the package never imports
+``migrate`` and a daemon built without it simply never reads an old file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from gensokyo_idmap.config import Config
+from gensokyo_idmap.store.base import MIGRATION_MARKER
+from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
+from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore
+from migrate.legacy import migrate_legacy
+from migrate.progress import LogProgress
+
+__all__ = ["migrate_if_found"]
+
+
+async def migrate_if_found(
+    config: Config, store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore
+) -> None:
+    """Migrate ``idmap.legacy_db`` when it is there and no migration happened before
+    (blocking the start: in a worker thread, the loop serving nothing yet)."""
+    legacy = config.legacy_db_path
+    if legacy is None or not legacy.is_file():
+        return
+    with store.read() as view:
+        if view.get_meta(MIGRATION_MARKER) is not None:
+            return  # migrated before: the old file is never read again
+
+    await asyncio.to_thread(
+        migrate_legacy, legacy, store, msgid_store, config.bot.app_id, progress=LogProgress()
+    )
