@@ -29,7 +29,7 @@ from gensokyo_idmap.identity import (
 )
 from gensokyo_idmap.idmap import ANY_IDENTITY, IdentityGraph, openid_of_app
 from gensokyo_idmap.msgid import MsgContext, MsgIdMap, check_virtual_id
-from gensokyo_idmap.store.base import IdentityWriter
+from gensokyo_idmap.store.base import LegacyTables, LegacyWriter
 
 __all__ = ["LegacyIdmap"]
 
@@ -60,10 +60,15 @@ def _text(field: str, value: str) -> bytes:
 class LegacyIdmap:
     """``StoreIDv2`` & co. for one AppID; ``StoreCachev2`` & co. when given the msgid map."""
 
-    def __init__(self, graph: IdentityGraph, app_id: str, msgids: MsgIdMap | None = None) -> None:
+    def __init__(self, graph: IdentityGraph, app_id: str, msgids: MsgIdMap | None = None,
+                 tables: LegacyTables | None = None) -> None:
+        """``tables``: where ``ReadConfig`` & co. read and write; by default the graph's
+        store, when it keeps the legacy tables (openid-map.db does)."""
         self.graph = graph
         self.app_id = app_id
         self.msgids = msgids
+        self.tables = (tables if tables is not None else
+                       graph.store if isinstance(graph.store, LegacyTables) else None)
 
     def _msgids(self) -> MsgIdMap:
         if self.msgids is None:
@@ -198,8 +203,13 @@ class LegacyIdmap:
                    if key != group.key]
         return [str(vuin) if as_rows else key[len(prefix):] for key, vuin in members]
 
+    def _tables(self) -> LegacyTables:
+        if self.tables is None:
+            raise StoreError("this identity store keeps no legacy config table")
+        return self.tables
+
     def ReadConfig(self, section: str, key: str) -> str:
-        with self.graph.store.read() as view:
+        with self._tables().read_legacy() as view:
             value = view.get_config(_config_key(section, key))
         if value is None:
             raise NotFoundError(f"key '{key}' in section '{section}' does not exist")
@@ -208,16 +218,16 @@ class LegacyIdmap:
     async def WriteConfig(self, section: str, key: str, value: str) -> None:
         raw_key, raw_value = _config_key(section, key), _text("value", value)
 
-        def put(view: IdentityWriter) -> None:
+        def put(view: LegacyWriter) -> None:
             view.put_config(raw_key, raw_value)
 
-        await self.graph.store.write(put)
+        await self._tables().write_legacy(put)
 
     async def DeleteConfig(self, section: str, key: str) -> None:
         """Deleting a key that is not there succeeds, as in the old daemon."""
         raw_key = _config_key(section, key)
 
-        def delete(view: IdentityWriter) -> None:
+        def delete(view: LegacyWriter) -> None:
             view.delete_config(raw_key)
 
-        await self.graph.store.write(delete)
+        await self._tables().write_legacy(delete)

@@ -28,7 +28,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from gensokyo_idmap import counters
-from gensokyo_idmap.store.base import MsgIdCounts, TableCounts
+from gensokyo_idmap.store.base import LegacyCounts, MsgIdCounts, TableCounts
 
 __all__ = [
     "ACTION_SECONDS",
@@ -132,8 +132,10 @@ class StoreSizeCollector(Collector):
     """Entries per table and file sizes of both stores, read at scrape time."""
 
     def __init__(self, identity_counts: Callable[[], TableCounts],
+                 legacy_counts: Callable[[], LegacyCounts],
                  msgid_counts: Callable[[], MsgIdCounts], files: Iterable[Path]) -> None:
         self._identity_counts = identity_counts
+        self._legacy_counts = legacy_counts
         self._msgid_counts = msgid_counts
         self._files = tuple(files)
 
@@ -141,8 +143,11 @@ class StoreSizeCollector(Collector):
         entries = GaugeMetricFamily("gensokyo_store_entries", "Entries per table",
                                     labels=["store", "table"])
         counts = self._identity_counts()
-        for table in ("identities", "vuins", "last_seen", "aliases", "config", "user_info"):
+        for table in ("identities", "vuins", "last_seen", "aliases"):
             entries.add_metric(["openid-map", table], getattr(counts, table))
+        legacy = self._legacy_counts()
+        for table in ("config", "user_info"):
+            entries.add_metric(["openid-map", table], getattr(legacy, table))
         entries.add_metric(["msgid-map", "messages"], self._msgid_counts().live_or_unswept)
         yield entries
         sizes = GaugeMetricFamily("gensokyo_store_file_bytes", "Size of each store file",

@@ -11,7 +11,7 @@ from typing import Any
 
 from gensokyo_idmap.idmap import BindResult, IdentityGraph, RebindResult, Resolution, VuinView
 from gensokyo_idmap.msgid import MsgIdMap
-from gensokyo_idmap.store.base import MIGRATION_MARKER, MsgRecord
+from gensokyo_idmap.store.base import MIGRATION_MARKER, MsgRecord, legacy_counts
 
 __all__ = [
     "bind_data",
@@ -68,6 +68,7 @@ def stats_data(graph: IdentityGraph, identity_path: Path, msgids: MsgIdMap | Non
         schema = view.get_meta("schema_version")
         marker = view.get_meta(MIGRATION_MARKER)
         counter = view.vuin_counter()
+    legacy = legacy_counts(graph.store)
     msgid_map: dict[str, Any] = {"path": str(msgid_path), "exists": msgids is not None}
     if msgids is not None:
         msg_counts = msgids.counts()
@@ -81,7 +82,7 @@ def stats_data(graph: IdentityGraph, identity_path: Path, msgids: MsgIdMap | Non
                        "schema_version": schema, "vuin_counter": counter,
                        "identities": counts.identities, "vuins": counts.vuins,
                        "last_seen": counts.last_seen, "aliases": counts.aliases,
-                       "config": counts.config, "user_info": counts.user_info,
+                       "config": legacy.config, "user_info": legacy.user_info,
                        "migrated_from_legacy": marker},
         "msgid_map": msgid_map,
     }

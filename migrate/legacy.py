@@ -654,10 +654,10 @@ class _Conversion:
         self.verify()
         self.passes.end_pass()
         self.passes.tell("verified", self.passes.total, self.passes.total)
-        counts = self.view.counts()
+        counts, legacy = self.view.counts(), self.view.legacy_counts()
         self.report.written = {"identity_to_vuin": counts.identities, "vuins": counts.vuins,
-                               "vuin_alias": counts.aliases, "config": counts.config,
-                               "UserInfo": counts.user_info}
+                               "vuin_alias": counts.aliases, "config": legacy.config,
+                               "UserInfo": legacy.user_info}
         self.report.counters["legacy_current_row"] = self.legacy_counter
         self.report.counters["vuin_counter"] = self.view.vuin_counter()
         return self.report

@@ -33,6 +33,7 @@ from gensokyo_idmap.identity import OpenId
 from gensokyo_idmap.logging import configure_logging
 from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
+from migrate.startup import migrate_if_found
 
 from .loopback import free_port
 
@@ -84,7 +85,8 @@ def run_until_ready_then_stop(config: Config) -> list[dict[str, Any]]:
     async def scenario() -> list[dict[str, Any]]:
         stop = asyncio.Event()
         with capture_logs() as logs:
-            task = asyncio.create_task(run_daemon(config, stop))
+            # as `serve` runs it: with the start-up migration
+            task = asyncio.create_task(run_daemon(config, stop, prepare=migrate_if_found))
             await wait_for_path(config.identity_db_path, task)
             await wait_for_event(logs, "[app] ready")
             assert not task.done()

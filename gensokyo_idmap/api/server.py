@@ -25,6 +25,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +59,7 @@ from gensokyo_idmap.reports import (
     stats_data,
     vuin_data,
 )
+from gensokyo_idmap.store.base import TableCounts, legacy_counts
 
 __all__ = ["ApiServer", "ApiSettings"]
 
@@ -119,10 +121,10 @@ class ApiServer:
         self.access = AccessPolicy(settings.token, settings.getid_allow)
         self.registry = CollectorRegistry(auto_describe=True)
         self.registry.register(metrics.StoreSizeCollector(
-            self._identity_counts, msgids.counts,
+            self._identity_counts, partial(legacy_counts, graph.store), msgids.counts,
             (settings.identity_path, settings.msgid_path)))
 
-    def _identity_counts(self) -> Any:
+    def _identity_counts(self) -> TableCounts:
         with self.graph.store.read() as view:
             return view.counts()
 

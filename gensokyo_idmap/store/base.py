@@ -11,6 +11,10 @@ exception makes the backend re-run the batch one function per transaction, so on
 call never takes its neighbours down with it.
 
 Keys cross this interface as canonical key text (``openid:QQ:…``) and vUINs as ints.
+
+The old daemon's ``config`` and ``UserInfo`` buckets are not part of the identity graph: a
+store that keeps them (for ``compat``, ``/getid`` and the migration) says so by also being
+:class:`LegacyTables`; a backend written against :class:`IdentityStore` alone need not.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, Final, Protocol, TypeVar
+from typing import Any, Final, Protocol, TypeVar, runtime_checkable
 
 __all__ = [
     "MIGRATION_MARKER",
@@ -26,6 +30,10 @@ __all__ = [
     "IdentityStore",
     "IdentityWriter",
     "LastSeen",
+    "LegacyCounts",
+    "LegacyReader",
+    "LegacyTables",
+    "LegacyWriter",
     "MsgIdCounts",
     "MsgIdReader",
     "MsgIdStore",
@@ -55,8 +63,6 @@ class TableCounts:
     vuins: int
     last_seen: int
     aliases: int
-    config: int
-    user_info: int
 
 
 class IdentityReader(Protocol):
@@ -79,10 +85,6 @@ class IdentityReader(Protocol):
     def iter_vuin_sets(self) -> Iterator[tuple[int, str]]: ...
     def iter_aliases(self) -> Iterator[tuple[int, int]]: ...
     def counts(self) -> TableCounts: ...
-    def get_config(self, key: bytes) -> bytes | None:
-        """``config``: the text under ``<section>:<key>`` (legacy config bucket)."""
-        ...
-    def iter_config(self) -> Iterator[tuple[bytes, bytes]]: ...
 
 
 class IdentityWriter(IdentityReader, Protocol):
@@ -95,8 +97,6 @@ class IdentityWriter(IdentityReader, Protocol):
     def set_last_seen(self, vuin: int, scene: str, seen: LastSeen) -> None: ...
     def delete_last_seen(self, vuin: int, scene: str) -> None: ...
     def set_vuin_counter(self, value: int) -> None: ...
-    def put_config(self, key: bytes, value: bytes) -> None: ...
-    def delete_config(self, key: bytes) -> bool: ...
 
 
 class IdentityStore(Protocol):
@@ -117,6 +117,53 @@ class IdentityStore(Protocol):
         known without touching the store (``/healthz``)."""
         ...
     def close(self) -> None: ...
+
+
+# --- the old daemon's config and UserInfo buckets -------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LegacyCounts:
+    config: int
+    user_info: int
+
+
+class LegacyReader(Protocol):
+    """A read-only view of the legacy tables: bytes exactly as the old buckets held them."""
+
+    def get_config(self, key: bytes) -> bytes | None:
+        """``config``: the text under ``<section>:<key>``."""
+        ...
+    def iter_config(self) -> Iterator[tuple[bytes, bytes]]: ...
+    def iter_user_info(self) -> Iterator[tuple[bytes, bytes]]: ...
+    def legacy_counts(self) -> LegacyCounts: ...
+
+
+class LegacyWriter(LegacyReader, Protocol):
+    """The view a legacy write function gets (the write-function contract of the module)."""
+
+    def put_config(self, key: bytes, value: bytes) -> None: ...
+    def delete_config(self, key: bytes) -> bool:
+        """Whether ``key`` was there."""
+        ...
+    def put_user_info(self, key: bytes, value: bytes) -> None: ...
+
+
+@runtime_checkable
+class LegacyTables(Protocol):
+    """A store that also keeps the legacy tables (openid-map.db on LMDB does). Writes are
+    durable on return, as :meth:`IdentityStore.write`."""
+
+    def read_legacy(self) -> AbstractContextManager[LegacyReader]: ...
+    def write_legacy(self, fn: Callable[[LegacyWriter], T]) -> Awaitable[T]: ...
+
+
+def legacy_counts(store: object) -> LegacyCounts:
+    """Entries of the legacy tables of ``store``; none when it keeps no such tables."""
+    if not isinstance(store, LegacyTables):
+        return LegacyCounts(config=0, user_info=0)
+    with store.read_legacy() as view:
+        return view.legacy_counts()
 
 
 # --- msgid-map.db -------------------------------------------------------------------------

@@ -10,13 +10,20 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Callable, Iterator
-from typing import Any, Final
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import AbstractContextManager
+from typing import Any, Final, TypeVar
 
 import lmdb
 
 from gensokyo_idmap.recent_cache import RecentCache
-from gensokyo_idmap.store.base import IdentityWriter, LastSeen, TableCounts
+from gensokyo_idmap.store.base import (
+    IdentityWriter,
+    LastSeen,
+    LegacyCounts,
+    LegacyWriter,
+    TableCounts,
+)
 from gensokyo_idmap.store.codec import decode_u64, decode_value, encode_u64, encode_value
 from gensokyo_idmap.store.lmdb_env import CounterView, LmdbEnv, Table
 
@@ -49,6 +56,7 @@ TABLES: Final = (
     Table(b"UserInfo", "user_info"),
 )
 _META_COUNTER: Final = b"vuin_counter"
+T = TypeVar("T")
 #: Entries each probe() cache holds at most (those not used lately are forgotten first).
 _PROBE_CACHE: Final = 65_536
 _U64_FROM: Final = struct.Struct(">Q").unpack
@@ -73,7 +81,7 @@ def _scene_key(vuin: int, scene: str) -> bytes:
     return encode_u64(vuin) + raw
 
 
-class LmdbView(CounterView, IdentityWriter):
+class LmdbView(CounterView, IdentityWriter, LegacyWriter):
     """Reads (and, in a write transaction, writes) of one LMDB transaction."""
 
     __slots__ = ()
@@ -163,9 +171,11 @@ class LmdbView(CounterView, IdentityWriter):
             vuins=vuins,
             last_seen=entries(self._t.last_seen),
             aliases=entries(self._t.vuin_alias),
-            config=entries(self._t.config),
-            user_info=entries(self._t.user_info),
         )
+
+    def legacy_counts(self) -> LegacyCounts:
+        return LegacyCounts(config=int(self._txn.stat(self._t.config)["entries"]),
+                            user_info=int(self._txn.stat(self._t.user_info)["entries"]))
 
     # writes
     def set_vuin(self, key: str, vuin: int) -> None:
@@ -335,3 +345,11 @@ class LmdbIdentityStore(LmdbEnv[LmdbView]):
         else:
             answers.young[asked] = (snapshot, result)  # renewed by the get: in young
         return result
+
+    # LegacyTables: the old buckets are tables of this same file, read and written in the
+    # same transactions as the graph (the view serves both).
+    def read_legacy(self) -> AbstractContextManager[LmdbView]:
+        return self.read()
+
+    def write_legacy(self, fn: Callable[[LmdbView], T]) -> Awaitable[T]:
+        return self.write(fn)

@@ -116,6 +116,7 @@ def check_consistent(identity: LmdbIdentityStore, report: MigrationReport) -> No
         vuin_sets = list(view.iter_vuin_sets())
         aliases = list(view.iter_aliases())
         counts = view.counts()
+        legacy = view.legacy_counts()
         counter = view.vuin_counter()
     forward = {(vuin, key) for key, vuin in identities}
     reverse = set(vuin_sets)
@@ -137,18 +138,18 @@ def check_consistent(identity: LmdbIdentityStore, report: MigrationReport) -> No
     assert counts.last_seen == 0
     assert report.written == {
         "identity_to_vuin": counts.identities, "vuins": counts.vuins,
-        "vuin_alias": counts.aliases, "config": counts.config, "UserInfo": counts.user_info,
+        "vuin_alias": counts.aliases, "config": legacy.config, "UserInfo": legacy.user_info,
     }
 
 
 def check_empty(identity: LmdbIdentityStore, error: IdmapError) -> None:
     with identity.read() as view:
         marker = view.get_meta(MARKER)
-        counts = view.counts()
+        counts, legacy = view.counts(), view.legacy_counts()
         held = {
             "identities": counts.identities, "vuins": counts.vuins, "aliases": counts.aliases,
-            "last_seen": counts.last_seen, "config": counts.config,
-            "user_info": counts.user_info, "vuin_counter": view.vuin_counter(),
+            "last_seen": counts.last_seen, "config": legacy.config,
+            "user_info": legacy.user_info, "vuin_counter": view.vuin_counter(),
             "identity rows": sum(1 for _ in view.iter_identities()),
             "vuin set rows": sum(1 for _ in view.iter_vuin_sets()),
         }
