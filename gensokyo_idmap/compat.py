@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from gensokyo_idmap.errors import BadInputError, NotFoundError, StoreError
 from gensokyo_idmap.identity import (
+    MAX_KEY_BYTES,
     IdentityKey,
     OpenId,
     RawId,
@@ -34,7 +35,6 @@ from gensokyo_idmap.store.base import LegacyTables, LegacyWriter
 __all__ = ["LegacyIdmap"]
 
 _KEY_PREFIXES = ("openid:", "union:", "ruin:", "raw:")
-_MAX_CONFIG_KEY_BYTES = 511  # LMDB's key limit
 _MAX_MEMBERS = 10_000
 
 
@@ -44,9 +44,8 @@ def _config_key(section: str, key: str) -> bytes:
         raw = f"{section}:{key}".encode()
     except UnicodeEncodeError:
         raise BadInputError("id", section, "config section and key must be Unicode text") from None
-    if len(raw) > _MAX_CONFIG_KEY_BYTES:
-        raise BadInputError("id", section, f"section:key is longer than "
-                            f"{_MAX_CONFIG_KEY_BYTES} bytes")
+    if len(raw) > MAX_KEY_BYTES:
+        raise BadInputError("id", section, f"section:key is longer than {MAX_KEY_BYTES} bytes")
     return raw
 
 

@@ -32,7 +32,12 @@ from typing import Final, TypeAlias
 from gensokyo_idmap.errors import BadInputError
 
 __all__ = [
+    "MAX_KEY_BYTES",
+    "MAX_OPENID_LEN",
+    "MAX_SCENE_BYTES",
+    "MAX_VALUE_BYTES",
     "MAX_VUIN",
+    "UTF8_MAX_BYTES_PER_CHAR",
     "ClientId",
     "IdentityKey",
     "OpenId",
@@ -59,8 +64,25 @@ _APPID = re.compile(r"[0-9]{1,20}")
 _TOKEN = re.compile(r"[A-Za-z0-9_\-]+")  # OpenIDs and union ids: no ':' or spaces
 _DIGITS = re.compile(r"[0-9]+")
 _BASE32 = re.compile(r"[A-Za-z2-7]+=*")
-#: Values are capped in UTF-8 bytes so that every key fits LMDB's 511-byte key limit.
-_MAX_VALUE_LEN: Final = 400
+# --- byte caps: every length limit of an identity, a key or a scene is spelled here ------
+
+#: The longest key a store keeps, in bytes: LMDB's limit. Every backend honours it, so data
+#: moves between backends unchanged (legacy config keys are checked against it too).
+MAX_KEY_BYTES: Final = 511
+#: Identity values (OpenIDs, union ids, rUIN ids, raw values) in UTF-8 bytes: with the
+#: longest prefix (``ruin:<32-letter platform>:<9 digits>:``, 49 bytes) a key stays under
+#: :data:`MAX_KEY_BYTES`.
+MAX_VALUE_BYTES: Final = 400
+#: A ``last_seen`` scene (:func:`chat_scene` text) in UTF-8 bytes: its key is the 8-byte
+#: vUIN then the scene, under :data:`MAX_KEY_BYTES`.
+MAX_SCENE_BYTES: Final = 400
+#: OpenIDs as the platform sends them, in characters: observed ones are 32 hex characters;
+#: anything past this is not an OpenID, and the cap keeps every scene text (AppID, kind and
+#: OpenID) well inside :data:`MAX_SCENE_BYTES`.
+MAX_OPENID_LEN: Final = 128
+#: UTF-8 takes at most this many bytes a character: text of at most ``limit // 4``
+#: characters is within ``limit`` bytes without being encoded (a check on hot paths).
+UTF8_MAX_BYTES_PER_CHAR: Final = 4
 #: The platform whose rUIN ids are account numbers: digits only, in rUIN text.
 QQ_PLATFORM: Final = "QQ"
 #: Indexes are written and read as at most nine digits.
@@ -80,8 +102,9 @@ def _check_value(field: str, value: str, what: str) -> None:
     # str.isprintable() is already False for every separator but the ASCII space.
     if not value.isprintable() or " " in value:
         raise BadInputError(field, value, f"{what} holds whitespace or control characters")
-    if len(value) > _MAX_VALUE_LEN // 4 and len(value.encode("utf-8")) > _MAX_VALUE_LEN:
-        raise BadInputError(field, value, f"{what} is longer than {_MAX_VALUE_LEN} bytes")
+    if (len(value) > MAX_VALUE_BYTES // UTF8_MAX_BYTES_PER_CHAR
+            and len(value.encode("utf-8")) > MAX_VALUE_BYTES):
+        raise BadInputError(field, value, f"{what} is longer than {MAX_VALUE_BYTES} bytes")
 
 
 def openid_prefix(app_id: str, platform: str = QQ_PLATFORM) -> str:

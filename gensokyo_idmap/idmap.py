@@ -58,12 +58,20 @@ from gensokyo_idmap.errors import (
     NoUsableIdentityError,
     StoreError,
 )
-from gensokyo_idmap.identity import MAX_VUIN, IdentityKey, OpenId, parse_key
+from gensokyo_idmap.identity import (
+    MAX_SCENE_BYTES,
+    MAX_VUIN,
+    UTF8_MAX_BYTES_PER_CHAR,
+    IdentityKey,
+    OpenId,
+    parse_key,
+)
 from gensokyo_idmap.recent_cache import RecentCache
 from gensokyo_idmap.store.base import IdentityReader, IdentityStore, IdentityWriter, LastSeen
 
 __all__ = [
     "ANY_IDENTITY",
+    "MAX_ALIAS_HOPS",
     "BindResult",
     "IdentityGraph",
     "RebindResult",
@@ -76,9 +84,20 @@ __all__ = [
 
 log = structlog.get_logger("gensokyo_idmap.idmap")
 
-#: Stored keys are immutable text; parsing one is pure, so the reverse path caches it
-#: (the keys of people not sent to lately are forgotten).
-_PARSED_KEYS: Final[RecentCache[str, IdentityKey]] = RecentCache(65_536)
+#: Parsed keys the reverse path keeps: about the people sent to within the last minutes of a
+#: busy bot (a few MB); those not sent to lately are forgotten first.
+_PARSED_KEYS_KEPT: Final = 65_536
+#: AppIDs whose :class:`Usable` is kept: a daemon serves one, the API asks about a few.
+_APPS_KEPT: Final = 256
+#: Alias hops followed before a chain counts as a loop. Rule 5 keeps chains one hop long,
+#: so any number above a handful only stops a damaged store from looping forever.
+MAX_ALIAS_HOPS: Final = 64
+#: A scene of at most this many characters is within MAX_SCENE_BYTES whatever they are: the
+#: hot path takes it as checked without encoding it (longer ones take the checked path).
+_HOT_SCENE_CHARS: Final = MAX_SCENE_BYTES // UTF8_MAX_BYTES_PER_CHAR
+
+#: Stored keys are immutable text; parsing one is pure, so the reverse path caches it.
+_PARSED_KEYS: Final[RecentCache[str, IdentityKey]] = RecentCache(_PARSED_KEYS_KEPT)
 
 
 def _parse_stored_key(text: str) -> IdentityKey:
@@ -89,8 +108,6 @@ def _parse_stored_key(text: str) -> IdentityKey:
     return key
 
 
-MAX_SCENE_BYTES: Final = 400
-_MAX_ALIAS_HOPS: Final = 64
 _IDENTITY_HIT: Final = counters.IDENTITY_HIT  # a module global: the hot path's one extra call
 
 
@@ -146,7 +163,7 @@ class Usable:
 ANY_IDENTITY: Final = Usable("any identity", lambda key: True)
 
 
-@lru_cache(maxsize=256)
+@lru_cache(maxsize=_APPS_KEPT)
 def openid_of_app(app_id: str, platform: str = "QQ") -> Usable:
     """A QQ send needs an OpenID of the AppID that sends it."""
     return Usable(
@@ -186,12 +203,12 @@ def _hit(vuin: int) -> Resolution:
 def follow_alias(view: IdentityReader, vuin: int) -> int:
     """The vUIN that ``vuin`` stands for today (itself unless it is an alias)."""
     current = vuin
-    for _ in range(_MAX_ALIAS_HOPS):
+    for _ in range(MAX_ALIAS_HOPS):
         target = view.alias_target(current)
         if target is None:
             return current
         current = target
-    raise StoreError(f"vUIN {vuin}: alias chain longer than {_MAX_ALIAS_HOPS} hops (loop?)")
+    raise StoreError(f"vUIN {vuin}: alias chain longer than {MAX_ALIAS_HOPS} hops (loop?)")
 
 
 def vuin_in_use(view: IdentityReader, vuin: int) -> bool:
@@ -342,7 +359,7 @@ class IdentityGraph:
         seen in ``scene`` already), else None: the hot path of :meth:`resolve`, without a
         coroutine, so callers with several people can skip the machinery when all are known.
         """
-        if len(keys) != 1 or (scene is not None and not 0 < len(scene) <= 100):
+        if len(keys) != 1 or (scene is not None and not 0 < len(scene) <= _HOT_SCENE_CHARS):
             return None
         key = keys[0].key
         vuin, seen_here = self.store.probe(key, scene)  # one snapshot, two gets at most
@@ -364,7 +381,8 @@ class IdentityGraph:
         ``scene`` names where they were seen (e.g. ``QQ:<appid>:group:<openid>``); the
         ``scene_identity`` (default: the first key) becomes that scene's ``last_seen``.
         """
-        if len(keys) == 1 and scene_identity is None and (scene is None or 0 < len(scene) <= 100):
+        if len(keys) == 1 and scene_identity is None and (
+                scene is None or 0 < len(scene) <= _HOT_SCENE_CHARS):
             vuin = self.known(keys, scene)
             if vuin is not None:
                 return _hit(vuin)

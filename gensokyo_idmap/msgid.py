@@ -29,6 +29,7 @@ import structlog
 
 from gensokyo_idmap import counters
 from gensokyo_idmap.errors import BadInputError, IdmapError, NotFoundError, StoreError
+from gensokyo_idmap.identity import MAX_OPENID_LEN
 from gensokyo_idmap.store.base import MsgIdCounts, MsgIdStore, MsgIdWriter, MsgRecord
 
 __all__ = [
@@ -45,6 +46,8 @@ INT32_MAX: Final = 2**31 - 1
 DEFAULT_MSGID_TTL_SECONDS: Final = 3600
 DEFAULT_SWEEP_INTERVAL_SECONDS: Final = 60
 MAX_REAL_ID_BYTES: Final = 400
+#: A message's AppID, chat kind and target (an OpenID, MAX_OPENID_LEN) in characters.
+MAX_CONTEXT_LEN: Final = MAX_OPENID_LEN
 _MAX_PROBES: Final = 1 << 16
 _SWEEP_BATCH: Final = 2_000  # per transaction: a sweep never holds the writer long
 
@@ -64,8 +67,9 @@ class MsgContext:
         if direction not in ("in", "out"):
             raise BadInputError("direction", direction, "must be 'in' or 'out'")
         for field, value in (("app_id", app_id), ("chat_kind", chat_kind), ("target", target)):
-            if not isinstance(value, str) or "\0" in value or len(value) > 128:
-                raise BadInputError(field, value, "must be text of at most 128 characters, no NUL")
+            if not isinstance(value, str) or "\0" in value or len(value) > MAX_CONTEXT_LEN:
+                raise BadInputError(field, value, f"must be text of at most {MAX_CONTEXT_LEN} "
+                                    "characters, no NUL")
             _check_utf8(field, value)
         self.app_id = app_id
         self.chat_kind = chat_kind

@@ -40,7 +40,7 @@ from gensokyo_idmap.errors import (
     LegacyDbError,
     StoreError,
 )
-from gensokyo_idmap.identity import MAX_VUIN, RawId, check_app_id, openid_prefix
+from gensokyo_idmap.identity import MAX_KEY_BYTES, MAX_VUIN, RawId, check_app_id, openid_prefix
 from gensokyo_idmap.idmap import allocate_vuin, follow_alias, vuin_in_use
 from gensokyo_idmap.msgid import INT32_MAX
 from gensokyo_idmap.store.base import MIGRATION_MARKER
@@ -68,7 +68,6 @@ _IDS: Final = (b"ids",)
 _CACHE: Final = (b"cache",)
 _CONFIG: Final = (b"config",)
 _USERINFO: Final = (b"UserInfo",)
-_MAX_LMDB_KEY: Final = 511  # LMDB's key limit; bbolt allowed up to 32 KiB
 
 
 class MigrationVerifyError(StoreError):
@@ -529,9 +528,9 @@ class _Conversion:
             if value is None:
                 self._drop(name, key, "nested bucket (not copied)")
                 continue
-            if len(key) > _MAX_LMDB_KEY:
+            if len(key) > MAX_KEY_BYTES:  # bbolt allowed up to 32 KiB
                 self._drop(name, key, f"key is {len(key)} bytes; the new store takes at most "
-                                      f"{_MAX_LMDB_KEY}")
+                                      f"{MAX_KEY_BYTES}")
                 continue
             put(key, value)
             if check_json:

@@ -41,6 +41,7 @@ from gensokyo_idmap.compat import LegacyIdmap
 from gensokyo_idmap.errors import BadInputError, IdmapError, NotFoundError
 from gensokyo_idmap.health import HealthSource, problems
 from gensokyo_idmap.identity import (
+    MAX_SCENE_BYTES,
     RUin,
     VUin,
     check_app_id,
@@ -213,8 +214,8 @@ class ApiServer:
         if scene is not None and prefix is not None:
             raise BadInputError("scene_prefix", prefix, "give scene or scene_prefix, not both")
         for name, value in (("scene", scene), ("scene_prefix", prefix)):
-            if value is not None and not 0 < len(value.encode("utf-8")) <= 400:
-                raise BadInputError(name, value, "must be 1 to 400 bytes")
+            if value is not None and not 0 < len(value.encode("utf-8")) <= MAX_SCENE_BYTES:
+                raise BadInputError(name, value, f"must be 1 to {MAX_SCENE_BYTES} bytes")
         app_id = query.get("app_id") or self.settings.app_id
         if not app_id:
             raise BadInputError("app_id", None, "no bot.app_id is configured: give app_id")

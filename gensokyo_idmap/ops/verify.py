@@ -28,12 +28,11 @@ from typing import Any, Final
 
 from gensokyo_idmap.errors import BadInputError
 from gensokyo_idmap.identity import MAX_VUIN, parse_key
+from gensokyo_idmap.idmap import MAX_ALIAS_HOPS
 from gensokyo_idmap.store.codec import decode_u64, decode_value
 
 __all__ = ["GraphSnapshot", "VerifyReport", "Violation", "check_graph"]
 
-#: The reverse path gives up after this many alias hops (``idmap._MAX_ALIAS_HOPS``).
-MAX_ALIAS_HOPS: Final = 64
 #: Each kind of finding is listed at most this often; the count is always complete.
 MAX_LISTED_PER_KIND: Final = 50
 

@@ -40,12 +40,18 @@ import structlog
 
 from gensokyo_idmap import jsonio
 from gensokyo_idmap.errors import BadInputError
-from gensokyo_idmap.identity import IdentityKey, OpenId, UnionId, chat_scene, check_app_id
+from gensokyo_idmap.identity import (
+    MAX_OPENID_LEN,
+    IdentityKey,
+    OpenId,
+    UnionId,
+    chat_scene,
+    check_app_id,
+)
 from gensokyo_idmap.recent_cache import RecentCache
 
 __all__ = [
     "DISPATCH",
-    "MAX_OPENID_LEN",
     "Attachment",
     "C2CMessage",
     "Envelope",
@@ -66,9 +72,6 @@ log = structlog.get_logger("gensokyo_idmap.qq.events")
 
 #: The op code of a dispatch frame (an event).
 DISPATCH: Final = 0
-#: Observed OpenIDs are 32 hex characters; anything past this is not an OpenID, and the cap
-#: keeps every scene text well inside the store's 400-byte scene limit.
-MAX_OPENID_LEN: Final = 128
 
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://")
 _UINT_TEXT = re.compile(r"[0-9]{1,19}")

@@ -16,6 +16,7 @@ from typing import Any, Final, TypeVar
 
 import lmdb
 
+from gensokyo_idmap.identity import MAX_SCENE_BYTES
 from gensokyo_idmap.recent_cache import RecentCache
 from gensokyo_idmap.store.base import (
     IdentityWriter,
@@ -35,7 +36,6 @@ __all__ = [
 #: The schema this code writes. Older stores are upgraded by UPGRADES, newer ones refused.
 SCHEMA_VERSION: Final = 1
 DEFAULT_MAP_SIZE: Final = 64 * 1024 * 1024
-MAX_SCENE_BYTES: Final = 400
 #: What to do when openid-map.db is refused (missing, emptied, damaged): a new one would
 #: hand vUIN 1, 2, ... to other people than the ones frameworks know by them.
 RECOVERY: Final = (

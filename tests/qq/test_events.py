@@ -15,9 +15,8 @@ from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
 from gensokyo_idmap.errors import BadInputError
-from gensokyo_idmap.identity import OpenId, UnionId
+from gensokyo_idmap.identity import MAX_OPENID_LEN, OpenId, UnionId
 from gensokyo_idmap.qq.events import (
-    MAX_OPENID_LEN,
     Attachment,
     C2CMessage,
     Envelope,
