@@ -1,6 +1,10 @@
 """The daemon process: open the stores, run until told to stop, close cleanly.
 
-Both stores and the sweeper; the platform side (webhook receiver, gateway client, OpenAPI
+The composition root: :func:`build_daemon` makes and connects the parts, registering each
+one's clean-up on an :class:`~contextlib.AsyncExitStack`; :func:`serve_until_stopped` runs
+the built daemon; :func:`run_daemon` does both. Rules live in the modules that own them.
+
+The stores and the sweeper; the platform side (webhook receiver, gateway client, OpenAPI
 client) feeding the inbound bridge; the OneBot side (reverse WS clients, forward WS server,
 HTTP POST targets, HTTP API server), whose actions all go to one ActionService.
 """
@@ -153,22 +157,9 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
                     if config.api.listen else None)
     if identity_api is not None:
         intake.push_async_callback(identity_api.cleanup)
-    http: aiohttp.ClientSession | None = None
-    tokens: AccessTokenManager | None = None
-    openapi: OpenApiClient | None = None
-    acknowledge = None
-    if config.bot.app_id and config.bot.secret.get_secret_value():
-        http = aiohttp.ClientSession(json_serialize=jsonio.dumps)
-        services.push_async_callback(http.close)
-        tokens = AccessTokenManager(config.bot.app_id, config.bot.secret.get_secret_value(),
-                                    http, token_url=config.qq.token_url)
-        openapi = OpenApiClient(config.qq.api_base, tokens, http)
-        platform = openapi
-
-        async def acknowledge(event: Interaction) -> None:
-            await platform.ack_interaction(event.interaction_id)
-
-    actions = ActionService(OutboundSender(graph, msgids, openapi, OutboundSettings(
+    platform = _platform_client(config, services)
+    actions = ActionService(OutboundSender(
+        graph, msgids, None if platform is None else platform.openapi, OutboundSettings(
         app_id=config.bot.app_id, self_id=config.self_id,
         op_userid_type=config.onebot.op_userid_type),
         ReplyBudget(seq_base=seq_base_for_process(time.time()))))
@@ -222,21 +213,46 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
         link_union_openid=config.idmap.link_union_openid,
         extensions=config.onebot.extensions,
         op_userid_type=config.onebot.op_userid_type))
-    pipeline = InboundPipeline(bridge, sinks, deliveries, acknowledge=acknowledge)
+    pipeline = InboundPipeline(bridge, sinks, deliveries,
+                               acknowledge=None if platform is None else platform.acknowledge)
     webhook: web.AppRunner | None = None
     if config.webhook.listen:
         webhook = await _start_webhook(config, _one_at_a_time(pipeline.process_batch))
         intake.push_async_callback(webhook.cleanup)  # nothing new is acknowledged
     gateway: asyncio.Task[None] | None = None
     if config.qq.gateway:
-        if http is None or tokens is None:  # refused at start (check_startup)
+        if platform is None:  # refused at start (check_startup)
             raise BadInputError("qq.gateway", True,
                                 "the gateway needs bot.app_id and bot.secret")
-        gateway = asyncio.create_task(_run_gateway(config, http, tokens,
+        gateway = asyncio.create_task(_run_gateway(config, platform.http, platform.tokens,
                                                    pipeline.process_batch))
         # stop intake first: the saved seq is the last processed
         intake.push_async_callback(_cancel, gateway)
     return Daemon(config, webhook, forward, onebot_api, identity_api, gateway, clients, posts)
+
+
+@dataclass(frozen=True, slots=True)
+class _PlatformClient:
+    """The bot's side of the platform API: one HTTP client, its access token, OpenAPI."""
+
+    http: aiohttp.ClientSession
+    tokens: AccessTokenManager
+    openapi: OpenApiClient
+
+    async def acknowledge(self, event: Interaction) -> None:
+        await self.openapi.ack_interaction(event.interaction_id)
+
+
+def _platform_client(config: Config, stack: AsyncExitStack) -> _PlatformClient | None:
+    """The platform client of the configured bot, its HTTP client closed with ``stack``;
+    None without bot.app_id and bot.secret."""
+    secret = config.bot.secret.get_secret_value()
+    if not (config.bot.app_id and secret):
+        return None
+    http = aiohttp.ClientSession(json_serialize=jsonio.dumps)
+    stack.push_async_callback(http.close)
+    tokens = AccessTokenManager(config.bot.app_id, secret, http, token_url=config.qq.token_url)
+    return _PlatformClient(http, tokens, OpenApiClient(config.qq.api_base, tokens, http))
 
 
 async def _open_stores(
