@@ -37,6 +37,7 @@ __all__ = [
     "MAX_SCENE_BYTES",
     "MAX_VALUE_BYTES",
     "MAX_VUIN",
+    "MAX_VUIN_DIGITS",
     "UTF8_MAX_BYTES_PER_CHAR",
     "ClientId",
     "IdentityKey",
@@ -58,6 +59,9 @@ __all__ = [
 
 #: vUINs are OneBot ``user_id`` / ``group_id`` values: positive and inside int64.
 MAX_VUIN: Final = 2**63 - 1
+#: Decimal digits of the longest vUIN: longer digit strings are refused before int() reads
+#: them (a megabyte of digits would be a slow parse for nothing).
+MAX_VUIN_DIGITS: Final = len(str(MAX_VUIN))
 
 _PLATFORM = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,31}")
 _APPID = re.compile(r"[0-9]{1,20}")
@@ -231,7 +235,7 @@ def parse_vuin(text: str | int, field: str = "vuin") -> int:
         value = text
     else:
         stripped = text.strip()
-        if not _DIGITS.fullmatch(stripped) or len(stripped) > 19:
+        if not _DIGITS.fullmatch(stripped) or len(stripped) > MAX_VUIN_DIGITS:
             raise BadInputError(field, text, "vUIN must be a positive decimal integer")
         value = int(stripped)
     if not 0 < value <= MAX_VUIN:

@@ -20,7 +20,7 @@ from typing import Any, Final
 
 from gensokyo_idmap.compat import LegacyIdmap
 from gensokyo_idmap.errors import BadInputError, IdmapError, NotFoundError
-from gensokyo_idmap.identity import parse_vuin
+from gensokyo_idmap.identity import MAX_VUIN_DIGITS, parse_vuin
 
 __all__ = ["answer_getid"]
 
@@ -162,7 +162,7 @@ TYPES: Final[dict[str, _Handler]] = {
 def _type_of(raw: str) -> str | None:
     """Go's ``strconv.Atoi``: an optional sign, then digits (``01`` is 1)."""
     text = raw[1:] if raw[:1] in "+-" else raw
-    if not text.isascii() or not text.isdigit() or len(text) > 19:
+    if not text.isascii() or not text.isdigit() or len(text) > MAX_VUIN_DIGITS:
         return None
     return str(int(raw))
 
