@@ -75,7 +75,7 @@ import aiohttp
 from aiohttp import WSMsgType, web
 from aiohttp.test_utils import TestServer
 
-from gensokyo_idmap.dedup import window_seconds
+from gensokyo_idmap.bridge.dedup import window_seconds
 from tests.loopback import framework_server, free_port, ws_url
 from tests.qq.platform_emulator import APP, SECRET, EmulatedPlatform
 from tests.qq.webhook_sender import WebhookSender

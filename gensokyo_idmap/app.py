@@ -26,12 +26,14 @@ import structlog
 from aiohttp import web
 
 from gensokyo_idmap import jsonio
-from gensokyo_idmap.action_service import ActionService
 from gensokyo_idmap.api import ApiServer
 from gensokyo_idmap.api.server import ApiSettings
-from gensokyo_idmap.bridge import BridgeSettings, EventSink, InboundBridge, InboundPipeline
+from gensokyo_idmap.bridge.actions import ActionService
+from gensokyo_idmap.bridge.dedup import DeliveryLog, DurableClaims, window_seconds
+from gensokyo_idmap.bridge.inbound import BridgeSettings, EventSink, InboundBridge, InboundPipeline
+from gensokyo_idmap.bridge.outbound import OutboundSender, OutboundSettings
+from gensokyo_idmap.bridge.outbox import Backlog, Outbox, TrackedSink
 from gensokyo_idmap.config import Config
-from gensokyo_idmap.dedup import DeliveryLog, DurableClaims, window_seconds
 from gensokyo_idmap.errors import BadInputError
 from gensokyo_idmap.hostport import parse_host_port
 from gensokyo_idmap.idmap import IdentityGraph
@@ -41,12 +43,10 @@ from gensokyo_idmap.onebot.http_api import HttpApiServer
 from gensokyo_idmap.onebot.http_post import HttpPostTarget
 from gensokyo_idmap.onebot.reverse_ws import ReverseWsClient
 from gensokyo_idmap.ops.config_check import refuse_bad_startup
-from gensokyo_idmap.outbound import OutboundSender, OutboundSettings
-from gensokyo_idmap.outbox import Backlog, Outbox, TrackedSink
-from gensokyo_idmap.passive_reply import ReplyBudget, seq_base_for_process
 from gensokyo_idmap.qq.events import Interaction, QQEvent
 from gensokyo_idmap.qq.gateway import GatewayClient, GatewayState, discover_gateway_retrying
 from gensokyo_idmap.qq.openapi import OpenApiClient
+from gensokyo_idmap.qq.passive_reply import ReplyBudget, seq_base_for_process
 from gensokyo_idmap.qq.token import AccessTokenManager
 from gensokyo_idmap.qq.webhook import WebhookReceiver
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore

@@ -35,6 +35,7 @@ from gensokyo_idmap.store.base import MsgIdCounts, MsgIdStore, MsgIdWriter, MsgR
 __all__ = [
     "DEFAULT_MSGID_TTL_SECONDS",
     "DEFAULT_SWEEP_INTERVAL_SECONDS",
+    "EVENT_KINDS",
     "INT32_MAX",
     "MsgContext",
     "MsgIdMap",
@@ -50,6 +51,9 @@ MAX_REAL_ID_BYTES: Final = 400
 MAX_CONTEXT_LEN: Final = MAX_OPENID_LEN
 _MAX_PROBES: Final = 1 << 16
 _SWEEP_BATCH: Final = 2_000  # per transaction: a sweep never holds the writer long
+#: The chat kind under which a chat's reply-able non-message events (their envelope ids)
+#: are kept, per chat kind of its messages.
+EVENT_KINDS: Final = {"group": "group-event", "c2c": "c2c-event"}
 
 
 class MsgContext:

@@ -16,8 +16,7 @@ from __future__ import annotations
 from gensokyo_idmap.errors import BadInputError
 from gensokyo_idmap.identity import OpenId, parse_key
 from gensokyo_idmap.idmap import Recency
-from gensokyo_idmap.msgid import MsgIdMap
-from gensokyo_idmap.passive_reply import EVENT_KINDS
+from gensokyo_idmap.msgid import EVENT_KINDS, MsgIdMap
 
 __all__ = ["chat_recency"]
 

@@ -417,7 +417,7 @@ def test_stats_counts_tables_and_files(cli: Cli, data_dir: Path) -> None:
 def test_stats_shows_what_frameworks_are_still_owed(cli: Cli, data_dir: Path) -> None:
     import asyncio
 
-    from gensokyo_idmap.outbox import Outbox
+    from gensokyo_idmap.bridge.outbox import Outbox
     from gensokyo_idmap.store.lmdb_outbox import LmdbOutboxStore
 
     ok(cli("identity", "resolve", "9F3A"))

@@ -66,7 +66,7 @@ Tracked = tuple["asyncio.Future[bool]", bool, int]
 
 class EventBacklog(Protocol):
     """Where the events a reverse-WS or HTTP POST framework is owed go beyond its queue,
-    durably and in order: :class:`gensokyo_idmap.outbox.Backlog`, handed in by the daemon
+    durably and in order: :class:`gensokyo_idmap.bridge.outbox.Backlog`, handed in by the daemon
     (the OneBot side knows the outbox only by this)."""
 
     def publish(self, event: dict[str, Any], key: str | None, wait: bool) -> Tracked: ...

@@ -3,7 +3,7 @@
 Headers: ``Content-Type: application/json``, ``X-Self-ID``, and ``X-Signature:
 sha1=<HMAC-SHA1 of the raw body>`` when a secret is set (reference onebot-v11.md §1.2). One
 bounded queue and one sender task per URL: a slow or dead receiver delays nobody; beyond its
-queue, events wait in ``outbox.db`` (:class:`~gensokyo_idmap.outbox.Backlog`; without an
+queue, events wait in ``outbox.db`` (:class:`~gensokyo_idmap.bridge.outbox.Backlog`; without an
 outbox its oldest are dropped, logged and counted). A 2xx answer confirms an event. A failed
 POST is retried a few times with a short backoff, then dropped and logged; an event that
 cannot be encoded is dropped at once (:mod:`gensokyo_idmap.onebot.encoding`). A JSON object

@@ -15,7 +15,7 @@ Rules (reference onebot-v11.md §1.4):
    next one (a framework may see an event twice after a fault, never miss one).
 4. **Never blocks the platform side**: :meth:`publish_tracked` only queues. Beyond the
    bounded queue, events wait in ``outbox.db`` (the backlog the daemon hands in:
-   :class:`~gensokyo_idmap.outbox.Backlog`) and come back in order; without a backlog the
+   :class:`~gensokyo_idmap.bridge.outbox.Backlog`) and come back in order; without a backlog the
    oldest is dropped (logged, counted).
 5. **Reconnects forever**, every ``reconnect_interval`` seconds, until :meth:`close`; an
    outage is logged once, then retried quietly.

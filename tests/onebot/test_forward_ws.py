@@ -13,7 +13,7 @@ from aiohttp.test_utils import TestServer
 from structlog.testing import capture_logs
 from yarl import URL
 
-from gensokyo_idmap.bridge import BridgeSettings, InboundBridge, InboundPipeline
+from gensokyo_idmap.bridge.inbound import BridgeSettings, InboundBridge, InboundPipeline
 from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.msgid import MsgIdMap
 from gensokyo_idmap.onebot.forward_ws import ForwardWsServer

@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 import pytest
 from aiohttp import ClientSession
 
-from gensokyo_idmap.bridge import BridgeSettings, InboundBridge, InboundPipeline
+from gensokyo_idmap.bridge.inbound import BridgeSettings, InboundBridge, InboundPipeline
 from gensokyo_idmap.errors import PlatformError
 from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.msgid import MsgIdMap

@@ -13,7 +13,7 @@ import pytest
 from aiohttp import ClientSession, web
 from aiohttp.test_utils import TestServer
 
-from gensokyo_idmap.bridge import BridgeSettings, InboundBridge, InboundPipeline
+from gensokyo_idmap.bridge.inbound import BridgeSettings, InboundBridge, InboundPipeline
 from gensokyo_idmap.identity import OpenId
 from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.msgid import MsgIdMap

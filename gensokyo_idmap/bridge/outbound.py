@@ -9,7 +9,7 @@ Rules:
    latest event, idmap rule 7); else any OpenID of this AppID in the set; else a
    :class:`NoUsableIdentityError` naming the vUIN.
    A rebound vUIN's alias resolves to the new vUIN first.
-2. **Always a passive reply** (:mod:`gensokyo_idmap.passive_reply`): a ``reply`` segment's
+2. **Always a passive reply** (:mod:`gensokyo_idmap.qq.passive_reply`): a ``reply`` segment's
    message, else the newest received message of the chat still in its window with replies
    left, else the newest non-message event of the chat; with no usable id the platform
    answers, and its refusal is the action's failure.
@@ -34,16 +34,11 @@ from gensokyo_idmap.identity import (
     parse_client_input,
 )
 from gensokyo_idmap.idmap import IdentityGraph, openid_of_app
-from gensokyo_idmap.msgid import MsgContext, MsgIdMap, check_virtual_id
+from gensokyo_idmap.msgid import EVENT_KINDS, MsgContext, MsgIdMap, check_virtual_id
 from gensokyo_idmap.onebot.message import Segment
-from gensokyo_idmap.passive_reply import (
-    EVENT_KINDS,
-    REPLY_WINDOW_SECONDS,
-    ReplyBudget,
-    ReplyTo,
-)
 from gensokyo_idmap.qq.openapi import OpenApiClient
 from gensokyo_idmap.qq.outgoing import message_body, plan_message
+from gensokyo_idmap.qq.passive_reply import REPLY_WINDOW_SECONDS, ReplyBudget, ReplyTo
 from gensokyo_idmap.recency import chat_recency
 
 __all__ = ["ChatKind", "OutboundSender", "OutboundSettings", "Target"]

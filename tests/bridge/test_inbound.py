@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
 from gensokyo_idmap import jsonio
-from gensokyo_idmap.bridge import BridgeSettings, InboundBridge, InboundPipeline
-from gensokyo_idmap.dedup import DeliveryLog, DurableClaims, delivery_key
+from gensokyo_idmap.bridge.inbound import BridgeSettings, InboundBridge, InboundPipeline
+from gensokyo_idmap.bridge.dedup import DeliveryLog, DurableClaims, delivery_key
 from gensokyo_idmap.errors import BadInputError
 from gensokyo_idmap.identity import OpenId, UnionId
 from gensokyo_idmap.idmap import IdentityGraph
@@ -24,7 +24,7 @@ from gensokyo_idmap.qq.events import parse_dispatch, parse_envelope
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
 from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore
 
-from .conftest import ANY_JSON, ANY_TEXT, FakeClock, run
+from ..conftest import ANY_JSON, ANY_TEXT, FakeClock, run
 
 APP = "102000001"
 SELF = 102000001

@@ -37,17 +37,16 @@ from typing import Any, Final, Literal, Protocol, cast
 import structlog
 
 from gensokyo_idmap import metrics
-from gensokyo_idmap.chat_turns import ChatTurns, wait_all
-from gensokyo_idmap.dedup import DeliveryLog, delivery_key
+from gensokyo_idmap.bridge.chat_turns import ChatTurns, wait_all
+from gensokyo_idmap.bridge.dedup import DeliveryLog, delivery_key
+from gensokyo_idmap.bridge.outbox import TrackedSink
 from gensokyo_idmap.errors import IdmapError, StoreError
 from gensokyo_idmap.identity import IdentityKey, OpenId
 from gensokyo_idmap.idmap import IdentityGraph
-from gensokyo_idmap.msgid import MsgContext, MsgIdMap
+from gensokyo_idmap.msgid import EVENT_KINDS, MsgContext, MsgIdMap
 from gensokyo_idmap.onebot import events as ob
 from gensokyo_idmap.onebot.event_queue import EventBacklog
 from gensokyo_idmap.onebot.message import Segment
-from gensokyo_idmap.outbox import TrackedSink
-from gensokyo_idmap.passive_reply import EVENT_KINDS
 from gensokyo_idmap.qq.events import (
     Attachment,
     C2CMessage,
@@ -427,7 +426,7 @@ class InboundPipeline:
 
     Deliveries (single events, or batches) are processed concurrently (one slow chat must
     not hold up the others), but two of the same chat take turns in the order they arrived
-    (:mod:`gensokyo_idmap.chat_turns`): the one that came first translates and publishes
+    (:mod:`gensokyo_idmap.bridge.chat_turns`): the one that came first translates and publishes
     first. A delivery already processed (webhook retry, gateway replay, both sources at
     once; before a restart too, when the log keeps durable claims) is skipped.
 
@@ -435,7 +434,7 @@ class InboundPipeline:
     has each of its events confirmed or durably owed (docs/delivery.md): the pipeline waits up to
     ``delivery_wait`` for the confirmations of frameworks that are connected and answering,
     then writes what is still unconfirmed to the outbox of the tracked ones (reverse WS,
-    HTTP POST: sinks with a :class:`~gensokyo_idmap.outbox.Backlog`); events a backlog
+    HTTP POST: sinks with a :class:`~gensokyo_idmap.bridge.outbox.Backlog`); events a backlog
     spilled are durable once their future is True.
     """
 

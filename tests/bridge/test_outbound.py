@@ -15,19 +15,19 @@ from typing import Any
 
 from aiohttp import ClientSession
 
-from gensokyo_idmap.action_service import ActionService
-from gensokyo_idmap.bridge import BridgeSettings, InboundBridge
+from gensokyo_idmap.bridge.actions import ActionService
+from gensokyo_idmap.bridge.inbound import BridgeSettings, InboundBridge
 from gensokyo_idmap.identity import OpenId, RUin
 from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.msgid import MsgIdMap
-from gensokyo_idmap.outbound import OutboundSender, OutboundSettings
-from gensokyo_idmap.passive_reply import ReplyBudget
+from gensokyo_idmap.bridge.outbound import OutboundSender, OutboundSettings
+from gensokyo_idmap.qq.passive_reply import ReplyBudget
 from gensokyo_idmap.qq.events import parse_dispatch, parse_envelope
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
 from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore
 
-from .conftest import FakeClock
-from .qq.platform_emulator import APP, EmulatedPlatform
+from ..conftest import FakeClock
+from ..qq.platform_emulator import APP, EmulatedPlatform
 
 SELF = int(APP)
 GROUP = "A1B2C3D4E5F60718293A4B5C6D7E8F90"
@@ -435,7 +435,7 @@ def test_after_a_restart_spent_ids_and_repeated_seqs_are_moved_past(
 
 
 def test_each_process_numbers_msg_seq_from_its_own_offset() -> None:
-    from gensokyo_idmap.passive_reply import seq_base_for_process
+    from gensokyo_idmap.qq.passive_reply import seq_base_for_process
 
     first, later = seq_base_for_process(1_700_000_123), seq_base_for_process(1_700_000_124)
     assert first != later and 0 < first < 2**31 - 1000 and 0 < later < 2**31 - 1000

@@ -2,7 +2,7 @@
 
 A transport passes the decoded frame to :class:`ActionService` and sends back the dict it
 returns; the service never raises for a client's mistake. Sends go through
-:class:`~gensokyo_idmap.outbound.OutboundSender`; the information actions answer from what
+:class:`~gensokyo_idmap.bridge.outbound.OutboundSender`; the information actions answer from what
 the identity graph and ``last_seen`` know (the platform has no member or friend lists, and
 no nicknames, so those fields are empty rather than invented).
 
@@ -21,6 +21,7 @@ from typing import Any, Final
 import structlog
 
 from gensokyo_idmap import metrics
+from gensokyo_idmap.bridge.outbound import ChatKind, OutboundSender, Target
 from gensokyo_idmap.errors import BadInputError, IdmapError, NotFoundError, PlatformError
 from gensokyo_idmap.identity import RUin, VUin, openid_prefix, parse_key
 from gensokyo_idmap.idmap import IdentityGraph
@@ -38,7 +39,6 @@ from gensokyo_idmap.onebot.actions import (
     unknown_action,
 )
 from gensokyo_idmap.onebot.message import Segment, normalize_message
-from gensokyo_idmap.outbound import ChatKind, OutboundSender, Target
 
 __all__ = ["ActionService"]
 

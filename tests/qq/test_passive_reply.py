@@ -7,9 +7,9 @@ from collections import Counter, OrderedDict
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gensokyo_idmap.passive_reply import MAX_REPLIES, REPLY_WINDOW_SECONDS, ReplyBudget, ReplyTo
+from gensokyo_idmap.qq.passive_reply import MAX_REPLIES, REPLY_WINDOW_SECONDS, ReplyBudget, ReplyTo
 
-from .conftest import FakeClock
+from ..conftest import FakeClock
 
 
 def test_take_counts_per_reference_independently() -> None:

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from gensokyo_idmap.dedup import DeliveryLog, DurableClaims, window_seconds
+from gensokyo_idmap.bridge.dedup import DeliveryLog, DurableClaims, window_seconds
 from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore
 
-from .conftest import FakeClock
+from ..conftest import FakeClock
 
 
 class Clock:

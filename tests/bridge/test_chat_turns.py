@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gensokyo_idmap.chat_turns import ChatTurns, wait_all
+from gensokyo_idmap.bridge.chat_turns import ChatTurns, wait_all
 
 
 def run(coro: object) -> object:

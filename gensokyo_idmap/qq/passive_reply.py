@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from typing import Final
 
 __all__ = [
-    "EVENT_KINDS",
     "MAX_REPLIES",
     "REPLY_WINDOW_SECONDS",
     "ReplyBudget",
@@ -37,8 +36,6 @@ __all__ = [
 REPLY_WINDOW_SECONDS: Final = {"group": 5 * 60, "c2c": 60 * 60}
 #: Replies the platform accepts per ``msg_id``.
 MAX_REPLIES: Final = 5
-#: msgid-map chat kind under which the envelope ids of non-message events are kept.
-EVENT_KINDS: Final = {"group": "group-event", "c2c": "c2c-event"}
 _REMEMBERED: Final = 100_000
 _LONGEST_WINDOW: Final = float(max(REPLY_WINDOW_SECONDS.values()))
 
