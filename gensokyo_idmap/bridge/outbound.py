@@ -24,6 +24,7 @@ from typing import Final, Literal
 
 import structlog
 
+from gensokyo_idmap.bridge.plan import plan_message
 from gensokyo_idmap.errors import BadInputError, IdmapError, NotFoundError, PlatformError
 from gensokyo_idmap.identity import (
     IdentityKey,
@@ -37,7 +38,7 @@ from gensokyo_idmap.idmap import IdentityGraph, openid_of_app
 from gensokyo_idmap.msgid import EVENT_KINDS, MsgContext, MsgIdMap, check_virtual_id
 from gensokyo_idmap.onebot.message import Segment
 from gensokyo_idmap.qq.openapi import OpenApiClient
-from gensokyo_idmap.qq.outgoing import message_body, plan_message
+from gensokyo_idmap.qq.outgoing import message_body
 from gensokyo_idmap.qq.passive_reply import REPLY_WINDOW_SECONDS, ReplyBudget, ReplyTo
 from gensokyo_idmap.recency import chat_recency
 
