@@ -54,6 +54,7 @@ __all__ = [
     "parse_identity_input",
     "parse_key",
     "parse_ruin_text",
+    "parse_scene",
     "parse_vuin",
 ]
 
@@ -121,6 +122,17 @@ def chat_scene(app_id: str, kind: str, openid: str, platform: str = QQ_PLATFORM)
     (kind ``group``, ``c2c``, ...); ``chat_scene(app, kind, "")`` is the prefix of every
     chat of that kind."""
     return f"{platform}:{app_id}:{kind}:{openid}"
+
+
+def parse_scene(scene: str) -> tuple[str, str, str, str]:
+    """(platform, AppID, kind, OpenID) of a scene :func:`chat_scene` spelled; a
+    :class:`BadInputError` naming the scene when it is not four ``:``-separated fields,
+    none empty (the OpenID is everything after the third ``:``)."""
+    parts = scene.split(":", 3)
+    if len(parts) != 4 or not all(parts):
+        raise BadInputError("scene", scene, "a chat scene is <PLATFORM>:<appid>:<kind>:<openid>")
+    platform, app_id, kind, openid = parts
+    return platform, app_id, kind, openid
 
 
 def _check_platform(field: str, platform: str) -> None:

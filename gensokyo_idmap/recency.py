@@ -14,7 +14,7 @@ a group is the exact ``last_seen`` of that scene anyway.
 from __future__ import annotations
 
 from gensokyo_idmap.errors import BadInputError
-from gensokyo_idmap.identity import OpenId, parse_key
+from gensokyo_idmap.identity import OpenId, parse_key, parse_scene
 from gensokyo_idmap.idmap import Recency
 from gensokyo_idmap.msgid import EVENT_KINDS, MsgIdMap
 
@@ -26,12 +26,10 @@ def chat_recency(msgids: MsgIdMap) -> Recency:
     OpenID: the newest live message or reply-able event of that chat in ``msgids``."""
 
     def recency(scene: str, identity: str) -> tuple[int, int] | None:
-        platform, _, rest = scene.partition(":")
-        app_id, _, rest = rest.partition(":")
-        kind, _, target = rest.partition(":")
-        if kind not in EVENT_KINDS:
-            return None
         try:
+            platform, app_id, kind, target = parse_scene(scene)
+            if kind not in EVENT_KINDS:
+                return None
             key = parse_key(identity)
         except BadInputError:
             return None

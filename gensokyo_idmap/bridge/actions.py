@@ -21,7 +21,8 @@ from typing import Any, Final
 import structlog
 
 from gensokyo_idmap import metrics
-from gensokyo_idmap.bridge.outbound import ChatKind, OutboundSender, Target
+from gensokyo_idmap.bridge.chat import Chat, ChatKind
+from gensokyo_idmap.bridge.outbound import OutboundSender, Target
 from gensokyo_idmap.errors import BadInputError, IdmapError, NotFoundError, PlatformError
 from gensokyo_idmap.identity import RUin, VUin, openid_prefix, parse_key
 from gensokyo_idmap.idmap import IdentityGraph
@@ -252,8 +253,8 @@ class ActionService:
         return [(key[len(prefix):], vuin, seen.since) for key, vuin, seen
                 in self.graph.seen_in_scenes(prefix, scene_of, LIST_LIMIT)]
 
-    def _scene(self, kind: str, key: str) -> str:
-        return self.sender.scene(kind, key.rsplit(':', 1)[-1])
+    def _scene(self, kind: ChatKind, key: str) -> str:
+        return Chat(self.app_id, kind, key.rsplit(':', 1)[-1]).scene
 
     async def get_friend_list(self, params: Params) -> list[dict[str, Any]]:
         """People who talked to the bot in C2C (the platform's "friends" of a bot)."""
@@ -264,7 +265,7 @@ class ActionService:
         return self._chat(params, "group")
 
     def _members(self, group: Target) -> list[tuple[str, int, float]]:
-        scene = self.sender.scene("group", group.openid)
+        scene = Chat(self.app_id, "group", group.openid).scene
         return [member for member in self._openids_seen(lambda key: scene)
                 if member[0] != group.openid]
 

@@ -37,13 +37,14 @@ from typing import Any, Final, Literal, Protocol, cast
 import structlog
 
 from gensokyo_idmap import metrics
+from gensokyo_idmap.bridge.chat import Chat, ChatKind
 from gensokyo_idmap.bridge.chat_turns import ChatTurns, wait_all
 from gensokyo_idmap.bridge.dedup import DeliveryLog, delivery_key
 from gensokyo_idmap.bridge.outbox import TrackedSink
 from gensokyo_idmap.errors import IdmapError, StoreError
 from gensokyo_idmap.identity import IdentityKey, OpenId
 from gensokyo_idmap.idmap import IdentityGraph
-from gensokyo_idmap.msgid import EVENT_KINDS, MsgContext, MsgIdMap
+from gensokyo_idmap.msgid import MsgContext, MsgIdMap
 from gensokyo_idmap.onebot import events as ob
 from gensokyo_idmap.onebot.event_queue import EventBacklog
 from gensokyo_idmap.onebot.message import Segment
@@ -120,9 +121,11 @@ class InboundBridge:
         self.settings = settings
         self._clock = clock
         self._log = log.bind()
-        # (chat kind, target) → its inbound MsgContext: the same chats come back event after
-        # event, and building one checks every field again (chats gone quiet are forgotten)
-        self._contexts: RecentCache[tuple[str, str], MsgContext] = RecentCache(_CONTEXTS_MAX)
+        # (chat kind, target, of an event) → its inbound MsgContext: the same chats come back
+        # event after event, and building one checks every field again (chats gone quiet
+        # are forgotten)
+        self._contexts: RecentCache[tuple[ChatKind, str, bool], MsgContext] = RecentCache(
+            _CONTEXTS_MAX)
 
     def _person(self, openid: OpenId, union: IdentityKey | None) -> list[IdentityKey]:
         if union is not None and self.settings.link_union_openid:
@@ -220,16 +223,18 @@ class InboundBridge:
         chat = self._reply_chat(event)
         if chat is not None and event.event_id is not None:
             # a reply-able event's id, so a send to that chat can answer it (rule 5)
-            return event.event_id, self._context(EVENT_KINDS[chat[0]], chat[1].openid)
+            return event.event_id, self._context(chat[0], chat[1].openid, of_event=True)
         return None
 
-    def _context(self, chat_kind: str, target: str) -> MsgContext:
-        """The inbound context of a chat of this AppID (kept: contexts are never changed)."""
-        chat = (chat_kind, target)
-        context = self._contexts.young.get(chat) or self._contexts.get(chat)
+    def _context(self, chat_kind: ChatKind, target: str, of_event: bool = False) -> MsgContext:
+        """The inbound context of a message (or a reply-able event) of a chat of this AppID
+        (kept: contexts are never changed)."""
+        asked = (chat_kind, target, of_event)
+        context = self._contexts.young.get(asked) or self._contexts.get(asked)
         if context is None:
-            context = MsgContext(self.settings.app_id, chat_kind, target, "in")
-            self._contexts.put(chat, context)
+            chat = Chat(self.settings.app_id, chat_kind, target)
+            context = chat.event_context() if of_event else chat.context("in")
+            self._contexts.put(asked, context)
         return context
 
     async def translate(self, event: QQEvent) -> list[dict[str, Any]]:
@@ -260,7 +265,7 @@ class InboundBridge:
         return translated
 
     @staticmethod
-    def _reply_chat(event: QQEvent) -> tuple[str, OpenId] | None:
+    def _reply_chat(event: QQEvent) -> tuple[ChatKind, OpenId] | None:
         """The chat whose sends may answer ``event`` by its envelope id, if any (a plain
         function: it runs for every event, and messages, answered by their own id, have
         none)."""

@@ -24,29 +24,22 @@ from typing import Final, Literal
 
 import structlog
 
+from gensokyo_idmap.bridge.chat import Chat, ChatKind
 from gensokyo_idmap.bridge.plan import plan_message
 from gensokyo_idmap.errors import BadInputError, IdmapError, NotFoundError, PlatformError
-from gensokyo_idmap.identity import (
-    IdentityKey,
-    OpenId,
-    RUin,
-    VUin,
-    chat_scene,
-    parse_client_input,
-)
+from gensokyo_idmap.identity import IdentityKey, OpenId, RUin, VUin, parse_client_input
 from gensokyo_idmap.idmap import IdentityGraph, openid_of_app
-from gensokyo_idmap.msgid import EVENT_KINDS, MsgContext, MsgIdMap, check_virtual_id
+from gensokyo_idmap.msgid import MsgIdMap, check_virtual_id
 from gensokyo_idmap.onebot.message import Segment
 from gensokyo_idmap.qq.openapi import OpenApiClient
 from gensokyo_idmap.qq.outgoing import message_body
-from gensokyo_idmap.qq.passive_reply import REPLY_WINDOW_SECONDS, ReplyBudget, ReplyTo
+from gensokyo_idmap.qq.passive_reply import ReplyBudget, ReplyTo
 from gensokyo_idmap.recency import chat_recency
 
-__all__ = ["ChatKind", "OutboundSender", "OutboundSettings", "Target"]
+__all__ = ["OutboundSender", "OutboundSettings", "Target"]
 
 log = structlog.get_logger("gensokyo_idmap.outbound")
 
-ChatKind = Literal["group", "c2c"]
 UserIdType = Literal["vuin", "raw", "ruin"]
 _MAX_CANDIDATES: Final = 64  # used-up messages stepped over before giving up on a chat
 _SEND_ATTEMPTS: Final = 4
@@ -105,9 +98,9 @@ class OutboundSender:
                 return as_ruin
         return parsed
 
-    def scene(self, chat_kind: str, openid: str) -> str:
-        """The ``last_seen`` scene of a chat of this AppID (as inbound events name it)."""
-        return chat_scene(self.settings.app_id, chat_kind, openid)
+    def chat(self, target: Target) -> Chat:
+        """The chat of this AppID a send to ``target`` goes to."""
+        return Chat(self.settings.app_id, target.chat_kind, target.openid)
 
     def answered_scene(self, chat_kind: ChatKind, reply_to: object) -> str | None:
         """The chat a send belongs to when it answers a message (``reply_to``, a virtual
@@ -119,10 +112,10 @@ class OutboundSender:
             record = self.msgids.lookup(check_virtual_id(reply_to))
         except IdmapError:
             return None
-        if (record is None or record.app_id != self.settings.app_id
-                or record.chat_kind not in (chat_kind, EVENT_KINDS[chat_kind])):
+        if record is None or record.app_id != self.settings.app_id or not record.target:
             return None
-        return self.scene(chat_kind, record.target)
+        chat = Chat(self.settings.app_id, chat_kind, record.target)
+        return chat.scene if chat.holds(record.chat_kind) else None
 
     def resolve_target(self, chat_kind: ChatKind, value: object, field: str,
                        explicit: object = None, scene: str | None = None) -> Target:
@@ -139,7 +132,7 @@ class OutboundSender:
             if isinstance(named, VUin):
                 raise BadInputError("openid", explicit, "must name an identity, not a vUIN")
             override = named
-        prefix = self.scene(chat_kind, "")  # this kind of chat
+        prefix = Chat.kind_prefix(self.settings.app_id, chat_kind)  # this kind of chat
         if isinstance(wanted, VUin):
             vuin: int | None = wanted.value
             chosen = self.graph.pick_identity(wanted.value, scene, override, self._usable,
@@ -169,7 +162,7 @@ class OutboundSender:
             return ""
         try:
             member = self.resolve_target("group", qq, "at.qq",
-                                         scene=self.scene("group", target.openid))
+                                         scene=self.chat(target).scene)
         except IdmapError as err:
             self._log.info("[message] at left as text", qq=qq, reason=err.message)
             return f"@{qq}"
@@ -179,6 +172,8 @@ class OutboundSender:
 
     def _newest_with_replies_left(self, chat_kind: str, target: str,
                                   window: float) -> str | None:
+        """The newest message (or event) of ``chat_kind`` received from ``target`` within
+        ``window`` seconds that can still take a reply."""
         record = self.msgids.latest_inbound(self.settings.app_id, chat_kind, target, window)
         for _ in range(_MAX_CANDIDATES):
             if record is None:
@@ -198,12 +193,12 @@ class OutboundSender:
             if record.direction == "in":
                 return ReplyTo(msg_id=record.real_id)
             # a reply to one of our own messages: answer the chat's newest message instead
-        window = REPLY_WINDOW_SECONDS[target.chat_kind]
-        msg_id = self._newest_with_replies_left(target.chat_kind, target.openid, window)
+        chat = self.chat(target)
+        msg_id = self._newest_with_replies_left(chat.kind, chat.openid, chat.reply_window)
         if msg_id is not None:
             return ReplyTo(msg_id=msg_id)
-        event_id = self._newest_with_replies_left(EVENT_KINDS[target.chat_kind],
-                                                  target.openid, window)
+        event_id = self._newest_with_replies_left(chat.event_kind, chat.openid,
+                                                  chat.reply_window)
         return ReplyTo(event_id=event_id)
 
     # --- sending --------------------------------------------------------------------------
@@ -217,7 +212,8 @@ class OutboundSender:
         """Send a OneBot message; the virtual id of the first platform message sent."""
         plan = plan_message(segments, target.chat_kind, lambda qq: self.mention(target, qq))
         openapi = self._platform()
-        context = MsgContext(self.settings.app_id, target.chat_kind, target.openid, "out")
+        chat = self.chat(target)
+        context = chat.context("out")
         first: int | None = None
         for part in plan.parts:
             file_info = None
@@ -226,7 +222,7 @@ class OutboundSender:
                                                        part.media.upload_body())
             reply = self.choose_reply(target, plan.reply_to)
             for attempt in range(1, _SEND_ATTEMPTS + 1):
-                seq = self.budget.take(reply.reference, REPLY_WINDOW_SECONDS[target.chat_kind])
+                seq = self.budget.take(reply.reference, chat.reply_window)
                 body = message_body(part, msg_id=reply.msg_id, event_id=reply.event_id,
                                     msg_seq=seq, file_info=file_info)
                 try:
@@ -242,8 +238,7 @@ class OutboundSender:
                                    code=err.platform_code, reply_to=reply.reference,
                                    attempt=attempt)
                     if err.platform_code != _DUPLICATE_SEQ and plan.reply_to is None:
-                        self.budget.use_up(reply.reference,
-                                           REPLY_WINDOW_SECONDS[target.chat_kind])
+                        self.budget.use_up(reply.reference, chat.reply_window)
                         reply = self.choose_reply(target, None)
                         if reply.reference is None:
                             raise  # nothing else to answer: the platform's own reason stands
