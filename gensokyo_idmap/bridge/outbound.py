@@ -20,7 +20,7 @@ Rules:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Any, Final, Literal, Protocol
 
 import structlog
 
@@ -31,12 +31,11 @@ from gensokyo_idmap.identity import IdentityKey, OpenId, RUin, VUin, parse_clien
 from gensokyo_idmap.idmap import IdentityGraph, openid_of_app
 from gensokyo_idmap.msgid import MsgIdMap, check_virtual_id
 from gensokyo_idmap.onebot.message import Segment
-from gensokyo_idmap.qq.openapi import OpenApiClient
 from gensokyo_idmap.qq.outgoing import message_body
 from gensokyo_idmap.qq.passive_reply import ReplyBudget, ReplyTo
 from gensokyo_idmap.recency import chat_recency
 
-__all__ = ["OutboundSender", "OutboundSettings", "Target"]
+__all__ = ["OutboundSender", "OutboundSettings", "PlatformClient", "Target"]
 
 log = structlog.get_logger("gensokyo_idmap.outbound")
 
@@ -51,6 +50,27 @@ _SPENT_CODES: Final = frozenset({
     304027, 40034005,  # reply msg expired / msg_id expired
     40034025,  # invalid event_id
 })
+
+
+class PlatformClient(Protocol):
+    """What sending needs of the platform's OpenAPI
+    (:class:`~gensokyo_idmap.qq.openapi.OpenApiClient`): a chat is named by its kind
+    (``group`` / ``c2c``) and OpenID, bodies are the platform's own
+    (:mod:`gensokyo_idmap.qq.outgoing`), a failure is a
+    :class:`~gensokyo_idmap.errors.PlatformError`."""
+
+    async def send_message(self, chat_kind: str, target: str,
+                           body: dict[str, Any]) -> dict[str, Any]:
+        """Send one message; the platform's answer, holding the new message ``id``."""
+        ...
+
+    async def upload_media(self, chat_kind: str, target: str, body: dict[str, Any]) -> str:
+        """Upload a file to send later; its ``file_info``."""
+        ...
+
+    async def recall(self, chat_kind: str, target: str, message_id: str) -> None:
+        """Recall a message the bot sent."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +90,7 @@ class Target:
 
 
 class OutboundSender:
-    def __init__(self, graph: IdentityGraph, msgids: MsgIdMap, openapi: OpenApiClient | None,
+    def __init__(self, graph: IdentityGraph, msgids: MsgIdMap, openapi: PlatformClient | None,
                  settings: OutboundSettings, budget: ReplyBudget | None = None) -> None:
         self.graph = graph
         self.msgids = msgids
@@ -203,7 +223,7 @@ class OutboundSender:
 
     # --- sending --------------------------------------------------------------------------
 
-    def _platform(self) -> OpenApiClient:
+    def _platform(self) -> PlatformClient:
         if self.openapi is None:
             raise PlatformError("sending needs bot.app_id and bot.secret (no platform access)")
         return self.openapi

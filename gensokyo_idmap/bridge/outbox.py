@@ -35,7 +35,7 @@ from gensokyo_idmap import jsonio
 from gensokyo_idmap.errors import IdmapError, StoreError
 from gensokyo_idmap.onebot.encoding import event_bytes
 from gensokyo_idmap.onebot.event_queue import EventBacklog, EventQueue, Tracked
-from gensokyo_idmap.store.lmdb_outbox import LmdbOutboxStore, OutboxView
+from gensokyo_idmap.store.base import OutboxStore, OutboxWriter
 
 __all__ = ["DEFAULT_OUTBOX_LIMIT", "Backlog", "Outbox", "Tracked", "TrackedSink"]
 
@@ -63,7 +63,7 @@ class TrackedSink(Protocol):
 
 
 class Outbox:
-    def __init__(self, store: LmdbOutboxStore, limit_per_sink: int = DEFAULT_OUTBOX_LIMIT) -> None:
+    def __init__(self, store: OutboxStore, limit_per_sink: int = DEFAULT_OUTBOX_LIMIT) -> None:
         self.store = store
         self.limit = limit_per_sink
         self._counts: dict[str, int] = {}
@@ -114,7 +114,7 @@ class Outbox:
             if count > self.limit:
                 over[sink] = count - self.limit
 
-        def write(view: OutboxView) -> None:
+        def write(view: OutboxWriter) -> None:
             for sink, entry, body in bodies:
                 view.put(sink, entry, body)
             for sink, surplus in over.items():

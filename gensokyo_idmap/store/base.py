@@ -39,6 +39,9 @@ __all__ = [
     "MsgIdStore",
     "MsgIdWriter",
     "MsgRecord",
+    "OutboxReader",
+    "OutboxStore",
+    "OutboxWriter",
     "TableCounts",
 ]
 
@@ -249,3 +252,35 @@ class MsgIdStore(Protocol):
         """As :meth:`IdentityStore.health`."""
         ...
     def close(self) -> None: ...
+
+
+class OutboxReader(Protocol):
+    """A consistent snapshot of outbox.db: events owed to each framework (sink), by the
+    entry id handed out when each was published."""
+
+    def counter(self) -> int:
+        """The highest entry id ever written."""
+        ...
+    def entries(self, sink: str, after: int = 0) -> Iterator[tuple[int, bytes]]:
+        """(entry id, body) of one sink with an id above ``after``, oldest first."""
+        ...
+
+
+class OutboxWriter(OutboxReader, Protocol):
+    def put(self, sink: str, entry: int, body: bytes) -> None:
+        """Write an entry under an id handed out before (the counter keeps the highest)."""
+        ...
+    def remove(self, sink: str, entry: int) -> None: ...
+    def trim(self, sink: str, keep: int) -> int:
+        """Delete the oldest entries of ``sink`` beyond the newest ``keep``; how many."""
+        ...
+
+
+class OutboxStore(Protocol):
+    """outbox.db: what the bridge's :class:`~gensokyo_idmap.bridge.outbox.Outbox` needs of
+    the store of events owed to frameworks (writes durable before they resolve)."""
+
+    def read(self) -> AbstractContextManager[OutboxReader]: ...
+    def write(self, fn: Callable[[OutboxWriter], T]) -> Awaitable[T]:
+        """Awaitable result of ``fn`` run in a write transaction, resolved once durable."""
+        ...
