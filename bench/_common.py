@@ -7,9 +7,9 @@ once instead of being copied into each script:
   (``make_filtering_bound_logger(INFO)``, so debug records are filtered) with a processor that
   drops every event, so log calls cost their production filtering but nothing is rendered or
   printed. structlog must be configured before gensokyo_idmap is imported or used (loggers are
-  cached on first use), so each script imports this module before the library. The import also
-  puts the repository root on ``sys.path``, since a script runs with ``bench/`` as
-  ``sys.path[0]``.
+  cached on first use), so each script imports this module before the library. The library,
+  ``migrate`` and the emulated platform (``gensokyo_idmap.testing``) come from the installed
+  project (``make venv`` installs it editable), not from a path added here.
 - ``Result``: one figure (ops, seconds, latencies), keeping the best of several passes.
 - ``throughput_pass`` / ``latency_pass``: one untimed pass over an order of keys, and one pass
   timing each op with ``time.perf_counter_ns``.
@@ -33,7 +33,6 @@ import os
 import platform
 import resource
 import signal
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
@@ -57,9 +56,6 @@ structlog.configure(
     logger_factory=structlog.PrintLoggerFactory(file=open(os.devnull, "w")),  # noqa: SIM115
     cache_logger_on_first_use=True,
 )
-
-# The repository root, so gensokyo_idmap imports from the checkout (sys.path[0] is bench/).
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 # --- figures ------------------------------------------------------------------------------
 

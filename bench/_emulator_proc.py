@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import asyncio
 
-# _common before anything of the repository: it puts the repository root on sys.path.
+# _common before the library: importing it configures structlog (see its docstring).
 import _common  # noqa: F401
 from _serve import stop_on_signals
 
-from tests.qq.platform_emulator import EmulatedPlatform
+from gensokyo_idmap.testing.platform_emulator import EmulatedPlatform
 
 
 async def main() -> None:
@@ -23,8 +23,7 @@ async def main() -> None:
     stop = stop_on_signals()
     print(platform.url("/"), flush=True)
     await stop.wait()
-    assert platform.server is not None
-    await platform.server.close()
+    await platform.close()
 
 
 if __name__ == "__main__":

@@ -36,8 +36,8 @@ from pathlib import Path
 
 from _common import Result, Run, Table
 
-import yaml  # noqa: E402 - after _common, which puts the repository on sys.path
-from aiohttp import ClientSession, ClientTimeout, TCPConnector  # noqa: E402
+import yaml
+from aiohttp import ClientSession, ClientTimeout, TCPConnector
 
 SCRIPT = Path(sys.executable).parent / "gensokyo-idmap"
 BARE = """

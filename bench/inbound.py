@@ -90,13 +90,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-# _common before anything of the repository: it puts the repository root on sys.path.
+# _common before the library: importing it configures structlog (see its docstring).
 from _common import Result, Table, check_disk, cpu_seconds, die_with_parent, print_heading
 
 import aiohttp
 
-from tests.qq.platform_emulator import APP, SECRET, EmulatedPlatform
-from tests.qq.webhook_sender import WebhookSender
+from gensokyo_idmap.testing.platform_emulator import APP, SECRET, EmulatedPlatform
+from gensokyo_idmap.testing.webhook_sender import WebhookSender
 
 BENCH = Path(__file__).resolve().parent
 EVENT = "GROUP_AT_MESSAGE_CREATE"
@@ -498,8 +498,7 @@ async def measure(targets: list[Target], prof: Profile, events_per_flood: int,
             for target in targets:
                 await target.consumer.close()
                 target.stop()
-                if target.platform.server is not None:
-                    await target.platform.server.close()
+                await target.platform.close()
     return figures
 
 

@@ -63,10 +63,10 @@ from typing import Any
 
 from _common import Result, Run, Table
 
-import yaml  # noqa: E402 - after _common, which puts the repository on sys.path
-from aiohttp import ClientSession, ClientWebSocketResponse, WSMsgType  # noqa: E402
+import yaml
+from aiohttp import ClientSession, ClientWebSocketResponse, WSMsgType
 
-from tests.qq.platform_emulator import APP, SECRET, EmulatedPlatform  # noqa: E402
+from gensokyo_idmap.testing.platform_emulator import APP, SECRET, EmulatedPlatform
 
 GROUP = "A1B2C3D4E5F60718293A4B5C6D7E8F90"
 USER = "0F1E2D3C4B5A69788796A5B4C3D2E1F0"
@@ -317,8 +317,7 @@ async def main(run: Run, tmp: Path) -> None:
             daemon.kill()
             daemon.wait()
         log_file.close()
-        assert platform.server is not None
-        await platform.server.close()
+        await platform.close()
 
 
 if __name__ == "__main__":

@@ -68,7 +68,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-# _common before anything of the repository: it puts the repository root on sys.path.
+# _common before the library: importing it configures structlog (see its docstring).
 from _common import check_disk, die_with_parent
 
 import aiohttp
@@ -76,9 +76,9 @@ from aiohttp import WSMsgType, web
 from aiohttp.test_utils import TestServer
 
 from gensokyo_idmap.bridge.dedup import window_seconds
-from tests.loopback import framework_server, free_port, ws_url
-from tests.qq.platform_emulator import APP, SECRET, EmulatedPlatform
-from tests.qq.webhook_sender import WebhookSender
+from gensokyo_idmap.testing.loopback import framework_server, free_port, ws_url
+from gensokyo_idmap.testing.platform_emulator import APP, SECRET, EmulatedPlatform
+from gensokyo_idmap.testing.webhook_sender import WebhookSender
 
 BENCH = Path(__file__).resolve().parent
 SWEEP_SECONDS = 10.0
@@ -505,8 +505,7 @@ async def soak(args: argparse.Namespace, tmp: Path) -> int:
         stop.set()
         ending = stop_daemon(proc, log)
         await server.close()
-        assert platform.server is not None
-        await platform.server.close()
+        await platform.close()
     print()
     print("\n".join(growth(samples, turnover)))
     print(f"  the daemon after SIGTERM: {ending}")

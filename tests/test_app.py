@@ -35,7 +35,7 @@ from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
 from migrate.startup import migrate_if_found
 
-from .loopback import free_port
+from gensokyo_idmap.testing.loopback import free_port
 
 APP_ID = "102000001"
 OPENID = "9F3A0C55E1B24D7A8C6E0F1D2B3A4C5D"

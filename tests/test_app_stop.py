@@ -85,7 +85,7 @@ def test_a_request_that_never_ends_holds_a_listener_for_seconds_not_a_minute() -
 
     from gensokyo_idmap.app import SHUTDOWN_SECONDS, _listen
 
-    from .loopback import free_port
+    from gensokyo_idmap.testing.loopback import free_port
 
     async def stuck(request: web.Request) -> web.Response:
         entered.set()

@@ -38,10 +38,10 @@ from gensokyo_idmap.qq.gateway import GatewayState
 from gensokyo_idmap.qq.signing import SIGNATURE_HEADER, TIMESTAMP_HEADER, WebhookKey
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
 
-from .qq.platform_emulator import APP as EMULATOR_APP
-from .qq.platform_emulator import SECRET as EMULATOR_SECRET
-from .qq.platform_emulator import EmulatedPlatform
-from .loopback import StableVuinFramework, framework_server, free_port, ws_url
+from gensokyo_idmap.testing.platform_emulator import APP as EMULATOR_APP
+from gensokyo_idmap.testing.platform_emulator import SECRET as EMULATOR_SECRET
+from gensokyo_idmap.testing.platform_emulator import EmulatedPlatform
+from gensokyo_idmap.testing.loopback import StableVuinFramework, framework_server, free_port, ws_url
 
 APP = "102000001"
 SECRET = "crash-secret-Vb3"
@@ -414,7 +414,7 @@ def run_mixed(tmp_path: Path, away_round: int | None = None) -> None:
             if child is not None and child.returncode is None:
                 child.kill()
                 await child.wait()
-            await platform.server.close() if platform.server is not None else None
+            await platform.close()
             await server.close()
 
     asyncio.run(asyncio.wait_for(main(), 60))

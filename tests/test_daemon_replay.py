@@ -25,9 +25,9 @@ from aiohttp import ClientSession, ClientTimeout
 
 from gensokyo_idmap.qq.gateway import GatewayState
 
-from .loopback import RecordingFramework, framework_server, free_port, ws_url
-from .qq.platform_emulator import APP, SECRET, EmulatedPlatform, group_message
-from .qq.webhook_sender import Prepared, WebhookSender
+from gensokyo_idmap.testing.loopback import RecordingFramework, framework_server, free_port, ws_url
+from gensokyo_idmap.testing.platform_emulator import APP, SECRET, EmulatedPlatform, group_message
+from gensokyo_idmap.testing.webhook_sender import Prepared, WebhookSender
 from .test_daemon_crash import log_tail, until, webhook_up
 
 SCRIPT = Path(sys.executable).parent / "gensokyo-idmap"
@@ -201,8 +201,7 @@ def test_a_gateway_replay_after_a_restart_or_kill_9_is_delivered_once(tmp_path: 
             await daemon.stop(signal.SIGTERM)
         finally:
             await daemon.kill()
-            if platform.server is not None:
-                await platform.server.close()
+            await platform.close()
             await server.close()
 
     asyncio.run(asyncio.wait_for(main(), 90))

@@ -42,8 +42,8 @@ from aiohttp import ClientError, ClientSession, ClientTimeout
 from gensokyo_idmap.qq.gateway import GatewayState
 from gensokyo_idmap.qq.signing import SIGNATURE_HEADER, TIMESTAMP_HEADER, WebhookKey
 
-from .loopback import free_port
-from .qq.platform_emulator import APP, SECRET
+from gensokyo_idmap.testing.loopback import free_port
+from gensokyo_idmap.testing.platform_emulator import APP, SECRET
 from .test_daemon_crash import (
     CONTENT,
     SCRIPT,
@@ -282,8 +282,7 @@ def test_no_acknowledged_event_is_lost_to_daemon_kills_and_framework_faults(
             await asyncio.gather(*tasks, return_exceptions=True)
             await daemon.kill()
             await framework.kill()
-            if platform.server is not None:
-                await platform.server.close()
+            await platform.close()
         return framework.delivered()
 
     delivered = asyncio.run(asyncio.wait_for(main(), 240))

@@ -24,8 +24,8 @@ import pytest
 import yaml
 from aiohttp import ClientError, ClientSession, WSMsgType
 
-from .qq.webhook_sender import WebhookSender
-from .loopback import StableVuinFramework, framework_server, free_port, ws_url
+from gensokyo_idmap.testing.webhook_sender import WebhookSender
+from gensokyo_idmap.testing.loopback import StableVuinFramework, framework_server, free_port, ws_url
 from .test_daemon_crash import check_store, log_tail, until, webhook_up
 
 APP = "102000001"  # the APP check_store reads OpenIDs under

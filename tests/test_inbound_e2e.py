@@ -17,7 +17,7 @@ from gensokyo_idmap.onebot.http_post import sign_body
 from gensokyo_idmap.qq.signing import SIGNATURE_HEADER, TIMESTAMP_HEADER, WebhookKey
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
 
-from .loopback import Handler, framework_server, free_port, ws_url
+from gensokyo_idmap.testing.loopback import Handler, framework_server, free_port, ws_url
 
 APP = "102000001"
 SECRET = "e2e-secret-Zq9x"
@@ -150,9 +150,9 @@ def test_webhook_event_reaches_the_framework_with_stored_vuins(tmp_path: Path) -
 
 
 def test_gateway_events_reach_the_framework_and_a_restart_resumes(tmp_path: Path) -> None:
-    from .qq.platform_emulator import APP as EMU_APP
-    from .qq.platform_emulator import SECRET as EMU_SECRET
-    from .qq.platform_emulator import EmulatedPlatform, group_message as gw_message
+    from gensokyo_idmap.testing.platform_emulator import APP as EMU_APP
+    from gensokyo_idmap.testing.platform_emulator import SECRET as EMU_SECRET
+    from gensokyo_idmap.testing.platform_emulator import EmulatedPlatform, group_message as gw_message
 
     received: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
 
@@ -187,8 +187,7 @@ def test_gateway_events_reach_the_framework_and_a_restart_resumes(tmp_path: Path
             assert len(platform.identifies) == 1 and len(platform.resumes) == 1
         finally:
             await server.close()
-            assert platform.server is not None
-            await platform.server.close()
+            await platform.close()
         return got
 
     got = asyncio.run(asyncio.wait_for(main(), 60))
@@ -201,10 +200,10 @@ def test_a_poison_event_is_repaired_and_holds_up_nobody(tmp_path: Path) -> None:
     bytes that are not UTF-8, on the webhook and on the gateway: ACKed (200, not 503 or 400
     for ever), it reaches the framework (reverse WS and HTTP POST) with U+FFFD, the events
     after it do too, and the gateway session goes on (no reconnect, no replay loop)."""
-    from .qq.platform_emulator import APP as EMU_APP
-    from .qq.platform_emulator import SECRET as EMU_SECRET
-    from .qq.platform_emulator import EmulatedPlatform, group_message as gw_message
-    from .qq.webhook_sender import WebhookSender
+    from gensokyo_idmap.testing.platform_emulator import APP as EMU_APP
+    from gensokyo_idmap.testing.platform_emulator import SECRET as EMU_SECRET
+    from gensokyo_idmap.testing.platform_emulator import EmulatedPlatform, group_message as gw_message
+    from gensokyo_idmap.testing.webhook_sender import WebhookSender
 
     via_ws: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
     via_post: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
@@ -267,7 +266,6 @@ def test_a_poison_event_is_repaired_and_holds_up_nobody(tmp_path: Path) -> None:
             stop.set()
             await asyncio.wait_for(daemon, 10)
             await server.close()
-            assert platform.server is not None
-            await platform.server.close()
+            await platform.close()
 
     asyncio.run(asyncio.wait_for(main(), 60))

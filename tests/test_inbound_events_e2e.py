@@ -39,9 +39,9 @@ from gensokyo_idmap.identity import OpenId, UnionId
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
 from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore
 
-from .qq.platform_emulator import APP, SECRET, EmulatedPlatform
-from .qq.webhook_sender import WebhookSender
-from .loopback import free_port
+from gensokyo_idmap.testing.platform_emulator import APP, SECRET, EmulatedPlatform
+from gensokyo_idmap.testing.webhook_sender import WebhookSender
+from gensokyo_idmap.testing.loopback import free_port
 
 SELF_ID: Final = int(APP)
 INT32_MAX: Final = 2**31 - 1
@@ -447,8 +447,7 @@ async def run_all(tmp_path: Path, transport: str, fmt: str) -> tuple[
         await asyncio.wait_for(daemon, 10)
         if fw.server is not None:
             await fw.server.close()
-        assert platform.server is not None
-        await platform.server.close()
+        await platform.close()
     return received, platform, sender
 
 

@@ -35,8 +35,8 @@ import yaml
 from gensokyo_idmap.identity import OpenId
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
 
-from .qq.platform_emulator import APP, SECRET, EmulatedPlatform, c2c_message, group_message
-from .loopback import free_port
+from gensokyo_idmap.testing.platform_emulator import APP, SECRET, EmulatedPlatform, c2c_message, group_message
+from gensokyo_idmap.testing.loopback import free_port
 
 NONEBOT_APP = Path(__file__).resolve().parent / "nonebot_app" / "bot.py"
 GROUP = "A1B2C3D4E5F60718293A4B5C6D7E8F90"
@@ -224,8 +224,7 @@ def test_nonebot_gets_group_and_private_messages_with_durable_vuins(tmp_path: Pa
                     await asyncio.wait_for(child.wait(), WAIT)
             await asyncio.wait_for(pumping, WAIT)
             (tmp_path / "nonebot.log").write_text("\n".join(nb_lines) + "\n", "utf-8")
-            assert platform.server is not None
-            await platform.server.close()
+            await platform.close()
 
     started = time.monotonic()
     asyncio.run(asyncio.wait_for(main(), 120))

@@ -20,8 +20,8 @@ from aiohttp import ClientSession, ClientWebSocketResponse, WSMsgType
 from gensokyo_idmap.app import run_daemon
 from gensokyo_idmap.config import Config
 
-from .loopback import free_port
-from .qq.platform_emulator import APP, SECRET, EmulatedPlatform, c2c_message, group_message
+from gensokyo_idmap.testing.loopback import free_port
+from gensokyo_idmap.testing.platform_emulator import APP, SECRET, EmulatedPlatform, c2c_message, group_message
 
 TOKEN = "ob-token-e2e"
 GROUP1 = "A1B2C3D4E5F60718293A4B5C6D7E8F90"
@@ -123,8 +123,7 @@ async def daemon_and_framework(tmp_path: Path) -> AsyncIterator[Framework]:
     finally:
         stop.set()
         await asyncio.wait_for(daemon, 10)
-        assert platform.server is not None
-        await platform.server.close()
+        await platform.close()
 
 
 def test_forward_ws_and_http_api_actions_reach_the_platform(tmp_path: Path) -> None:

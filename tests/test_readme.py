@@ -48,7 +48,7 @@ from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
 from gensokyo_idmap.store.lmdb_msgid import open_msgid_store
 from gensokyo_idmap.store.lmdb_outbox import LmdbOutboxStore
 
-from .loopback import free_port
+from gensokyo_idmap.testing.loopback import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"

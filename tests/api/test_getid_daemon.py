@@ -16,7 +16,7 @@ from aiohttp import ClientError, ClientSession, ClientTimeout
 
 from ..conftest import run
 from .conftest import ALICE, BOB
-from ..loopback import free_port
+from gensokyo_idmap.testing.loopback import free_port
 
 SCRIPT = Path(sys.executable).parent / "gensokyo-idmap"
 

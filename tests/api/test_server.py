@@ -9,7 +9,7 @@ from gensokyo_idmap.identity import OpenId, RUin
 from gensokyo_idmap.msgid import MsgContext
 
 from ..conftest import FakeClock
-from ..loopback import raw_request
+from gensokyo_idmap.testing.loopback import raw_request
 from .conftest import ALICE, APP_ID, BOB, GROUP, ServeApi, scenario
 
 

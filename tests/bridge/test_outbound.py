@@ -26,8 +26,9 @@ from gensokyo_idmap.qq.events import parse_dispatch, parse_envelope
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
 from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore
 
+from gensokyo_idmap.testing.platform_emulator import APP, EmulatedPlatform
+
 from ..conftest import FakeClock
-from ..qq.platform_emulator import APP, EmulatedPlatform
 
 SELF = int(APP)
 GROUP = "A1B2C3D4E5F60718293A4B5C6D7E8F90"
@@ -87,8 +88,7 @@ def with_daemon(scenario: Callable[[Harness], Awaitable[None]], identity_store: 
                 harness = Harness(platform, bridge, ActionService(sender, clock=clock), clock)
                 await asyncio.wait_for(scenario(harness), 20)
         finally:
-            assert platform.server is not None
-            await platform.server.close()
+            await platform.close()
 
     asyncio.run(main())
 

@@ -30,9 +30,9 @@ import pytest
 
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
 
-from ..loopback import free_port
-from ..qq.platform_emulator import APP, SECRET, EmulatedPlatform, group_message
-from ..qq.webhook_sender import Prepared, WebhookSender
+from gensokyo_idmap.testing.loopback import free_port
+from gensokyo_idmap.testing.platform_emulator import APP, SECRET, EmulatedPlatform, group_message
+from gensokyo_idmap.testing.webhook_sender import Prepared, WebhookSender
 
 SCRIPT = Path(sys.executable).parent / "gensokyo-idmap"
 DISK_MB = 24
@@ -171,8 +171,7 @@ def test_a_full_disk_is_an_error_and_passes(small_disk: Path) -> None:
                 await run(daemon, platform, sender, session)
         finally:
             code = daemon.stop()
-            assert platform.server is not None
-            await platform.server.close()
+            await platform.close()
         assert code == 0, daemon.log()[-5000:]
 
     async def healthz(session: aiohttp.ClientSession) -> tuple[int, str]:

@@ -21,7 +21,7 @@ from gensokyo_idmap.qq.events import parse_dispatch, parse_envelope
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
 from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore
 
-from ..loopback import raw_request
+from gensokyo_idmap.testing.loopback import raw_request
 
 TIMEOUT = 10
 APP = "102000001"

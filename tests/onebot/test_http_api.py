@@ -14,7 +14,7 @@ from gensokyo_idmap.errors import BadInputError
 from gensokyo_idmap.onebot.actions import failed_from, ok, parse_action, unknown_action
 from gensokyo_idmap.onebot.http_api import HttpApiServer
 
-from ..loopback import raw_request
+from gensokyo_idmap.testing.loopback import raw_request
 
 TOKEN = "api-token-5Rw"
 

@@ -13,7 +13,7 @@ from structlog.testing import capture_logs
 
 from gensokyo_idmap.onebot.reverse_ws import ReverseWsClient
 
-from ..loopback import framework_server
+from gensokyo_idmap.testing.loopback import framework_server
 
 TIMEOUT = 10
 

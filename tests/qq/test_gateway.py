@@ -13,7 +13,7 @@ from structlog.testing import capture_logs
 from gensokyo_idmap.qq.events import GroupMessage, QQEvent
 from gensokyo_idmap.qq.gateway import GatewayClient, GatewayState
 
-from .platform_emulator import APP, EmulatedPlatform, group_message
+from gensokyo_idmap.testing.platform_emulator import APP, EmulatedPlatform, group_message
 
 TIMEOUT = 15
 
@@ -46,8 +46,7 @@ def run_with(tmp_path: Path, scenario: Callable[[EmulatedPlatform, Callable[[], 
             try:
                 await asyncio.wait_for(scenario(platform, client, events), TIMEOUT * 2)
             finally:
-                assert platform.server is not None
-                await platform.server.close()
+                await platform.close()
 
     asyncio.run(main())
 

@@ -18,7 +18,7 @@ from gensokyo_idmap.qq.openapi import OpenApiClient
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
 from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore
 
-from .platform_emulator import APP, SECRET, EmulatedPlatform
+from gensokyo_idmap.testing.platform_emulator import APP, SECRET, EmulatedPlatform
 
 
 def with_api(scenario: Callable[[EmulatedPlatform, OpenApiClient], Awaitable[None]]) -> None:
@@ -30,8 +30,7 @@ def with_api(scenario: Callable[[EmulatedPlatform, OpenApiClient], Awaitable[Non
                 api = platform.openapi(session)
                 await asyncio.wait_for(scenario(platform, api), 15)
         finally:
-            assert platform.server is not None
-            await platform.server.close()
+            await platform.close()
 
     asyncio.run(main())
 

@@ -17,9 +17,9 @@ from gensokyo_idmap.qq.webhook import WebhookReceiver
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
 from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore
 
-from .platform_emulator import group_message
+from gensokyo_idmap.testing.platform_emulator import group_message
 from .test_webhook import APP, SECRET, serve, stored
-from .webhook_sender import SIGNATURE, TIMESTAMP, WebhookSender, ed25519_seed
+from gensokyo_idmap.testing.webhook_sender import SIGNATURE, TIMESTAMP, WebhookSender, ed25519_seed
 
 REF_TOKEN, REF_TS = "Arq0D5A61EgUu4OxUvOp", "1725442341"
 REF_SIGNATURE = ("87befc99c42c651b3aac0278e71ada338433ae26fcb24307bdc5ad38c1adc2d0"

@@ -1,5 +1,10 @@
 """An emulated QQ bot platform for tests: token endpoint, WebSocket gateway and the OpenAPI
-send endpoints, real wire format.
+send endpoints, real wire format, on a free port of 127.0.0.1.
+
+Point a daemon at it with :meth:`EmulatedPlatform.qq_config` (its config's ``qq`` section) and
+the bot's ``app_id`` / ``secret`` set to :data:`APP` / :data:`SECRET`; push events with
+:meth:`EmulatedPlatform.push`; read what the daemon sent in ``api_calls`` or
+:meth:`EmulatedPlatform.api_requests`.
 
 The gateway keeps every dispatch it ever sent with its seq, so a Resume replays exactly what
 came after the client's seq; a test can drop connections, send op 9, or close with a code.
@@ -31,6 +36,12 @@ SECRET = "emulator-secret"
 
 
 class EmulatedPlatform:
+    """The platform's token endpoint, gateway and OpenAPI in one aiohttp server.
+
+    Use as ``async with EmulatedPlatform() as platform:`` or call :meth:`start` and
+    :meth:`close`. Every list attribute records what happened, for the test to assert on.
+    """
+
     def __init__(self, heartbeat_ms: int = 200) -> None:
         self.heartbeat_ms = heartbeat_ms
         self.tokens_issued = 0
@@ -193,8 +204,8 @@ class EmulatedPlatform:
 
     async def _dispatch(self, ws: web.WebSocketResponse | None, t: str, d: Any,
                         event_id: str | None = None) -> dict[str, Any]:
-        event = {"op": 0, "s": len(self.sent) + 1, "t": t, "id": event_id or f"{t}:{len(self.sent) + 1}",
-                 "d": d}
+        seq = len(self.sent) + 1
+        event = {"op": 0, "s": seq, "t": t, "id": event_id or f"{t}:{seq}", "d": d}
         self.sent.append(event)
         if ws is not None and not ws.closed:
             await ws.send_json(event)
@@ -238,6 +249,19 @@ class EmulatedPlatform:
         await self.server.start_server()
         return self.server
 
+    async def close(self) -> None:
+        """Stop serving (open gateway sockets are closed with the server)."""
+        if self.server is not None:
+            await self.server.close()
+            self.server = None
+
+    async def __aenter__(self) -> EmulatedPlatform:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
     def token_manager(self, session: ClientSession) -> AccessTokenManager:
         """Our token manager, pointed at this platform's token endpoint."""
         return AccessTokenManager(APP, SECRET, session,
@@ -249,7 +273,9 @@ class EmulatedPlatform:
                              **options)
 
     def url(self, path: str) -> str:
-        assert self.server is not None
+        """The absolute URL of ``path`` on this platform (after :meth:`start`)."""
+        if self.server is None:
+            raise RuntimeError("the emulated platform is not serving: call start() first")
         return str(self.server.make_url(path))
 
     def ws_url(self) -> str:

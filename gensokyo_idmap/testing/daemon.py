@@ -1,0 +1,163 @@
+"""The real daemon for a test: a config for loopback, and ``gensokyo-idmap serve`` as a child
+process the test starts, stops and kills.
+
+The daemon runs as it ships (its console script, its own process and event loop), so a
+test sees what a bot will see in production: real sockets, real files, real signals. Nothing
+of the daemon is imported here; :func:`daemon_config` writes the same YAML a user writes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from collections.abc import AsyncIterator, Iterable, Mapping
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gensokyo_idmap.testing.platform_emulator import APP, SECRET, EmulatedPlatform
+from gensokyo_idmap.testing.wait import DEFAULT_TIMEOUT, until_listening
+
+__all__ = ["DaemonProcess", "daemon_command", "daemon_config", "running_daemon",
+           "write_config"]
+
+#: OneBot settings for tests: no heartbeat noise among the events, quick reconnects.
+TEST_ONEBOT: Mapping[str, Any] = {"heartbeat_interval_seconds": 60,
+                                  "reconnect_interval_seconds": 0.1}
+
+
+def daemon_config(data_dir: Path, *, platform: EmulatedPlatform | None = None,
+                  app_id: str = APP, secret: str = SECRET, webhook: str = "",
+                  onebot: Mapping[str, Any] | None = None, api: str = "",
+                  log_level: str = "info", **sections: Mapping[str, Any]) -> dict[str, Any]:
+    """A daemon config (the dict a config file holds) for a test on loopback.
+
+    ``platform``: take the gateway, token and OpenAPI from this emulated platform (else the
+    gateway is off). ``webhook`` / ``api``: their ``host:port`` (empty: off; the API is off
+    by default so no test takes its well-known port). ``onebot``: that section, over
+    :data:`TEST_ONEBOT`. Any other section (``idmap={"map_size_mb": 1}``) is merged in.
+    """
+    config: dict[str, Any] = {
+        "bot": {"app_id": app_id, "secret": secret},
+        "idmap": {"data_dir": str(data_dir)},
+        "webhook": {"listen": webhook},
+        "onebot": {**TEST_ONEBOT, **(onebot or {})},
+        "api": {"listen": api},
+        "log": {"level": log_level},
+    }
+    if platform is not None:
+        config["qq"] = platform.qq_config()
+    for name, section in sections.items():
+        config.setdefault(name, {}).update(section)
+    return config
+
+
+def write_config(path: Path, config: Mapping[str, Any]) -> Path:
+    """Write ``config`` to ``path`` as YAML; return ``path``."""
+    path.write_text(yaml.safe_dump(dict(config)), encoding="utf-8")
+    return path
+
+
+def daemon_command(config: Path) -> list[str]:
+    """The command line of ``gensokyo-idmap serve --config config`` in this environment: the
+    console script beside this interpreter, or the CLI through ``-c`` where none is."""
+    script = Path(sys.executable).with_name("gensokyo-idmap")
+    if script.exists():
+        return [str(script), "serve", "--config", str(config)]
+    return [sys.executable, "-c", "from gensokyo_idmap.cli import main; main()",
+            "serve", "--config", str(config)]
+
+
+class DaemonProcess:
+    """``gensokyo-idmap serve`` on one config file, run as often as the test says: each run
+    is a new process with its stderr (the daemon's log) in a file of its own."""
+
+    def __init__(self, config: Path, logs: Path) -> None:
+        self.config = config
+        self.logs = logs
+        self.runs = 0
+        self.proc: asyncio.subprocess.Process | None = None
+
+    @property
+    def log(self) -> Path:
+        """The log file of the current (or last) run."""
+        return self.logs / f"daemon-{self.runs}.log"
+
+    @property
+    def returncode(self) -> int | None:
+        return None if self.proc is None else self.proc.returncode
+
+    async def start(self) -> asyncio.subprocess.Process:
+        """Start the next run (the previous one must have ended)."""
+        if self.returncode is None and self.proc is not None:
+            raise RuntimeError("the daemon is still running: stop or kill it first")
+        self.runs += 1
+        with self.log.open("wb") as log:
+            self.proc = await asyncio.create_subprocess_exec(
+                *daemon_command(self.config), stdout=asyncio.subprocess.DEVNULL, stderr=log)
+        return self.proc
+
+    def send_signal(self, signum: int) -> None:
+        """Send ``signum`` to the running daemon."""
+        if self.proc is None or self.proc.returncode is not None:
+            raise RuntimeError(f"no daemon running to send signal {signum} to")
+        self.proc.send_signal(signum)
+
+    async def stop(self, signum: int = signal.SIGTERM, timeout: float = 20.0) -> int:
+        """Send ``signum`` (a graceful stop by default) and wait for the exit: its code."""
+        self.send_signal(signum)
+        assert self.proc is not None
+        return await asyncio.wait_for(self.proc.wait(), timeout)
+
+    async def kill(self) -> None:
+        """SIGKILL the daemon if it runs (a stopped one is continued first, so it dies)."""
+        if self.proc is not None and self.proc.returncode is None:
+            self.proc.send_signal(signal.SIGCONT)
+            self.proc.kill()
+            await self.proc.wait()
+
+    def alive(self) -> None:
+        """Raise AssertionError, with the log's tail, if the current run has exited."""
+        if self.returncode is not None:
+            raise AssertionError(f"the daemon exited with {self.returncode}\n{self.tail()}")
+
+    async def until_listening(self, port: int, timeout: float = DEFAULT_TIMEOUT) -> None:
+        """Until the daemon accepts connections on 127.0.0.1:``port``; fails at once if it
+        exits meanwhile."""
+        await until_listening(port, timeout, alive=self.alive)
+
+    def tail(self, lines: int = 30) -> str:
+        """The last ``lines`` of the current run's log, for a failure message."""
+        return log_tail(self.log, lines)
+
+
+def log_tail(path: Path, lines: int = 30) -> str:
+    """The last ``lines`` of a log file (``<no log>`` if it cannot be read)."""
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "<no log>"
+
+
+@asynccontextmanager
+async def running_daemon(config: Mapping[str, Any], workdir: Path, *,
+                         listening: Iterable[int] = (),
+                         timeout: float = DEFAULT_TIMEOUT) -> AsyncIterator[DaemonProcess]:
+    """``gensokyo-idmap serve`` on ``config`` (written to ``workdir/config.yml``), running
+    once the ports in ``listening`` accept connections; stopped with SIGTERM on the way out
+    (killed if it does not exit within ``timeout``). Its log is ``workdir/daemon-1.log``."""
+    daemon = DaemonProcess(write_config(workdir / "config.yml", config), workdir)
+    await daemon.start()
+    try:
+        for port in listening:
+            await daemon.until_listening(port, timeout)
+        yield daemon
+    finally:
+        if daemon.returncode is None:
+            try:
+                await daemon.stop(signal.SIGTERM, timeout)
+            except TimeoutError:
+                await daemon.kill()
