@@ -23,8 +23,8 @@ bare relay (``bench/_bare_relay.py``)
     gateway events in flight, in batches. A relay that read ahead too would reach about
     twice the rate and be bound by this process; this one is the ceiling of record.)
 emulated platform and consumer (this process)
-    One ``tests/qq/platform_emulator.EmulatedPlatform`` per target (token, discovery,
-    gateway; ``push()`` sends a dispatch), one ``tests/qq/webhook_sender.WebhookSender`` per
+    One ``gensokyo_idmap.testing.EmulatedPlatform`` per target (token, discovery,
+    gateway; ``push()`` sends a dispatch), one ``gensokyo_idmap.testing.WebhookSender`` per
     target (bodies built and signed before the clock starts), and one forward-WebSocket
     consumer per target that stamps each event on arrival.
 

@@ -8,7 +8,7 @@ target is missed.
 What runs
 ---------
 emulated platform (this process)
-    ``tests/qq/platform_emulator.EmulatedPlatform``: token endpoint, ``/gateway/bot``, the
+    ``gensokyo_idmap.testing.EmulatedPlatform``: token endpoint, ``/gateway/bot``, the
     gateway, and ``POST /v2/groups/{openid}/messages`` with the platform's rules (a passive
     reply needs a ``msg_id`` with replies left; ``msg_id`` + ``msg_seq`` unique).
 daemon (a subprocess)

@@ -20,8 +20,8 @@ daemon
     reverse-WebSocket framework, a forward-WebSocket server, the identity API, durable
     stores in a temp dir, ``log.level`` info rendered as JSON to a file outside the data dir.
 emulated platform and frameworks (this process)
-    ``tests/qq/platform_emulator.EmulatedPlatform`` (token, gateway, OpenAPI sends) and
-    ``tests/qq/webhook_sender.WebhookSender`` (signed callbacks). Events alternate between
+    ``gensokyo_idmap.testing.EmulatedPlatform`` (token, gateway, OpenAPI sends) and
+    ``gensokyo_idmap.testing.WebhookSender`` (signed callbacks). Events alternate between
     the gateway and the webhook, ``--rate`` per second in all, paced by the clock: group
     @-messages (3 of 4) and C2C messages from 2,000 known users, ``--new-share`` of them
     from a user never seen before, who then replaces the longest-known one (the active set

@@ -35,7 +35,7 @@ from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
 from migrate.startup import migrate_if_found
 
-from gensokyo_idmap.testing.loopback import free_port
+from gensokyo_idmap.testing import free_port, until
 
 APP_ID = "102000001"
 OPENID = "9F3A0C55E1B24D7A8C6E0F1D2B3A4C5D"
@@ -63,22 +63,17 @@ def make_config(data_dir: Path) -> Config:
 
 
 async def wait_for_path(path: Path, task: asyncio.Task[None]) -> None:
-    for _ in range(int(TIMEOUT / 0.01)):
-        if path.exists():
-            return
+    def alive() -> None:
         if task.done():
             task.result()  # surface the failure
             raise AssertionError("run_daemon returned before opening the store")
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"{path} did not appear")
+
+    await until(path.exists, TIMEOUT, f"{path} to appear", alive=alive)
 
 
 async def wait_for_event(logs: list[dict[str, Any]], event: str) -> None:
-    for _ in range(int(TIMEOUT / 0.01)):
-        if any(entry["event"] == event for entry in logs):
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"no {event!r} log event")
+    await until(lambda: any(entry["event"] == event for entry in logs), TIMEOUT,
+                f"the {event!r} log event")
 
 
 def run_until_ready_then_stop(config: Config) -> list[dict[str, Any]]:

@@ -22,14 +22,11 @@ import os
 import random
 import signal
 import re
-import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from aiohttp import ClientError, ClientSession, ClientTimeout, WSMsgType, web
 
 from gensokyo_idmap.identity import OpenId
@@ -38,10 +35,18 @@ from gensokyo_idmap.qq.gateway import GatewayState
 from gensokyo_idmap.qq.signing import SIGNATURE_HEADER, TIMESTAMP_HEADER, WebhookKey
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
 
-from gensokyo_idmap.testing.platform_emulator import APP as EMULATOR_APP
-from gensokyo_idmap.testing.platform_emulator import SECRET as EMULATOR_SECRET
-from gensokyo_idmap.testing.platform_emulator import EmulatedPlatform
-from gensokyo_idmap.testing.loopback import StableVuinFramework, framework_server, free_port, ws_url
+from gensokyo_idmap.testing import (
+    SECRET as EMULATOR_SECRET,
+    DaemonProcess,
+    EmulatedPlatform,
+    StableVuinFramework,
+    daemon_config,
+    framework_server,
+    free_port,
+    until,
+    write_config,
+    ws_url,
+)
 
 APP = "102000001"
 SECRET = "crash-secret-Vb3"
@@ -57,19 +62,6 @@ def event(n: int) -> bytes:
               "timestamp": "2025-01-01T12:00:00+08:00",
               "group_openid": GROUP, "author": {"id": user, "member_openid": user}},
     }).encode()
-
-
-async def webhook_up(session: ClientSession, url: str, child: asyncio.subprocess.Process,
-                     log: Path | None = None) -> None:
-    """Until the daemon's webhook answers (any status): at most 20 s."""
-    for _ in range(1000):
-        try:
-            async with session.post(url):
-                return
-        except ClientError:
-            assert child.returncode is None, log_tail(log) if log else child.returncode
-            await asyncio.sleep(0.02)
-    raise AssertionError(f"the webhook at {url} never answered")
 
 
 def check_store(data_dir: Path, seen: dict[str, int]) -> None:
@@ -98,31 +90,20 @@ def test_vuins_seen_downstream_survive_kill_9(tmp_path: Path) -> None:
         nonlocal acked
         server = await framework_server(framework.handle)
         port = free_port()
-        config = tmp_path / "config.yml"
-        config.write_text(yaml.safe_dump({
-            "bot": {"app_id": APP, "secret": SECRET},
-            "idmap": {"data_dir": str(tmp_path / "data")},
-            "webhook": {"listen": f"127.0.0.1:{port}"},
-            "onebot": {"reverse_ws": [ws_url(server)],
-                       "extensions": True, "heartbeat_interval_seconds": 60,
-                       "reconnect_interval_seconds": 0.1},
-            "log": {"level": "warning"},
-        }))
+        daemon = DaemonProcess(write_config(tmp_path / "config.yml", daemon_config(
+            tmp_path / "data", app_id=APP, secret=SECRET, webhook=f"127.0.0.1:{port}",
+            onebot={"reverse_ws": [ws_url(server)], "extensions": True},
+            log_level="warning")), tmp_path)
         key = WebhookKey.from_secret(SECRET)
         n = 0
         try:
             async with ClientSession() as session:
                 for round_ in range(1, ROUNDS + 1):
-                    child = await asyncio.create_subprocess_exec(
-                        sys.executable, "-c", "from gensokyo_idmap.cli import main; main()",
-                        "serve", "--config", str(config),
-                        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
+                    await daemon.start()
                     try:
-                        await webhook_up(session, f"http://127.0.0.1:{port}/qqbot", child)
-                        for _ in range(1000):  # and the framework is connected again
-                            if framework.connections >= round_:
-                                break
-                            await asyncio.sleep(0.01)
+                        await daemon.until_listening(port, 20)
+                        await until(lambda: framework.connections >= round_, 20,
+                                    lambda: f"framework connection {round_}\n{daemon.tail()}")
 
                         async def stream() -> None:
                             nonlocal n, acked
@@ -144,13 +125,10 @@ def test_vuins_seen_downstream_survive_kill_9(tmp_path: Path) -> None:
 
                         streams = [asyncio.create_task(stream()) for _ in range(8)]
                         await asyncio.sleep(rng.uniform(0.3, 0.8))
-                        child.send_signal(signal.SIGKILL)
-                        await asyncio.wait_for(child.wait(), 10)
+                        await daemon.stop(signal.SIGKILL, 10)
                         await asyncio.wait_for(asyncio.gather(*streams), 10)
                     finally:
-                        if child.returncode is None:
-                            child.kill()
-                            await child.wait()
+                        await daemon.kill()
                     await asyncio.sleep(0.1)  # let the framework read what was already sent
                     check_store(tmp_path / "data", dict(seen))
         finally:
@@ -170,7 +148,6 @@ GW_CHATS = 3  # groups whose messages come over the gateway ("g0".."g2")
 WH_CHATS = 3  # groups whose messages come as webhooks ("w0".."w2"), each posted in turn
 MIXED_ROUNDS = 4
 USERS = [f"5{n:031X}" for n in range(6)]  # members that write in several chats (both sources)
-SCRIPT = Path(sys.executable).parent / "gensokyo-idmap"
 CONTENT = re.compile(r"([gw]\d+):(\d+)$")
 
 
@@ -216,21 +193,6 @@ class ResumingPlatform(EmulatedPlatform):
         return out
 
 
-async def until(condition: Callable[[], bool], timeout: float, what: Callable[[], str]) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not condition():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what()}")
-        await asyncio.sleep(0.01)
-
-
-def log_tail(path: Path, lines: int = 30) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return "<no log>"
-
-
 class LostToKill(AssertionError):
     """Events the daemon will never deliver again (seq saved or webhook acknowledged) did
     not reach the framework before the kill."""
@@ -254,7 +216,6 @@ def run_mixed(tmp_path: Path, away_round: int | None = None) -> None:
     reposts = 0
     data_dir = tmp_path / "data"
     state_file = data_dir / "gateway-session.json"
-    logs: list[Path] = []
     refusing = False
 
     async def framework(request: web.Request) -> web.StreamResponse:
@@ -329,45 +290,31 @@ def run_mixed(tmp_path: Path, away_round: int | None = None) -> None:
         server = await framework_server(framework)
         await platform.start()
         port = free_port()
-        config = tmp_path / "config.yml"
-        config.write_text(yaml.safe_dump({
-            "bot": {"app_id": EMULATOR_APP, "secret": EMULATOR_SECRET},
-            "idmap": {"data_dir": str(data_dir)},
-            "qq": {"gateway": True, "api_base": platform.url("/").rstrip("/"),
-                   "token_url": platform.url("/app/getAppAccessToken")},
-            "webhook": {"listen": f"127.0.0.1:{port}"},
-            "onebot": {"reverse_ws": [ws_url(server)],
-                       "extensions": True, "heartbeat_interval_seconds": 60,
-                       "reconnect_interval_seconds": 0.1},
-            "log": {"level": "info"},
-        }))
+        daemon = DaemonProcess(write_config(tmp_path / "config.yml", daemon_config(
+            data_dir, platform=platform, webhook=f"127.0.0.1:{port}",
+            onebot={"reverse_ws": [ws_url(server)], "extensions": True})), tmp_path)
         url = f"http://127.0.0.1:{port}/qqbot"
         key = WebhookKey.from_secret(EMULATOR_SECRET)
         stop_pushing = asyncio.Event()
         pusher: asyncio.Task[None] | None = None
-        child: asyncio.subprocess.Process | None = None
         try:
             async with ClientSession(timeout=ClientTimeout(total=10)) as session:
                 for round_ in range(1, MIXED_ROUNDS + 2):
                     final = round_ == MIXED_ROUNDS + 1
                     away = refusing = round_ == away_round
                     saved_before = GatewayState(state_file).load().seq or 0
-                    logs.append(tmp_path / f"daemon-{round_}.log")
-                    with logs[-1].open("wb") as log_file:
-                        child = await asyncio.create_subprocess_exec(
-                            str(SCRIPT), "serve", "--config", str(config),
-                            stdout=asyncio.subprocess.DEVNULL, stderr=log_file)
-                    await webhook_up(session, url, child, logs[-1])
+                    await daemon.start()
+                    await daemon.until_listening(port, 20)
                     if away:  # the framework is away while the daemon works on
                         await until(lambda: (GatewayState(state_file).load().seq or 0)
                                     >= saved_before + 10, 10, lambda: "gateway progress")
                     else:
                         wanted = round_ - (away_round is not None and away_round < round_)
                         await until(lambda: connections >= wanted, 10, lambda: (
-                            f"framework connection {round_}\n{log_tail(logs[-1])}"))
+                            f"framework connection {round_}\n{daemon.tail()}"))
                     if pusher is None:  # the first session: stream once READY was processed
                         await until(state_file.exists, 10,
-                                    lambda: f"gateway READY\n{log_tail(logs[-1])}")
+                                    lambda: f"gateway READY\n{daemon.tail()}")
                         pusher = asyncio.create_task(push_gateway(stop_pushing))
                     if final:
                         stop_pushing.set()
@@ -377,16 +324,14 @@ def run_mixed(tmp_path: Path, away_round: int | None = None) -> None:
                         expected = {(c, s) for _, c, s in platform.messages()} | set(wh_acked)
                         await until(lambda: expected <= delivered, 20, lambda: (
                             f"the rest: missing {sorted(expected - delivered)[:20]}, "
-                            f"saved {GatewayState(state_file).load()}\n{log_tail(logs[-1])}"))
-                        child.send_signal(signal.SIGTERM)
-                        assert await asyncio.wait_for(child.wait(), 10) == 0, log_tail(logs[-1])
+                            f"saved {GatewayState(state_file).load()}\n{daemon.tail()}"))
+                        assert await daemon.stop(signal.SIGTERM, 10) == 0, daemon.tail()
                         break
                     streams = [asyncio.create_task(post_webhooks(session, url, chat, key, False))
                                for chat in wh_next]
                     await asyncio.sleep(0.1 if away else rng.choice(
                         [rng.uniform(0.02, 0.2), rng.uniform(0.3, 1.0)]))
-                    child.send_signal(signal.SIGKILL)
-                    await asyncio.wait_for(child.wait(), 10)
+                    await daemon.stop(signal.SIGKILL, 10)
                     await asyncio.wait_for(asyncio.gather(*streams), 10)
                     await asyncio.sleep(0.1)  # let the framework read what was already sent
                     saved = GatewayState(state_file).load().seq or 0
@@ -402,7 +347,7 @@ def run_mixed(tmp_path: Path, away_round: int | None = None) -> None:
                             f"round {round_}: gateway seq {saved} saved, yet never delivered "
                             f"(emulator seq, chat, n): {lost[:10]}{'...' if lost[10:] else ''} "
                             f"({len(lost)}); webhooks acknowledged, never delivered: "
-                            f"{lost_acked[:10]} ({len(lost_acked)})\n{log_tail(logs[-1])}")
+                            f"{lost_acked[:10]} ({len(lost_acked)})\n{daemon.tail()}")
                     refusing = False
                     check_store(data_dir, dict(seen))
                     await asyncio.sleep(rng.uniform(0.05, 0.3))  # down; the emulator pushes on
@@ -411,9 +356,7 @@ def run_mixed(tmp_path: Path, away_round: int | None = None) -> None:
             if pusher is not None:
                 pusher.cancel()
                 await asyncio.gather(pusher, return_exceptions=True)
-            if child is not None and child.returncode is None:
-                child.kill()
-                await child.wait()
+            await daemon.kill()
             await platform.close()
             await server.close()
 

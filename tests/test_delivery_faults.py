@@ -36,24 +36,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-import yaml
 from aiohttp import ClientError, ClientSession, ClientTimeout
 
 from gensokyo_idmap.qq.gateway import GatewayState
 from gensokyo_idmap.qq.signing import SIGNATURE_HEADER, TIMESTAMP_HEADER, WebhookKey
 
 from gensokyo_idmap.testing.loopback import free_port
-from gensokyo_idmap.testing.platform_emulator import APP, SECRET
-from .test_daemon_crash import (
-    CONTENT,
-    SCRIPT,
-    ResumingPlatform,
-    check_store,
-    group_payload,
-    log_tail,
-    until,
-    webhook_up,
-)
+from gensokyo_idmap.testing.platform_emulator import SECRET
+from gensokyo_idmap.testing import DaemonProcess, daemon_config, until, write_config
+
+from .test_daemon_crash import CONTENT, ResumingPlatform, check_store, group_payload
 
 FRAMEWORK = Path(__file__).with_name("framework_child.py")
 SEED = int(os.environ.get("FAULT_SEED", "14"))
@@ -117,29 +109,6 @@ class Framework(Child):
                 assert match is not None, line
                 out.append((match.group(1), int(match.group(2))))
         return out
-
-
-@dataclass(kw_only=True)
-class Daemon(Child):
-    """The daemon process of the moment; ``files``: the logs of all of them."""
-
-    config: Path
-
-    async def start(self, session: ClientSession, url: str) -> None:
-        log = self.next_file("daemon.log")
-        with log.open("wb") as log_file:
-            self.proc = await asyncio.create_subprocess_exec(
-                str(SCRIPT), "serve", "--config", str(self.config),
-                stdout=asyncio.subprocess.DEVNULL, stderr=log_file)
-        await webhook_up(session, url, self.proc, log)
-
-    async def stop(self, signum: int) -> int:
-        self.signal(signum)
-        assert self.proc is not None
-        return await asyncio.wait_for(self.proc.wait(), 20)
-
-    def tail(self) -> str:
-        return log_tail(self.files[-1]) if self.files else "<no daemon log>"
 
 
 def plan(rng: random.Random) -> list[tuple[str, ...]]:
@@ -213,26 +182,23 @@ def test_no_acknowledged_event_is_lost_to_daemon_kills_and_framework_faults(
         framework = Framework(tmp=tmp_path, port=free_port())
         port = free_port()
         url = f"http://127.0.0.1:{port}/qqbot"
-        config = tmp_path / "config.yml"
-        config.write_text(yaml.safe_dump({
-            "bot": {"app_id": APP, "secret": SECRET},
-            "idmap": {"data_dir": str(data_dir)},
-            "qq": platform.qq_config(),
-            "webhook": {"listen": f"127.0.0.1:{port}"},
-            "onebot": {"reverse_ws": [f"ws://127.0.0.1:{framework.port}/ws"],
-                       "extensions": True, "heartbeat_interval_seconds": 1,
-                       "reconnect_interval_seconds": 0.1,
-                       "ping_timeout_seconds": PING_TIMEOUT},
-            "log": {"level": "info"},
-        }))
-        daemon = Daemon(tmp=tmp_path, config=config)
+        daemon = DaemonProcess(write_config(tmp_path / "config.yml", daemon_config(
+            data_dir, platform=platform, webhook=f"127.0.0.1:{port}",
+            onebot={"reverse_ws": [f"ws://127.0.0.1:{framework.port}/ws"],
+                    "extensions": True, "heartbeat_interval_seconds": 1,
+                    "ping_timeout_seconds": PING_TIMEOUT})), tmp_path)
+
+        async def daemon_up() -> None:
+            await daemon.start()
+            await daemon.until_listening(port, 20)
+
         key = WebhookKey.from_secret(SECRET)
         stop_streams = asyncio.Event()
         tasks: list[asyncio.Task[None]] = []
         try:
             async with ClientSession(timeout=ClientTimeout(total=10)) as session:
                 await framework.start()
-                await daemon.start(session, url)
+                await daemon_up()
                 await until(state_file.exists, 20, lambda: f"gateway READY\n{daemon.tail()}")
                 tasks.append(asyncio.create_task(push_gateway(stop_streams)))
                 tasks += [asyncio.create_task(post_webhooks(session, url, chat, key,
@@ -265,7 +231,7 @@ def test_no_acknowledged_event_is_lost_to_daemon_kills_and_framework_faults(
                     if step[0] == "frozen-daemon":
                         await framework.kill()
                         await framework.start()
-                    await daemon.start(session, url)
+                    await daemon_up()
                 # quiet: no more faults; the platform stops sending, the daemon catches up
                 stop_streams.set()
                 await asyncio.wait_for(asyncio.gather(*tasks), 60)

@@ -4,7 +4,7 @@ nothing it acknowledged is lost.
 
 The daemon runs as a real process (``gensokyo-idmap serve``) with the webhook on loopback; a
 reverse-WS framework and a forward-WS framework live in this test process; the emulated
-platform side (``tests/qq/webhook_sender.py``) posts signed group messages of new users from
+platform side (``gensokyo_idmap.testing.WebhookSender``) posts signed group messages of new users from
 several streams at once, and the signal comes mid-stream. Then: exit code 0 within the
 bound; requests in flight at the signal were answered; every webhook answered 200 reached
 both frameworks, which got close frames; the store holds every (OpenID, vUIN) the framework
@@ -16,22 +16,21 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
-import sys
 import time
 from pathlib import Path
 
 import pytest
-import yaml
 from aiohttp import ClientError, ClientSession, WSMsgType
 
 from gensokyo_idmap.testing.webhook_sender import WebhookSender
 from gensokyo_idmap.testing.loopback import StableVuinFramework, framework_server, free_port, ws_url
-from .test_daemon_crash import check_store, log_tail, until, webhook_up
+from gensokyo_idmap.testing import DaemonProcess, daemon_config, until, write_config
+
+from .test_daemon_crash import check_store
 
 APP = "102000001"  # the APP check_store reads OpenIDs under
 SECRET = "graceful-secret-Nw8"
 GROUP = "B1C2D3E4F5A60718293A4B5C6D7E8F90"
-SCRIPT = Path(sys.executable).parent / "gensokyo-idmap"
 STOP_BOUND = 10.0  # seconds from the signal to the exit
 
 
@@ -49,28 +48,18 @@ def test_signal_during_load_loses_nothing_acknowledged(tmp_path: Path, signum: i
         server = await framework_server(framework.handle)
         port, forward_port = free_port(), free_port()
         url = f"http://127.0.0.1:{port}/qqbot"
-        config = tmp_path / "config.yml"
-        config.write_text(yaml.safe_dump({
-            "bot": {"app_id": APP, "secret": SECRET},
-            "idmap": {"data_dir": str(tmp_path / "data")},
-            "webhook": {"listen": f"127.0.0.1:{port}"},
-            "onebot": {"reverse_ws": [ws_url(server)], "extensions": True,
-                       "forward_ws": f"127.0.0.1:{forward_port}",
-                       "heartbeat_interval_seconds": 60, "reconnect_interval_seconds": 0.1},
-            "log": {"level": "info"},
-        }))
-        log = tmp_path / "daemon.log"
+        daemon = DaemonProcess(write_config(tmp_path / "config.yml", daemon_config(
+            tmp_path / "data", app_id=APP, secret=SECRET, webhook=f"127.0.0.1:{port}",
+            onebot={"reverse_ws": [ws_url(server)], "extensions": True,
+                    "forward_ws": f"127.0.0.1:{forward_port}"})), tmp_path)
         stopping = asyncio.Event()
         try:
-            with log.open("wb") as log_file:
-                child = await asyncio.create_subprocess_exec(
-                    str(SCRIPT), "serve", "--config", str(config),
-                    stdout=asyncio.subprocess.DEVNULL, stderr=log_file)
+            await daemon.start()
             try:
                 async with ClientSession() as session:
                     sender = WebhookSender(url, APP, SECRET, session=session)
-                    await webhook_up(session, url, child, log)
-                    await until(lambda: framework.connections >= 1, 10, lambda: log_tail(log))
+                    await daemon.until_listening(port, 20)
+                    await until(lambda: framework.connections >= 1, 10, daemon.tail)
                     forward = await session.ws_connect(
                         f"ws://127.0.0.1:{forward_port}/")
 
@@ -108,28 +97,25 @@ def test_signal_during_load_loses_nothing_acknowledged(tmp_path: Path, signum: i
 
                     streams = [asyncio.create_task(stream(lane)) for lane in range(8)]
                     await until(lambda: len(acked) >= 100, 20, lambda: (
-                        f"100 acknowledged webhooks (have {len(acked)})\n{log_tail(log)}"))
+                        f"100 acknowledged webhooks (have {len(acked)})\n{daemon.tail()}"))
                     stopping.set()
                     acked_at_signal.append(len(acked))
-                    child.send_signal(signum)
                     signalled = time.monotonic()
-                    code = await asyncio.wait_for(child.wait(), STOP_BOUND)
+                    code = await daemon.stop(signum, STOP_BOUND)
                     took = time.monotonic() - signalled
-                    assert code == 0, log_tail(log)
+                    assert code == 0, daemon.tail()
                     await asyncio.wait_for(asyncio.gather(*streams, reading), 10)
             finally:
-                if child.returncode is None:
-                    child.kill()
-                    await child.wait()
+                await daemon.kill()
             # what the daemon wrote before it closed the socket is read by now, or soon
             await until(lambda: len(close_codes) == 2, 5, lambda: "the frameworks' close")
             await until(lambda: all(user in seen for user in acked), 5, lambda: (
                 f"acknowledged, never delivered: {[u for u in acked if u not in seen][:10]}"))
         finally:
             await server.close()
-        stopped = [line for line in log.read_text(errors="replace").splitlines()
+        stopped = [line for line in daemon.log.read_text(errors="replace").splitlines()
                    if "[app] stopped" in line]
-        assert stopped, log_tail(log)  # the finally block ran to its end: stores closed
+        assert stopped, daemon.tail()  # the finally block ran to its end: stores closed
         return took
 
     took = asyncio.run(asyncio.wait_for(main(), 90))

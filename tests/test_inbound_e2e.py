@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from aiohttp import ClientSession, WSMsgType, web
+from aiohttp import ClientSession, web
 
 from gensokyo_idmap.app import run_daemon
 from gensokyo_idmap.config import Config
@@ -17,7 +17,18 @@ from gensokyo_idmap.onebot.http_post import sign_body
 from gensokyo_idmap.qq.signing import SIGNATURE_HEADER, TIMESTAMP_HEADER, WebhookKey
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
 
-from gensokyo_idmap.testing.loopback import Handler, framework_server, free_port, ws_url
+from gensokyo_idmap.testing import SECRET as EMU_SECRET
+from gensokyo_idmap.testing import (
+    EmulatedPlatform,
+    WebhookSender,
+    daemon_config,
+    framework_server,
+    free_port,
+    until,
+    ws_url,
+)
+from gensokyo_idmap.testing import group_message as gw_message
+from gensokyo_idmap.testing import RecordingFramework
 
 APP = "102000001"
 SECRET = "e2e-secret-Zq9x"
@@ -34,40 +45,28 @@ def group_message(n: int) -> bytes:
     }).encode()
 
 
-def collecting_framework(received: asyncio.Queue[dict[str, Any]]) -> Handler:
-    """A reverse-WS framework's handler that puts every message event it gets in
-    ``received``."""
+class QueueFramework(RecordingFramework):
+    """A reverse-WS framework that puts the frames it gets in ``received``: every frame, or
+    only the message events."""
 
-    async def framework(request: web.Request) -> web.WebSocketResponse:
-        ws = web.WebSocketResponse()
-        await ws.prepare(request)
-        async for message in ws:
-            if message.type == WSMsgType.TEXT:
-                frame = json.loads(message.data)
-                if frame.get("post_type") == "message":
-                    await received.put(frame)
-        return ws
+    def __init__(self, *, only_messages: bool = True) -> None:
+        super().__init__()
+        self.only_messages = only_messages
+        self.received: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
 
-    return framework
+    def on_frame(self, frame: dict[str, Any]) -> None:
+        if not self.only_messages or frame.get("post_type") == "message":
+            self.received.put_nowait(frame)
 
 
 def test_webhook_event_reaches_the_framework_with_stored_vuins(tmp_path: Path) -> None:
-    received: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
-    headers_seen: list[dict[str, str]] = []
+    framework = QueueFramework(only_messages=False)
+    received = framework.received
     posted: asyncio.Queue[tuple[dict[str, str], bytes]] = asyncio.Queue()
 
     async def post_receiver(request: web.Request) -> web.Response:
         await posted.put((dict(request.headers), await request.read()))
         return web.Response(status=204)
-
-    async def framework(request: web.Request) -> web.WebSocketResponse:
-        ws = web.WebSocketResponse()
-        await ws.prepare(request)
-        headers_seen.append(dict(request.headers))
-        async for message in ws:
-            if message.type == WSMsgType.TEXT:
-                await received.put(json.loads(message.data))
-        return ws
 
     async def next_message() -> dict[str, Any]:
         while True:
@@ -79,17 +78,13 @@ def test_webhook_event_reaches_the_framework_with_stored_vuins(tmp_path: Path) -
     forward_port = free_port()
 
     async def main() -> list[dict[str, Any]]:
-        server = await framework_server(framework, post_receiver)
-        config = Config.model_validate({
-            "bot": {"app_id": APP, "secret": SECRET},
-            "idmap": {"data_dir": str(tmp_path / "data")},
-            "webhook": {"listen": f"127.0.0.1:{port}"},
-            "onebot": {"reverse_ws": [ws_url(server)],
-                       "forward_ws": f"127.0.0.1:{forward_port}",
-                       "http_post": [{"url": str(server.make_url("/post")),
-                                      "secret": "post-secret"}],
-                       "access_token": "tok", "heartbeat_interval_seconds": 60},
-        })
+        server = await framework_server(framework.handle, post_receiver)
+        config = Config.model_validate(daemon_config(
+            tmp_path / "data", app_id=APP, secret=SECRET, webhook=f"127.0.0.1:{port}",
+            onebot={"reverse_ws": [ws_url(server)], "forward_ws": f"127.0.0.1:{forward_port}",
+                    "http_post": [{"url": str(server.make_url("/post")),
+                                   "secret": "post-secret"}],
+                    "access_token": "tok"}))
         stop = asyncio.Event()
         daemon = asyncio.create_task(run_daemon(config, stop))
         key = WebhookKey.from_secret(SECRET)
@@ -134,8 +129,8 @@ def test_webhook_event_reaches_the_framework_with_stored_vuins(tmp_path: Path) -
             await server.close()
 
     messages = asyncio.run(asyncio.wait_for(main(), 60))
-    assert headers_seen[0]["Authorization"] == "Bearer tok"
-    assert headers_seen[0]["X-Self-ID"] == APP
+    assert framework.headers[0]["Authorization"] == "Bearer tok"
+    assert framework.headers[0]["X-Self-ID"] == APP
     store = LmdbIdentityStore(tmp_path / "data" / "openid-map.db")
     try:
         with store.read() as view:
@@ -150,34 +145,22 @@ def test_webhook_event_reaches_the_framework_with_stored_vuins(tmp_path: Path) -
 
 
 def test_gateway_events_reach_the_framework_and_a_restart_resumes(tmp_path: Path) -> None:
-    from gensokyo_idmap.testing.platform_emulator import APP as EMU_APP
-    from gensokyo_idmap.testing.platform_emulator import SECRET as EMU_SECRET
-    from gensokyo_idmap.testing.platform_emulator import EmulatedPlatform, group_message as gw_message
-
-    received: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+    framework = QueueFramework()
+    received = framework.received
 
     async def main() -> list[dict[str, Any]]:
         platform = EmulatedPlatform()
         await platform.start()
-        server = await framework_server(collecting_framework(received))
-        config = Config.model_validate({
-            "bot": {"app_id": EMU_APP, "secret": EMU_SECRET},
-            "idmap": {"data_dir": str(tmp_path / "data")},
-            "qq": {"gateway": True, "api_base": platform.url("/").rstrip("/"),
-                   "token_url": platform.url("/app/getAppAccessToken")},
-            "onebot": {"reverse_ws": [ws_url(server)],
-                       "heartbeat_interval_seconds": 60},
-        })
+        server = await framework_server(framework.handle)
+        config = Config.model_validate(daemon_config(
+            tmp_path / "data", platform=platform, onebot={"reverse_ws": [ws_url(server)]}))
         got: list[dict[str, Any]] = []
         try:
             for round_ in (1, 2):
                 stop = asyncio.Event()
                 daemon = asyncio.create_task(run_daemon(config, stop))
                 if round_ == 1:
-                    for _ in range(1000):
-                        if platform.identifies:
-                            break
-                        await asyncio.sleep(0.01)
+                    await until(lambda: platform.identifies, 10, "the daemon on the gateway")
                     await platform.push("GROUP_AT_MESSAGE_CREATE", gw_message(1))
                 got.append(await asyncio.wait_for(received.get(), 10))
                 stop.set()
@@ -200,12 +183,9 @@ def test_a_poison_event_is_repaired_and_holds_up_nobody(tmp_path: Path) -> None:
     bytes that are not UTF-8, on the webhook and on the gateway: ACKed (200, not 503 or 400
     for ever), it reaches the framework (reverse WS and HTTP POST) with U+FFFD, the events
     after it do too, and the gateway session goes on (no reconnect, no replay loop)."""
-    from gensokyo_idmap.testing.platform_emulator import APP as EMU_APP
-    from gensokyo_idmap.testing.platform_emulator import SECRET as EMU_SECRET
-    from gensokyo_idmap.testing.platform_emulator import EmulatedPlatform, group_message as gw_message
-    from gensokyo_idmap.testing.webhook_sender import WebhookSender
 
-    via_ws: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+    framework = QueueFramework()
+    via_ws = framework.received
     via_post: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
 
     async def post_receiver(request: web.Request) -> web.Response:
@@ -221,25 +201,16 @@ def test_a_poison_event_is_repaired_and_holds_up_nobody(tmp_path: Path) -> None:
     async def main() -> None:
         platform = EmulatedPlatform()
         await platform.start()
-        server = await framework_server(collecting_framework(via_ws), post_receiver)
-        config = Config.model_validate({
-            "bot": {"app_id": EMU_APP, "secret": EMU_SECRET},
-            "idmap": {"data_dir": str(tmp_path / "data")},
-            "webhook": {"listen": f"127.0.0.1:{port}"},
-            "qq": {"gateway": True, "api_base": platform.url("/").rstrip("/"),
-                   "token_url": platform.url("/app/getAppAccessToken")},
-            "onebot": {"reverse_ws": [ws_url(server)],
-                       "http_post": [{"url": str(server.make_url("/post"))}],
-                       "heartbeat_interval_seconds": 60},
-        })
+        server = await framework_server(framework.handle, post_receiver)
+        config = Config.model_validate(daemon_config(
+            tmp_path / "data", platform=platform, webhook=f"127.0.0.1:{port}",
+            onebot={"reverse_ws": [ws_url(server)],
+                    "http_post": [{"url": str(server.make_url("/post"))}]}))
         stop = asyncio.Event()
         daemon = asyncio.create_task(run_daemon(config, stop))
         try:
-            for _ in range(1000):
-                if platform.identifies:
-                    break
-                await asyncio.sleep(0.01)
-            async with WebhookSender(f"http://127.0.0.1:{port}/qqbot", EMU_APP,
+            await until(lambda: platform.identifies, 10, "the daemon on the gateway")
+            async with WebhookSender(f"http://127.0.0.1:{port}/qqbot", APP,
                                      EMU_SECRET) as sender:
                 for n, content in ((1, "bad \ud83d"), (2, "raw XX"), (3, "fine")):
                     envelope = {"op": 0, "s": n, "t": "GROUP_AT_MESSAGE_CREATE",

@@ -39,9 +39,16 @@ from gensokyo_idmap.identity import OpenId, UnionId
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
 from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore
 
-from gensokyo_idmap.testing.platform_emulator import APP, SECRET, EmulatedPlatform
-from gensokyo_idmap.testing.webhook_sender import WebhookSender
-from gensokyo_idmap.testing.loopback import free_port
+from gensokyo_idmap.testing import (
+    APP,
+    SECRET,
+    EmulatedPlatform,
+    WebhookSender,
+    daemon_config,
+    free_port,
+    until,
+    until_listening,
+)
 
 SELF_ID: Final = int(APP)
 INT32_MAX: Final = 2**31 - 1
@@ -287,29 +294,6 @@ def cases(tag: str) -> list[Case]:
 # --------------------------------------------------------------------------- the two frameworks
 
 
-async def until(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + WAIT
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.005)
-
-
-async def until_listening(port: int) -> None:
-    deadline = time.monotonic() + WAIT
-    while True:
-        try:
-            _, writer = await asyncio.open_connection("127.0.0.1", port)
-        except OSError:
-            if time.monotonic() > deadline:
-                raise AssertionError(f"nothing listens on {port}") from None
-            await asyncio.sleep(0.01)
-            continue
-        writer.close()
-        await writer.wait_closed()
-        return
-
-
 @dataclass
 class Frameworks:
     """A reverse-WS framework and an HTTP POST framework on one aiohttp server. The POST
@@ -358,18 +342,12 @@ class Frameworks:
         return [await asyncio.wait_for(self.ws_events.get(), WAIT) for _ in range(count)]
 
 
-def daemon_config(data_dir: Path, platform: EmulatedPlatform, fw: Frameworks,
+def events_config(data_dir: Path, platform: EmulatedPlatform, fw: Frameworks,
                   webhook_port: int, fmt: str) -> Config:
-    return Config.model_validate({
-        "bot": {"app_id": APP, "secret": SECRET},
-        "idmap": {"data_dir": str(data_dir)},
-        "qq": {"gateway": True, "api_base": platform.url("/").rstrip("/"),
-               "token_url": platform.url("/app/getAppAccessToken")},
-        "webhook": {"listen": f"127.0.0.1:{webhook_port}"},
-        "onebot": {"reverse_ws": [fw.url("/ws").replace("http://", "ws://")],
-                   "http_post": [{"url": fw.url("/post")}],
-                   "message_format": fmt, "heartbeat_interval_seconds": 60},
-    })
+    return Config.model_validate(daemon_config(
+        data_dir, platform=platform, webhook=f"127.0.0.1:{webhook_port}",
+        onebot={"reverse_ws": [fw.url("/ws").replace("http://", "ws://")],
+                "http_post": [{"url": fw.url("/post")}], "message_format": fmt}))
 
 
 # --------------------------------------------------------------------------- the run
@@ -394,7 +372,7 @@ async def send_through(transport: str, platform: EmulatedPlatform, sender: Webho
         # answer before that framework has the event (README: ack after processing).
         fw.gate = asyncio.Event()
         delivery = asyncio.create_task(sender.dispatch(case.t, case.d))
-        await until(lambda: len(fw.posted) > posted_before, "the held HTTP POST")
+        await until(lambda: len(fw.posted) > posted_before, WAIT, "the held HTTP POST")
         await asyncio.sleep(0.3)
         assert not delivery.done(), "the webhook answered before the framework got the event"
         fw.gate.set()
@@ -413,8 +391,9 @@ async def send_through(transport: str, platform: EmulatedPlatform, sender: Webho
 
         if transport == "webhook":
             assert acked(), "the webhook answered before the interaction was acknowledged"
-        await until(acked, f"the acknowledgement of {case.interaction_id}")
-    await until(lambda: len(fw.posted) == posted_before + count, "the HTTP POST framework")
+        await until(acked, WAIT, f"the acknowledgement of {case.interaction_id}")
+    await until(lambda: len(fw.posted) == posted_before + count, WAIT,
+                "the HTTP POST framework")
     assert fw.posted[posted_before:] == events  # both frameworks got the same events
     return Received(case, events, (before, int(time.time())))
 
@@ -428,12 +407,12 @@ async def run_all(tmp_path: Path, transport: str, fmt: str) -> tuple[
     port = free_port()
     stop = asyncio.Event()
     daemon = asyncio.create_task(run_daemon(
-        daemon_config(tmp_path / "data", platform, fw, port, fmt), stop))
+        events_config(tmp_path / "data", platform, fw, port, fmt), stop))
     received: list[Received] = []
     sender = WebhookSender(f"http://127.0.0.1:{port}/qqbot", APP, SECRET)
     try:
-        await until_listening(port)
-        await until(lambda: bool(platform.identifies) and bool(platform.sent), "READY")
+        await until_listening(port, WAIT, alive=lambda: daemon.done() and daemon.result())
+        await until(lambda: bool(platform.identifies) and bool(platform.sent), WAIT, "READY")
         await asyncio.wait_for(fw.ws_connected.wait(), WAIT)
         async with sender:
             for n, case in enumerate(cases(transport[0])):

@@ -25,18 +25,26 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from gensokyo_idmap.identity import OpenId
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
 
-from gensokyo_idmap.testing.platform_emulator import APP, SECRET, EmulatedPlatform, c2c_message, group_message
-from gensokyo_idmap.testing.loopback import free_port
+from gensokyo_idmap.testing import (
+    APP,
+    DaemonProcess,
+    EmulatedPlatform,
+    c2c_message,
+    daemon_config,
+    free_port,
+    group_message,
+    until,
+    until_listening,
+    write_config,
+)
 
 NONEBOT_APP = Path(__file__).resolve().parent / "nonebot_app" / "bot.py"
 GROUP = "A1B2C3D4E5F60718293A4B5C6D7E8F90"
@@ -56,14 +64,6 @@ def nonebot_missing() -> str | None:
     return (probe.stderr.strip().splitlines() or ["import failed"])[-1]
 
 
-def daemon_command(config: Path) -> list[str]:
-    script = Path(sys.executable).with_name("gensokyo-idmap")
-    if script.exists():
-        return [str(script), "serve", "--config", str(config)]
-    return [sys.executable, "-c", "from gensokyo_idmap.cli import main; main()",
-            "serve", "--config", str(config)]
-
-
 class Records:
     """The JSON lines NoneBot's app wrote (``{"raw"|"event"|"call_api"|"send_…": …}``)."""
 
@@ -79,15 +79,6 @@ class Records:
         return [entry[kind] for entry in self.all() if kind in entry]
 
 
-async def until(what: str, check: Callable[[], bool], *, context: Callable[[], str]) -> None:
-    """Poll ``check`` until it holds, for at most WAIT seconds."""
-    deadline = time.monotonic() + WAIT
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"no {what} within {WAIT} s\n{context()}")
-        await asyncio.sleep(0.02)
-
-
 @pytest.mark.slow
 def test_nonebot_gets_group_and_private_messages_with_durable_vuins(tmp_path: Path) -> None:
     missing = nonebot_missing()
@@ -99,11 +90,10 @@ def test_nonebot_gets_group_and_private_messages_with_durable_vuins(tmp_path: Pa
     records = Records(tmp_path / "nonebot-records.jsonl")
     nb_port = free_port()
     nb_lines: list[str] = []
-    daemon_logs: list[Path] = []
 
     def context() -> str:
         parts = ["--- NoneBot output (tail) ---", *nb_lines[-40:]]
-        for log_file in daemon_logs:
+        for log_file in sorted(tmp_path.glob("daemon-*.log")):
             parts.append(f"--- {log_file.name} (tail) ---")
             parts.extend(log_file.read_text("utf-8", "replace").splitlines()[-40:])
         parts.append("--- records ---")
@@ -120,18 +110,10 @@ def test_nonebot_gets_group_and_private_messages_with_durable_vuins(tmp_path: Pa
     async def main() -> None:
         platform = EmulatedPlatform()
         await platform.start()
-        config = tmp_path / "config.yml"
-        config.write_text(yaml.safe_dump({
-            "bot": {"app_id": APP, "secret": SECRET},
-            "idmap": {"data_dir": str(data_dir)},
-            "qq": {"gateway": True, "api_base": platform.url("/").rstrip("/"),
-                   "token_url": platform.url("/app/getAppAccessToken")},
-            "webhook": {"listen": ""},
-            "onebot": {"reverse_ws": [f"ws://127.0.0.1:{nb_port}/onebot/v11/ws"],
-                       "forward_ws": "", "http_post": [], "access_token": TOKEN,
-                       "reconnect_interval_seconds": 0.2, "heartbeat_interval_seconds": 60},
-            "log": {"level": "info"},
-        }))
+        daemon = DaemonProcess(write_config(tmp_path / "config.yml", daemon_config(
+            data_dir, platform=platform, onebot={
+                "reverse_ws": [f"ws://127.0.0.1:{nb_port}/onebot/v11/ws"],
+                "access_token": TOKEN, "reconnect_interval_seconds": 0.2})), tmp_path)
         env = {**os.environ, "HOST": "127.0.0.1", "PORT": str(nb_port),
                "ONEBOT_ACCESS_TOKEN": TOKEN, "NB_RECORD_FILE": str(records.path),
                "API_TIMEOUT": "5", "LOG_LEVEL": "INFO", "PYTHONUNBUFFERED": "1"}
@@ -140,57 +122,36 @@ def test_nonebot_gets_group_and_private_messages_with_durable_vuins(tmp_path: Pa
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
         assert nonebot.stdout is not None
         pumping = asyncio.create_task(pump(nonebot.stdout))
-        daemons: list[asyncio.subprocess.Process] = []
-
-        async def start_daemon() -> asyncio.subprocess.Process:
-            log_file = tmp_path / f"daemon-{len(daemons) + 1}.log"
-            daemon_logs.append(log_file)
-            with log_file.open("wb") as out:
-                child = await asyncio.create_subprocess_exec(
-                    *daemon_command(config), stdout=out, stderr=subprocess.STDOUT)
-            daemons.append(child)
-            return child
-
-        async def stop_daemon(child: asyncio.subprocess.Process) -> None:
-            child.send_signal(signal.SIGTERM)
+        async def stop_daemon() -> None:
             try:
-                await asyncio.wait_for(child.wait(), WAIT)
+                code = await daemon.stop(signal.SIGTERM, WAIT)
             except TimeoutError:
                 raise AssertionError(f"daemon ignored SIGTERM for {WAIT} s\n{context()}") from None
-            assert child.returncode == 0, f"daemon exit code {child.returncode}\n{context()}"
+            assert code == 0, f"daemon exit code {code}\n{context()}"
 
-        async def nonebot_listening() -> bool:
+        def nonebot_alive() -> None:
             if nonebot.returncode is not None:
                 raise AssertionError(f"NoneBot exited ({nonebot.returncode})\n{context()}")
-            try:
-                _, writer = await asyncio.open_connection("127.0.0.1", nb_port)
-            except OSError:
-                return False
-            writer.close()
-            await writer.wait_closed()
-            return True
 
         try:
-            deadline = time.monotonic() + WAIT
-            while not await nonebot_listening():
-                if time.monotonic() > deadline:
-                    raise AssertionError(f"NoneBot not listening within {WAIT} s\n{context()}")
-                await asyncio.sleep(0.05)
+            await until_listening(nb_port, WAIT, alive=nonebot_alive)
 
             # first daemon: gateway Identify, reverse WS accepted by NoneBot
-            await start_daemon()
-            await until("gateway Identify", lambda: len(platform.identifies) == 1,
-                        context=context)
-            await until("NoneBot connection", lambda: nb_connections() == 1, context=context)
+            await daemon.start()
+            await until(lambda: len(platform.identifies) == 1, WAIT,
+                        lambda: f"gateway Identify\n{context()}")
+            await until(lambda: nb_connections() == 1, WAIT,
+                        lambda: f"NoneBot connection\n{context()}")
             await platform.push("GROUP_AT_MESSAGE_CREATE", group_message(1, GROUP, USER))
-            await until("group message at NoneBot", lambda: len(records.of("event")) == 1,
-                        context=context)
+            await until(lambda: len(records.of("event")) == 1, WAIT,
+                        lambda: f"group message at NoneBot\n{context()}")
             await platform.push("C2C_MESSAGE_CREATE", c2c_message(2))
-            await until("private message at NoneBot", lambda: len(records.of("event")) == 2,
-                        context=context)
+            await until(lambda: len(records.of("event")) == 2, WAIT,
+                        lambda: f"private message at NoneBot\n{context()}")
             # the plugin answers "ping" with "pong" (send_msg): a passive C2C reply
-            await until("the pong reply", lambda: bool(
-                records.of("send_error") or records.of("send_result")), context=context)
+            await until(lambda: bool(
+                records.of("send_error") or records.of("send_result")), WAIT,
+                        lambda: f"the pong reply\n{context()}")
             assert not records.of("send_error"), context()
             # (msg_seq counts from this process's offset; the platform wants it unique per
             # msg_id, and an offset per start keeps it so across restarts)
@@ -202,26 +163,28 @@ def test_nonebot_gets_group_and_private_messages_with_durable_vuins(tmp_path: Pa
             # and in a group: the reply names the group message it answers
             await platform.push("GROUP_AT_MESSAGE_CREATE", group_message(4, GROUP, USER)
                                 | {"content": " ping"})
-            await until("the group pong", lambda: len(records.of("send_result")) == 2,
-                        context=context)
+            await until(lambda: len(records.of("send_result")) == 2, WAIT,
+                        lambda: f"the group pong\n{context()}")
             assert platform.api_requests("POST", "/messages")[1] == (
                 f"/v2/groups/{GROUP}/messages", {"msg_type": 0, "content": "pong",
                                                  "msg_seq": seq, "msg_id": "ROBOT1.0_gw4"})
-            await stop_daemon(daemons[0])
+            await stop_daemon()
 
             # the restart, on the same data dir: NoneBot must take the new connection
-            await start_daemon()
-            await until("gateway Resume", lambda: len(platform.resumes) == 1, context=context)
-            await until("NoneBot reconnection", lambda: nb_connections() == 2, context=context)
+            await daemon.start()
+            await until(lambda: len(platform.resumes) == 1, WAIT,
+                        lambda: f"gateway Resume\n{context()}")
+            await until(lambda: nb_connections() == 2, WAIT,
+                        lambda: f"NoneBot reconnection\n{context()}")
             await platform.push("GROUP_AT_MESSAGE_CREATE", group_message(3, GROUP, USER))
-            await until("group message after the restart",
-                        lambda: len(records.of("event")) == 4, context=context)
-            await stop_daemon(daemons[1])
+            await until(lambda: len(records.of("event")) == 4, WAIT,
+                        lambda: f"group message after the restart\n{context()}")
+            await stop_daemon()
         finally:
-            for child in [*daemons, nonebot]:
-                if child.returncode is None:
-                    child.kill()
-                    await asyncio.wait_for(child.wait(), WAIT)
+            await daemon.kill()
+            if nonebot.returncode is None:
+                nonebot.kill()
+                await asyncio.wait_for(nonebot.wait(), WAIT)
             await asyncio.wait_for(pumping, WAIT)
             (tmp_path / "nonebot.log").write_text("\n".join(nb_lines) + "\n", "utf-8")
             await platform.close()

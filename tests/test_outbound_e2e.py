@@ -20,8 +20,15 @@ from aiohttp import ClientSession, ClientWebSocketResponse, WSMsgType
 from gensokyo_idmap.app import run_daemon
 from gensokyo_idmap.config import Config
 
-from gensokyo_idmap.testing.loopback import free_port
-from gensokyo_idmap.testing.platform_emulator import APP, SECRET, EmulatedPlatform, c2c_message, group_message
+from gensokyo_idmap.testing import (
+    EmulatedPlatform,
+    c2c_message,
+    daemon_config,
+    free_port,
+    group_message,
+    until,
+    until_listening,
+)
 
 TOKEN = "ob-token-e2e"
 GROUP1 = "A1B2C3D4E5F60718293A4B5C6D7E8F90"
@@ -32,21 +39,6 @@ UB = "BBBB2D3C4B5A69788796A5B4C3D2E1F0"
 M1 = "1111AAAA4B5A69788796A5B4C3D2E1F0"
 M2 = "2222AAAA4B5A69788796A5B4C3D2E1F0"
 UNION = "UNION0000000000000000000000000P1"
-
-
-async def until_listening(port: int, daemon: asyncio.Task[None]) -> None:
-    for _ in range(1000):
-        if daemon.done():
-            daemon.result()
-        try:
-            _, writer = await asyncio.open_connection("127.0.0.1", port)
-        except OSError:
-            await asyncio.sleep(0.01)
-            continue
-        writer.close()
-        await writer.wait_closed()
-        return
-    raise AssertionError(f"nothing listens on {port}")
 
 
 @dataclass
@@ -98,27 +90,23 @@ async def daemon_and_framework(tmp_path: Path) -> AsyncIterator[Framework]:
     ws_port, api_port = free_port(), free_port()
     platform = EmulatedPlatform()
     await platform.start()
-    config = Config.model_validate({
-        "bot": {"app_id": APP, "secret": SECRET},
-        "idmap": {"data_dir": str(tmp_path / "data")},
-        "qq": {"gateway": True, "api_base": platform.url("/").rstrip("/"),
-               "token_url": platform.url("/app/getAppAccessToken")},
-        "webhook": {"listen": ""},
-        "onebot": {"forward_ws": f"127.0.0.1:{ws_port}", "http_api": f"127.0.0.1:{api_port}",
-                   "access_token": TOKEN, "heartbeat_interval_seconds": 60},
-    })
+    config = Config.model_validate(daemon_config(tmp_path / "data", platform=platform, onebot={
+        "forward_ws": f"127.0.0.1:{ws_port}", "http_api": f"127.0.0.1:{api_port}",
+        "access_token": TOKEN}))
     stop = asyncio.Event()
     daemon = asyncio.create_task(run_daemon(config, stop))
+
+    def alive() -> None:
+        if daemon.done():
+            daemon.result()
+
     try:
-        await until_listening(ws_port, daemon)
-        await until_listening(api_port, daemon)
+        await until_listening(ws_port, alive=alive)
+        await until_listening(api_port, alive=alive)
         headers = {"Authorization": f"Bearer {TOKEN}"}
         async with ClientSession() as http:
             async with http.ws_connect(f"ws://127.0.0.1:{ws_port}/", headers=headers) as ws:
-                for _ in range(1000):
-                    if platform.identifies:
-                        break
-                    await asyncio.sleep(0.01)
+                await until(lambda: platform.identifies, 10, "the daemon on the gateway")
                 yield Framework(ws, platform, http, api_port)
     finally:
         stop.set()

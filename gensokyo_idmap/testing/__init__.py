@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from gensokyo_idmap.testing.daemon import (
     DaemonProcess,
+    daemon_command,
     daemon_config,
     running_daemon,
     write_config,
@@ -59,6 +60,7 @@ __all__ = [
     "Validation",
     "WebhookSender",
     "c2c_message",
+    "daemon_command",
     "daemon_config",
     "framework_server",
     "free_port",

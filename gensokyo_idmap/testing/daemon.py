@@ -9,6 +9,7 @@ of the daemon is imported here; :func:`daemon_config` writes the same YAML a use
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
 import sys
 from collections.abc import AsyncIterator, Iterable, Mapping
@@ -73,7 +74,10 @@ def daemon_command(config: Path) -> list[str]:
 
 class DaemonProcess:
     """``gensokyo-idmap serve`` on one config file, run as often as the test says: each run
-    is a new process with its stderr (the daemon's log) in a file of its own."""
+    is a new process with its stderr (the daemon's log) in a file of its own.
+
+    The process gets this environment without the ``GSK_…`` variables, so its settings are
+    the config file's alone (a developer's shell may set them for a daemon of their own)."""
 
     def __init__(self, config: Path, logs: Path) -> None:
         self.config = config
@@ -95,9 +99,12 @@ class DaemonProcess:
         if self.returncode is None and self.proc is not None:
             raise RuntimeError("the daemon is still running: stop or kill it first")
         self.runs += 1
+        env = {name: value for name, value in os.environ.items()
+               if not name.startswith("GSK_")}
         with self.log.open("wb") as log:
             self.proc = await asyncio.create_subprocess_exec(
-                *daemon_command(self.config), stdout=asyncio.subprocess.DEVNULL, stderr=log)
+                *daemon_command(self.config), stdout=asyncio.subprocess.DEVNULL, stderr=log,
+                env=env)
         return self.proc
 
     def send_signal(self, signum: int) -> None:
@@ -118,6 +125,16 @@ class DaemonProcess:
             self.proc.send_signal(signal.SIGCONT)
             self.proc.kill()
             await self.proc.wait()
+
+    async def close(self, timeout: float = 20.0) -> int | None:
+        """Stop the daemon if it runs (SIGTERM; SIGKILL if it has not exited after
+        ``timeout`` seconds): the exit code of the last run (None if there was none)."""
+        if self.proc is not None and self.proc.returncode is None:
+            try:
+                await self.stop(signal.SIGTERM, timeout)
+            except TimeoutError:
+                await self.kill()
+        return self.returncode
 
     def alive(self) -> None:
         """Raise AssertionError, with the log's tail, if the current run has exited."""
@@ -156,8 +173,4 @@ async def running_daemon(config: Mapping[str, Any], workdir: Path, *,
             await daemon.until_listening(port, timeout)
         yield daemon
     finally:
-        if daemon.returncode is None:
-            try:
-                await daemon.stop(signal.SIGTERM, timeout)
-            except TimeoutError:
-                await daemon.kill()
+        await daemon.close(timeout)

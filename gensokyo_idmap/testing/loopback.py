@@ -57,10 +57,12 @@ def ws_url(server: TestServer) -> str:
 
 class RecordingFramework:
     """A reverse-WS framework (:meth:`handle` is its aiohttp handler) that counts its
-    connections and close codes and hands every JSON frame to :meth:`on_frame`."""
+    connections, keeps the request headers of each (``Authorization``, ``X-Self-ID`` …) and
+    their close codes, and hands every JSON frame to :meth:`on_frame`."""
 
     def __init__(self) -> None:
         self.connections = 0
+        self.headers: list[dict[str, str]] = []
         self.close_codes: list[int | None] = []
 
     def on_frame(self, frame: dict[str, Any]) -> None:
@@ -70,6 +72,7 @@ class RecordingFramework:
         ws = web.WebSocketResponse()
         await ws.prepare(request)
         self.connections += 1
+        self.headers.append(dict(request.headers))
         async for message in ws:
             if message.type == WSMsgType.TEXT:
                 self.on_frame(json.loads(message.data))

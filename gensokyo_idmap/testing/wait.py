@@ -18,12 +18,19 @@ DEFAULT_TIMEOUT = 10.0
 
 async def until(condition: Callable[[], object], timeout: float = DEFAULT_TIMEOUT,
                 what: str | Callable[[], str] = "the condition", *,
-                interval: float = 0.01) -> None:
+                alive: Callable[[], object] | None = None, interval: float = 0.01) -> None:
     """Return once ``condition()`` is true; after ``timeout`` seconds raise AssertionError
-    naming ``what`` (a callable is asked only then, so it may read a log tail)."""
+    naming ``what`` (a callable is asked only then, so it may read a log tail).
+
+    ``alive``, as for :func:`until_listening`, is called before each look and raises when
+    what should make the condition true died: the test fails at once, with that error."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
-    while not condition():
+    while True:
+        if alive is not None:
+            alive()
+        if condition():
+            return
         if loop.time() > deadline:
             text = what() if callable(what) else what
             raise AssertionError(f"timed out after {timeout} s waiting for {text}")

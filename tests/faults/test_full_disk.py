@@ -15,24 +15,29 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
-import queue
-import signal
 import subprocess
 import sys
-import threading
-import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import aiohttp
 import pytest
 
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
 
-from gensokyo_idmap.testing.loopback import free_port
-from gensokyo_idmap.testing.platform_emulator import APP, SECRET, EmulatedPlatform, group_message
-from gensokyo_idmap.testing.webhook_sender import Prepared, WebhookSender
+from gensokyo_idmap.testing import (
+    APP,
+    SECRET,
+    DaemonProcess,
+    EmulatedPlatform,
+    Prepared,
+    WebhookSender,
+    daemon_config,
+    free_port,
+    group_message,
+    until,
+    write_config,
+)
 
 SCRIPT = Path(sys.executable).parent / "gensokyo-idmap"
 DISK_MB = 24
@@ -77,65 +82,8 @@ def fill(ballast: Path) -> None:
     assert stats.f_bavail * stats.f_frsize < 1 << 12
 
 
-class Daemon:
-    """``gensokyo-idmap serve`` with its stderr read by a thread."""
-
-    def __init__(self, config: Path) -> None:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("GSK_")}
-        self.proc = subprocess.Popen([str(SCRIPT), "serve", "--config", str(config)],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                     text=True, env=env)
-        self.lines: queue.Queue[str] = queue.Queue()
-        self.seen: list[str] = []
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-
-    def _read(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            self.lines.put(line)
-
-    def log(self) -> str:
-        while True:
-            try:
-                self.seen.append(self.lines.get_nowait())
-            except queue.Empty:
-                return "".join(self.seen)
-
-    async def wait_for(self, text: str) -> None:
-        deadline = time.monotonic() + TIMEOUT
-        while text not in self.log():
-            assert self.proc.poll() is None, f"the daemon ended:\n{self.log()}"
-            assert time.monotonic() < deadline, f"no {text!r}:\n{self.log()}"
-            await asyncio.sleep(0.05)
-
-    def alive(self) -> None:
-        assert self.proc.poll() is None, (self.proc.returncode, self.log()[-5000:])
-
-    def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=TIMEOUT)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=TIMEOUT)
-        self.reader.join(timeout=TIMEOUT)
-        assert self.proc.stderr is not None
-        self.proc.stderr.close()
-        return self.proc.returncode
-
-
 def user_of(n: int) -> str:
     return f"{n:032X}"
-
-
-async def until(check: Any, what: str, daemon: Daemon) -> None:
-    deadline = time.monotonic() + TIMEOUT
-    while not check():
-        daemon.alive()
-        assert time.monotonic() < deadline, f"never: {what}\n{daemon.log()[-5000:]}"
-        await asyncio.sleep(0.05)
 
 
 def acked_seq(platform: EmulatedPlatform) -> int:
@@ -148,31 +96,26 @@ def test_a_full_disk_is_an_error_and_passes(small_disk: Path) -> None:
     data_dir = small_disk / "data"
     webhook_port, api_port = free_port(), free_port()
     acked: list[str] = []  # users of events the platform was told were stored
-    sender_daemon: list[Daemon] = []
+    sender_daemon: list[DaemonProcess] = []
 
     async def scenario() -> None:
         platform = EmulatedPlatform(heartbeat_ms=100)
         await platform.start()
-        config = small_disk.parent / "config.yml"
-        config.write_text(
-            f'bot:\n  app_id: "{APP}"\n  secret: "{SECRET}"\n'
-            f"idmap:\n  data_dir: {data_dir}\n  map_size_mb: 1\n"
-            f'webhook:\n  listen: "127.0.0.1:{webhook_port}"\n'
-            f'api:\n  listen: "127.0.0.1:{api_port}"\n'
-            f'qq:\n  gateway: true\n  api_base: "{platform.url("/").rstrip("/")}"\n'
-            f'  token_url: "{platform.url("/app/getAppAccessToken")}"\n'
-            "log:\n  level: info\n", encoding="utf-8")
-        daemon = Daemon(config)
+        # the config and the log beside the small disk: a log must not fail to be written
+        daemon = DaemonProcess(write_config(small_disk.parent / "config.yml", daemon_config(
+            data_dir, platform=platform, webhook=f"127.0.0.1:{webhook_port}",
+            api=f"127.0.0.1:{api_port}", idmap={"map_size_mb": 1})), small_disk.parent)
         sender_daemon[:] = [daemon]
+        await daemon.start()
         try:
             async with aiohttp.ClientSession() as session, \
                     WebhookSender(f"http://127.0.0.1:{webhook_port}/qqbot", APP, SECRET,
                                   session=session) as sender:
                 await run(daemon, platform, sender, session)
         finally:
-            code = daemon.stop()
+            code = await daemon.close(TIMEOUT)
             await platform.close()
-        assert code == 0, daemon.log()[-5000:]
+        assert code == 0, daemon.tail()
 
     async def healthz(session: aiohttp.ClientSession) -> tuple[int, str]:
         async with session.get(f"http://127.0.0.1:{api_port}/healthz") as resp:
@@ -187,7 +130,7 @@ def test_a_full_disk_is_an_error_and_passes(small_disk: Path) -> None:
             delivery = await sender.post(prepared)
         except aiohttp.ClientError as exc:
             for _ in range(100):  # a daemon that died: its return code (a signal?) is told
-                if sender_daemon[0].proc.poll() is not None:
+                if sender_daemon[0].returncode is not None:
                     break
                 await asyncio.sleep(0.05)
             sender_daemon[0].alive()
@@ -196,17 +139,24 @@ def test_a_full_disk_is_an_error_and_passes(small_disk: Path) -> None:
             acked.append(who)
         return prepared, delivery.status
 
-    async def run(daemon: Daemon, platform: EmulatedPlatform, sender: WebhookSender,
+    def log_text(daemon: DaemonProcess) -> str:
+        return daemon.log.read_text(errors="replace")
+
+    async def until_seen(daemon: DaemonProcess, check: Callable[[], object], what: str) -> None:
+        await until(check, TIMEOUT, lambda: f"never: {what}\n{daemon.tail(60)}",
+                    alive=daemon.alive, interval=0.05)
+
+    async def run(daemon: DaemonProcess, platform: EmulatedPlatform, sender: WebhookSender,
                   session: aiohttp.ClientSession) -> None:
-        await daemon.wait_for("[app] ready")
-        await until(lambda: platform.identifies, "the gateway identified", daemon)
+        await until_seen(daemon, lambda: "[app] ready" in log_text(daemon), "[app] ready")
+        await until_seen(daemon, lambda: platform.identifies, "the gateway identified")
         for n in range(10):
             assert (await post(sender, n))[1] == 200
         pushed = [await platform.push("GROUP_AT_MESSAGE_CREATE",
                                       group_message(100_000 + n, GROUP, user_of(100_000 + n)))
                   for n in range(3)]
-        await until(lambda: acked_seq(platform) >= pushed[-1]["s"], "gateway events ACKed",
-                    daemon)
+        await until_seen(daemon, lambda: acked_seq(platform) >= pushed[-1]["s"],
+                         "gateway events ACKed")
         assert (await healthz(session))[0] == 204
 
         fill(small_disk / "ballast")
@@ -230,8 +180,8 @@ def test_a_full_disk_is_an_error_and_passes(small_disk: Path) -> None:
         late = [await platform.push("GROUP_AT_MESSAGE_CREATE",
                                     group_message(200_000 + k, GROUP, user_of(200_000 + k)))
                 for k in range(3)]
-        await until(lambda: "[qq] gateway events not processed" in daemon.log(),
-                    "a gateway batch failing on the full disk", daemon)
+        await until_seen(daemon, lambda: "[qq] gateway events not processed" in log_text(daemon),
+                         "a gateway batch failing on the full disk")
         assert acked_seq(platform) < late[0]["s"]  # the gateway did not ACK past them
         assert acked_seq(platform) >= seq_before
 
@@ -240,8 +190,8 @@ def test_a_full_disk_is_an_error_and_passes(small_disk: Path) -> None:
             delivery = await sender.post(prepared)
             assert delivery.status == 200, delivery
             acked.append(json_user(prepared))
-        await until(lambda: acked_seq(platform) >= late[-1]["s"], "the gateway caught up",
-                    daemon)
+        await until_seen(daemon, lambda: acked_seq(platform) >= late[-1]["s"],
+                         "the gateway caught up")
         acked.extend(user_of(200_000 + k) for k in range(3))
         acked.extend(user_of(100_000 + k) for k in range(3))
         assert await healthz(session) == (204, "")

@@ -238,6 +238,7 @@ def test_daemon_start_migrates_before_ready(tmp_path: Path) -> None:
 
     from gensokyo_idmap.app import run_daemon
     from gensokyo_idmap.config import BotConfig, Config, IdmapConfig
+    from gensokyo_idmap.testing import until
     from migrate.startup import migrate_if_found
 
     data = tmp_path / "data"
@@ -249,10 +250,8 @@ def test_daemon_start_migrates_before_ready(tmp_path: Path) -> None:
         stop = asyncio.Event()
         with capture_logs() as logs:
             task = asyncio.create_task(run_daemon(config, stop, prepare=migrate_if_found))
-            for _ in range(1000):
-                if any(e["event"] == "[app] ready" for e in logs) or task.done():
-                    break
-                await asyncio.sleep(0.01)
+            await until(lambda: any(e["event"] == "[app] ready" for e in logs) or task.done(),
+                        10, "[app] ready")
             stop.set()
             await asyncio.wait_for(task, 10)
         return logs

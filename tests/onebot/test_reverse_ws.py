@@ -13,7 +13,7 @@ from structlog.testing import capture_logs
 
 from gensokyo_idmap.onebot.reverse_ws import ReverseWsClient
 
-from gensokyo_idmap.testing.loopback import framework_server
+from gensokyo_idmap.testing import framework_server, until
 
 TIMEOUT = 10
 
@@ -250,25 +250,18 @@ class PingAwareFramework(Framework):
         return ws
 
 
-async def until(condition: Any, what: str, timeout: float = TIMEOUT) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not condition():
-        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.01)
-
-
 def test_an_event_counts_as_delivered_once_a_pong_confirms_it_not_once_written() -> None:
     async def main() -> None:
         framework = PingAwareFramework()
         server, client = await dialling(framework, heartbeat_interval=60)
         try:
-            await until(lambda: framework.got, "the connection")
+            await until(lambda: framework.got, what="the connection")
             future = client.publish({"post_type": "message", "n": 1})
             assert future is not None
-            await until(lambda: framework.got[0] == [1], "the event")
+            await until(lambda: framework.got[0] == [1], what="the event")
             await asyncio.sleep(0.05)
             assert not future.done()  # on the wire, read even, but not confirmed
-            await until(lambda: framework.pings >= 1, "the ping after it")
+            await until(lambda: framework.pings >= 1, what="the ping after it")
             framework.answering = True
             future2 = client.publish({"post_type": "message", "n": 2})
             assert future2 is not None
@@ -292,20 +285,20 @@ def test_unconfirmed_events_are_sent_again_after_a_reconnect_in_order(how: str) 
         server, client = await dialling(framework, heartbeat_interval=60,
                                         reconnect_interval=0.05)
         try:
-            await until(lambda: framework.got, "the connection")
+            await until(lambda: framework.got, what="the connection")
             futures = [client.queue.publish({"n": n}) for n in range(5)]
-            await until(lambda: framework.got[0] == list(range(5)), "five events")
+            await until(lambda: framework.got[0] == list(range(5)), what="five events")
             first = framework.sockets[0]
             if how == "close":
                 await first.close()
             else:
                 assert first._req is not None and first._req.transport is not None
                 first._req.transport.abort()
-            await until(lambda: not client.connected.is_set(), "the client to notice")
+            await until(lambda: not client.connected.is_set(), what="the client to notice")
             futures.append(client.queue.publish({"n": 5}))
             framework.answering = True
             await until(lambda: len(framework.got) == 2 and len(framework.got[1]) == 6,
-                        "the second connection")
+                        what="the second connection")
             assert framework.got[1] == [0, 1, 2, 3, 4, 5]
             assert await asyncio.wait_for(asyncio.gather(*futures), TIMEOUT) == [True] * 6
         finally:
@@ -344,12 +337,12 @@ def test_a_framework_that_stops_reading_is_dropped_after_the_ping_timeout() -> N
                                  ping_timeout=0.5, queue_size=500)
         client.start()
         try:
-            await until(lambda: client.connected.is_set(), "the first connection")
+            await until(lambda: client.connected.is_set(), what="the first connection")
             with capture_logs() as logs:
                 futures = [client.queue.publish({"n": n, "pad": "x" * 40_000})
                            for n in range(300)]  # 12 MB: more than the socket buffers hold
                 await until(lambda: len(framework.got) == 2 and len(framework.got[1]) == 300,
-                            "every event on the second connection", timeout=20)
+                            what="every event on the second connection", timeout=20)
             assert framework.got[1] == list(range(300))
             assert await asyncio.wait_for(asyncio.gather(*futures), TIMEOUT) == [True] * 300
             assert client.connects == 2
@@ -382,7 +375,7 @@ def test_a_framework_that_never_answers_the_handshake_is_given_up_and_dialled_ag
                                  reconnect_interval=0.05)
         client.start()
         try:
-            await until(lambda: accepted >= 3, "three attempts")
+            await until(lambda: accepted >= 3, what="three attempts")
             assert client.connects == 0
         finally:
             await client.close()
@@ -404,7 +397,7 @@ def test_an_event_that_cannot_be_encoded_is_dropped_and_the_rest_go_out() -> Non
         server, client = await dialling(framework, heartbeat_interval=60,
                                         reconnect_interval=0.05)
         try:
-            await until(lambda: framework.got, "the connection")
+            await until(lambda: framework.got, what="the connection")
             with capture_logs() as logs:
                 poison = client.queue.publish({"n": -1, "raw_message": "\ud83d"})
                 rest = [client.queue.publish({"n": n}) for n in range(3)]

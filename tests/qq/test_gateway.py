@@ -13,17 +13,9 @@ from structlog.testing import capture_logs
 from gensokyo_idmap.qq.events import GroupMessage, QQEvent
 from gensokyo_idmap.qq.gateway import GatewayClient, GatewayState
 
-from gensokyo_idmap.testing.platform_emulator import APP, EmulatedPlatform, group_message
+from gensokyo_idmap.testing import APP, EmulatedPlatform, group_message, until
 
 TIMEOUT = 15
-
-
-async def until(check: Callable[[], bool]) -> None:
-    for _ in range(int(TIMEOUT / 0.01)):
-        if check():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError("condition not reached in time")
 
 
 def run_with(tmp_path: Path, scenario: Callable[[EmulatedPlatform, Callable[[], GatewayClient],
@@ -57,7 +49,7 @@ async def connected(client: GatewayClient) -> AsyncIterator[None]:
     finished."""
     async with ClientSession() as session:
         task = asyncio.create_task(client.run(session))
-        await until(lambda: client.session_id is not None)
+        await until(lambda: client.session_id is not None, TIMEOUT)
         yield
         await client.close()
         await task
@@ -73,8 +65,8 @@ def test_identify_dispatch_heartbeat_and_saved_state(tmp_path: Path) -> None:
         client = make()
         async with connected(client):
             await platform.push("GROUP_AT_MESSAGE_CREATE", group_message(1))
-            await until(lambda: messages(events) == ["m1"])
-            await until(lambda: 2 in platform.heartbeats)  # heartbeats carry the last seq
+            await until(lambda: messages(events) == ["m1"], TIMEOUT)
+            await until(lambda: 2 in platform.heartbeats, TIMEOUT)  # heartbeats carry the last seq
         identify = platform.identifies[0]
         assert identify["token"] == "QQBot T1" and identify["intents"] == 1 << 25
         assert identify["shard"] == [0, 1]
@@ -89,10 +81,10 @@ def test_drop_resumes_and_replays_what_was_missed(tmp_path: Path) -> None:
         client = make()
         async with connected(client):
             await platform.push("GROUP_AT_MESSAGE_CREATE", group_message(1))
-            await until(lambda: messages(events) == ["m1"])
+            await until(lambda: messages(events) == ["m1"], TIMEOUT)
             await platform.drop(4009)
             await platform.push("GROUP_AT_MESSAGE_CREATE", group_message(2))  # while away
-            await until(lambda: messages(events) == ["m1", "m2"])
+            await until(lambda: messages(events) == ["m1", "m2"], TIMEOUT)
         assert client.identifies == 1 and client.resumes == 1
         assert platform.resumes[0]["seq"] == 2  # READY=1, m1=2
 
@@ -105,15 +97,15 @@ def test_restart_of_the_daemon_resumes_the_saved_session(tmp_path: Path) -> None
         async with ClientSession() as session:
             first = make()
             task = asyncio.create_task(first.run(session))
-            await until(lambda: first.session_id is not None)
+            await until(lambda: first.session_id is not None, TIMEOUT)
             await platform.push("GROUP_AT_MESSAGE_CREATE", group_message(1))
-            await until(lambda: messages(events) == ["m1"])
+            await until(lambda: messages(events) == ["m1"], TIMEOUT)
             await first.close()
             await task
             await platform.push("GROUP_AT_MESSAGE_CREATE", group_message(2))  # daemon down
             second = make()  # a new process would read the same state file
             task = asyncio.create_task(second.run(session))
-            await until(lambda: messages(events) == ["m1", "m2"])
+            await until(lambda: messages(events) == ["m1", "m2"], TIMEOUT)
             await second.close()
             await task
         assert second.resumes == 1 and second.identifies == 0
@@ -129,7 +121,7 @@ def test_refused_resume_falls_back_to_identify(tmp_path: Path) -> None:
         client = make()
         async with ClientSession() as session:
             task = asyncio.create_task(client.run(session))
-            await until(lambda: client.identifies == 1 and client.session_id == platform.session_id)
+            await until(lambda: client.identifies == 1 and client.session_id == platform.session_id, TIMEOUT)
             await client.close()
             await task
         assert platform.resumes[0]["session_id"] == "stale-session"
@@ -143,9 +135,9 @@ def test_close_4004_fetches_a_new_token_and_fatal_codes_stop(tmp_path: Path) -> 
         client = make()
         async with ClientSession() as session:
             task = asyncio.create_task(client.run(session))
-            await until(lambda: client.session_id is not None)
+            await until(lambda: client.session_id is not None, TIMEOUT)
             await platform.drop(4004)
-            await until(lambda: platform.tokens_issued == 2 and len(platform.resumes) == 1)
+            await until(lambda: platform.tokens_issued == 2 and len(platform.resumes) == 1, TIMEOUT)
             assert platform.resumes[0]["token"] == "QQBot T2"
             await platform.drop(4014)  # intent not permitted: fatal
             await asyncio.wait_for(task, TIMEOUT)
@@ -175,7 +167,7 @@ def test_saved_seq_never_runs_ahead_and_is_flushed_when_the_connection_ends(
         async with connected(client):
             for n in range(30):
                 await platform.push("GROUP_AT_MESSAGE_CREATE", group_message(n))
-            await until(lambda: len(messages(events)) == 30)
+            await until(lambda: len(messages(events)) == 30, TIMEOUT)
         last = platform.sent[-1]["s"]
         assert state.load().seq == last  # flushed on the way out
         # while the burst ran, the file lagged (throttled) but never claimed an event that
@@ -210,10 +202,10 @@ def test_events_run_concurrently_but_the_saved_seq_waits_for_the_slowest(tmp_pat
             for n in range(2, 6):
                 await platform.push("GROUP_AT_MESSAGE_CREATE",
                                     group_message(n, group=f"{n:032X}"))
-            await until(lambda: messages(events) == ["m2", "m3", "m4", "m5"])
+            await until(lambda: messages(events) == ["m2", "m3", "m4", "m5"], TIMEOUT)
             assert client.seq is not None and client.seq < slow["s"]  # held at the watermark
             release.set()
-            await until(lambda: client.seq == platform.sent[-1]["s"])
+            await until(lambda: client.seq == platform.sent[-1]["s"], TIMEOUT)
         assert sorted(messages(events)) == ["m1", "m2", "m3", "m4", "m5"]
 
     run_with(tmp_path, scenario)
@@ -250,12 +242,12 @@ def test_no_more_than_max_in_flight_events_run_at_once_and_the_rest_follow(
             for n in range(1, 7):
                 await platform.push("GROUP_AT_MESSAGE_CREATE",
                                     group_message(n, group=f"{n:032X}"))
-            await until(lambda: len(running) == 2)
+            await until(lambda: len(running) == 2, TIMEOUT)
             await asyncio.sleep(0.05)  # the other four have arrived; none may start
             assert sorted(running) == ["m1", "m2"] and events == []
             release.set()
-            await until(lambda: len(events) == 6)
-            await until(lambda: client.seq == platform.sent[-1]["s"])
+            await until(lambda: len(events) == 6, TIMEOUT)
+            await until(lambda: client.seq == platform.sent[-1]["s"], TIMEOUT)
         assert most == 2
         assert sorted(messages(events)) == [f"m{n}" for n in range(1, 7)]
 
@@ -283,8 +275,8 @@ def test_frames_read_together_go_to_the_pipeline_as_one_batch_in_order(
             await asyncio.gather(*(platform.push("GROUP_AT_MESSAGE_CREATE",
                                                  group_message(n, group=f"{n % 2:032X}"))
                                    for n in range(1, 9)))
-            await until(lambda: len(events) == 8)
-            await until(lambda: client.seq == platform.sent[-1]["s"])
+            await until(lambda: len(events) == 8, TIMEOUT)
+            await until(lambda: client.seq == platform.sent[-1]["s"], TIMEOUT)
         assert [m for batch in batches for m in batch] == [f"m{n}" for n in range(1, 9)]
         assert max(len(batch) for batch in batches) > 1
 
@@ -309,7 +301,7 @@ def test_an_event_that_fails_is_replayed_after_a_resume(tmp_path: Path) -> None:
         async with connected(client):
             for n in (1, 2, 3):
                 await platform.push("GROUP_AT_MESSAGE_CREATE", group_message(n))
-            await until(lambda: "m2" in messages(events))
+            await until(lambda: "m2" in messages(events), TIMEOUT)
         assert len(platform.resumes) == 1  # the failure restarted the connection
         assert messages(events)[:1] == ["m1"] and "m2" in messages(events)
         assert GatewayState(tmp_path / "gateway.json").load().seq == platform.sent[-1]["s"]
@@ -331,7 +323,7 @@ def test_bad_frames_unknown_ops_and_events_missing_ids_are_logged_and_skipped(
                                              {"id": "ROBOT1.0_x", "content": "no group",
                                               "author": {"id": "U" * 32}})
                 await platform.push("GROUP_AT_MESSAGE_CREATE", group_message(1))
-                await until(lambda: messages(events) == ["m1"])
+                await until(lambda: messages(events) == ["m1"], TIMEOUT)
         assert len(platform.identifies) == 1 and not platform.resumes  # never reconnected
         assert [e.event_type for e in events] == ["GROUP_AT_MESSAGE_CREATE"]
         ignored = [entry for entry in logs if entry["event"] == "[qq] gateway frame ignored"]
