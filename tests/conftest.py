@@ -42,6 +42,21 @@ ANY_JSON = st.recursive(
     max_leaves=12)
 
 
+#: The folders of tests/ that are a tier of their own, each with the marker of its name
+#: (registered in pyproject.toml): the rest is the quick tier of unit and property tests.
+TIERS = ("e2e", "crash", "faults")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test with its tier, from its folder, so ``-m "not e2e"`` selects by tier
+    and a test moved between folders changes tier with no edit."""
+    here = Path(__file__).resolve().parent
+    for item in items:
+        parts = item.path.resolve().relative_to(here).parts
+        if len(parts) > 1 and parts[0] in TIERS:
+            item.add_marker(getattr(pytest.mark, parts[0]))
+
+
 @pytest.fixture(autouse=True)
 def _structlog_isolated() -> Iterator[None]:
     """Each test starts from structlog's defaults: a CLI or daemon run in-process configures

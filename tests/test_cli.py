@@ -441,7 +441,7 @@ def test_stats_shows_what_frameworks_are_still_owed(cli: Cli, data_dir: Path) ->
 
 # --------------------------------------------------------------------------- read-only commands
 
-#: ``verify`` too is read-only: tests/test_ops_verify.py::test_cli_verify_without_a_store.
+#: ``verify`` too is read-only: tests/ops/test_verify.py::test_cli_verify_without_a_store.
 READ_ONLY = [("stats",), ("identity", "lookup", "raw:x"), ("identity", "show", "1"),
              ("msgid", "lookup", "1"), ("msgid", "stats")]
 

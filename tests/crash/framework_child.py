@@ -1,7 +1,7 @@
-"""A OneBot framework in its own process, for tests/test_delivery_faults.py: a reverse-WS
+"""A OneBot framework in its own process, for tests/crash/test_delivery_faults.py: a reverse-WS
 endpoint that records every message event it receives.
 
-    python tests/framework_child.py PORT RECORD_FILE
+    python tests/crash/framework_child.py PORT RECORD_FILE
 
 Listens on ``ws://127.0.0.1:PORT/ws`` and prints ``ready`` once it does. Every message
 event read is appended to RECORD_FILE as one line, its ``raw_message``, with a single

@@ -1,6 +1,6 @@
 """``gensokyo-idmap`` with a name server that never answers for one host, for the stop tests.
 
-Run as ``python tests/slow_dns_child.py serve --config FILE``: looking up ``slow-dns.invalid``
+Run as ``python tests/e2e/slow_dns_child.py serve --config FILE``: looking up ``slow-dns.invalid``
 announces itself on stderr (``slow-dns: resolving``), then blocks for ``SLOW_DNS_SECONDS``
 (as a lookup does while the name server is unreachable) and fails; every other name resolves
 as usual. The rest is the real command line tool.

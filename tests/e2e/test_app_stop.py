@@ -1,6 +1,6 @@
 """Stopping: the process ends once it logged ``[app] stopped``, and no listener holds the stop.
 
-A real ``gensokyo-idmap serve`` (through tests/slow_dns_child.py, whose name server never
+A real ``gensokyo-idmap serve`` (through tests/e2e/slow_dns_child.py, whose name server never
 answers for one host) dials a reverse-WS framework by that name, so a name lookup is running
 on a worker thread when SIGTERM comes. The daemon stops, logs ``[app] stopped``, and must then
 exit on its own: the lookup (60 s) must not keep the process alive. The waits are bounded;

@@ -12,7 +12,7 @@ import pytest
 from aiohttp import ClientError, ClientSession, ClientTimeout
 
 from ..conftest import run
-from .conftest import ALICE, BOB
+from ..api.conftest import ALICE, BOB
 from gensokyo_idmap.testing import (
     DaemonProcess,
     daemon_command,

@@ -24,9 +24,9 @@ from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore
 from gensokyo_idmap.store.lmdb_outbox import LmdbOutboxStore
 from migrate.legacy import MARKER, migrate_legacy
 
-from .conftest import run, time_limit
+from ..conftest import run, time_limit
 
-LEGACY = Path(__file__).resolve().parent / "fixtures" / "legacy"
+LEGACY = Path(__file__).resolve().parents[1] / "fixtures" / "legacy"
 APP = "102076543"  # settings.appid of the legacy fixtures
 
 

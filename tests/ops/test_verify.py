@@ -22,7 +22,7 @@ from gensokyo_idmap.ops.verify import GraphSnapshot, check_graph
 from gensokyo_idmap.store.codec import encode_u64
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
 
-from .conftest import run
+from ..conftest import run
 
 APP = "102000001"
 Tables = dict[str, Any]

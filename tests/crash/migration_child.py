@@ -1,6 +1,6 @@
-"""Child process for tests/migrate/test_migration_crash.py: migrate one legacy file, once.
+"""Child process for tests/crash/test_migration_crash.py: migrate one legacy file, once.
 
-    python tests/migrate/migration_child.py LEGACY DATADIR APPID
+    python tests/crash/migration_child.py LEGACY DATADIR APPID
 
 Opens ``DATADIR/openid-map.db`` and ``DATADIR/msgid-map.db`` as the daemon does and runs
 :func:`migrate.legacy.migrate_legacy` on ``LEGACY`` with the AppID ``APPID``. It plays a

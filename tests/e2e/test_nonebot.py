@@ -1,7 +1,7 @@
 """A real OneBot client — NoneBot2 with its OneBot v11 adapter — fed by the daemon.
 
 Three processes: the emulated QQ platform (token endpoint, /gateway/bot, gateway) runs in
-this test's event loop; NoneBot (``tests/nonebot_app/bot.py``) and the daemon
+this test's event loop; NoneBot (``tests/e2e/nonebot_app/bot.py``) and the daemon
 (``gensokyo-idmap serve``) run as subprocesses, the daemon dialling NoneBot by reverse
 WebSocket with an access token. The NoneBot plugin appends every frame and message event it
 gets to a JSON-lines file, which this test reads.

@@ -18,7 +18,7 @@ from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
 from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore
 
 from gensokyo_idmap.testing.platform_emulator import group_message
-from .test_webhook import APP, SECRET, serve, stored
+from ..qq.test_webhook import APP, SECRET, serve, stored
 from gensokyo_idmap.testing.webhook_sender import SIGNATURE, TIMESTAMP, WebhookSender, ed25519_seed
 
 REF_TOKEN, REF_TS = "Arq0D5A61EgUu4OxUvOp", "1725442341"

@@ -1,6 +1,6 @@
-"""Child process for tests/test_durability.py: resolve new OpenIDs and report them.
+"""Child process for tests/crash/test_durability.py: resolve new OpenIDs and report them.
 
-    python tests/durability_child.py DBPATH START COUNT [--app-id ID] [--prefix P]
+    python tests/crash/durability_child.py DBPATH START COUNT [--app-id ID] [--prefix P]
                                      [--batch N] [--no-scene]
                                      [--ready-file R --go-file G]
 

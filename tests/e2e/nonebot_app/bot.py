@@ -1,6 +1,6 @@
 """A tiny NoneBot2 app (OneBot v11 adapter, reverse WebSocket) for the end-to-end test.
 
-Run it as a process: ``python tests/nonebot_app/bot.py``. Everything comes from the
+Run it as a process: ``python tests/e2e/nonebot_app/bot.py``. Everything comes from the
 environment:
 
 - ``PORT`` (required) and ``HOST`` (default ``127.0.0.1``): where NoneBot listens; the

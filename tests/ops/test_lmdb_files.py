@@ -20,9 +20,9 @@ from gensokyo_idmap.ops.lmdb_files import open_readonly, verify_store
 from gensokyo_idmap.store.codec import decode_u64
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
 
-from .conftest import run
+from ..conftest import run
 
-CHILD = Path(__file__).resolve().parent / "durability_child.py"
+CHILD = Path(__file__).resolve().parents[1] / "crash" / "durability_child.py"
 SCRIPT = Path(sys.executable).parent / "gensokyo-idmap"
 APP = "102000001"
 
@@ -39,7 +39,7 @@ def forward(path: Path) -> dict[str, int]:
 
 
 class Writer:
-    """tests/durability_child.py resolving new OpenIDs; every printed line is durable."""
+    """tests/crash/durability_child.py resolving new OpenIDs; every printed line is durable."""
 
     def __init__(self, db: Path) -> None:
         self.proc = subprocess.Popen(

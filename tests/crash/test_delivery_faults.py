@@ -9,7 +9,7 @@ platform does):
 
 * the daemon is a real process (``gensokyo-idmap serve``), killed with SIGKILL and started
   again on the same data dir;
-* the framework is a real process too (``tests/framework_child.py``): a reverse-WS endpoint
+* the framework is a real process too (``tests/crash/framework_child.py``): a reverse-WS endpoint
   that records every message event it reads to a file, fsyncs before it answers a ping, and
   is faulted four ways: frozen (SIGSTOP: it still accepts TCP, reads nothing, answers
   nothing) and then killed, killed outright, disconnected cleanly (close frame), dropped

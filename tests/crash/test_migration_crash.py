@@ -1,6 +1,6 @@
 """``kill -9`` during a legacy migration: no marker and no data, or everything (issue 4).
 
-``tests/migrate/migration_child.py`` plays a daemon start that migrates a copy of a legacy
+``tests/crash/migration_child.py`` plays a daemon start that migrates a copy of a legacy
 fixture into a fresh data dir. For each fixture this test
 
 1. migrates it in-process, uninterrupted: the reference content;

@@ -2,7 +2,7 @@
 
 "An event is forwarded downstream only after the transaction that gave its vUINs is
 durable: a vUIN once shown to a bot framework is never handed to someone else, even after
-``kill -9``."  ``tests/durability_child.py`` plays the daemon: it prints ``key vuin`` only
+``kill -9``."  ``tests/crash/durability_child.py`` plays the daemon: it prints ``key vuin`` only
 after ``await graph.resolve(...)`` returned. These tests
 
 - kill that child with SIGKILL at random moments, over and over on one file, and check
@@ -35,7 +35,7 @@ from pathlib import Path
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
 
 CHILD = Path(__file__).with_name("durability_child.py")
-ROOT = CHILD.parent.parent
+ROOT = CHILD.parents[2]
 SEED = int(os.environ.get("DURABILITY_SEED", "20240611"))
 
 KILL_ROUNDS = 24

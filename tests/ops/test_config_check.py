@@ -16,8 +16,8 @@ from gensokyo_idmap.cli import main
 from gensokyo_idmap.config import load_config
 from gensokyo_idmap.errors import BadInputError
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "config.yml"
-GENSOKYO = Path(__file__).resolve().parent / "fixtures" / "gensokyo" / "config.yml"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "config.yml"
+GENSOKYO = Path(__file__).resolve().parents[1] / "fixtures" / "gensokyo" / "config.yml"
 SECRET = "Zq9-DISTINCT-bot-secret-7Hx2"
 OLD_SECRETS = ("sample-client-secret-Hk29", "sample-ws-token-Q7", "sample-post-secret-W1",
                "sample-ws-server-token-9", "sample-http-token-M3", "sample-webui-password",
