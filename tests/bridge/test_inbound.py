@@ -142,7 +142,7 @@ def test_identities_are_committed_before_the_event_is_returned(
         bridge: InboundBridge, identity_store: LmdbIdentityStore) -> None:
     [event] = run(bridge.translate(frame(GROUP_AT)))
     # a fresh read transaction sees them: they were committed (with fsync: the graph's
-    # group commit returns only then, which tests/test_durability.py proves with kill -9)
+    # group commit returns only then, which tests/crash/test_durability.py proves with kill -9)
     with identity_store.read() as view:
         assert view.vuin_of(OpenId(APP, USER).key) == event["user_id"]
         assert view.vuin_of(OpenId(APP, GROUP).key) == event["group_id"]
