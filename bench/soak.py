@@ -34,16 +34,20 @@ emulated platform and frameworks (this process)
 
 Figures (one row per ``--sample-seconds``, default a minute)
 -----------------------------------------------------------
-rss, anon
-    ``VmRSS`` and ``RssAnon`` of the daemon (MiB; file-backed pages of the LMDB maps count in
-    VmRSS, not in RssAnon). fds: entries of ``/proc/<pid>/fd``. data: bytes allocated on
+rss, anon, file
+    ``VmRSS``, ``RssAnon`` and ``RssFile`` of the daemon (MiB). File-backed pages (the LMDB
+    maps, shared libraries) count in VmRSS and RssFile, not in RssAnon: the identity store
+    grows by design (every new user stays), and so do its mapped pages. fds: entries of ``/proc/<pid>/fd``. data: bytes allocated on
     disk by the files of the data dir (``st_blocks``; LMDB files are sparse), and the
     msgid-map.db entries (``/v1/stats``). events: sent this minute, acknowledged
     (webhook 200 or gateway dispatch written), arrived at the reverse-WS framework;
     replies: actions answered ok; failed: webhook answers other than 200, actions not ok.
 
-The closing lines give the growth of each figure between the first sample after the
-turnover (``max(de-dup window, msgid TTL) + sweep interval``) and the last, per 10 minutes.
+The closing lines give the growth of each figure between the first sample after a
+turnover and the last, per 10 minutes, for two turnovers: the de-dup window and the msgid
+TTL (``max(de-dup window, msgid TTL) + sweep interval``), and every window the daemon keeps,
+which includes the platform's 60-minute C2C reply window (the reply counts of C2C messages
+are kept that long, so they grow for the first hour): ``--minutes 75`` for that verdict.
 With ``--tracemalloc`` the daemon runs under ``bench/_traced_serve.py`` (tracemalloc with
 ``--trace-frames`` frames, several times slower: lower ``--rate``, compare its growth, not its
 speed) and the 15 allocation sites that grew
@@ -76,6 +80,7 @@ from aiohttp import WSMsgType, web
 from aiohttp.test_utils import TestServer
 
 from gensokyo_idmap.bridge.dedup import window_seconds
+from gensokyo_idmap.qq.passive_reply import REPLY_WINDOW_SECONDS
 from gensokyo_idmap.testing.loopback import framework_server, free_port, ws_url
 from gensokyo_idmap.testing.platform_emulator import APP, SECRET, EmulatedPlatform
 from gensokyo_idmap.testing.webhook_sender import WebhookSender
@@ -284,6 +289,7 @@ class Sample:
     minute: float
     rss_mib: float
     anon_mib: float
+    file_mib: float
     fds: int
     data_bytes: int
     msgid_entries: int | None
@@ -311,11 +317,12 @@ def sample(pid: int, data: Path, started: float, counts: Counts,
     status = proc_status(pid)
     msgid = stats.get("msgid_map", {}).get("entries")
     return Sample((time.monotonic() - started) / 60, status["VmRSS"] / 1024,
-                  status.get("RssAnon", 0) / 1024, len(os.listdir(f"/proc/{pid}/fd")),
+                  status.get("RssAnon", 0) / 1024, status.get("RssFile", 0) / 1024,
+                  len(os.listdir(f"/proc/{pid}/fd")),
                   data_bytes(data), msgid, counts.take())
 
 
-HEADER = (f"  {'min':>5} {'rss MiB':>8} {'anon MiB':>9} {'fds':>5} {'data KiB':>9} "
+HEADER = (f"  {'min':>5} {'rss MiB':>8} {'anon MiB':>9} {'file MiB':>9} {'fds':>5} {'data KiB':>9} "
           f"{'msgids':>7} {'sent':>6} {'acked':>6} {'arrived':>7} {'forward':>7} "
           f"{'replies':>7} {'failed':>6}")
 
@@ -323,24 +330,25 @@ HEADER = (f"  {'min':>5} {'rss MiB':>8} {'anon MiB':>9} {'fds':>5} {'data KiB':>
 def row(s: Sample) -> str:
     c = s.counts
     msgids = "?" if s.msgid_entries is None else str(s.msgid_entries)
-    return (f"  {s.minute:>5.1f} {s.rss_mib:>8.2f} {s.anon_mib:>9.2f} {s.fds:>5} "
+    return (f"  {s.minute:>5.1f} {s.rss_mib:>8.2f} {s.anon_mib:>9.2f} {s.file_mib:>9.2f} {s.fds:>5} "
             f"{s.data_bytes / 1024:>9.0f} {msgids:>7} {c.sent:>6} {c.acked:>6} {c.arrived:>7} "
             f"{c.forward:>7} {c.replies:>7} {c.failed:>6}")
 
 
-def growth(samples: list[Sample], turnover_minutes: float) -> list[str]:
-    """Growth per 10 minutes of each figure from the first sample after the turnover."""
+def growth(samples: list[Sample], turnover_minutes: float, what: str) -> list[str]:
+    """Growth per 10 minutes of each figure from the first sample after ``what`` turned over."""
     steady = [s for s in samples if s.minute >= turnover_minutes]
     if len(steady) < 2:
-        return [f"  fewer than two samples after the turnover at {turnover_minutes:.1f} min: "
-                "run longer (--minutes) for a verdict"]
+        return [f"  fewer than two samples after {what} turned over at "
+                f"{turnover_minutes:.1f} min: run longer (--minutes) for a verdict"]
     first, last = steady[0], steady[-1]
     per10 = 10 / (last.minute - first.minute)
     return [
-        f"  from minute {first.minute:.1f} to {last.minute:.1f} (after the turnover at "
+        f"  from minute {first.minute:.1f} to {last.minute:.1f} (after {what} turned over at "
         f"{turnover_minutes:.1f} min), per 10 minutes:",
         f"    rss  {(last.rss_mib - first.rss_mib) * per10:+.2f} MiB   "
         f"anon {(last.anon_mib - first.anon_mib) * per10:+.2f} MiB   "
+        f"file {(last.file_mib - first.file_mib) * per10:+.2f} MiB   "
         f"fds {(last.fds - first.fds) * per10:+.1f}   "
         f"data {(last.data_bytes - first.data_bytes) * per10 / 1024:+.0f} KiB",
         f"    rss range after the turnover {min(s.rss_mib for s in steady):.2f} .. "
@@ -470,6 +478,7 @@ async def soak(args: argparse.Namespace, tmp: Path) -> int:
     stop = asyncio.Event()
     samples: list[Sample] = []
     turnover = (max(window_seconds(args.max_age), args.msgid_ttl) + SWEEP_SECONDS) / 60
+    every_window = max(turnover * 60, *REPLY_WINDOW_SECONDS.values()) / 60 + 1
     try:
         async with aiohttp.ClientSession() as session:
             sender = WebhookSender(f"http://127.0.0.1:{ports['webhook']}/qqbot", APP, SECRET,
@@ -507,7 +516,8 @@ async def soak(args: argparse.Namespace, tmp: Path) -> int:
         await server.close()
         await platform.close()
     print()
-    print("\n".join(growth(samples, turnover)))
+    print("\n".join(growth(samples, turnover, "the de-dup window and the msgid TTL")))
+    print("\n".join(growth(samples, every_window, "every window, the C2C reply window too")))
     print(f"  the daemon after SIGTERM: {ending}")
     if traced is not None:
         print()
