@@ -24,7 +24,7 @@ test: venv
 bench: venv
 	$(BIN)/python bench/identity.py
 	$(BIN)/python bench/msgid.py
-	$(BIN)/python bench/migrate.py
+	$(BIN)/python bench/migration.py
 	$(BIN)/python bench/inbound.py
 	$(BIN)/python bench/outbound.py
 	$(BIN)/python bench/api.py

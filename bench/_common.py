@@ -1,4 +1,4 @@
-"""What the benchmark scripts in bench/ (identity.py, msgid.py, migrate.py) have in common.
+"""What the benchmark scripts in bench/ (identity.py, msgid.py, migration.py) have in common.
 
 The scripts measure different things but run alike, so the parts that are the same live here
 once instead of being copied into each script:

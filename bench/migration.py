@@ -1,6 +1,6 @@
 """Legacy migration benchmark: the old daemon's bbolt ``idmap.db`` into fresh stores (issue 4).
 
-Run: ``.venv/bin/python bench/migrate.py [--quick] [--strict] [--profile]``
+Run: ``.venv/bin/python bench/migration.py [--quick] [--strict] [--profile]``
 
 This is a benchmark script, not a test. One run prints the migration time of the medium
 legacy fixture, its throughput, the peak memory of migrating files of two sizes, a check of
