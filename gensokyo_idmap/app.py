@@ -37,6 +37,7 @@ from gensokyo_idmap.config import Config
 from gensokyo_idmap.errors import BadInputError
 from gensokyo_idmap.hostport import parse_host_port
 from gensokyo_idmap.idmap import IdentityGraph
+from gensokyo_idmap.memory import run_trimmer
 from gensokyo_idmap.msgid import MsgIdMap
 from gensokyo_idmap.onebot.forward_ws import ForwardWsServer
 from gensokyo_idmap.onebot.http_api import HttpApiServer
@@ -152,7 +153,9 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
     _log_stores_open(config, graph, msgids)
     sweeper = asyncio.create_task(
         msgids.run_sweeper(stop, config.idmap.msgid_sweep_interval_seconds))
-    services.push_async_callback(_stop_sweeper, sweeper, stop)
+    services.push_async_callback(_stop_periodic, sweeper, stop)
+    trimmer = asyncio.create_task(run_trimmer(stop))
+    services.push_async_callback(_stop_periodic, trimmer, stop)
     identity_api = (await _start_api(config, graph, msgids, outbox_store)
                     if config.api.listen else None)
     if identity_api is not None:
@@ -315,9 +318,9 @@ async def _drain_and_close(client: ReverseWsClient) -> None:
     await client.close()
 
 
-async def _stop_sweeper(sweeper: asyncio.Task[None], stop: asyncio.Event) -> None:
+async def _stop_periodic(task: asyncio.Task[None], stop: asyncio.Event) -> None:
     stop.set()
-    await sweeper
+    await task
 
 
 def _reverse_ws_clients(config: Config, actions: ActionService,

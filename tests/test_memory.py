@@ -1,0 +1,75 @@
+"""memory.py: free memory goes back to the system, on a worker thread, until stop."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import threading
+import textwrap
+
+import pytest
+
+from gensokyo_idmap.memory import malloc_trim_function, run_trimmer
+
+GLIBC = sys.platform.startswith("linux") and malloc_trim_function() is not None
+
+# A child fragments its heap (every other block of 2,000 freed, each too large for
+# pymalloc and too small for mmap) and prints RssAnon before and after one trim.
+FRAGMENT_AND_TRIM = textwrap.dedent("""
+    import random
+    from gensokyo_idmap.memory import malloc_trim_function
+
+    def anon_kib():
+        for line in open("/proc/self/status"):
+            if line.startswith("RssAnon:"):
+                return int(line.split()[1])
+
+    random.seed(1)
+    blocks = [bytearray(random.randint(16_384, 65_536)) for _ in range(2_000)]
+    del blocks[::2]
+    before = anon_kib()
+    released = malloc_trim_function()()
+    print(before, anon_kib(), released)
+""")
+
+
+@pytest.mark.skipif(not GLIBC, reason="malloc_trim is glibc's; this C library has none")
+def test_a_trim_gives_freed_memory_back() -> None:
+    done = subprocess.run([sys.executable, "-c", FRAGMENT_AND_TRIM], capture_output=True,
+                          text=True, timeout=60, check=True)
+    before, after, released = map(int, done.stdout.split())
+    assert released == 1
+    # about 40 MiB were freed behind blocks still in use; most of it must go back
+    assert before - after > 20 * 1024, (before, after)
+
+
+def test_the_trimmer_trims_on_a_worker_thread_until_stopped() -> None:
+    calls: list[str] = []
+
+    def trim() -> int:
+        calls.append(threading.current_thread().name)
+        return 0
+
+    async def scenario() -> int:
+        stop = asyncio.Event()
+        task = asyncio.create_task(run_trimmer(stop, interval_seconds=0.01, trim=trim))
+        for _ in range(500):
+            if len(calls) >= 3:
+                break
+            await asyncio.sleep(0.01)
+        stop.set()
+        await asyncio.wait_for(task, 5)
+        seen = len(calls)
+        await asyncio.sleep(0.05)
+        return seen
+
+    seen = asyncio.run(scenario())
+    assert seen >= 3
+    assert threading.main_thread().name not in calls
+    assert len(calls) == seen  # nothing after stop
+
+
+def test_without_malloc_trim_the_trimmer_ends_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("gensokyo_idmap.memory.malloc_trim_function", lambda: None)
+    asyncio.run(asyncio.wait_for(run_trimmer(asyncio.Event(), interval_seconds=0.01), 5))
