@@ -26,6 +26,8 @@ from typing import Final
 
 import structlog
 
+from gensokyo_idmap.periodic import every
+
 __all__ = ["TRIM_INTERVAL_SECONDS", "malloc_trim_function", "run_trimmer"]
 
 #: How often free memory is handed back: often enough that a peak does not linger, rarely
@@ -62,11 +64,5 @@ async def run_trimmer(stop: asyncio.Event,
         _log.debug("[app] no malloc_trim in this C library: free memory stays with it")
         return
     loop = asyncio.get_running_loop()
-    while not stop.is_set():
-        try:
-            await asyncio.wait_for(stop.wait(), timeout=interval_seconds)
-        except TimeoutError:
-            pass
-        if stop.is_set():
-            return
+    async for _ in every(interval_seconds, stop):
         await loop.run_in_executor(None, trim)

@@ -30,6 +30,7 @@ import structlog
 from gensokyo_idmap import counters
 from gensokyo_idmap.errors import BadInputError, IdmapError, NotFoundError, StoreError
 from gensokyo_idmap.identity import MAX_OPENID_LEN
+from gensokyo_idmap.periodic import every
 from gensokyo_idmap.store.base import MsgIdCounts, MsgIdStore, MsgIdWriter, MsgRecord
 
 __all__ = [
@@ -367,13 +368,7 @@ class MsgIdMap:
         self, stop: asyncio.Event, interval_seconds: float = DEFAULT_SWEEP_INTERVAL_SECONDS
     ) -> None:
         """Sweep every ``interval_seconds`` until ``stop`` is set."""
-        while not stop.is_set():
-            try:
-                await asyncio.wait_for(stop.wait(), timeout=interval_seconds)
-            except TimeoutError:
-                pass
-            if stop.is_set():
-                return
+        async for _ in every(interval_seconds, stop):
             try:
                 await self.sweep()
             except StoreError as err:
