@@ -29,7 +29,7 @@ from gensokyo_idmap.identity import (
     parse_vuin,
 )
 from gensokyo_idmap.idmap import ANY_IDENTITY, IdentityGraph, openid_of_app
-from gensokyo_idmap.msgid import MsgContext, MsgIdMap, check_virtual_id
+from gensokyo_idmap.msgid import MessageIds, MsgContext, check_virtual_id
 from gensokyo_idmap.store.base import LegacyTables, LegacyWriter
 
 __all__ = ["LegacyIdmap"]
@@ -59,7 +59,7 @@ def _text(field: str, value: str) -> bytes:
 class LegacyIdmap:
     """``StoreIDv2`` & co. for one AppID; ``StoreCachev2`` & co. when given the msgid map."""
 
-    def __init__(self, graph: IdentityGraph, app_id: str, msgids: MsgIdMap | None = None,
+    def __init__(self, graph: IdentityGraph, app_id: str, msgids: MessageIds | None = None,
                  tables: LegacyTables | None = None) -> None:
         """``tables``: where ``ReadConfig`` & co. read and write; by default the graph's
         store, when it keeps the legacy tables (openid-map.db does)."""
@@ -69,7 +69,7 @@ class LegacyIdmap:
         self.tables = (tables if tables is not None else
                        graph.store if isinstance(graph.store, LegacyTables) else None)
 
-    def _msgids(self) -> MsgIdMap:
+    def _msgids(self) -> MessageIds:
         if self.msgids is None:
             raise StoreError("no message-id store was given to LegacyIdmap")
         return self.msgids

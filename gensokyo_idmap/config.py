@@ -13,7 +13,15 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from gensokyo_idmap.config_env import apply_env_overrides, env_overrides, is_secret_path
 from gensokyo_idmap.data_dir import DataDir
@@ -52,6 +60,36 @@ class IdmapConfig(_Section):
     msgid_sweep_interval_seconds: float = Field(
         default=60, gt=0, description="how often expired message ids are deleted"
     )
+    runtime_backend: Literal["lmdb", "redis"] = Field(
+        default="lmdb",
+        description="where message ids, delivery claims and reply counts live: msgid-map.db, "
+        "or a Redis shared by several daemons",
+    )
+    redis_url: str = Field(default="", description="redis://host:port/db (runtime_backend: redis)")
+    redis_prefix: str = Field(default="gsk:", description="every Redis key written starts with it")
+
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_url(cls, value: str) -> str:
+        if value and not value.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError("must be a redis://, rediss:// or unix:// URL")
+        return value
+
+    @field_validator("redis_prefix")
+    @classmethod
+    def _redis_prefix(cls, value: str) -> str:
+        """Printable, no spaces, no glob characters: a prefix is also a SCAN pattern."""
+        if (not value or len(value) > 64 or not value.isprintable()
+                or any(c in value for c in " *?[]\\")):
+            raise ValueError("must be 1 to 64 printable characters without spaces or any of "
+                             "* ? [ ] \\")
+        return value
+
+    @model_validator(mode="after")
+    def _redis_needs_a_url(self) -> IdmapConfig:
+        if self.runtime_backend == "redis" and not self.redis_url:
+            raise ValueError("idmap.runtime_backend redis needs idmap.redis_url")
+        return self
     link_union_openid: bool = Field(
         default=True, description="one vUIN for one person across the operator's AppIDs"
     )

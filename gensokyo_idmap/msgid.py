@@ -21,14 +21,15 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
-from typing import Final, Literal, cast
+from typing import Final, Literal, Protocol, cast
 
 import structlog
 
 from gensokyo_idmap import counters
 from gensokyo_idmap.errors import BadInputError, IdmapError, NotFoundError, StoreError
+from gensokyo_idmap.health import HealthSource
 from gensokyo_idmap.identity import MAX_OPENID_LEN
 from gensokyo_idmap.periodic import every
 from gensokyo_idmap.store.base import MsgIdCounts, MsgIdStore, MsgIdWriter, MsgRecord
@@ -38,6 +39,7 @@ __all__ = [
     "DEFAULT_SWEEP_INTERVAL_SECONDS",
     "EVENT_KINDS",
     "INT32_MAX",
+    "MessageIds",
     "MsgContext",
     "MsgIdMap",
 ]
@@ -178,12 +180,82 @@ def _apply_claim_sweep(writer: MsgIdWriter, now_ms: int, limit: int) -> int:
     return len(expired)
 
 
+def stored(logger: structlog.typing.FilteringBoundLogger, real_id: str, ctx: MsgContext,
+           virtual_id: int, hit: bool) -> int:
+    """Count and log a store once it is committed; its virtual id (rule 3)."""
+    (counters.MSGID_HIT if hit else counters.MSGID_CREATE).inc()
+    logger.debug("[idmap] msg_id hit" if hit else "[idmap] msg_id create",
+                 real_id=real_id, virtual_id=virtual_id, chat_kind=ctx.chat_kind)
+    return virtual_id
+
+
+def looked_up(logger: structlog.typing.FilteringBoundLogger, virtual_id: int,
+              record: MsgRecord | None) -> MsgRecord | None:
+    """Count and log a lookup; its record."""
+    counters.MSGID_LOOKUP.inc()
+    logger.info("[idmap] msg_id lookup", virtual_id=virtual_id,
+                real_id=None if record is None else record.real_id)
+    return record
+
+
+def real_id_of(virtual_id: int, record: MsgRecord | None) -> str:
+    """The real id of a looked-up record; NotFoundError names the virtual id without one."""
+    if record is None:
+        raise NotFoundError(f"virtual message id {virtual_id} is unknown or expired")
+    return record.real_id
+
+
+def live_virtual_id(real_id: str, known: int | None,
+                    record_of: Callable[[int], MsgRecord | None], now_ms: int) -> int | None:
+    """The virtual id a store names for ``real_id`` (``known``) if its record is alive and
+    still says ``real_id`` (rule 2)."""
+    record = None if known is None else _alive(record_of(known), now_ms)
+    return None if record is None or record.real_id != real_id else record.virtual_id
+
+
+def newest_of(records: Iterable[MsgRecord | None]) -> tuple[int, int] | None:
+    """(created ms, virtual id) of the newest of ``records`` (the newest inbound record of
+    each chat kind of one chat): the virtual id orders records of one millisecond."""
+    newest: tuple[int, int] | None = None
+    for record in records:
+        if record is not None and (newest is None
+                                   or (record.created_ms, record.virtual_id) > newest):
+            newest = (record.created_ms, record.virtual_id)
+    return newest
+
+
 def _count_sweep(swept: int, seconds: float) -> None:
     counters.MSGID_EXPIRED.inc(swept)
     counters.MSGID_SWEEP_SECONDS.observe(seconds)
 
 
 # --- the service --------------------------------------------------------------------------
+
+
+class MessageIds(Protocol):
+    """What the bridge, the APIs and the CLI need of a message-id map: :class:`MsgIdMap`
+    over msgid-map.db, or :class:`~gensokyo_idmap.runtime_redis.RedisMsgIdMap` shared by
+    several daemons (``idmap.runtime_backend``). Each method is documented on
+    :class:`MsgIdMap`."""
+
+    @property
+    def store(self) -> HealthSource: ...
+    async def store_real(self, real_id: str, context: MsgContext | None = None, *,
+                         alone: bool = False) -> int: ...
+    async def store_many(self, items: Sequence[tuple[str, MsgContext]]) -> list[int]: ...
+    def store_real_sync(self, real_id: str, context: MsgContext | None = None) -> int: ...
+    def lookup(self, virtual_id: int) -> MsgRecord | None: ...
+    def real_id_of(self, virtual_id: int) -> str: ...
+    def virtual_of(self, real_id: str) -> int | None: ...
+    def latest_inbound(self, app_id: str, chat_kind: str, target: str, window_seconds: float,
+                       before: MsgRecord | None = None) -> MsgRecord | None: ...
+    def newest_inbound(self, app_id: str, chat_kinds: Sequence[str],
+                       target: str) -> tuple[int, int] | None: ...
+    async def sweep(self) -> int: ...
+    def sweep_sync(self) -> int: ...
+    def counts(self) -> MsgIdCounts: ...
+    async def run_sweeper(self, stop: asyncio.Event,
+                          interval_seconds: float = DEFAULT_SWEEP_INTERVAL_SECONDS) -> None: ...
 
 
 class MsgIdMap:
@@ -263,37 +335,25 @@ class MsgIdMap:
         return store, ctx
 
     def _stored(self, real_id: str, ctx: MsgContext, virtual_id: int, hit: bool) -> int:
-        """Count and log a store once it is committed; its virtual id."""
-        (counters.MSGID_HIT if hit else counters.MSGID_CREATE).inc()
-        self._log.debug("[idmap] msg_id hit" if hit else "[idmap] msg_id create",
-                        real_id=real_id, virtual_id=virtual_id, chat_kind=ctx.chat_kind)
-        return virtual_id
+        return stored(self._log, real_id, ctx, virtual_id, hit)
 
     def lookup(self, virtual_id: int) -> MsgRecord | None:
         """The live record of a virtual id, or None (expired ones are invisible)."""
         vid = check_virtual_id(virtual_id)
         with self.store.read() as view:
             record = _alive(view.record(vid), self._now_ms())
-        counters.MSGID_LOOKUP.inc()
-        self._log.info("[idmap] msg_id lookup", virtual_id=vid,
-                       real_id=None if record is None else record.real_id)
-        return record
+        return looked_up(self._log, vid, record)
 
     def real_id_of(self, virtual_id: int) -> str:
         """The real id of a live virtual id; NotFoundError names the id otherwise."""
-        record = self.lookup(virtual_id)
-        if record is None:
-            raise NotFoundError(f"virtual message id {virtual_id} is unknown or expired")
-        return record.real_id
+        return real_id_of(virtual_id, self.lookup(virtual_id))
 
     def virtual_of(self, real_id: str) -> int | None:
         """The live virtual id of a real id, without creating one."""
         _check_real_id(real_id)
         now_ms = self._now_ms()
         with self.store.read() as view:
-            known = view.virtual_of(real_id)
-            record = None if known is None else _alive(view.record(known), now_ms)
-        return None if record is None or record.real_id != real_id else record.virtual_id
+            return live_virtual_id(real_id, view.virtual_of(real_id), view.record, now_ms)
 
     def latest_inbound(
         self, app_id: str, chat_kind: str, target: str, window_seconds: float,
@@ -320,14 +380,9 @@ class MsgIdMap:
         One cursor seek per kind, in one snapshot.
         """
         now_ms = self._now_ms()
-        newest: tuple[int, int] | None = None
         with self.store.read() as view:
-            for kind in chat_kinds:
-                record = view.latest_inbound(app_id, kind, target, now_ms, 0)
-                if record is not None and (newest is None
-                                           or (record.created_ms, record.virtual_id) > newest):
-                    newest = (record.created_ms, record.virtual_id)
-        return newest
+            return newest_of([view.latest_inbound(app_id, kind, target, now_ms, 0)
+                              for kind in chat_kinds])
 
     async def sweep(self) -> int:
         """Delete every expired triple; returns how many. Cost grows with what expired.

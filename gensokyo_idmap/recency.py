@@ -16,12 +16,12 @@ from __future__ import annotations
 from gensokyo_idmap.errors import BadInputError
 from gensokyo_idmap.identity import OpenId, parse_key, parse_scene
 from gensokyo_idmap.idmap import Recency
-from gensokyo_idmap.msgid import EVENT_KINDS, MsgIdMap
+from gensokyo_idmap.msgid import EVENT_KINDS, MessageIds
 
 __all__ = ["chat_recency"]
 
 
-def chat_recency(msgids: MsgIdMap) -> Recency:
+def chat_recency(msgids: MessageIds) -> Recency:
     """The recency of scenes ``<platform>:<app>:group|c2c:<openid>`` whose identity is that
     OpenID: the newest live message or reply-able event of that chat in ``msgids``."""
 

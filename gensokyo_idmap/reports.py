@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from gensokyo_idmap.idmap import BindResult, IdentityGraph, RebindResult, Resolution, VuinView
-from gensokyo_idmap.msgid import MsgIdMap
+from gensokyo_idmap.msgid import MessageIds
 from gensokyo_idmap.store.base import MIGRATION_MARKER, MsgRecord, legacy_counts
 
 __all__ = [
@@ -56,7 +56,7 @@ def record_data(record: MsgRecord) -> dict[str, Any]:
             "expires_ms": record.expires_ms}
 
 
-def stats_data(graph: IdentityGraph, identity_path: Path, msgids: MsgIdMap | None,
+def stats_data(graph: IdentityGraph, identity_path: Path, msgids: MessageIds | None,
                msgid_path: Path) -> dict[str, Any]:
     """Counts per table, file sizes, schema version, counters and the migration marker.
 

@@ -50,7 +50,7 @@ from gensokyo_idmap.identity import (
     parse_vuin,
 )
 from gensokyo_idmap.idmap import IdentityGraph, openid_of_app
-from gensokyo_idmap.msgid import MsgIdMap, check_virtual_id
+from gensokyo_idmap.msgid import MessageIds, check_virtual_id
 from gensokyo_idmap.recency import chat_recency
 from gensokyo_idmap.reports import (
     bind_data,
@@ -109,7 +109,7 @@ def _number(value: object, field: str) -> int:
 class ApiServer:
     """The API of one daemon over its graph and message-id map."""
 
-    def __init__(self, graph: IdentityGraph, msgids: MsgIdMap, settings: ApiSettings,
+    def __init__(self, graph: IdentityGraph, msgids: MessageIds, settings: ApiSettings,
                  outbox: tuple[Path, HealthSource] | None = None) -> None:
         self.graph = graph
         self.msgids = msgids

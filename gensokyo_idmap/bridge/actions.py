@@ -26,7 +26,7 @@ from gensokyo_idmap.bridge.outbound import OutboundSender, Target
 from gensokyo_idmap.errors import BadInputError, IdmapError, NotFoundError, PlatformError
 from gensokyo_idmap.identity import RUin, VUin, openid_prefix, parse_key
 from gensokyo_idmap.idmap import IdentityGraph
-from gensokyo_idmap.msgid import MsgIdMap, check_virtual_id
+from gensokyo_idmap.msgid import MessageIds, check_virtual_id
 from gensokyo_idmap.onebot.actions import (
     ActionRequest,
     async_accepted,
@@ -66,7 +66,7 @@ class ActionService:
     def __init__(self, sender: OutboundSender, clock: Callable[[], float] = time.time) -> None:
         self.sender = sender
         self.graph: IdentityGraph = sender.graph
-        self.msgids: MsgIdMap = sender.msgids
+        self.msgids: MessageIds = sender.msgids
         self.app_id = sender.settings.app_id
         self.self_id = sender.settings.self_id
         self._clock = clock

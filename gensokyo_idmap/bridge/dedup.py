@@ -24,7 +24,8 @@ Rules:
    the first window after start (an earlier process's claims), and for a window after
    memory dropped an entry for room. Otherwise memory holds every claim still alive (an
    entry is kept for the window from when its delivery finished, which is after its claim
-   was committed), and the hot path does not read the store.
+   was committed), and the hot path does not read the store. A store that other daemons
+   claim in as well (``ClaimStore.shared``: Redis) is read for every key memory lacks.
 5. **The window follows the webhook's max age**: at least :data:`DEDUP_SECONDS`, and at
    least as long as a callback stays acceptable after it was first received
    (``max_age_seconds`` plus the clock skew allowed ahead), so any replay the webhook lets
@@ -38,13 +39,21 @@ import hashlib
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from typing import Final
+from typing import Final, Protocol
 
 from gensokyo_idmap.qq.events import QQEvent
 from gensokyo_idmap.qq.signing import DEFAULT_MAX_AGE_SECONDS, MAX_CLOCK_SKEW_SECONDS
 from gensokyo_idmap.store.base import MsgIdStore, MsgIdWriter
 
-__all__ = ["DEDUP_SECONDS", "DeliveryLog", "DurableClaims", "delivery_key", "window_seconds"]
+__all__ = [
+    "DEDUP_SECONDS",
+    "ClaimStore",
+    "DeliveryLog",
+    "DurableClaims",
+    "delivery_key",
+    "stored_key",
+    "window_seconds",
+]
 
 DEDUP_SECONDS: Final = 300.0
 _DEDUP_MAX: Final = 100_000
@@ -65,7 +74,7 @@ def window_seconds(max_age_seconds: float = DEFAULT_MAX_AGE_SECONDS) -> float:
     return max(DEDUP_SECONDS, max_age_seconds + MAX_CLOCK_SKEW_SECONDS)
 
 
-def _stored_key(key: str) -> str:
+def stored_key(key: str) -> str:
     """``key`` as the store keeps it: itself, or a digest when it is long or not valid
     UTF-8 (a platform id has no length limit; LMDB keys do)."""
     try:
@@ -78,12 +87,29 @@ def _stored_key(key: str) -> str:
     return "sha256:" + hashlib.sha256(raw).hexdigest()
 
 
+class ClaimStore(Protocol):
+    """Where delivery keys are claimed durably (rules 2 and 4)."""
+
+    #: Whether other daemons claim there too (Redis): then a key missing from memory is
+    #: always looked up, not only in the windows of rule 4.
+    shared: bool
+
+    def known(self, keys: Sequence[str]) -> set[str]:
+        """Those of ``keys`` claimed and not expired (one read for all)."""
+        ...
+    async def record(self, keys: Sequence[str]) -> None:
+        """Claim ``keys`` for the window; returns once the claim is committed."""
+        ...
+
+
 class DurableClaims:
     """Delivery keys claimed within the window, in the message-id store (rules 2 and 4).
 
     Times are wall-clock milliseconds (they must mean the same to the next process); the
     store's sweeper deletes expired claims.
     """
+
+    shared = False
 
     def __init__(self, store: MsgIdStore, window: float = DEDUP_SECONDS,
                  clock: Callable[[], float] = time.time) -> None:
@@ -96,12 +122,12 @@ class DurableClaims:
         now_ms = int(self._clock() * 1000)
         with self._store.read() as view:
             return {key for key in keys
-                    if (view.claim_expiry(_stored_key(key)) or 0) > now_ms}
+                    if (view.claim_expiry(stored_key(key)) or 0) > now_ms}
 
     async def record(self, keys: Sequence[str]) -> None:
         """Claim ``keys`` for the window; returns once the claim is committed."""
         expires_ms = int(self._clock() * 1000) + self._window_ms
-        stored = [_stored_key(key) for key in keys]
+        stored = [stored_key(key) for key in keys]
 
         def put(view: MsgIdWriter) -> None:
             view.put_claims(stored, expires_ms)
@@ -120,7 +146,7 @@ class DeliveryLog:
 
     def __init__(self, ttl: float = DEDUP_SECONDS, limit: int = _DEDUP_MAX,
                  clock: Callable[[], float] = time.monotonic,
-                 claims: DurableClaims | None = None) -> None:
+                 claims: ClaimStore | None = None) -> None:
         self._ttl = ttl
         self._limit = limit
         self._clock = clock
@@ -145,7 +171,7 @@ class DeliveryLog:
         if now >= self._oldest_expires or len(seen) >= self._limit:
             self._forget_old(now)
         known: set[str] = set()
-        if self._claims is not None and now < self._look_up_until:
+        if self._claims is not None and (self._claims.shared or now < self._look_up_until):
             missed = [key for key in keys if key is not None and key not in seen]
             if missed:
                 known = self._claims.known(missed)

@@ -44,7 +44,7 @@ from gensokyo_idmap.bridge.outbox import TrackedSink
 from gensokyo_idmap.errors import IdmapError, StoreError
 from gensokyo_idmap.identity import IdentityKey, OpenId
 from gensokyo_idmap.idmap import IdentityGraph
-from gensokyo_idmap.msgid import MsgContext, MsgIdMap
+from gensokyo_idmap.msgid import MessageIds, MsgContext
 from gensokyo_idmap.onebot import events as ob
 from gensokyo_idmap.onebot.event_queue import EventBacklog
 from gensokyo_idmap.onebot.message import Segment
@@ -112,7 +112,7 @@ class InboundBridge:
     def __init__(
         self,
         graph: IdentityGraph,
-        msgids: MsgIdMap,
+        msgids: MessageIds,
         settings: BridgeSettings,
         clock: Callable[[], float] = time.time,
     ) -> None:

@@ -29,7 +29,7 @@ from gensokyo_idmap.bridge.plan import plan_message
 from gensokyo_idmap.errors import BadInputError, IdmapError, NotFoundError, PlatformError
 from gensokyo_idmap.identity import IdentityKey, OpenId, RUin, VUin, parse_client_input
 from gensokyo_idmap.idmap import IdentityGraph, openid_of_app
-from gensokyo_idmap.msgid import MsgIdMap, check_virtual_id
+from gensokyo_idmap.msgid import MessageIds, check_virtual_id
 from gensokyo_idmap.onebot.message import Segment
 from gensokyo_idmap.qq.outgoing import message_body
 from gensokyo_idmap.qq.passive_reply import ReplyBudget, ReplyTo
@@ -90,7 +90,7 @@ class Target:
 
 
 class OutboundSender:
-    def __init__(self, graph: IdentityGraph, msgids: MsgIdMap, openapi: PlatformClient | None,
+    def __init__(self, graph: IdentityGraph, msgids: MessageIds, openapi: PlatformClient | None,
                  settings: OutboundSettings, budget: ReplyBudget | None = None) -> None:
         self.graph = graph
         self.msgids = msgids

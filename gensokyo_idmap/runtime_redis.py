@@ -1,0 +1,277 @@
+"""The runtime state of several daemons on one Redis: message ids, delivery claims and
+passive-reply counts (``idmap.runtime_backend: redis``).
+
+The same rules as on LMDB, shared rather than copied: requests are checked by
+:mod:`gensokyo_idmap.msgid` (real ids, virtual ids, contexts) and a record is alive by the
+same comparison with the same clock; what differs is where the state lives
+(:mod:`gensokyo_idmap.store.redis_msgid`: Lua scripts and native TTL, no sweeper).
+
+Redis holds nothing that cannot be lost, so a Redis that does not answer degrades the
+daemon instead of stopping it (:class:`~gensokyo_idmap.store.redis_runtime.RedisRuntime`
+logs the outage once):
+
+- storing a message id raises :class:`~gensokyo_idmap.errors.StoreError`: the event is
+  not acknowledged and the platform sends it again, so it is never lost;
+- a lookup finds nothing (an unknown message id, no message to reply to: a send goes out
+  without a passive-reply id, and the platform says whether it takes that);
+- de-duplication knows only what this daemon's memory holds, and claims are not shared;
+- reply counts are this daemon's own (:class:`ReplyBudget`'s memory), as before Redis.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from typing import TypeVar, cast
+
+import redis
+import structlog
+
+from gensokyo_idmap.bridge.dedup import DEDUP_SECONDS, stored_key
+from gensokyo_idmap.errors import BadInputError, StoreError
+from gensokyo_idmap.msgid import (
+    DEFAULT_MSGID_TTL_SECONDS,
+    DEFAULT_SWEEP_INTERVAL_SECONDS,
+    MsgContext,
+    _alive,
+    _check_real_id,
+    check_virtual_id,
+    live_virtual_id,
+    looked_up,
+    newest_of,
+    real_id_of,
+    stored,
+)
+from gensokyo_idmap.qq.passive_reply import _LONGEST_WINDOW, MAX_REPLIES, ReplyBudget
+from gensokyo_idmap.store.base import MsgIdCounts, MsgRecord
+from gensokyo_idmap.store.redis_msgid import RedisMsgIds, StoreItem
+
+__all__ = ["RedisClaims", "RedisMsgIdMap", "RedisReplyBudget"]
+
+log = structlog.get_logger("gensokyo_idmap.msgid")
+
+T = TypeVar("T")
+
+_LOOKUP_FAILED = "message ids are unknown until Redis answers: replies go out without a " \
+                 "passive-reply id, recalls and lookups of earlier messages fail"
+
+
+class RedisMsgIdMap:
+    """:class:`~gensokyo_idmap.msgid.MessageIds` on Redis, shared by every daemon using
+    the same prefix. No sweeper: every key has a native TTL."""
+
+    def __init__(self, ids: RedisMsgIds, clock: Callable[[], float] = time.time,
+                 ttl_seconds: float = DEFAULT_MSGID_TTL_SECONDS) -> None:
+        if ttl_seconds <= 0:
+            raise BadInputError("msgid_ttl_seconds", ttl_seconds, "must be positive")
+        self.ids = ids
+        self.store = ids.runtime  # what /healthz asks
+        self._clock = clock
+        self._ttl_ms = int(ttl_seconds * 1000)
+        self._log = log.bind()
+
+    def _now_ms(self) -> int:
+        return int(self._clock() * 1000)
+
+    # --- stores ---------------------------------------------------------------------------
+
+    def _items(self, items: Sequence[tuple[str, MsgContext | None]]
+               ) -> tuple[list[StoreItem], list[MsgContext]]:
+        contexts = []
+        wanted: list[StoreItem] = []
+        for real_id, context in items:
+            _check_real_id(real_id)
+            ctx = context or MsgContext()
+            contexts.append(ctx)
+            wanted.append((real_id, ctx.app_id, ctx.chat_kind, ctx.target, ctx.direction))
+        return wanted, contexts
+
+    def _outcomes(self, wanted: list[StoreItem], contexts: list[MsgContext],
+                  outcomes: list[tuple[int, bool] | None]) -> list[int]:
+        if any(outcome is None for outcome in outcomes):
+            raise StoreError("no free virtual message id within the probes of the counter")
+        return [stored(self._log, item[0], ctx, *cast(tuple[int, bool], outcome))
+                for item, ctx, outcome in zip(wanted, contexts, outcomes, strict=True)]
+
+    def _unavailable(self, exc: BaseException | None = None) -> StoreError:
+        if exc is not None:
+            self.store.failed(exc, "events are not acknowledged until Redis answers "
+                                   "(the platform sends them again)")
+        return StoreError("redis: message ids cannot be stored now "
+                          f"({self.store.health() or 'unreachable'})")
+
+    async def store_real(self, real_id: str, context: MsgContext | None = None, *,
+                         alone: bool = False) -> int:
+        """As :meth:`MsgIdMap.store_real`; every store is its own atomic script here."""
+        [virtual_id] = await self.store_many([(real_id, context or MsgContext())])
+        return virtual_id
+
+    async def store_many(self, items: Sequence[tuple[str, MsgContext]]) -> list[int]:
+        """As :meth:`MsgIdMap.store_many`, in one script (one round trip) for the batch;
+        a Redis that does not answer raises :class:`StoreError` (not acknowledged)."""
+        wanted, contexts = self._items(items)
+        if not wanted:
+            return []
+        if not self.store.available():
+            raise self._unavailable()
+        try:
+            outcomes = await self.ids.store(wanted, self._now_ms(), self._ttl_ms)
+        except redis.RedisError as exc:
+            raise self._unavailable(exc) from exc
+        self.store.answered()
+        return self._outcomes(wanted, contexts, outcomes)
+
+    def store_real_sync(self, real_id: str, context: MsgContext | None = None) -> int:
+        wanted, contexts = self._items([(real_id, context)])
+        try:
+            outcomes = self.ids.store_sync(wanted, self._now_ms(), self._ttl_ms)
+        except redis.RedisError as exc:
+            raise self._unavailable(exc) from exc
+        self.store.answered()
+        [virtual_id] = self._outcomes(wanted, contexts, outcomes)
+        return virtual_id
+
+    # --- reads (synchronous callers; nothing found while Redis is down) -------------------
+
+    def _read(self, read: Callable[[], T], otherwise: T) -> T:
+        if not self.store.available():
+            return otherwise
+        try:
+            found = read()
+        except redis.RedisError as exc:
+            self.store.failed(exc, _LOOKUP_FAILED)
+            return otherwise
+        self.store.answered()
+        return found
+
+    def lookup(self, virtual_id: int) -> MsgRecord | None:
+        vid = check_virtual_id(virtual_id)
+        record = self._read(lambda: self.ids.record(vid), None)
+        return looked_up(self._log, vid, _alive(record, self._now_ms()))
+
+    def real_id_of(self, virtual_id: int) -> str:
+        return real_id_of(virtual_id, self.lookup(virtual_id))
+
+    def virtual_of(self, real_id: str) -> int | None:
+        _check_real_id(real_id)
+        now_ms = self._now_ms()
+
+        return self._read(lambda: live_virtual_id(
+            real_id, self.ids.virtual_of(real_id), self.ids.record, now_ms), None)
+
+    def latest_inbound(self, app_id: str, chat_kind: str, target: str, window_seconds: float,
+                       before: MsgRecord | None = None) -> MsgRecord | None:
+        now_ms = self._now_ms()
+        since_ms = now_ms - int(window_seconds * 1000)
+        return self._read(lambda: self.ids.latest_inbound(
+            app_id, chat_kind, target, now_ms, since_ms, before), None)
+
+    def newest_inbound(self, app_id: str, chat_kinds: Sequence[str],
+                       target: str) -> tuple[int, int] | None:
+        now_ms = self._now_ms()
+        return self._read(lambda: newest_of(
+            [self.ids.latest_inbound(app_id, kind, target, now_ms, 0) for kind in chat_kinds]),
+            None)
+
+    def counts(self) -> MsgIdCounts:
+        """Counter and records still in Redis (a ``SCAN`` of the prefix: for stats only)."""
+        try:
+            return self.ids.counts()
+        except redis.RedisError as exc:
+            raise StoreError(f"redis: cannot count message ids: {exc}") from exc
+
+    # --- no sweeper: native TTL -----------------------------------------------------------
+
+    async def sweep(self) -> int:
+        return 0
+
+    def sweep_sync(self) -> int:
+        return 0
+
+    async def run_sweeper(self, stop: asyncio.Event,
+                          interval_seconds: float = DEFAULT_SWEEP_INTERVAL_SECONDS) -> None:
+        await stop.wait()
+
+
+class RedisClaims:
+    """Delivery claims on Redis (:class:`~gensokyo_idmap.bridge.dedup.ClaimStore`): shared
+    by every daemon on the prefix, so a webhook retry landing on another daemon is a known
+    repeat. Redis down: nothing is known and nothing recorded (this daemon's memory still
+    de-duplicates what it saw itself)."""
+
+    shared = True
+
+    def __init__(self, ids: RedisMsgIds, window: float = DEDUP_SECONDS,
+                 clock: Callable[[], float] = time.time) -> None:
+        self._ids = ids
+        self._runtime = ids.runtime
+        self._window_ms = int(window * 1000)
+        self._clock = clock
+
+    def known(self, keys: Sequence[str]) -> set[str]:
+        if not keys or not self._runtime.available():
+            return set()
+        stored = {stored_key(key): key for key in keys}
+        try:
+            alive = self._ids.claims_alive(list(stored), int(self._clock() * 1000))
+        except redis.RedisError as exc:
+            self._runtime.failed(exc, "de-duplication across daemons is off until Redis "
+                                      "answers: a repeat seen by another daemon may be "
+                                      "delivered again")
+            return set()
+        self._runtime.answered()
+        return {stored[key] for key in alive}
+
+    async def record(self, keys: Sequence[str]) -> None:
+        if not keys or not self._runtime.available():
+            return
+        expires_ms = int(self._clock() * 1000) + self._window_ms
+        try:
+            await self._ids.put_claims([stored_key(key) for key in keys], expires_ms,
+                                       self._window_ms)
+        except redis.RedisError as exc:
+            self._runtime.failed(exc, "delivery claims are not shared until Redis answers")
+            return
+        self._runtime.answered()
+
+
+class RedisReplyBudget(ReplyBudget):
+    """Replies per ``msg_id`` / ``event_id`` counted across daemons on Redis, so a message
+    answered five times through daemon A is known spent on daemon B. Each daemon keeps its
+    own ``msg_seq`` offset (``seq_base``), so two daemons never send the same pair. Redis
+    down: this daemon's own counts, as :class:`ReplyBudget` keeps them."""
+
+    def __init__(self, ids: RedisMsgIds, limit: int = MAX_REPLIES, seq_base: int = 0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__(limit=limit, seq_base=seq_base, clock=clock)
+        self._ids = ids
+        self._runtime = ids.runtime
+
+    def _shared(self, call: Callable[[], T]) -> T | None:
+        if not self._runtime.available():
+            return None
+        try:
+            result = call()
+        except redis.RedisError as exc:
+            self._runtime.failed(exc, "reply counts are this daemon's own until Redis "
+                                      "answers")
+            return None
+        self._runtime.answered()
+        return result
+
+    def used(self, reference: str) -> int:
+        shared = self._shared(lambda: self._ids.replies_used(reference))
+        return super().used(reference) if shared is None else shared
+
+    def take(self, reference: str | None, window: float = _LONGEST_WINDOW) -> int:
+        local = super().take(reference, window)
+        if reference is None:
+            return local
+        shared = self._shared(lambda: self._ids.take_reply(reference, int(window * 1000)))
+        return local if shared is None else self.seq_base + shared
+
+    def use_up(self, reference: str, window: float = _LONGEST_WINDOW) -> None:
+        super().use_up(reference, window)
+        self._shared(lambda: self._ids.set_replies(reference, max(self.limit, 1),
+                                                   int(window * 1000)))

@@ -1,0 +1,274 @@
+"""Message ids, delivery claims and reply counts on Redis (``idmap.runtime_backend: redis``).
+
+Keys, each under the prefix (``gsk:`` by default):
+
+| key | type | what |
+|---|---|---|
+| ``m:ctr`` | string | the last virtual id handed out (``INCR``; wraps at int32) |
+| ``m:v:<virtual id>`` | hash | the record: ``r`` real id, ``a`` AppID, ``k`` chat kind, ``t`` target, ``d`` direction, ``c`` created ms, ``e`` expires ms |
+| ``m:r:<real id>`` | string | the virtual id of a real id |
+| ``m:c:<AppID>\\0<kind>\\0<target>`` | sorted set | inbound messages of a chat, members ``<created ms, 16 hex><virtual id, 8 hex>`` (lexical order is time order), the newest 256 |
+| ``d:<delivery key>`` | string | a delivery claim: its expiry ms |
+| ``b:<msg_id or event_id>`` | string | replies sent to that id (all daemons together) |
+
+Every key carries a native TTL (``PX``): nothing needs sweeping. The record keeps its
+expiry too, so a lookup compares it with the caller's clock exactly as on LMDB (an
+expired record is invisible whether or not Redis dropped it yet) and tests move time
+without sleeping.
+
+Allocation is one Lua script per batch, so it is atomic across every daemon on this
+Redis: a virtual id is taken only if no live record holds it (an expired one in the way
+is purged first), and the real → virtual mapping is written in the same step. After a
+``FLUSHALL`` the counter starts again at 1 and no record exists: no id can be handed to
+two live messages, the old ones are simply unknown. The scripts build their keys from the
+prefix they are given, which a Redis Cluster would refuse; a single Redis (or a
+replicated pair) is what this is for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final
+
+from redis.commands.core import AsyncScript
+
+from gensokyo_idmap.store.base import MsgIdCounts, MsgRecord
+from gensokyo_idmap.store.redis_runtime import RedisRuntime
+
+__all__ = ["CHAT_KEPT", "INT32_MAX", "RedisMsgIds"]
+
+INT32_MAX: Final = 2**31 - 1
+#: Inbound messages kept per chat for "the newest one with replies left": far more than
+#: a send ever steps back over.
+CHAT_KEPT: Final = 256
+MAX_PROBES: Final = 1 << 16
+
+_LUA_COMMON: Final = r"""
+local p = ARGV[1]
+local function chat_key(app, kind, target)
+  return p .. 'm:c:' .. app .. '\0' .. kind .. '\0' .. target
+end
+local function member(created, vid)
+  return string.format('%016x%08x', created, vid)
+end
+local function rec_of(vid)
+  return redis.call('HMGET', p .. 'm:v:' .. vid, 'r', 'a', 'k', 't', 'd', 'c', 'e')
+end
+"""
+
+_STORE_LUA: Final = _LUA_COMMON + r"""
+-- ARGV: prefix, now ms, ttl ms, int32 max, probes, chat kept, then per item
+-- real id, AppID, chat kind, target, direction. Returns per item {virtual id, hit}
+-- ({0, 0}: no free id within the probes; nothing written for it).
+local now, ttl = tonumber(ARGV[2]), tonumber(ARGV[3])
+local top, probes, kept = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local function extend(key)
+  if redis.call('PTTL', key) < ttl then redis.call('PEXPIRE', key, ttl) end
+end
+local function purge(vid, rec)
+  redis.call('DEL', p .. 'm:v:' .. vid)
+  if rec[1] and redis.call('GET', p .. 'm:r:' .. rec[1]) == tostring(vid) then
+    redis.call('DEL', p .. 'm:r:' .. rec[1])
+  end
+  if rec[5] == 'in' then
+    redis.call('ZREM', chat_key(rec[2], rec[3], rec[4]), member(tonumber(rec[6]), vid))
+  end
+end
+local out = {}
+for i = 7, #ARGV, 5 do
+  local real, app, kind, target, dir = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
+  local rkey = p .. 'm:r:' .. real
+  local known = redis.call('GET', rkey)
+  local result = nil
+  if known then
+    local rec = rec_of(known)
+    if rec[1] == real and tonumber(rec[7]) > now then
+      local vkey = p .. 'm:v:' .. known
+      redis.call('HSET', vkey, 'e', now + ttl)
+      redis.call('PEXPIRE', vkey, ttl)
+      redis.call('PEXPIRE', rkey, ttl)
+      if rec[5] == 'in' then extend(chat_key(rec[2], rec[3], rec[4])) end
+      result = {tonumber(known), 1}
+    elseif rec[1] == real then
+      purge(known, rec)
+    end
+  end
+  if not result then
+    local vid = nil
+    for _ = 1, probes do
+      local c = redis.call('INCR', p .. 'm:ctr')
+      if c > top then
+        c = (c - 1) % top + 1
+        redis.call('SET', p .. 'm:ctr', c)
+      end
+      local held = rec_of(c)
+      if not held[1] then vid = c break end
+      if tonumber(held[7]) <= now then purge(c, held) vid = c break end
+    end
+    if vid then
+      local vkey = p .. 'm:v:' .. vid
+      redis.call('HSET', vkey, 'r', real, 'a', app, 'k', kind, 't', target, 'd', dir,
+                 'c', now, 'e', now + ttl)
+      redis.call('PEXPIRE', vkey, ttl)
+      redis.call('SET', rkey, vid, 'PX', ttl)
+      if dir == 'in' then
+        local ckey = chat_key(app, kind, target)
+        redis.call('ZADD', ckey, 0, member(now, vid))
+        extend(ckey)
+        if redis.call('ZCARD', ckey) > kept then
+          redis.call('ZREMRANGEBYRANK', ckey, 0, -(kept + 1))
+        end
+      end
+      result = {vid, 0}
+    else
+      result = {0, 0}
+    end
+  end
+  out[#out + 1] = result
+end
+return out
+"""
+
+_LATEST_LUA: Final = _LUA_COMMON + r"""
+-- ARGV: prefix, AppID, kind, target, now ms, since ms, upper bound (exclusive member
+-- prefix). Returns {virtual id, record fields...} of the newest live inbound message
+-- created in [since, now] below the bound, or nil; members whose record is gone are
+-- dropped on the way.
+local ckey = chat_key(ARGV[2], ARGV[3], ARGV[4])
+local now, since = tonumber(ARGV[5]), tonumber(ARGV[6])
+local members = redis.call('ZREVRANGEBYLEX', ckey, '(' .. ARGV[7], '-')
+for _, m in ipairs(members) do
+  local created = tonumber(string.sub(m, 1, 16), 16)
+  if created < since then return nil end
+  local vid = tonumber(string.sub(m, 17, 24), 16)
+  local rec = rec_of(vid)
+  if not rec[1] or tonumber(rec[6]) ~= created then
+    redis.call('ZREM', ckey, m)
+  elseif tonumber(rec[7]) > now then
+    return {vid, rec[1], rec[2], rec[3], rec[4], rec[5], rec[6], rec[7]}
+  end
+end
+return nil
+"""
+
+_RECORD_FIELDS: Final = (b"r", b"a", b"k", b"t", b"d", b"c", b"e")
+
+
+def _member(created_ms: int, virtual_id: int) -> str:
+    return f"{created_ms:016x}{virtual_id:08x}"
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode("utf-8") if isinstance(value, bytes) else value
+
+
+def _record(virtual_id: int, fields: Sequence[bytes | str | None]) -> MsgRecord | None:
+    real, app_id, kind, target, direction, created, expires = fields
+    if real is None or created is None or expires is None:
+        return None
+    return MsgRecord(virtual_id, _text(real), _text(app_id or b""), _text(kind or b""),
+                     _text(target or b""), _text(direction or b""), int(created), int(expires))
+
+
+StoreItem = tuple[str, str, str, str, str]  # real id, AppID, chat kind, target, direction
+
+
+class RedisMsgIds:
+    """The Redis commands of message ids, claims and reply counts (the rules on top live in
+    :mod:`gensokyo_idmap.runtime_redis`). Errors are redis-py's: the caller decides what a
+    Redis that does not answer means for it."""
+
+    def __init__(self, runtime: RedisRuntime) -> None:
+        self.runtime = runtime
+        self._prefix = runtime.prefix
+        self._store_aio: AsyncScript | None = None  # made with the first asyncio client
+        self._store_sync = runtime.sync.register_script(_STORE_LUA)
+        self._latest = runtime.sync.register_script(_LATEST_LUA)
+
+    # --- message ids ----------------------------------------------------------------------
+
+    def _store_args(self, items: Sequence[StoreItem], now_ms: int,
+                    ttl_ms: int) -> list[str | int]:
+        args: list[str | int] = [self._prefix, now_ms, ttl_ms, INT32_MAX, MAX_PROBES,
+                                 CHAT_KEPT]
+        for item in items:
+            args.extend(item)
+        return args
+
+    async def store(self, items: Sequence[StoreItem], now_ms: int,
+                    ttl_ms: int) -> list[tuple[int, bool] | None]:
+        """(virtual id, whether it was a hit) per item, in one atomic script; None for an
+        item no free id was found for."""
+        client = await self.runtime.aio()
+        if self._store_aio is None:
+            self._store_aio = client.register_script(_STORE_LUA)
+        raw = await self._store_aio(args=self._store_args(items, now_ms, ttl_ms),
+                                    client=client)
+        return [None if vid == 0 else (int(vid), bool(hit)) for vid, hit in raw]
+
+    def store_sync(self, items: Sequence[StoreItem], now_ms: int,
+                   ttl_ms: int) -> list[tuple[int, bool] | None]:
+        raw = self._store_sync(args=self._store_args(items, now_ms, ttl_ms))
+        return [None if vid == 0 else (int(vid), bool(hit)) for vid, hit in raw]
+
+    def record(self, virtual_id: int) -> MsgRecord | None:
+        fields = self.runtime.sync.hmget(self.runtime.key("m:v", virtual_id), _RECORD_FIELDS)
+        return _record(virtual_id, fields)
+
+    def virtual_of(self, real_id: str) -> int | None:
+        raw = self.runtime.sync.get(self._prefix + "m:r:" + real_id)
+        return None if raw is None else int(raw)
+
+    def latest_inbound(self, app_id: str, chat_kind: str, target: str, now_ms: int,
+                       since_ms: int, before: MsgRecord | None = None) -> MsgRecord | None:
+        bound = (f"{now_ms + 1:016x}" if before is None
+                 else _member(before.created_ms, before.virtual_id))
+        found = self._latest(args=[self._prefix, app_id, chat_kind, target, now_ms,
+                                   max(since_ms, 0), bound])
+        return None if not found else _record(int(found[0]), found[1:])
+
+    def counts(self) -> MsgIdCounts:
+        counter = self.runtime.sync.get(self._prefix + "m:ctr")
+        live = sum(1 for _ in self.runtime.scan("m:v:*"))
+        return MsgIdCounts(live_or_unswept=live, counter=0 if counter is None else int(counter))
+
+    # --- delivery claims ------------------------------------------------------------------
+
+    def _claim_key(self, key: str) -> str:
+        return self._prefix + "d:" + key
+
+    def claims_alive(self, keys: Sequence[str], now_ms: int) -> set[str]:
+        """Those of ``keys`` claimed until after ``now_ms`` (one ``MGET``)."""
+        if not keys:
+            return set()
+        values = self.runtime.sync.mget([self._claim_key(key) for key in keys])
+        return {key for key, value in zip(keys, values, strict=True)
+                if value is not None and int(value) > now_ms}
+
+    async def put_claims(self, keys: Sequence[str], expires_ms: int, ttl_ms: int) -> None:
+        """Claim each of ``keys`` until ``expires_ms`` (Redis drops it after ``ttl_ms``)."""
+        client = await self.runtime.aio()
+        async with client.pipeline(transaction=False) as pipe:
+            for key in keys:
+                pipe.set(self._claim_key(key), expires_ms, px=max(ttl_ms, 1))
+            await pipe.execute()
+
+    # --- reply counts ---------------------------------------------------------------------
+
+    def _budget_key(self, reference: str) -> str:
+        return self._prefix + "b:" + reference
+
+    def replies_used(self, reference: str) -> int:
+        raw = self.runtime.sync.get(self._budget_key(reference))
+        return 0 if raw is None else int(raw)
+
+    def take_reply(self, reference: str, window_ms: int) -> int:
+        """Count one more reply to ``reference``; the count after it."""
+        with self.runtime.sync.pipeline(transaction=True) as pipe:
+            pipe.incr(self._budget_key(reference))
+            pipe.pexpire(self._budget_key(reference), max(window_ms, 1))
+            used, _ = pipe.execute()
+        return int(used)
+
+    def set_replies(self, reference: str, used: int, window_ms: int) -> None:
+        self.runtime.sync.set(self._budget_key(reference), used, px=max(window_ms, 1))
