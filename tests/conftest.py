@@ -6,6 +6,7 @@ import asyncio
 import os
 import signal
 import threading
+import uuid
 from collections.abc import Coroutine, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,7 +20,11 @@ from hypothesis import strategies as st
 from gensokyo_idmap import metrics
 from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
+from gensokyo_idmap.msgid import MessageIds, MsgIdMap
+from gensokyo_idmap.runtime_redis import RedisMsgIdMap
 from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore
+from gensokyo_idmap.store.redis_msgid import RedisMsgIds
+from gensokyo_idmap.store.redis_runtime import RedisRuntime
 
 # CI runs the property tests derandomized, so a build is red only for a reason that is
 # there every time; local runs keep searching freshly (HYPOTHESIS_PROFILE=ci to reproduce).
@@ -121,6 +126,45 @@ def msgid_store(msgid_db_path: Path) -> Iterator[LmdbMsgIdStore]:
     store = LmdbMsgIdStore(msgid_db_path)
     yield store
     store.close()
+
+
+#: The shared Redis of this machine: each test writes under a prefix of its own and deletes
+#: only that (never FLUSHALL: other people's tests use the same server).
+REDIS_URL = os.environ.get("GSK_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+#: The runtime backends the message-id contract tests run against.
+MSGID_BACKENDS = ("lmdb", "redis")
+
+
+def test_prefix() -> str:
+    return f"gsk-test-{uuid.uuid4()}:"
+
+
+test_prefix.__test__ = False  # type: ignore[attr-defined]  # a helper, not a test
+
+
+@pytest.fixture
+def redis_runtime() -> Iterator[RedisRuntime]:
+    """A Redis runtime under a prefix of this test's own, whose keys go when it ends."""
+    runtime = RedisRuntime(REDIS_URL, test_prefix())
+    yield runtime
+    runtime.delete_all()
+    runtime.sync.close()
+
+
+@pytest.fixture
+def msgid_backend(request: pytest.FixtureRequest) -> str:
+    """Which runtime backend a contract test runs on (parametrised indirectly)."""
+    return str(getattr(request, "param", "lmdb"))
+
+
+def msgid_map(backend: str, request: pytest.FixtureRequest, clock: Any,
+              ttl_seconds: float) -> MessageIds:
+    """A message-id map on ``backend``: msgid-map.db in tmp, or a Redis prefix of its own."""
+    if backend == "redis":
+        runtime = request.getfixturevalue("redis_runtime")
+        return RedisMsgIdMap(RedisMsgIds(runtime), clock=clock, ttl_seconds=ttl_seconds)
+    return MsgIdMap(request.getfixturevalue("msgid_store"), clock=clock,
+                    ttl_seconds=ttl_seconds)
 
 
 class FakeClock:

@@ -243,3 +243,22 @@ def test_webhook_max_age_defaults_to_600_and_must_be_positive(tmp_path: Path) ->
                        ).webhook.max_age_seconds == 120
     with pytest.raises(BadInputError, match="webhook.max_age_seconds"):
         load_config(write(tmp_path, "webhook: {max_age_seconds: 0}\n"))
+
+
+def test_runtime_backend_defaults_to_lmdb_and_redis_needs_a_url(tmp_path: Path) -> None:
+    assert (Config().idmap.runtime_backend, Config().idmap.redis_prefix) == ("lmdb", "gsk:")
+    config = load_config(write(tmp_path, "idmap: {runtime_backend: redis, "
+                                         "redis_url: 'redis://127.0.0.1:6379/0'}"))
+    assert config.idmap.runtime_backend == "redis"
+    with pytest.raises(BadInputError, match="redis_url"):
+        load_config(write(tmp_path, "idmap: {runtime_backend: redis}"))
+    with pytest.raises(BadInputError, match="redis_url"):
+        load_config(write(tmp_path, "idmap: {redis_url: 'http://127.0.0.1:6379'}"))
+    with pytest.raises(BadInputError, match="runtime_backend"):
+        load_config(write(tmp_path, "idmap: {runtime_backend: memcached}"))
+
+
+@pytest.mark.parametrize("prefix", ["", "a b", "gsk*", "x?", "[a]", "a\\b", "x" * 65])
+def test_redis_prefix_must_be_a_plain_scan_pattern(tmp_path: Path, prefix: str) -> None:
+    with pytest.raises(BadInputError, match="redis_prefix"):
+        load_config(write(tmp_path, f"idmap: {{redis_prefix: {prefix!r}}}"))

@@ -19,7 +19,7 @@ from gensokyo_idmap.msgid import INT32_MAX, MsgContext, MsgIdMap, check_virtual_
 from gensokyo_idmap.store.base import MsgRecord
 from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore
 
-from .conftest import FakeClock, run
+from .conftest import MSGID_BACKENDS, FakeClock, msgid_map, run
 
 TTL = 100.0  # seconds
 TTL_MS = int(TTL * 1000)
@@ -39,9 +39,20 @@ def store(msgid_store: LmdbMsgIdStore) -> LmdbMsgIdStore:
     return msgid_store
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Tests of the public API run on every runtime backend; those that read LMDB's tables
+    (``store``, ``db_path``) or its sweeps are LMDB's own."""
+    if "msgids" not in metafunc.fixturenames:
+        return
+    lmdb_only = ({"store", "db_path"} & set(metafunc.fixturenames)
+                 or "sweep" in metafunc.function.__name__)
+    metafunc.parametrize("msgid_backend", ["lmdb"] if lmdb_only else list(MSGID_BACKENDS),
+                         indirect=True)
+
+
 @pytest.fixture
-def msgids(store: LmdbMsgIdStore, clock: FakeClock) -> MsgIdMap:
-    return MsgIdMap(store, clock=clock, ttl_seconds=TTL)
+def msgids(msgid_backend: str, request: pytest.FixtureRequest, clock: FakeClock) -> MsgIdMap:
+    return msgid_map(msgid_backend, request, clock, TTL)  # type: ignore[return-value]
 
 
 def now_ms(clock: FakeClock) -> int:

@@ -1,4 +1,4 @@
-"""Property test of the message-id map against a real msgid-map.db.
+"""Property test of the message-id map against a real msgid-map.db, and against Redis.
 
 A hypothesis state machine runs random store / lookup / advance-clock / sweep / reopen /
 counter-jump steps and keeps an exact model of what the file must hold:
@@ -38,10 +38,13 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from gensokyo_idmap.errors import NotFoundError
 from gensokyo_idmap.msgid import INT32_MAX, MsgContext, MsgIdMap
+from gensokyo_idmap.runtime_redis import RedisMsgIdMap
 from gensokyo_idmap.store.codec import decode_u64, decode_value
 from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore, open_msgid_store
+from gensokyo_idmap.store.redis_msgid import RedisMsgIds
+from gensokyo_idmap.store.redis_runtime import RedisRuntime
 
-from .conftest import FakeClock
+from .conftest import REDIS_URL, FakeClock, test_prefix
 
 TTL = 100.0
 TTL_MS = int(TTL * 1000)
@@ -255,3 +258,82 @@ MsgIdMachine.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow],
 )
 TestMsgIdMap = MsgIdMachine.TestCase
+
+
+# --- the same machine on Redis ------------------------------------------------------------
+
+
+def chat_member(rec: Rec, vid: int) -> tuple[str, str]:
+    """(chat key after the prefix, member) of an inbound record in the Redis layout."""
+    return (f"m:c:{rec.app_id}\0{rec.chat_kind}\0{rec.target}",
+            f"{rec.created_ms:016x}{vid:08x}")
+
+
+class RedisMsgIdMachine(MsgIdMachine):
+    """The same steps and model on a Redis prefix of its own. Redis has no sweep (native
+    TTL drops keys in real time, far beyond these fake-clock steps), so the model keeps
+    expired records until a reuse purges them, and "reopen" is a new map on the same
+    prefix (what a restarted daemon sees)."""
+
+    def __init__(self) -> None:  # noqa: D107 - no LMDB file: the state lives in Redis
+        RuleBasedStateMachine.__init__(self)
+        self.clock = FakeClock()
+        self.runtime = RedisRuntime(REDIS_URL, test_prefix())
+        self.msgids = RedisMsgIdMap(RedisMsgIds(self.runtime), clock=self.clock,
+                                    ttl_seconds=TTL)  # type: ignore[assignment]
+        self.records = {}
+        self.counter = 0
+
+    def teardown(self) -> None:
+        self.runtime.delete_all()
+        self.runtime.sync.close()
+
+    @rule(use_async=st.booleans())
+    def sweep(self, use_async: bool) -> None:
+        swept = asyncio.run(self.msgids.sweep()) if use_async else self.msgids.sweep_sync()
+        assert swept == 0  # Redis expires keys by itself; expired records stay invisible
+
+    @rule(via_open_msgid_store=st.booleans())
+    def reopen(self, via_open_msgid_store: bool) -> None:
+        self.msgids = RedisMsgIdMap(RedisMsgIds(self.runtime), clock=self.clock,
+                                    ttl_seconds=TTL)  # type: ignore[assignment]
+
+    @rule(below=st.integers(0, 4))
+    def jump_counter_near_int32_max(self, below: int) -> None:
+        value = INT32_MAX - below
+        self.runtime.sync.set(self.runtime.key("m:ctr"), value)
+        self.counter = value
+
+    @invariant()
+    def tables_agree_with_each_other_and_the_model(self) -> None:
+        sync, prefix = self.runtime.sync, self.runtime.prefix
+        v2m: dict[int, Rec] = {}
+        m2v: dict[str, int] = {}
+        chats: set[tuple[str, str]] = set()
+        for raw in self.runtime.scan("m:*"):
+            key = raw.decode()[len(prefix):]
+            if key.startswith("m:v:"):
+                h = {k.decode(): v.decode() for k, v in sync.hgetall(raw).items()}
+                v2m[int(key[4:])] = Rec(h["r"], h["a"], h["k"], h["t"], h["d"], int(h["c"]),
+                                        int(h["e"]))
+                assert sync.pttl(raw) > 0, "a record without a TTL"
+            elif key.startswith("m:r:"):
+                m2v[key[4:]] = int(sync.get(raw))
+                assert sync.pttl(raw) > 0, "a real id without a TTL"
+            elif key.startswith("m:c:"):
+                chats |= {(key, m.decode()) for m in sync.zrange(raw, 0, -1)}
+        counter = int(sync.get(prefix + "m:ctr") or 0)
+
+        for vid, rec in v2m.items():
+            assert 1 <= vid <= INT32_MAX
+            assert m2v.get(rec.real) == vid, f"m:r:{rec.real} != {vid}"
+        for real, vid in m2v.items():
+            assert vid in v2m and v2m[vid].real == real, f"{real} -> {vid} is stale"
+        assert chats == {chat_member(rec, vid) for vid, rec in v2m.items()
+                         if rec.direction == "in"}
+        assert v2m == self.records
+        assert counter == self.counter
+
+
+RedisMsgIdMachine.TestCase.settings = MsgIdMachine.TestCase.settings
+TestRedisMsgIdMap = RedisMsgIdMachine.TestCase

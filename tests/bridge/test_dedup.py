@@ -1,17 +1,25 @@
 """DeliveryLog: each platform event is processed once, repeats wait for the first outcome;
-with DurableClaims (a real msgid-map.db) also after the process is gone."""
+with durable claims also after the process is gone: DurableClaims on a real msgid-map.db,
+and RedisClaims on a Redis prefix of the test's own (the same tests, parametrised)."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 import pytest
 
-from gensokyo_idmap.bridge.dedup import DeliveryLog, DurableClaims, window_seconds
+from gensokyo_idmap.bridge.dedup import ClaimStore, DeliveryLog, DurableClaims, window_seconds
+from gensokyo_idmap.runtime_redis import RedisClaims
 from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore
+from gensokyo_idmap.store.redis_msgid import RedisMsgIds
 
-from ..conftest import FakeClock
+from ..conftest import MSGID_BACKENDS, FakeClock
+
+#: Opens the claims of one "process" (window, clock); closing it ends that process.
+OpenClaims = Callable[[float, FakeClock], AbstractContextManager[ClaimStore]]
 
 
 class Clock:
@@ -129,34 +137,51 @@ def test_remember_marks_a_key_as_processed() -> None:
 # --- durable claims (module rules 2 to 5) ----------------------------------------------------
 
 
-def durable_log(path: Path, clock: FakeClock, window: float = 660.0
-                ) -> tuple[DeliveryLog, LmdbMsgIdStore]:
-    store = LmdbMsgIdStore(path)
-    return DeliveryLog(ttl=window, claims=DurableClaims(store, window, clock=clock)), store
+@pytest.fixture(params=MSGID_BACKENDS)
+def open_claims(request: pytest.FixtureRequest, msgid_db_path: Path) -> OpenClaims:
+    """Claims of one process: msgid-map.db opened afresh, or a new client of one Redis
+    prefix (what a restarted daemon, or another daemon, sees)."""
+    if request.param == "redis":
+        ids = RedisMsgIds(request.getfixturevalue("redis_runtime"))
+
+        @contextmanager
+        def on_redis(window: float, clock: FakeClock) -> Iterator[ClaimStore]:
+            yield RedisClaims(ids, window, clock=clock)
+
+        return on_redis
+
+    @contextmanager
+    def on_lmdb(window: float, clock: FakeClock) -> Iterator[ClaimStore]:
+        store = LmdbMsgIdStore(msgid_db_path)
+        try:
+            yield DurableClaims(store, window, clock=clock)
+        finally:
+            store.close()
+
+    return on_lmdb
 
 
 def test_committed_claims_outlive_the_process_for_the_window(
-        msgid_db_path: Path, clock: FakeClock) -> None:
+        open_claims: OpenClaims, clock: FakeClock) -> None:
+    window = 660.0
+
     async def first() -> None:
-        log, store = durable_log(msgid_db_path, clock)
-        try:
+        with open_claims(window, clock) as claims:
+            log = DeliveryLog(ttl=window, claims=claims)
             assert log.claim_all(["msg:a", "msg:b", None]) == [None, None, None]
             await log.commit(["msg:a", None])  # a was delivered; b is still in flight
             log.finish("msg:a", None)
-        finally:
-            store.close()  # the process ends (its memory with it), b never finished
+        # the process ends (its memory with it), b never finished
 
     async def restarted(expect_a_repeat: bool) -> None:
-        log, store = durable_log(msgid_db_path, clock)
-        try:
+        with open_claims(window, clock) as claims:
+            log = DeliveryLog(ttl=window, claims=claims)
             a, b = log.claim_all(["msg:a", "msg:b"])
             assert (a is not None) == expect_a_repeat and b is None
             if a is not None:
                 assert a.done() and a.exception() is None
                 assert log.claim("msg:a") is not None  # and now remembered in memory
             log.finish("msg:b", RuntimeError("not this time"))
-        finally:
-            store.close()
 
     run(first())
     clock.advance(659)
@@ -165,32 +190,28 @@ def test_committed_claims_outlive_the_process_for_the_window(
     run(restarted(expect_a_repeat=False))
 
 
-def test_a_failed_delivery_leaves_no_durable_claim(msgid_db_path: Path,
+def test_a_failed_delivery_leaves_no_durable_claim(open_claims: OpenClaims,
                                                    clock: FakeClock) -> None:
     async def main() -> None:
-        log, store = durable_log(msgid_db_path, clock)
-        try:
+        with open_claims(660.0, clock) as claims:
+            log = DeliveryLog(ttl=660.0, claims=claims)
             assert log.claim("msg:a") is None
             log.finish("msg:a", RuntimeError("socket gone"))  # never committed
-        finally:
-            store.close()
-        log, store = durable_log(msgid_db_path, clock)
-        try:
+        with open_claims(660.0, clock) as claims:
+            log = DeliveryLog(ttl=660.0, claims=claims)
             assert log.claim("msg:a") is None  # the redelivery tries again
-        finally:
-            store.close()
 
     run(main())
 
 
-def test_any_key_can_be_claimed_long_or_not_valid_unicode(msgid_store: LmdbMsgIdStore,
+def test_any_key_can_be_claimed_long_or_not_valid_unicode(open_claims: OpenClaims,
                                                            clock: FakeClock) -> None:
     keys = ["evt:" + "x" * 5000, "msg:\ud83d", "msg:é" * 100, "evt:" + "x" * 4999 + "y"]
 
     async def main() -> None:
-        claims = DurableClaims(msgid_store, 60.0, clock=clock)
-        await claims.record(keys[:3])
-        assert claims.known(keys) == set(keys[:3])
+        with open_claims(60.0, clock) as claims:
+            await claims.record(keys[:3])
+            assert claims.known(keys) == set(keys[:3])
 
     run(main())
 
@@ -203,13 +224,16 @@ def test_the_window_covers_every_replay_the_webhook_accepts(max_age: int, window
 
 
 def test_memory_covers_every_live_claim_once_the_first_window_is_over(
-        msgid_store: LmdbMsgIdStore, clock: FakeClock) -> None:
+        open_claims: OpenClaims, clock: FakeClock) -> None:
     """After the first window the store is not read (rule 4), so memory must hold each claim
     as long as the store does: from when its (slow) delivery finished, and entries dropped
     for room make the store be read again."""
     async def main() -> None:
-        claims = DurableClaims(msgid_store, 60.0, clock=clock)
-        log = DeliveryLog(ttl=60.0, limit=3, clock=clock, claims=claims)
+        with open_claims(60.0, clock) as claims:
+            await in_memory_and_store(DeliveryLog(ttl=60.0, limit=3, clock=clock,
+                                                  claims=claims))
+
+    async def in_memory_and_store(log: DeliveryLog) -> None:
         assert log.claim("msg:slow") is None
         clock.advance(30)  # a slow delivery: finished and claimed 30 s after it came
         await log.commit(["msg:slow"])
