@@ -29,7 +29,7 @@ from gensokyo_idmap import jsonio
 from gensokyo_idmap.api import ApiServer
 from gensokyo_idmap.api.server import ApiSettings
 from gensokyo_idmap.bridge.actions import ActionService
-from gensokyo_idmap.bridge.dedup import DeliveryLog, DurableClaims, window_seconds
+from gensokyo_idmap.bridge.dedup import ClaimStore, DeliveryLog, DurableClaims, window_seconds
 from gensokyo_idmap.bridge.inbound import BridgeSettings, EventSink, InboundBridge, InboundPipeline
 from gensokyo_idmap.bridge.outbound import OutboundSender, OutboundSettings
 from gensokyo_idmap.bridge.outbox import Backlog, Outbox, TrackedSink
@@ -38,7 +38,7 @@ from gensokyo_idmap.errors import BadInputError
 from gensokyo_idmap.hostport import parse_host_port
 from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.memory import run_trimmer
-from gensokyo_idmap.msgid import MsgIdMap
+from gensokyo_idmap.msgid import MessageIds, MsgIdMap
 from gensokyo_idmap.onebot.forward_ws import ForwardWsServer
 from gensokyo_idmap.onebot.http_api import HttpApiServer
 from gensokyo_idmap.onebot.http_post import HttpPostTarget
@@ -50,6 +50,7 @@ from gensokyo_idmap.qq.openapi import OpenApiClient
 from gensokyo_idmap.qq.passive_reply import ReplyBudget, seq_base_for_process
 from gensokyo_idmap.qq.token import AccessTokenManager
 from gensokyo_idmap.qq.webhook import WebhookReceiver
+from gensokyo_idmap.redaction import redact_url
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
 from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore, open_msgid_store
 from gensokyo_idmap.store.lmdb_outbox import LmdbOutboxStore
@@ -149,7 +150,8 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
     _handle_signals(stop, stack)
 
     graph = IdentityGraph(store)
-    msgids = MsgIdMap(msgid_store, ttl_seconds=config.idmap.msgid_ttl_seconds)
+    window = window_seconds(config.webhook.max_age_seconds)
+    msgids, claims, budget = _runtime_state(config, msgid_store, window, services)
     _log_stores_open(config, graph, msgids)
     sweeper = asyncio.create_task(
         msgids.run_sweeper(stop, config.idmap.msgid_sweep_interval_seconds))
@@ -164,15 +166,13 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
     actions = ActionService(OutboundSender(
         graph, msgids, None if platform is None else platform.openapi, OutboundSettings(
         app_id=config.bot.app_id, self_id=config.self_id,
-        op_userid_type=config.onebot.op_userid_type),
-        ReplyBudget(seq_base=seq_base_for_process(time.time()))))
+        op_userid_type=config.onebot.op_userid_type), budget))
     services.push_async_callback(actions.drain)  # queued (_async) sends, before http
 
     clients = _reverse_ws_clients(config, actions, outbox)
     for client in reversed(clients):
         clients_side.push_async_callback(_drain_and_close, client)
-    window = window_seconds(config.webhook.max_age_seconds)
-    deliveries = DeliveryLog(ttl=window, claims=DurableClaims(msgid_store, window))
+    deliveries = DeliveryLog(ttl=window, claims=claims)
     for client in clients:
         _restore_owed(client, deliveries)
         client.start()
@@ -276,7 +276,31 @@ async def _open_stores(
     return store, msgid_store, outbox_store
 
 
-def _log_stores_open(config: Config, graph: IdentityGraph, msgids: MsgIdMap) -> None:
+def _runtime_state(config: Config, msgid_store: LmdbMsgIdStore, window: float,
+                         stack: AsyncExitStack
+                         ) -> tuple[MessageIds, ClaimStore, ReplyBudget]:
+    """Message ids, delivery claims and reply counts: in msgid-map.db and this process's
+    memory, or on the Redis every daemon of the prefix shares (``idmap.runtime_backend``;
+    the client closes with ``stack``). Nothing here asks Redis yet: a Redis that is down
+    at start degrades the daemon as it would later (:mod:`gensokyo_idmap.runtime_redis`)."""
+    seq_base = seq_base_for_process(time.time())
+    ttl = config.idmap.msgid_ttl_seconds
+    if config.idmap.runtime_backend == "redis":
+        # imported here: redis-py is an optional extra, needed only by this backend
+        from gensokyo_idmap.runtime_redis import RedisClaims, RedisMsgIdMap, RedisReplyBudget
+        from gensokyo_idmap.store.redis_msgid import RedisMsgIds
+        from gensokyo_idmap.store.redis_runtime import RedisRuntime
+
+        runtime = RedisRuntime(config.idmap.redis_url, config.idmap.redis_prefix)
+        stack.push_async_callback(runtime.aclose)
+        ids = RedisMsgIds(runtime)
+        return (RedisMsgIdMap(ids, ttl_seconds=ttl), RedisClaims(ids, window),
+                RedisReplyBudget(ids, seq_base=seq_base))
+    return (MsgIdMap(msgid_store, ttl_seconds=ttl), DurableClaims(msgid_store, window),
+            ReplyBudget(seq_base=seq_base))
+
+
+def _log_stores_open(config: Config, graph: IdentityGraph, msgids: MessageIds) -> None:
     with graph.store.read() as view:
         counts = view.counts()
     log.info(
@@ -286,6 +310,10 @@ def _log_stores_open(config: Config, graph: IdentityGraph, msgids: MsgIdMap) -> 
         vuins=counts.vuins,
         app_id=config.bot.app_id or None,
     )
+    if config.idmap.runtime_backend == "redis":  # not counted: a SCAN of a shared server
+        log.info("[idmap] msgid store open", redis=redact_url(config.idmap.redis_url),
+                 prefix=config.idmap.redis_prefix, ttl_seconds=config.idmap.msgid_ttl_seconds)
+        return
     log.info(
         "[idmap] msgid store open",
         path=str(config.msgid_db_path),
@@ -416,7 +444,7 @@ def _one_at_a_time(
     return process
 
 
-async def _start_api(config: Config, graph: IdentityGraph, msgids: MsgIdMap,
+async def _start_api(config: Config, graph: IdentityGraph, msgids: MessageIds,
                      outbox_store: LmdbOutboxStore) -> web.AppRunner | None:
     """The identity HTTP API, /getid, /healthz and /metrics on ``api.listen``.
 

@@ -12,6 +12,10 @@ inbound path awaits, the blocking one for reads whose callers are synchronous (a
 reply choice, the graph's recency callback, the CLI). A blocking read on the event loop
 costs one round trip to a local Redis, bounded by :data:`SOCKET_TIMEOUT_SECONDS`.
 
+A connection that broke while idle (Redis restarted) is retried once at once: every
+command sent here may run twice without harm (a store of the same real id is a hit, a
+claim is set again, a reply count skips one ``msg_seq``). A timeout is not retried.
+
 Every key starts with the configured prefix (``idmap.redis_prefix``, default ``gsk:``).
 """
 
@@ -25,7 +29,10 @@ from typing import Final
 
 import redis
 import redis.asyncio
+import redis.asyncio.retry
+import redis.retry
 import structlog
+from redis.backoff import NoBackoff
 
 from gensokyo_idmap.errors import BadInputError
 from gensokyo_idmap.redaction import redact_url
@@ -56,7 +63,8 @@ class RedisRuntime:
         try:
             self.sync = redis.Redis.from_url(
                 url, socket_timeout=SOCKET_TIMEOUT_SECONDS,
-                socket_connect_timeout=SOCKET_TIMEOUT_SECONDS)
+                socket_connect_timeout=SOCKET_TIMEOUT_SECONDS,
+                retry=redis.retry.Retry(NoBackoff(), 1, (redis.ConnectionError,)))
         except ValueError as exc:
             raise BadInputError("idmap.redis_url", redact_url(url), str(exc)) from None
         self._clock = clock
@@ -81,7 +89,8 @@ class RedisRuntime:
         if held is None:
             client = redis.asyncio.Redis.from_url(
                 self.url, socket_timeout=SOCKET_TIMEOUT_SECONDS,
-                socket_connect_timeout=SOCKET_TIMEOUT_SECONDS)
+                socket_connect_timeout=SOCKET_TIMEOUT_SECONDS,
+                retry=redis.asyncio.retry.Retry(NoBackoff(), 1, (redis.ConnectionError,)))
             closer = self._close_with_loop(loop, client)
             await anext(closer)  # registered with the loop's async generators from here
             held = self._aio[loop] = (client, closer)

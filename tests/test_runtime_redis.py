@@ -1,0 +1,254 @@
+"""What only a shared Redis has to show: several daemons on one prefix, FLUSHALL and a
+Redis that goes away and comes back (a private redis-server for those two).
+
+The contract the LMDB map keeps is tested on Redis too, by test_msgid.py,
+test_msgid_stateful.py and bridge/test_dedup.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from structlog.testing import capture_logs
+
+from gensokyo_idmap.bridge.dedup import DeliveryLog
+from gensokyo_idmap.errors import StoreError
+from gensokyo_idmap.msgid import INT32_MAX, MsgContext
+from gensokyo_idmap.runtime_redis import RedisClaims, RedisMsgIdMap, RedisReplyBudget
+from gensokyo_idmap.store.redis_msgid import RedisMsgIds
+from gensokyo_idmap.store.redis_runtime import RETRY_AFTER_SECONDS, RedisRuntime
+
+from .conftest import REDIS_URL, FakeClock, run, test_prefix
+from .redis_server import PrivateRedis
+
+APP = "102000001"
+GROUP = MsgContext(APP, "group", "G1", "in")
+
+
+class Daemons:
+    """Runtimes of several "daemons" on one Redis and prefix; all keys go at the end."""
+
+    def __init__(self, url: str = REDIS_URL, prefix: str | None = None) -> None:
+        self.url = url
+        self.prefix = prefix or test_prefix()
+        self.runtimes: list[RedisRuntime] = []
+
+    def runtime(self, clock: FakeClock | None = None) -> RedisRuntime:
+        runtime = (RedisRuntime(self.url, self.prefix) if clock is None
+                   else RedisRuntime(self.url, self.prefix, clock=clock))
+        self.runtimes.append(runtime)
+        return runtime
+
+    def msgids(self, clock: FakeClock | None = None) -> RedisMsgIdMap:
+        return RedisMsgIdMap(RedisMsgIds(self.runtime()), clock=clock or FakeClock())
+
+    def close(self) -> None:
+        if self.runtimes:
+            try:
+                self.runtimes[0].delete_all()
+            except Exception:  # noqa: BLE001 - a stopped private server has nothing left
+                pass
+        for runtime in self.runtimes:
+            runtime.sync.close()
+
+
+@pytest.fixture
+def daemons() -> Iterator[Daemons]:
+    found = Daemons()
+    yield found
+    found.close()
+
+
+@pytest.fixture
+def private_redis(tmp_path: Path) -> Iterator[PrivateRedis]:
+    server = PrivateRedis(tmp_path)
+    server.start()
+    yield server
+    server.stop()
+
+
+def allocate_in_threads(maps: list[RedisMsgIdMap], reals: list[str], rounds: int
+                        ) -> list[list[tuple[str, int]]]:
+    """Each map on a thread (and event loop) of its own stores ``reals`` in batches, at the
+    same time as the others: (real id, virtual id) per map, in the order stored."""
+    results: list[list[tuple[str, int]]] = [[] for _ in maps]
+    start = threading.Barrier(len(maps))
+
+    def work(index: int) -> None:
+        async def batches() -> None:
+            start.wait()
+            for r in range(rounds):
+                chunk = reals[(index + r) % len(reals)::3][:20]
+                ids = await maps[index].store_many([(real, GROUP) for real in chunk])
+                results[index].extend(zip(chunk, ids, strict=True))
+
+        asyncio.run(batches())
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(maps))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    return results
+
+
+def assert_one_virtual_id_per_live_message(stored: list[list[tuple[str, int]]]) -> None:
+    by_real: dict[str, set[int]] = {}
+    for per_map in stored:
+        for real, vid in per_map:
+            by_real.setdefault(real, set()).add(vid)
+    assert all(len(vids) == 1 for vids in by_real.values()), "a message got two ids"
+    owners: dict[int, str] = {}
+    for real, (vid,) in by_real.items():
+        assert owners.setdefault(vid, real) == real, f"virtual id {vid} handed out twice"
+
+
+# --- several daemons on one prefix --------------------------------------------------------
+
+
+def test_two_daemons_allocating_at_once_never_share_a_virtual_id(daemons: Daemons) -> None:
+    clock = FakeClock()
+    a, b = daemons.msgids(clock), daemons.msgids(clock)
+    reals = [f"R{i}" for i in range(300)]
+    stored = allocate_in_threads([a, b], reals, rounds=15)
+    assert all(stored)
+    assert_one_virtual_id_per_live_message(stored)
+    for real, vid in stored[0][:50]:  # and each daemon reads what the other wrote
+        assert b.real_id_of(vid) == real and a.virtual_of(real) == vid
+
+
+def test_a_message_received_by_one_daemon_is_the_reply_target_on_the_other(
+        daemons: Daemons) -> None:
+    clock = FakeClock()
+    a, b = daemons.msgids(clock), daemons.msgids(clock)
+    first = run(a.store_real("M1", GROUP))
+    clock.advance(1)
+    second = run(a.store_real("M2", GROUP))
+    newest = b.latest_inbound(APP, "group", "G1", 300)
+    assert newest is not None and (newest.virtual_id, newest.real_id) == (second, "M2")
+    older = b.latest_inbound(APP, "group", "G1", 300, before=newest)
+    assert older is not None and older.virtual_id == first
+    assert b.newest_inbound(APP, ["group", "group-event"], "G1") == (
+        newest.created_ms, second)
+
+
+def test_the_counter_wraps_at_int32_max_and_skips_live_ids(daemons: Daemons) -> None:
+    msgids = daemons.msgids()
+    assert run(msgids.store_real("one")) == 1
+    runtime = daemons.runtimes[0]
+    runtime.sync.set(runtime.key("m:ctr"), INT32_MAX - 1)
+    assert [msgids.store_real_sync(real) for real in ("top", "wrapped")] == [INT32_MAX, 2]
+
+
+def test_a_claim_on_one_daemon_is_a_repeat_on_the_other_whenever_it_comes(
+        daemons: Daemons) -> None:
+    """A webhook retry sent to another daemon, long after that daemon started (LMDB claims
+    are read only in the first window after a start; shared ones always)."""
+    clock = FakeClock()
+    ids_a, ids_b = RedisMsgIds(daemons.runtime()), RedisMsgIds(daemons.runtime())
+
+    async def main() -> None:
+        a = DeliveryLog(ttl=300, clock=clock, claims=RedisClaims(ids_a, 300, clock=clock))
+        b = DeliveryLog(ttl=300, clock=clock, claims=RedisClaims(ids_b, 300, clock=clock))
+        clock.advance(1000)  # both daemons are well past their first window
+        assert a.claim("msg:retry") is None
+        await a.commit(["msg:retry"])
+        a.finish("msg:retry", None)
+        repeat = b.claim("msg:retry")
+        assert repeat is not None and repeat.done()
+        assert b.claim("msg:other") is None
+        clock.advance(301)
+        fresh = DeliveryLog(ttl=300, clock=clock, claims=RedisClaims(ids_b, 300, clock=clock))
+        assert fresh.claim("msg:retry") is None  # the window has passed
+
+    run(main())
+
+
+def test_replies_counted_on_one_daemon_count_on_the_other(daemons: Daemons) -> None:
+    ids_a, ids_b = RedisMsgIds(daemons.runtime()), RedisMsgIds(daemons.runtime())
+    a = RedisReplyBudget(ids_a, seq_base=1000)
+    b = RedisReplyBudget(ids_b, seq_base=2000)
+    assert [a.take("M1", 300) for _ in range(3)] == [1001, 1002, 1003]
+    assert [b.take("M1", 300) for _ in range(2)] == [2004, 2005]
+    assert a.exhausted("M1") and b.exhausted("M1") and not a.exhausted("M2")
+    b.use_up("M3", 300)
+    assert a.exhausted("M3")
+
+
+def test_every_key_starts_with_the_prefix(daemons: Daemons) -> None:
+    msgids = daemons.msgids()
+    run(msgids.store_many([("P1", GROUP), ("P2", MsgContext(APP, "c2c", "U1", "out"))]))
+    run(RedisClaims(msgids.ids).record(["msg:P1"]))
+    RedisReplyBudget(msgids.ids).take("P1", 300)
+    runtime = daemons.runtimes[0]
+    mine = {key.decode() for key in runtime.scan("*")}
+    assert len(mine) == 8  # ctr, 2 records, 2 real ids, 1 chat, 1 claim, 1 reply count
+    assert all(key.startswith(daemons.prefix) for key in mine)
+    assert all(runtime.sync.pttl(key) > 0 for key in mine if not key.endswith("m:ctr"))
+
+
+# --- FLUSHALL and a Redis that goes away (a private server) -------------------------------
+
+
+def test_after_flushall_both_daemons_keep_going_and_no_id_is_handed_out_twice(
+        private_redis: PrivateRedis) -> None:
+    group = Daemons(private_redis.url)
+    try:
+        clock = FakeClock()
+        a, b = group.msgids(clock), group.msgids(clock)
+        before = allocate_in_threads([a, b], [f"old{i}" for i in range(60)], rounds=4)
+        assert_one_virtual_id_per_live_message(before)
+        claims = RedisClaims(a.ids, 300, clock=clock)
+        run(claims.record(["msg:old0"]))
+
+        group.runtimes[0].sync.flushall()  # our own server: nobody else's keys
+
+        (old_real, old_vid) = before[0][0]
+        assert a.lookup(old_vid) is None and b.virtual_of(old_real) is None  # unknown now
+        assert claims.known(["msg:old0"]) == set()
+        after = allocate_in_threads([a, b], [f"new{i}" for i in range(60)], rounds=4)
+        assert_one_virtual_id_per_live_message(after)
+        assert b.real_id_of(after[0][0][1]) == after[0][0][0]
+    finally:
+        group.close()
+
+
+def test_redis_down_degrades_logged_once_and_comes_back_by_itself(
+        private_redis: PrivateRedis) -> None:
+    group = Daemons(private_redis.url)
+    clock = FakeClock()
+    runtime = group.runtime(clock=clock)
+    ids = RedisMsgIds(runtime)
+    msgids = RedisMsgIdMap(ids, clock=clock)
+    claims = RedisClaims(ids, 300, clock=clock)
+    budget = RedisReplyBudget(ids, seq_base=0, clock=clock)
+    try:
+        vid = run(msgids.store_real("before", GROUP))
+        with capture_logs() as logs:
+            private_redis.stop()
+            with pytest.raises(StoreError, match="redis"):  # not acknowledged: sent again
+                run(msgids.store_many([("during", GROUP)]))
+            assert "redis unreachable" in str(runtime.health())  # what /healthz names
+            # within the retry pause nothing asks Redis: the fallbacks answer at once
+            assert msgids.lookup(vid) is None
+            assert msgids.latest_inbound(APP, "group", "G1", 300) is None
+            assert claims.known(["msg:x"]) == set()
+            run(claims.record(["msg:x"]))
+            assert [budget.take("M", 300) for _ in range(2)] == [1, 2]  # its own counts
+            with pytest.raises(StoreError, match="redis"):
+                msgids.store_real_sync("during", GROUP)
+            clock.advance(RETRY_AFTER_SECONDS)
+            assert msgids.lookup(vid) is None  # asked again: still down
+            private_redis.start()
+            clock.advance(RETRY_AFTER_SECONDS)
+            assert run(msgids.store_real("after", GROUP)) == 1  # an empty server again
+        down = [e for e in logs if e["event"] == "[redis] unreachable, running degraded"]
+        back = [e for e in logs if e["event"] == "[redis] reachable again"]
+        assert len(down) == 1 and len(back) == 1
+        assert runtime.health() is None
+    finally:
+        group.close()
