@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from typing import TypeVar, cast
 
@@ -47,12 +48,19 @@ from gensokyo_idmap.qq.passive_reply import _LONGEST_WINDOW, MAX_REPLIES, ReplyB
 from gensokyo_idmap.store.base import MsgIdCounts, MsgRecord
 from gensokyo_idmap.store.redis_msgid import RedisMsgIds, StoreItem
 
-__all__ = ["RedisClaims", "RedisMsgIdMap", "RedisReplyBudget"]
+__all__ = ["IN_FLIGHT_SECONDS", "RedisClaims", "RedisMsgIdMap", "RedisReplyBudget"]
 
 log = structlog.get_logger("gensokyo_idmap.msgid")
 
 T = TypeVar("T")
 
+#: How long an event stays marked in flight on the daemon delivering it: far longer than a
+#: delivery (it ends once every framework has the event or owes it durably), short enough
+#: that a daemon dying mid-delivery holds up the platform's retries only briefly.
+IN_FLIGHT_SECONDS = 30.0
+_DEDUP_OFF = ("de-duplication across daemons is off until Redis answers: a repeat seen by "
+              "another daemon may be delivered again")
+_COUNTS_OWN = "reply counts are this daemon's own until Redis answers"
 _LOOKUP_FAILED = "message ids are unknown until Redis answers: replies go out without a " \
                  "passive-reply id, recalls and lookups of earlier messages fail"
 
@@ -134,20 +142,9 @@ class RedisMsgIdMap:
 
     # --- reads (synchronous callers; nothing found while Redis is down) -------------------
 
-    def _read(self, read: Callable[[], T], otherwise: T) -> T:
-        if not self.store.available():
-            return otherwise
-        try:
-            found = read()
-        except redis.RedisError as exc:
-            self.store.failed(exc, _LOOKUP_FAILED)
-            return otherwise
-        self.store.answered()
-        return found
-
     def lookup(self, virtual_id: int) -> MsgRecord | None:
         vid = check_virtual_id(virtual_id)
-        record = self._read(lambda: self.ids.record(vid), None)
+        record = self.store.softly(lambda: self.ids.record(vid), None, _LOOKUP_FAILED)
         return looked_up(self._log, vid, _alive(record, self._now_ms()))
 
     def real_id_of(self, virtual_id: int) -> str:
@@ -157,22 +154,23 @@ class RedisMsgIdMap:
         _check_real_id(real_id)
         now_ms = self._now_ms()
 
-        return self._read(lambda: live_virtual_id(
-            real_id, self.ids.virtual_of(real_id), self.ids.record, now_ms), None)
+        return self.store.softly(lambda: live_virtual_id(
+            real_id, self.ids.virtual_of(real_id), self.ids.record, now_ms), None,
+            _LOOKUP_FAILED)
 
     def latest_inbound(self, app_id: str, chat_kind: str, target: str, window_seconds: float,
                        before: MsgRecord | None = None) -> MsgRecord | None:
         now_ms = self._now_ms()
         since_ms = now_ms - int(window_seconds * 1000)
-        return self._read(lambda: self.ids.latest_inbound(
-            app_id, chat_kind, target, now_ms, since_ms, before), None)
+        return self.store.softly(lambda: self.ids.latest_inbound(
+            app_id, chat_kind, target, now_ms, since_ms, before), None, _LOOKUP_FAILED)
 
     def newest_inbound(self, app_id: str, chat_kinds: Sequence[str],
                        target: str) -> tuple[int, int] | None:
         now_ms = self._now_ms()
-        return self._read(lambda: newest_of(
+        return self.store.softly(lambda: newest_of(
             [self.ids.latest_inbound(app_id, kind, target, now_ms, 0) for kind in chat_kinds]),
-            None)
+            None, _LOOKUP_FAILED)
 
     def counts(self) -> MsgIdCounts:
         """Counter and records still in Redis (a ``SCAN`` of the prefix: for stats only)."""
@@ -197,31 +195,40 @@ class RedisMsgIdMap:
 class RedisClaims:
     """Delivery claims on Redis (:class:`~gensokyo_idmap.bridge.dedup.ClaimStore`): shared
     by every daemon on the prefix, so a webhook retry landing on another daemon is a known
-    repeat. Redis down: nothing is known and nothing recorded (this daemon's memory still
-    de-duplicates what it saw itself)."""
+    repeat, or refused while the first daemon still delivers it (dedup rule 6). Redis
+    down: nothing is known, marked or recorded (this daemon's memory still de-duplicates
+    what it saw itself)."""
 
     shared = True
 
     def __init__(self, ids: RedisMsgIds, window: float = DEDUP_SECONDS,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 in_flight_seconds: float = IN_FLIGHT_SECONDS) -> None:
         self._ids = ids
         self._runtime = ids.runtime
         self._window_ms = int(window * 1000)
+        self._in_flight_ms = int(in_flight_seconds * 1000)
         self._clock = clock
+        self._token = f"busy:{uuid.uuid4().hex}"  # this daemon's in-flight marks
 
     def known(self, keys: Sequence[str]) -> set[str]:
-        if not keys or not self._runtime.available():
-            return set()
         stored = {stored_key(key): key for key in keys}
-        try:
-            alive = self._ids.claims_alive(list(stored), int(self._clock() * 1000))
-        except redis.RedisError as exc:
-            self._runtime.failed(exc, "de-duplication across daemons is off until Redis "
-                                      "answers: a repeat seen by another daemon may be "
-                                      "delivered again")
-            return set()
-        self._runtime.answered()
+        nothing: set[str] = set()
+        alive = self._runtime.softly(lambda: self._ids.claims_alive(
+            list(stored), int(self._clock() * 1000)), nothing, _DEDUP_OFF)
         return {stored[key] for key in alive}
+
+    def start(self, keys: Sequence[str]) -> tuple[set[str], set[str]]:
+        stored = {stored_key(key): key for key in keys}
+        nothing: tuple[set[str], set[str]] = (set(), set())
+        done, busy = self._runtime.softly(lambda: self._ids.start_claims(
+            list(stored), int(self._clock() * 1000), self._in_flight_ms, self._token),
+            nothing, _DEDUP_OFF)
+        return {stored[key] for key in done}, {stored[key] for key in busy}
+
+    def abandon(self, keys: Sequence[str]) -> None:
+        self._runtime.softly(lambda: self._ids.abandon_claims(
+            [stored_key(key) for key in keys], self._token), None, _DEDUP_OFF)
 
     async def record(self, keys: Sequence[str]) -> None:
         if not keys or not self._runtime.available():
@@ -248,30 +255,20 @@ class RedisReplyBudget(ReplyBudget):
         self._ids = ids
         self._runtime = ids.runtime
 
-    def _shared(self, call: Callable[[], T]) -> T | None:
-        if not self._runtime.available():
-            return None
-        try:
-            result = call()
-        except redis.RedisError as exc:
-            self._runtime.failed(exc, "reply counts are this daemon's own until Redis "
-                                      "answers")
-            return None
-        self._runtime.answered()
-        return result
-
     def used(self, reference: str) -> int:
-        shared = self._shared(lambda: self._ids.replies_used(reference))
+        shared = self._runtime.softly(lambda: self._ids.replies_used(reference), None,
+                                      _COUNTS_OWN)
         return super().used(reference) if shared is None else shared
 
     def take(self, reference: str | None, window: float = _LONGEST_WINDOW) -> int:
         local = super().take(reference, window)
         if reference is None:
             return local
-        shared = self._shared(lambda: self._ids.take_reply(reference, int(window * 1000)))
+        shared = self._runtime.softly(
+            lambda: self._ids.take_reply(reference, int(window * 1000)), None, _COUNTS_OWN)
         return local if shared is None else self.seq_base + shared
 
     def use_up(self, reference: str, window: float = _LONGEST_WINDOW) -> None:
         super().use_up(reference, window)
-        self._shared(lambda: self._ids.set_replies(reference, max(self.limit, 1),
-                                                   int(window * 1000)))
+        self._runtime.softly(lambda: self._ids.set_replies(
+            reference, max(self.limit, 1), int(window * 1000)), None, _COUNTS_OWN)

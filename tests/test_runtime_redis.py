@@ -18,7 +18,12 @@ from structlog.testing import capture_logs
 from gensokyo_idmap.bridge.dedup import DeliveryLog
 from gensokyo_idmap.errors import StoreError
 from gensokyo_idmap.msgid import INT32_MAX, MsgContext
-from gensokyo_idmap.runtime_redis import RedisClaims, RedisMsgIdMap, RedisReplyBudget
+from gensokyo_idmap.runtime_redis import (
+    IN_FLIGHT_SECONDS,
+    RedisClaims,
+    RedisMsgIdMap,
+    RedisReplyBudget,
+)
 from gensokyo_idmap.store.redis_msgid import RedisMsgIds
 from gensokyo_idmap.store.redis_runtime import RETRY_AFTER_SECONDS, RedisRuntime
 
@@ -164,6 +169,39 @@ def test_a_claim_on_one_daemon_is_a_repeat_on_the_other_whenever_it_comes(
         clock.advance(301)
         fresh = DeliveryLog(ttl=300, clock=clock, claims=RedisClaims(ids_b, 300, clock=clock))
         assert fresh.claim("msg:retry") is None  # the window has passed
+
+    run(main())
+
+
+def test_a_repeat_while_another_daemon_delivers_is_refused_until_that_one_ends(
+        daemons: Daemons) -> None:
+    """Dedup rule 6: not acknowledged (the platform retries), never delivered twice; free
+    again at once when the first delivery failed, or once a dead daemon's mark lapsed."""
+    clock = FakeClock()
+    ids_a, ids_b = RedisMsgIds(daemons.runtime()), RedisMsgIds(daemons.runtime())
+
+    def delivery_log(ids: RedisMsgIds) -> DeliveryLog:
+        return DeliveryLog(ttl=300, clock=clock, claims=RedisClaims(ids, 300, clock=clock))
+
+    async def main() -> None:
+        a, b = delivery_log(ids_a), delivery_log(ids_b)
+        assert a.claim("msg:slow") is None  # daemon A delivers it
+        refused = b.claim("msg:slow")
+        assert refused is not None
+        with pytest.raises(StoreError, match="another daemon"):
+            await refused
+        a.finish("msg:slow", RuntimeError("framework gone"))  # A failed: mark dropped
+        assert b.claim("msg:slow") is None  # the platform's next retry goes through on B
+        await b.commit(["msg:slow"])
+        b.finish("msg:slow", None)
+        repeat = delivery_log(ids_a).claim("msg:slow")
+        assert repeat is not None and repeat.done() and repeat.exception() is None
+
+        dead = delivery_log(ids_a)
+        assert dead.claim("msg:orphan") is None  # its daemon dies mid-delivery
+        assert b.claim("msg:orphan") is not None
+        clock.advance(IN_FLIGHT_SECONDS)
+        assert delivery_log(ids_b).claim("msg:orphan") is None  # the mark has lapsed
 
     run(main())
 

@@ -30,6 +30,12 @@ Rules:
    least as long as a callback stays acceptable after it was first received
    (``max_age_seconds`` plus the clock skew allowed ahead), so any replay the webhook lets
    through is a known repeat (:func:`window_seconds`).
+6. **In flight on another daemon means not now.** A store shared by several daemons
+   (Redis) also marks each event in flight where it is being delivered (a short TTL, so a
+   daemon that dies mid-delivery holds nothing for long). A repeat arriving at another
+   daemon meanwhile (the platform retries a webhook call that was slow to answer) is
+   refused, not acknowledged: the platform sends it again, and by then it is claimed, or
+   free again because the delivery failed. Never delivered twice, never lost.
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Final, Protocol
 
+from gensokyo_idmap.errors import StoreError
 from gensokyo_idmap.qq.events import QQEvent
 from gensokyo_idmap.qq.signing import DEFAULT_MAX_AGE_SECONDS, MAX_CLOCK_SKEW_SECONDS
 from gensokyo_idmap.store.base import MsgIdStore, MsgIdWriter
@@ -97,6 +104,13 @@ class ClaimStore(Protocol):
     def known(self, keys: Sequence[str]) -> set[str]:
         """Those of ``keys`` claimed and not expired (one read for all)."""
         ...
+    def start(self, keys: Sequence[str]) -> tuple[set[str], set[str]]:
+        """(claimed, in flight on another daemon) of ``keys``, the others marked in flight
+        here (rule 6): one call for a batch."""
+        ...
+    def abandon(self, keys: Sequence[str]) -> None:
+        """Drop this daemon's in-flight marks of ``keys`` (their delivery failed)."""
+        ...
     async def record(self, keys: Sequence[str]) -> None:
         """Claim ``keys`` for the window; returns once the claim is committed."""
         ...
@@ -116,6 +130,13 @@ class DurableClaims:
         self._store = store
         self._window_ms = int(window * 1000)
         self._clock = clock
+
+    def start(self, keys: Sequence[str]) -> tuple[set[str], set[str]]:
+        """No other daemon writes this file: nothing is in flight elsewhere, nothing to mark."""
+        return self.known(keys), set()
+
+    def abandon(self, keys: Sequence[str]) -> None:
+        pass
 
     def known(self, keys: Sequence[str]) -> set[str]:
         """Those of ``keys`` claimed and not expired (one read for all)."""
@@ -171,13 +192,24 @@ class DeliveryLog:
         if now >= self._oldest_expires or len(seen) >= self._limit:
             self._forget_old(now)
         known: set[str] = set()
+        busy: set[str] = set()
         if self._claims is not None and (self._claims.shared or now < self._look_up_until):
-            missed = [key for key in keys if key is not None and key not in seen]
+            missed = list(dict.fromkeys(key for key in keys if key is not None
+                                        and key not in seen))
             if missed:
-                known = self._claims.known(missed)
-        return [None if key is None else self._claim(key, now, key in known) for key in keys]
+                known, busy = self._claims.start(missed)
+        return [None if key is None else self._claim(key, now, key in known, key in busy)
+                for key in keys]
 
-    def _claim(self, key: str, now: float, claimed_before: bool) -> asyncio.Future[None] | None:
+    def _claim(self, key: str, now: float, claimed_before: bool,
+               busy_elsewhere: bool = False) -> asyncio.Future[None] | None:
+        if busy_elsewhere and key not in self._seen:  # rule 6: refused, sent again later
+            refused: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            refused.set_exception(StoreError(
+                f"event {key} is being processed by another daemon: not acknowledged, "
+                "so the platform sends it again"))
+            refused.exception()  # retrieved here: the caller re-raises it itself
+            return refused
         if key in self._seen or claimed_before:
             loop = asyncio.get_running_loop()
             if key in self._in_flight:
@@ -233,6 +265,8 @@ class DeliveryLog:
         waiting = self._in_flight.pop(key)
         if error is not None:
             self._seen.pop(key, None)  # not processed: a redelivery must try again
+            if self._claims is not None:
+                self._claims.abandon([key])  # on any daemon
         elif key in self._seen:  # remembered for the window from now (rule 4)
             self._seen[key] = self._clock()
             self._seen.move_to_end(key)

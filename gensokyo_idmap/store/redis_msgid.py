@@ -8,7 +8,7 @@ Keys, each under the prefix (``gsk:`` by default):
 | ``m:v:<virtual id>`` | hash | the record: ``r`` real id, ``a`` AppID, ``k`` chat kind, ``t`` target, ``d`` direction, ``c`` created ms, ``e`` expires ms |
 | ``m:r:<real id>`` | string | the virtual id of a real id |
 | ``m:c:<AppID>\\0<kind>\\0<target>`` | sorted set | inbound messages of a chat, members ``<created ms, 16 hex><virtual id, 8 hex>`` (lexical order is time order), the newest 256 |
-| ``d:<delivery key>`` | string | a delivery claim: its expiry ms |
+| ``d:<delivery key>`` | string | a delivery claim: its expiry ms; while a daemon delivers the event, ``<that daemon's token>:<until ms>`` (a short TTL) |
 | ``b:<msg_id or event_id>`` | string | replies sent to that id (all daemons together) |
 
 Every key carries a native TTL (``PX``): nothing needs sweeping. The record keeps its
@@ -151,6 +151,39 @@ end
 return nil
 """
 
+_START_LUA: Final = r"""
+-- ARGV: prefix, now ms, in-flight ms, this daemon's token, then delivery keys. Returns
+-- {done, busy}: keys claimed (delivered) until after now, and keys another daemon has in
+-- flight until after now; every other key is marked in flight here ("<token>:<until ms>").
+local p, now, inflight, token = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+local done, busy = {}, {}
+for i = 5, #ARGV do
+  local key = p .. 'd:' .. ARGV[i]
+  local value = redis.call('GET', key)
+  local expires = value and tonumber(value)
+  local owner, till = nil, nil
+  if value and not expires then owner, till = string.match(value, '^(.*):(%d+)$') end
+  if expires and expires > now then
+    done[#done + 1] = ARGV[i]
+  elseif owner and owner ~= token and tonumber(till) > now then
+    busy[#busy + 1] = ARGV[i]
+  else
+    redis.call('SET', key, token .. ':' .. (now + inflight), 'PX', inflight)
+  end
+end
+return {done, busy}
+"""
+
+_ABANDON_LUA: Final = r"""
+-- ARGV: prefix, token, then delivery keys: drop the in-flight marks this daemon holds.
+for i = 3, #ARGV do
+  local key = ARGV[1] .. 'd:' .. ARGV[i]
+  local value = redis.call('GET', key)
+  if value and string.match(value, '^(.*):%d+$') == ARGV[2] then redis.call('DEL', key) end
+end
+return 0
+"""
+
 _RECORD_FIELDS: Final = (b"r", b"a", b"k", b"t", b"d", b"c", b"e")
 
 
@@ -184,6 +217,8 @@ class RedisMsgIds:
         self._store_aio: AsyncScript | None = None  # made with the first asyncio client
         self._store_sync = runtime.sync.register_script(_STORE_LUA)
         self._latest = runtime.sync.register_script(_LATEST_LUA)
+        self._start = runtime.sync.register_script(_START_LUA)
+        self._abandon = runtime.sync.register_script(_ABANDON_LUA)
 
     # --- message ids ----------------------------------------------------------------------
 
@@ -243,7 +278,22 @@ class RedisMsgIds:
             return set()
         values = self.runtime.sync.mget([self._claim_key(key) for key in keys])
         return {key for key, value in zip(keys, values, strict=True)
-                if value is not None and int(value) > now_ms}
+                if value is not None and value.isdigit() and int(value) > now_ms}
+
+    def start_claims(self, keys: Sequence[str], now_ms: int, in_flight_ms: int,
+                     token: str) -> tuple[set[str], set[str]]:
+        """(claimed, in flight on another daemon) of ``keys``; the others are marked in
+        flight under ``token`` for ``in_flight_ms`` (one atomic script)."""
+        if not keys:
+            return set(), set()
+        done, busy = self._start(args=[self._prefix, now_ms, max(in_flight_ms, 1), token,
+                                       *keys])
+        return {_text(key) for key in done}, {_text(key) for key in busy}
+
+    def abandon_claims(self, keys: Sequence[str], token: str) -> None:
+        """Drop the in-flight marks under ``token`` of ``keys`` (deliveries that failed)."""
+        if keys:
+            self._abandon(args=[self._prefix, token, *keys])
 
     async def put_claims(self, keys: Sequence[str], expires_ms: int, ttl_ms: int) -> None:
         """Claim each of ``keys`` until ``expires_ms`` (Redis drops it after ``ttl_ms``)."""

@@ -25,7 +25,7 @@ import asyncio
 import time
 from collections.abc import AsyncGenerator, Callable, Iterator
 from contextlib import contextmanager
-from typing import Final
+from typing import Final, TypeVar
 
 import redis
 import redis.asyncio
@@ -45,6 +45,8 @@ __all__ = [
 ]
 
 log = structlog.get_logger("gensokyo_idmap.store")
+
+T = TypeVar("T")
 
 DEFAULT_REDIS_PREFIX: Final = "gsk:"
 #: A local Redis answers in well under a millisecond; one that takes this long is down.
@@ -131,6 +133,19 @@ class RedisRuntime:
                            down_seconds=round(self._clock() - self._down_since, 3))
             self._down_since = None
             self._reason = None
+
+    def softly(self, call: Callable[[], T], otherwise: T, effect: str) -> T:
+        """``call()`` (blocking), or ``otherwise`` when Redis is down or fails now (then
+        logged once, with ``effect``: what the daemon does without it)."""
+        if not self.available():
+            return otherwise
+        try:
+            result = call()
+        except redis.RedisError as exc:
+            self.failed(exc, effect)
+            return otherwise
+        self.answered()
+        return result
 
     # --- health (health.HealthSource) -----------------------------------------------------
 
