@@ -8,7 +8,7 @@ from pathlib import Path
 
 import redis
 
-from .loopback import free_port
+from gensokyo_idmap.testing import free_port
 
 
 class PrivateRedis:

@@ -17,23 +17,21 @@ from gensokyo_idmap.app import run_daemon
 from gensokyo_idmap.config import Config
 from gensokyo_idmap.qq.signing import SIGNATURE_HEADER, TIMESTAMP_HEADER, WebhookKey
 
-from .loopback import framework_server, free_port, ws_url
-from .redis_server import PrivateRedis
-from .test_inbound_e2e import APP, SECRET, collecting_framework, group_message
+from gensokyo_idmap.testing import daemon_config, framework_server, free_port, ws_url
+
+from ..redis_server import PrivateRedis
+from .test_inbound import SECRET, QueueFramework, group_message
 
 NOTHING_MORE_SECONDS = 0.5  # how long a framework is watched for an event that must not come
 
 
-def daemon_config(data_dir: Path, webhook_port: int, framework_url: str,
-                  redis_url: str) -> Config:
-    return Config.model_validate({
-        "bot": {"app_id": APP, "secret": SECRET},
-        "idmap": {"data_dir": str(data_dir), "runtime_backend": "redis",
-                  "redis_url": redis_url, "redis_prefix": "gsk-e2e:"},
-        "webhook": {"listen": f"127.0.0.1:{webhook_port}"},
-        "api": {"listen": ""},
-        "onebot": {"reverse_ws": [framework_url], "heartbeat_interval_seconds": 60},
-    })
+def redis_daemon(data_dir: Path, webhook_port: int, framework_url: str,
+                 redis_url: str) -> Config:
+    return Config.model_validate(daemon_config(
+        data_dir, secret=SECRET, webhook=f"127.0.0.1:{webhook_port}",
+        onebot={"reverse_ws": [framework_url]},
+        idmap={"runtime_backend": "redis", "redis_url": redis_url,
+               "redis_prefix": "gsk-e2e:"}))
 
 
 def test_two_daemons_share_dedup_and_message_ids_and_survive_redis_going_away(
@@ -43,6 +41,7 @@ def test_two_daemons_share_dedup_and_message_ids_and_survive_redis_going_away(
     key = WebhookKey.from_secret(SECRET)
     ports = [free_port(), free_port()]
     inboxes: list[asyncio.Queue[dict[str, Any]]] = []
+    frameworks_seen: list[QueueFramework] = []
 
     async def post(session: ClientSession, daemon: int, body: bytes) -> int:
         ts = str(int(time.time()))
@@ -60,10 +59,11 @@ def test_two_daemons_share_dedup_and_message_ids_and_survive_redis_going_away(
         raise AssertionError(f"daemon {daemon} delivered again: {extra.get('message_id')}")
 
     async def main() -> None:
-        inboxes.extend([asyncio.Queue(), asyncio.Queue()])
-        frameworks = [await framework_server(collecting_framework(inbox)) for inbox in inboxes]
+        frameworks_seen.extend([QueueFramework(), QueueFramework()])
+        inboxes.extend(framework.received for framework in frameworks_seen)
+        frameworks = [await framework_server(framework.handle) for framework in frameworks_seen]
         stop = asyncio.Event()
-        daemons = [asyncio.create_task(run_daemon(daemon_config(
+        daemons = [asyncio.create_task(run_daemon(redis_daemon(
             tmp_path / f"data{i}", ports[i], ws_url(frameworks[i]), redis_server.url), stop))
             for i in (0, 1)]
         try:
