@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+import redis
 import structlog
 from hypothesis import settings
 from hypothesis import strategies as st
@@ -146,6 +147,10 @@ test_prefix.__test__ = False  # type: ignore[attr-defined]  # a helper, not a te
 def redis_runtime() -> Iterator[RedisRuntime]:
     """A Redis runtime under a prefix of this test's own, whose keys go when it ends."""
     runtime = RedisRuntime(REDIS_URL, test_prefix())
+    try:
+        runtime.sync.ping()
+    except redis.RedisError as exc:
+        pytest.fail(f"the Redis tests need a Redis at {REDIS_URL} (GSK_TEST_REDIS_URL): {exc}")
     yield runtime
     runtime.delete_all()
     runtime.sync.close()
