@@ -547,6 +547,83 @@ def recover_identities_command(ctx: _Context, legacy: str | None) -> None:
          *result.report.summary_lines()]))
 
 
+# --- db: the PostgreSQL schema of the identity graph ----------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Database:
+    dsn: str
+    schema: str | None
+
+
+@main.group("db")
+@click.option("--postgres-dsn", default=None, envvar="GSK_IDMAP__POSTGRES_DSN",
+              help="PostgreSQL URL of the identity graph (default: the --config file's "
+                   "idmap.postgres_dsn).")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, help="YAML config file whose idmap.postgres_dsn to use.")
+@click.option("--schema", default=None,
+              help="PostgreSQL schema holding the graph (default: the server's search_path).")
+@click.pass_context
+def db_group(click_ctx: click.Context, postgres_dsn: str | None, config_path: Path | None,
+             schema: str | None) -> None:
+    """Upgrade or show the schema of a PostgreSQL identity graph (idmap.backend: postgres)."""
+    from gensokyo_idmap.store.pg_connect import check_schema_name
+
+    dsn = postgres_dsn or (load_config(config_path).idmap.postgres_dsn if config_path else "")
+    if not dsn:
+        raise BadInputError("postgres_dsn", "", "give --postgres-dsn, or --config with "
+                            "idmap.postgres_dsn set")
+    click_ctx.meta["gsk.database"] = _Database(
+        dsn, None if schema is None else check_schema_name(schema))
+
+
+def _database(click_ctx: click.Context) -> _Database:
+    found: _Database = click_ctx.meta["gsk.database"]
+    return found
+
+
+@db_group.command("upgrade")
+@click.pass_context
+def db_upgrade(click_ctx: click.Context) -> None:
+    """Apply the migrations the database has not run yet (each once, in one transaction)."""
+    from gensokyo_idmap.store.pg_connect import connect
+    from gensokyo_idmap.store.pg_migrate import migration_status, upgrade
+
+    database = _database(click_ctx)
+    ctx: _Context = click_ctx.obj
+    with connect(database.dsn, database.schema) as conn:
+        applied = upgrade(conn, database.schema)
+        current = migration_status(conn).current
+    _emit(ctx, {"applied": [m.label for m in applied], "version": current},
+          lambda: "\n".join([*(f"applied {m.label}" for m in applied),
+                             f"schema at version {current:04d}"
+                             + ("" if applied else " (nothing to do)")]))
+
+
+@db_group.command("status")
+@click.pass_context
+def db_status(click_ctx: click.Context) -> None:
+    """The migrations applied (with their SHA-256) and pending; refuses a database whose
+    migrations this gensokyo-idmap does not know or whose checksums differ (exit 1)."""
+    from gensokyo_idmap.store.pg_connect import connect
+    from gensokyo_idmap.store.pg_migrate import migration_status
+
+    database = _database(click_ctx)
+    ctx: _Context = click_ctx.obj
+    with connect(database.dsn, database.schema) as conn:
+        status = migration_status(conn)
+    rows = [{"version": m.version, "name": m.name, "sha256": m.sha256, "state": "applied"}
+            for m in status.applied]
+    rows += [{"version": m.version, "name": m.name, "sha256": m.sha256, "state": "pending"}
+             for m in status.pending]
+    _emit(ctx, {"version": status.current, "migrations": rows},
+          lambda: "\n".join([*(f"{r['version']:04d} {r['name']:<24} {r['state']:<8} "
+                               f"{str(r['sha256'])[:12]}" for r in rows),
+                             f"schema at version {status.current:04d}, "
+                             f"{len(status.pending)} pending"]))
+
+
 # --- --json after the subcommand too ---------------------------------------------------------
 
 #: Commands without JSON output: no ``--json`` of their own.

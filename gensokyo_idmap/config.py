@@ -97,6 +97,28 @@ class IdmapConfig(_Section):
         default=None,
         description="the old Go daemon's idmap.db; default <data_dir>/idmap.db; empty: none",
     )
+    backend: Literal["lmdb", "postgres"] = Field(
+        default="lmdb",
+        description="where the identity graph lives: openid-map.db in data_dir, or PostgreSQL "
+                    "(shared by several daemons)")
+    postgres_dsn: str = Field(
+        default="",
+        description="PostgreSQL URL of the identity graph (backend: postgres), e.g. "
+                    "postgresql://127.0.0.1:5432/gensokyo; a password in it is never shown")
+
+    @field_validator("postgres_dsn")
+    @classmethod
+    def _postgres_url(cls, value: str) -> str:
+        if value and not value.startswith(("postgresql://", "postgres://")):
+            raise ValueError("must be a postgresql:// URL")
+        return value
+
+    @model_validator(mode="after")
+    def _backend_has_its_server(self) -> IdmapConfig:
+        if self.backend == "postgres" and not self.postgres_dsn:
+            raise ValueError("idmap.backend postgres needs idmap.postgres_dsn "
+                             "(e.g. postgresql://127.0.0.1:5432/gensokyo)")
+        return self
 
 
 def _host_port(value: str) -> str:
