@@ -73,6 +73,23 @@ def store_factory(backend: str, tmp_path: Path) -> Iterator[StoreFactory]:
         yield lambda **kw: PgIdentityStore(PG_DSN, schema=schema, pool_size=4, **kw)
 
 
+@pytest.fixture(params=BACKENDS)
+def open_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreFactory]:
+    """Opens the one store of this test; one test run per backend. A module uses it (and
+    :func:`identity_store`) by importing it."""
+    with store_factory(request.param, tmp_path) as factory:
+        yield factory
+
+
+@pytest.fixture
+def identity_store(open_store: StoreFactory) -> Iterator[Any]:
+    """The test's store, open (one per backend); in tests/test_idmap.py also the store of
+    the conftest's ``graph``."""
+    store = open_store()
+    yield store
+    store.close()
+
+
 def set_both(view: Any, key: str, vuin: int) -> None:
     """``key`` → ``vuin`` in both directions (PostgreSQL refuses a half-written pair)."""
     view.set_vuin(key, vuin)

@@ -1,8 +1,10 @@
-"""The identity graph rules (DESIGN §3–§4) on a real LMDB file."""
+"""The identity graph rules (DESIGN §3–§4) on every backend: a real LMDB file, and a
+PostgreSQL schema of the test's own."""
 
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 from structlog.testing import capture_logs
@@ -10,9 +12,16 @@ from structlog.testing import capture_logs
 from gensokyo_idmap.errors import BadInputError, NotFoundError, NoUsableIdentityError
 from gensokyo_idmap.identity import OpenId, RawId, RUin, UnionId
 from gensokyo_idmap.idmap import IdentityGraph, openid_of_app
-from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
 
 from .conftest import APP_ID, FakeClock, run
+from . import store_backends
+from .store_backends import StoreFactory
+
+# the fixtures, one run per backend
+open_store = store_backends.open_store
+identity_store = store_backends.identity_store
+
+AnyStore = Any  # the store of any backend (the fixtures above open one per backend)
 
 ALICE = OpenId(APP_ID, "A11CE000000000000000000000000000")
 BOB = OpenId(APP_ID, "B0B00000000000000000000000000000")
@@ -23,7 +32,7 @@ GROUP_SCENE = f"QQ:{APP_ID}:group:G1"
 C2C_SCENE = f"QQ:{APP_ID}:c2c"
 
 
-def counts(store: LmdbIdentityStore):  # type: ignore[no-untyped-def]
+def counts(store: AnyStore):  # type: ignore[no-untyped-def]
     with store.read() as view:
         return view.counts()
 
@@ -42,7 +51,7 @@ def test_new_identity_gets_the_next_vuin_and_keeps_it(graph: IdentityGraph) -> N
 
 
 def test_known_identity_in_known_scene_writes_nothing(
-    graph: IdentityGraph, identity_store: LmdbIdentityStore
+    graph: IdentityGraph, identity_store: AnyStore
 ) -> None:
     run(graph.resolve([ALICE], scene=GROUP_SCENE))
     before = identity_store.commit_stats
@@ -52,7 +61,7 @@ def test_known_identity_in_known_scene_writes_nothing(
 
 
 def test_new_scene_records_last_seen_once(
-    graph: IdentityGraph, identity_store: LmdbIdentityStore, clock: FakeClock
+    graph: IdentityGraph, identity_store: AnyStore, clock: FakeClock
 ) -> None:
     run(graph.resolve([ALICE], scene=GROUP_SCENE))
     clock.advance(60)
@@ -106,7 +115,7 @@ def test_allocation_skips_numbers_in_use(graph: IdentityGraph) -> None:
     assert run(graph.resolve([BOB])).vuin == 3
 
 
-def test_create_and_hit_are_logged(identity_store: LmdbIdentityStore) -> None:
+def test_create_and_hit_are_logged(identity_store: AnyStore) -> None:
     with capture_logs() as logs:
         graph = IdentityGraph(identity_store)
         run(graph.resolve([ALICE]))
@@ -122,7 +131,7 @@ def test_create_and_hit_are_logged(identity_store: LmdbIdentityStore) -> None:
     [([], None, "keys"), ([ALICE], "", "scene"), ([ALICE], "x" * 401, "scene")],
 )
 def test_bad_resolve_input_writes_nothing(
-    graph: IdentityGraph, identity_store: LmdbIdentityStore, keys, scene, field  # type: ignore[no-untyped-def]
+    graph: IdentityGraph, identity_store: AnyStore, keys, scene, field  # type: ignore[no-untyped-def]
 ) -> None:
     before = counts(identity_store)
     with pytest.raises(BadInputError) as err:
@@ -140,7 +149,7 @@ def test_scene_identity_must_be_one_of_the_keys(graph: IdentityGraph) -> None:
 # --- bind / rebind ------------------------------------------------------------------------
 
 
-def test_bind_appends_and_skips_when_already_there(identity_store: LmdbIdentityStore) -> None:
+def test_bind_appends_and_skips_when_already_there(identity_store: AnyStore) -> None:
     with capture_logs() as logs:
         graph = IdentityGraph(identity_store)
         run(graph.resolve([ALICE]))
@@ -180,7 +189,7 @@ def test_bind_to_an_alias_lands_on_its_target(graph: IdentityGraph) -> None:
     assert graph.lookup(ALICE_QQ) == 50
 
 
-def test_bind_refuses_bad_vuin_and_logs_failed(identity_store: LmdbIdentityStore) -> None:
+def test_bind_refuses_bad_vuin_and_logs_failed(identity_store: AnyStore) -> None:
     with capture_logs() as logs:
         graph = IdentityGraph(identity_store)
         with pytest.raises(BadInputError, match="vuin"):
@@ -201,7 +210,7 @@ def test_rebind_moves_the_whole_set_and_keeps_the_old_number(graph: IdentityGrap
     assert graph.pick_identity(1, usable=openid_of_app(APP_ID)) == ALICE
 
 
-def test_rebind_chains_stay_one_hop(graph: IdentityGraph, identity_store: LmdbIdentityStore) -> None:
+def test_rebind_chains_stay_one_hop(graph: IdentityGraph, identity_store: AnyStore) -> None:
     run(graph.resolve([ALICE]))
     run(graph.rebind(1, 10))
     run(graph.rebind(10, 20))
@@ -218,7 +227,7 @@ def test_rebind_into_own_alias_is_skipped(graph: IdentityGraph) -> None:
 
 
 def test_rebind_of_unknown_vuin_fails_and_changes_nothing(
-    identity_store: LmdbIdentityStore,
+    identity_store: AnyStore,
 ) -> None:
     with capture_logs() as logs:
         graph = IdentityGraph(identity_store)
@@ -268,13 +277,13 @@ def test_unknown_vuin_is_not_found(graph: IdentityGraph) -> None:
     assert graph.canonical(42) is None
 
 
-def test_graph_survives_reopen(identity_db_path, clock: FakeClock) -> None:  # type: ignore[no-untyped-def]
-    store = LmdbIdentityStore(identity_db_path)
+def test_graph_survives_reopen(open_store: StoreFactory, clock: FakeClock) -> None:
+    store = open_store()
     graph = IdentityGraph(store, clock=clock)
     run(graph.resolve([ALICE, ALICE_QQ], scene=GROUP_SCENE))
     run(graph.rebind(1, 99))
     store.close()
-    store = LmdbIdentityStore(identity_db_path)
+    store = open_store()
     try:
         graph = IdentityGraph(store, clock=clock)
         assert graph.lookup(ALICE) == 99

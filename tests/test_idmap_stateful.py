@@ -1,7 +1,8 @@
-"""Property test of the identity-graph invariants against a real LMDB file.
+"""Property test of the identity-graph invariants on every backend: a real LMDB file and a
+PostgreSQL schema of its own.
 
 A hypothesis state machine runs random resolve / bind / rebind / pick / reopen steps on a
-real openid-map.db and checks after every step:
+real store and checks after every step:
 
 - ``identity_to_vuin`` and ``vuin_to_identity`` are exact inverses;
 - every identity ever stored stays reachable;
@@ -15,8 +16,8 @@ real openid-map.db and checks after every step:
 from __future__ import annotations
 
 import asyncio
-import shutil
 import tempfile
+from contextlib import ExitStack
 from pathlib import Path
 
 from hypothesis import HealthCheck, settings
@@ -26,7 +27,8 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from gensokyo_idmap.errors import NotFoundError
 from gensokyo_idmap.identity import IdentityKey, OpenId, RUin
 from gensokyo_idmap.idmap import IdentityGraph, follow_alias, openid_of_app
-from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
+
+from .store_backends import store_factory
 
 APP = "102"
 KEYS: list[IdentityKey] = [OpenId(APP, f"U{i}") for i in range(8)] + [
@@ -51,19 +53,29 @@ class UnionFind:
 
 
 class IdentityGraphMachine(RuleBasedStateMachine):
+    BACKEND = "lmdb"
+
     def __init__(self) -> None:
         super().__init__()
-        self.dir = Path(tempfile.mkdtemp(prefix="idmap-stateful-"))
-        self.path = self.dir / "openid-map.db"
-        self.store = LmdbIdentityStore(self.path, map_size=64 * 1024)
+        self.cleanup = ExitStack()
+        self.dir = Path(self.cleanup.enter_context(
+            tempfile.TemporaryDirectory(prefix="idmap-stateful-")))
+        self.open_store = self.cleanup.enter_context(store_factory(self.BACKEND, self.dir))
+        self.store = self._open()
         self.graph = IdentityGraph(self.store)
         self.people = UnionFind()
         self.stored: set[str] = set()
         self.shown: dict[int, str] = {}  # every vUIN ever handed out -> a key it named
 
+    def _open(self):  # type: ignore[no-untyped-def]
+        # LMDB starts small so the machine also crosses map growth
+        return self.open_store(map_size=64 * 1024) if self.BACKEND == "lmdb" else self.open_store()
+
     def teardown(self) -> None:
-        self.store.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        try:
+            self.store.close()
+        finally:
+            self.cleanup.close()
 
     def _vuin_of(self, key: str) -> int:
         with self.store.read() as view:
@@ -144,7 +156,7 @@ class IdentityGraphMachine(RuleBasedStateMachine):
     @rule()
     def reopen(self) -> None:
         self.store.close()
-        self.store = LmdbIdentityStore(self.path, map_size=64 * 1024)
+        self.store = self._open()
         self.graph = IdentityGraph(self.store)
 
     @invariant()
@@ -181,6 +193,10 @@ class IdentityGraphMachine(RuleBasedStateMachine):
                     assert vuin in self.shown
 
 
+class PostgresIdentityGraphMachine(IdentityGraphMachine):
+    BACKEND = "postgres"
+
+
 IdentityGraphMachine.TestCase.settings = settings(
     max_examples=60,
     stateful_step_count=30,
@@ -188,3 +204,7 @@ IdentityGraphMachine.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow],
 )
 TestIdentityGraph = IdentityGraphMachine.TestCase
+# fewer runs: each makes a schema and a connection pool (the same rules, another engine)
+PostgresIdentityGraphMachine.TestCase.settings = settings(
+    IdentityGraphMachine.TestCase.settings, max_examples=30)
+TestIdentityGraphOnPostgres = PostgresIdentityGraphMachine.TestCase
