@@ -3,6 +3,7 @@
     python tests/crash/durability_child.py DBPATH START COUNT [--app-id ID] [--prefix P]
                                      [--batch N] [--no-scene]
                                      [--ready-file R --go-file G]
+                                     [--postgres-dsn URL --schema NAME]
 
 For i in START .. START+COUNT-1 it resolves ``--batch`` new OpenIDs concurrently
 (``asyncio.gather``), each OpenID derived from the prefix, i and its place in the batch. As
@@ -16,7 +17,8 @@ must hold exactly that mapping whatever happens to this process afterwards (``ki
 The prefix defaults to one unique per run (pid + random), so every run's keys are new; a
 fixed ``--prefix`` lets two processes resolve the same keys. With ``--ready-file`` and
 ``--go-file`` it creates R once the store is open, then waits for G before resolving
-anything, so that a parent can make two children really run at the same time. Logs go to stderr (warnings and
+anything, so that a parent can make two children really run at the same time. With
+``--postgres-dsn`` the graph is the PostgreSQL one in ``--schema`` (DBPATH is ignored). Logs go to stderr (warnings and
 up only); stdout carries nothing but ``key vuin`` lines.
 """
 
@@ -50,6 +52,8 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--ready-file", default=None, help="create this once the store is open")
     parser.add_argument("--go-file", default=None, help="wait for this file before starting")
     parser.add_argument("--go-timeout", type=float, default=60.0)
+    parser.add_argument("--postgres-dsn", default=None, help="use PostgreSQL, not DBPATH")
+    parser.add_argument("--schema", default=None, help="the PostgreSQL schema of the graph")
     return parser.parse_args(argv)
 
 
@@ -62,7 +66,13 @@ def _emit(key: str, vuin: int) -> None:
 
 async def _run(args: argparse.Namespace) -> int:
     prefix = args.prefix or f"P{os.getpid()}x{secrets.token_hex(4)}"
-    store = LmdbIdentityStore(args.db)
+    if args.postgres_dsn:
+        from gensokyo_idmap.store.pg_identity import PgIdentityStore
+
+        store: LmdbIdentityStore | PgIdentityStore = PgIdentityStore(
+            args.postgres_dsn, schema=args.schema)
+    else:
+        store = LmdbIdentityStore(args.db)
     try:
         graph = IdentityGraph(store)
         if args.ready_file:
