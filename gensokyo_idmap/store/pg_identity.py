@@ -34,6 +34,8 @@ import random
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from functools import partial
 from types import TracebackType
 from typing import Any, Final, LiteralString, Self, TypeVar
 
@@ -48,6 +50,7 @@ from gensokyo_idmap.store.base import IdentityWriter, LastSeen, TableCounts
 from gensokyo_idmap.store.group_commit import GroupCommitter, Outcome
 from gensokyo_idmap.store.pg_connect import check_schema_name, connect, describe, open_pool
 from gensokyo_idmap.store.pg_migrate import migration_status, upgrade
+from gensokyo_idmap.store.pg_writes import PendingWrites
 
 __all__ = ["MAX_SCENE_BYTES", "PgIdentityStore", "PgView"]
 
@@ -76,6 +79,17 @@ def _check_scene(scene: str) -> str:
     return scene
 
 
+@dataclass(slots=True)
+class _Tail:
+    """The vUINs above ``floor`` (the counter when first asked) that have an identity set or
+    are an alias, as one transaction read them and changed them since."""
+
+    floor: int
+    sets: set[int] = field(default_factory=set)
+    aliases: dict[int, int] = field(default_factory=dict)
+    uncertain: set[int] = field(default_factory=set)  # sets it removed from: ask again
+
+
 class PgView(IdentityWriter):
     """Reads (and, in a write transaction, writes) of one PostgreSQL transaction.
 
@@ -85,8 +99,8 @@ class PgView(IdentityWriter):
     listings whole (writers list only what they are about to change).
     """
 
-    __slots__ = ("_aliases_seen", "_conn", "_counter", "_counter_dirty", "_prepare",
-                 "_streaming")
+    __slots__ = ("_conn", "_counter", "_counter_dirty", "_pending", "_prepare", "_streaming",
+                 "_tail", "_vuins")
 
     def __init__(self, conn: Conn, *, streaming: bool) -> None:
         self._conn = conn
@@ -96,15 +110,22 @@ class PgView(IdentityWriter):
         self._prepare: bool | None = None if streaming else False
         self._counter: int | None = None
         self._counter_dirty = False
-        # vuin → its alias target as read with has_identities (allocation asks both of a
-        # candidate: one round trip, not two); kept true by set_alias
-        self._aliases_seen: dict[int, int | None] = {}
+        # What this transaction read, kept true by its own writes, so a batch asks the
+        # server once: key → vUIN (None: no such key), and what is in use above the counter
+        self._vuins: dict[str, int | None] = {}
+        self._tail: _Tail | None = None
+        self._pending = PendingWrites()  # graph writes not sent yet (pg_writes)
+
+    def _execute(self, query: LiteralString, params: Sequence[Any]) -> psycopg.Cursor[Any]:
+        if self._pending:
+            self._pending.send(self._conn, self._prepare)  # reads see the writes so far
+        return self._conn.execute(query, params, prepare=self._prepare)
 
     def _one(self, query: LiteralString, params: Sequence[Any]) -> tuple[Any, ...] | None:
-        return self._conn.execute(query, params, prepare=self._prepare).fetchone()
+        return self._execute(query, params).fetchone()
 
     def _all(self, query: LiteralString, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        return self._conn.execute(query, params, prepare=self._prepare).fetchall()
+        return self._execute(query, params).fetchall()
 
     def _rows(self, query: LiteralString, params: Sequence[Any] = ()) -> Iterator[tuple[Any, ...]]:
         if not self._streaming:
@@ -116,27 +137,67 @@ class PgView(IdentityWriter):
             yield from cursor
 
     def _write(self, query: LiteralString, params: Sequence[Any]) -> None:
-        self._conn.execute(query, params, prepare=self._prepare)
+        self._execute(query, params)
 
     # reads
+    def prefetch(self, keys: Sequence[str]) -> None:
+        """Read the vUINs of ``keys`` in one statement (the keys a batch will look up)."""
+        wanted = [key for key in dict.fromkeys(keys) if key not in self._vuins]
+        if not wanted:
+            return
+        found = dict(self._all(
+            "SELECT key, vuin FROM identity_to_vuin WHERE key = ANY(%s)", (wanted,)))
+        for key in wanted:
+            vuin = found.get(key)
+            self._vuins[key] = None if vuin is None else int(vuin)
+
     def vuin_of(self, key: str) -> int | None:
+        try:
+            return self._vuins[key]
+        except KeyError:
+            pass
         row = self._one("SELECT vuin FROM identity_to_vuin WHERE key = %s", (key,))
-        return None if row is None else int(row[0])
+        found = self._vuins[key] = None if row is None else int(row[0])
+        return found
 
     def identities_of(self, vuin: int) -> list[str]:
         return [str(r[0]) for r in self._all(
             "SELECT key FROM vuin_to_identity WHERE vuin = %s ORDER BY key", (vuin,))]
 
+    def _tail_over(self, vuin: int) -> _Tail | None:
+        """What is in use above the counter, if ``vuin`` is up there and known for sure.
+
+        Allocation asks "in use?" of the numbers above the counter, one by one; they are
+        nearly always free, so one read of everything above the counter (an operator's
+        binds to high numbers, if any) answers the whole batch.
+        """
+        tail = self._tail
+        if tail is None:
+            floor = self.vuin_counter()
+            if vuin <= floor:
+                return None
+            tail = self._tail = _Tail(floor)
+            for number, target in self._all(
+                    "SELECT DISTINCT vuin, NULL::bigint FROM vuin_to_identity WHERE vuin > %s "
+                    "UNION ALL SELECT old, new FROM vuin_alias WHERE old > %s", (floor, floor)):
+                if target is None:
+                    tail.sets.add(int(number))
+                else:
+                    tail.aliases[int(number)] = int(target)
+        return tail if vuin > tail.floor and vuin not in tail.uncertain else None
+
     def has_identities(self, vuin: int) -> bool:
-        row = self._one("SELECT EXISTS (SELECT 1 FROM vuin_to_identity WHERE vuin = %s), "
-                        "(SELECT new FROM vuin_alias WHERE old = %s)", (vuin, vuin))
-        assert row is not None
-        self._aliases_seen[vuin] = None if row[1] is None else int(row[1])
-        return bool(row[0])
+        tail = self._tail_over(vuin)
+        if tail is not None:
+            return vuin in tail.sets
+        row = self._one("SELECT EXISTS (SELECT 1 FROM vuin_to_identity WHERE vuin = %s)",
+                        (vuin,))
+        return row is not None and bool(row[0])
 
     def alias_target(self, vuin: int) -> int | None:
-        if vuin in self._aliases_seen:
-            return self._aliases_seen[vuin]
+        tail = self._tail_over(vuin)
+        if tail is not None:
+            return tail.aliases.get(vuin)
         row = self._one("SELECT new FROM vuin_alias WHERE old = %s", (vuin,))
         return None if row is None else int(row[0])
 
@@ -189,29 +250,29 @@ class PgView(IdentityWriter):
 
     # writes
     def set_vuin(self, key: str, vuin: int) -> None:
-        self._write("INSERT INTO identity_to_vuin (key, vuin) VALUES (%s, %s) "
-                    "ON CONFLICT (key) DO UPDATE SET vuin = EXCLUDED.vuin", (key, vuin))
+        self._vuins[key] = vuin
+        self._pending.forward[key] = vuin
 
     def add_identity(self, vuin: int, key: str) -> None:
-        self._write("INSERT INTO vuin_to_identity (vuin, key) VALUES (%s, %s) "
-                    "ON CONFLICT DO NOTHING", (vuin, key))
+        if self._tail is not None and vuin > self._tail.floor:
+            self._tail.sets.add(vuin)
+        self._pending.sets[vuin, key] = True
 
     def remove_identity(self, vuin: int, key: str) -> None:
-        self._write("DELETE FROM vuin_to_identity WHERE vuin = %s AND key = %s", (vuin, key))
+        if self._tail is not None and vuin > self._tail.floor:
+            self._tail.uncertain.add(vuin)  # its set may be empty now: ask the server
+        self._pending.sets[vuin, key] = False
 
     def set_alias(self, old: int, new: int) -> None:
-        self._aliases_seen[old] = new
-        self._write("INSERT INTO vuin_alias (old, new) VALUES (%s, %s) "
-                    "ON CONFLICT (old) DO UPDATE SET new = EXCLUDED.new", (old, new))
+        if self._tail is not None and old > self._tail.floor:
+            self._tail.aliases[old] = new
+        self._pending.aliases[old] = new
 
     def set_last_seen(self, vuin: int, scene: str, seen: LastSeen) -> None:
-        self._write("INSERT INTO last_seen (vuin, scene, identity, since) "
-                    "VALUES (%s, %s, %s, %s) ON CONFLICT (vuin, scene) DO UPDATE "
-                    "SET identity = EXCLUDED.identity, since = EXCLUDED.since",
-                    (vuin, _check_scene(scene), seen.identity, seen.since))
+        self._pending.last_seen[vuin, _check_scene(scene)] = seen
 
     def delete_last_seen(self, vuin: int, scene: str) -> None:
-        self._write("DELETE FROM last_seen WHERE vuin = %s AND scene = %s", (vuin, scene))
+        self._pending.last_seen[vuin, scene] = None
 
     def set_vuin_counter(self, value: int) -> None:
         """Kept in the view and written once by :meth:`flush` (a batch of 64 allocations
@@ -225,10 +286,13 @@ class PgView(IdentityWriter):
                     (name, Jsonb(value)))
 
     def flush(self) -> None:
-        """Write what the view holds back (the counter); called just before commit."""
+        """Send what the view holds back (the counter, the graph's writes); called just
+        before commit."""
         if self._counter_dirty and self._counter is not None:
             self.set_meta(_COUNTER, self._counter)
             self._counter_dirty = False
+        if self._pending:
+            self._pending.send(self._conn, self._prepare)
 
     # the legacy-compatible tables (config, UserInfo), byte for byte
     def get_config(self, key: bytes) -> bytes | None:
@@ -253,6 +317,22 @@ class PgView(IdentityWriter):
     def iter_user_info(self) -> Iterator[tuple[bytes, bytes]]:
         for key, value in self._rows("SELECT key, value FROM user_info ORDER BY key"):
             yield bytes(key), bytes(value)
+
+
+def _keys_looked_up(fns: Sequence[Callable[[PgView], Any]]) -> list[str]:
+    """The identity keys the functions of a batch name as their ``keys`` argument.
+
+    ``IdentityGraph.resolve`` submits ``partial(_apply_resolution, keys=[...], ...)``, whose
+    first reads are those keys' vUINs; reading them for the whole batch in one statement
+    saves a round trip per new identity. Only a hint: a function that names no keys, or
+    other ones, is served one read at a time as before.
+    """
+    keys: list[str] = []
+    for fn in fns:
+        named = fn.keywords.get("keys") if isinstance(fn, partial) else None
+        if isinstance(named, list | tuple):
+            keys.extend(key for key in named if isinstance(key, str))
+    return keys
 
 
 class _Reading:
@@ -434,6 +514,7 @@ class PgIdentityStore:
             with conn.pipeline():
                 conn.execute(_BEGIN_WRITE, prepare=False)  # (see PgView._prepare)
                 view = PgView(conn, streaming=False)
+                view.prefetch(_keys_looked_up(fns))
                 for fn in fns:
                     try:
                         outcomes.append(Outcome(value=fn(view)))
