@@ -552,8 +552,20 @@ def recover_identities_command(ctx: _Context, legacy: str | None) -> None:
 
 @dataclass(frozen=True, slots=True)
 class _Database:
-    dsn: str
+    """What ``db`` was given; the DSN is found when a command needs it (not for --help)."""
+
+    postgres_dsn: str | None
+    config_path: Path | None
     schema: str | None
+
+    @property
+    def dsn(self) -> str:
+        dsn = self.postgres_dsn or (load_config(self.config_path).idmap.postgres_dsn
+                                    if self.config_path else "")
+        if not dsn:
+            raise BadInputError("postgres_dsn", "", "give --postgres-dsn, or --config with "
+                                "idmap.postgres_dsn set")
+        return dsn
 
 
 @main.group("db")
@@ -570,12 +582,8 @@ def db_group(click_ctx: click.Context, postgres_dsn: str | None, config_path: Pa
     """Upgrade or show the schema of a PostgreSQL identity graph (idmap.backend: postgres)."""
     from gensokyo_idmap.store.pg_connect import check_schema_name
 
-    dsn = postgres_dsn or (load_config(config_path).idmap.postgres_dsn if config_path else "")
-    if not dsn:
-        raise BadInputError("postgres_dsn", "", "give --postgres-dsn, or --config with "
-                            "idmap.postgres_dsn set")
     click_ctx.meta["gsk.database"] = _Database(
-        dsn, None if schema is None else check_schema_name(schema))
+        postgres_dsn, config_path, None if schema is None else check_schema_name(schema))
 
 
 def _database(click_ctx: click.Context) -> _Database:
