@@ -115,6 +115,20 @@ def test_allocation_skips_numbers_in_use(graph: IdentityGraph) -> None:
     assert run(graph.resolve([BOB])).vuin == 3
 
 
+def test_allocation_skips_a_number_bound_in_the_same_batch(
+        graph: IdentityGraph, identity_store: AnyStore) -> None:
+    """A bind to the next free number and new identities share one transaction (one loop
+    turn): the allocations see the bind, whatever a backend remembers of the numbers."""
+    async def together() -> tuple[int, ...]:
+        bound, *created = await asyncio.gather(
+            graph.bind(CAROL, 1), graph.resolve([ALICE]), graph.resolve([BOB]))
+        return (bound.vuin, *(r.vuin for r in created))
+
+    batches = identity_store.commit_stats[0]
+    assert run(together()) == (1, 2, 3)
+    assert identity_store.commit_stats[0] == batches + 1
+
+
 def test_create_and_hit_are_logged(identity_store: AnyStore) -> None:
     with capture_logs() as logs:
         graph = IdentityGraph(identity_store)

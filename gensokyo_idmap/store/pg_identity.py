@@ -70,6 +70,13 @@ _BEGIN_WRITE: Final = "BEGIN ISOLATION LEVEL SERIALIZABLE, READ WRITE"
 _BEGIN_READ: Final = "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"
 _PROBE: Final = ("SELECT i.vuin, l.identity FROM identity_to_vuin i LEFT JOIN last_seen l "
                  "ON l.vuin = i.vuin AND l.scene = %s WHERE i.key = %s")
+#: The vUINs in use above a floor: those with an identity set, and aliases with targets.
+_TAIL_ABOVE: Final = ("SELECT DISTINCT vuin, NULL::bigint FROM vuin_to_identity WHERE vuin > %s "
+                      "UNION ALL SELECT old, new FROM vuin_alias WHERE old > %s")
+_STORED_COUNTER: Final = ("coalesce((SELECT (value #>> '{}')::bigint FROM meta "
+                          "WHERE name = 'vuin_counter'), 0)")
+#: :data:`_TAIL_ABOVE` over the counter as stored (read in the same snapshot).
+_TAIL_ABOVE_STORED: Final = _TAIL_ABOVE.replace("%s", _STORED_COUNTER)
 _cursor_ids = itertools.count(1)
 
 
@@ -88,6 +95,17 @@ class _Tail:
     sets: set[int] = field(default_factory=set)
     aliases: dict[int, int] = field(default_factory=dict)
     uncertain: set[int] = field(default_factory=set)  # sets it removed from: ask again
+
+    @classmethod
+    def read(cls, floor: int, rows: list[tuple[Any, ...]]) -> _Tail:
+        """From the rows of :data:`_TAIL_ABOVE`: (vUIN, None) or (alias, its target)."""
+        tail = cls(floor)
+        for number, target in rows:
+            if target is None:
+                tail.sets.add(int(number))
+            else:
+                tail.aliases[int(number)] = int(target)
+        return tail
 
 
 class PgView(IdentityWriter):
@@ -141,15 +159,26 @@ class PgView(IdentityWriter):
 
     # reads
     def prefetch(self, keys: Sequence[str]) -> None:
-        """Read the vUINs of ``keys`` in one statement (the keys a batch will look up)."""
+        """Read the vUINs of ``keys`` (the keys a batch will look up) and, since some are
+        likely new, the counter and what is in use above it: three statements sent
+        together, answered in one round trip (pipeline mode)."""
         wanted = [key for key in dict.fromkeys(keys) if key not in self._vuins]
         if not wanted:
             return
-        found = dict(self._all(
-            "SELECT key, vuin FROM identity_to_vuin WHERE key = ANY(%s)", (wanted,)))
+        by_key = self._execute("SELECT key, vuin FROM identity_to_vuin WHERE key = ANY(%s)",
+                               (wanted,))
+        allocating = self._counter is None and self._tail is None
+        if allocating:
+            counter = self._execute("SELECT " + _STORED_COUNTER, ())
+            tail = self._execute(_TAIL_ABOVE_STORED, ())
+        found = dict(by_key.fetchall())
         for key in wanted:
             vuin = found.get(key)
             self._vuins[key] = None if vuin is None else int(vuin)
+        if allocating:
+            row = counter.fetchone()
+            self._counter = int(row[0]) if row else 0
+            self._tail = _Tail.read(self._counter, tail.fetchall())
 
     def vuin_of(self, key: str) -> int | None:
         try:
@@ -176,14 +205,7 @@ class PgView(IdentityWriter):
             floor = self.vuin_counter()
             if vuin <= floor:
                 return None
-            tail = self._tail = _Tail(floor)
-            for number, target in self._all(
-                    "SELECT DISTINCT vuin, NULL::bigint FROM vuin_to_identity WHERE vuin > %s "
-                    "UNION ALL SELECT old, new FROM vuin_alias WHERE old > %s", (floor, floor)):
-                if target is None:
-                    tail.sets.add(int(number))
-                else:
-                    tail.aliases[int(number)] = int(target)
+            tail = self._tail = _Tail.read(floor, self._all(_TAIL_ABOVE, (floor, floor)))
         return tail if vuin > tail.floor and vuin not in tail.uncertain else None
 
     def has_identities(self, vuin: int) -> bool:
