@@ -385,6 +385,8 @@ class _Reading:
             _end(conn)
             self._store.putconn(conn)
         self._view = None
+        if isinstance(exc, psycopg.Error):  # the server or the connection failed mid-read
+            raise self._store.failed(exc) from exc
 
 
 def _end(conn: Conn) -> None:

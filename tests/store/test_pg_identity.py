@@ -195,3 +195,31 @@ def test_an_unreachable_server_is_a_store_error_without_the_password() -> None:
     with pytest.raises(StoreError, match="cannot be reached") as err:
         PgIdentityStore("postgresql://gsk:s3cretpw@127.0.0.1:1/gsk")
     assert "s3cretpw" not in err.value.message
+
+
+def test_a_read_the_server_fails_is_a_store_error(schema: str) -> None:
+    """A connection killed by the server mid-read surfaces as a StoreError (retcode 102,
+    HTTP 503), not as a driver exception; the next read gets a fresh connection."""
+    with PgIdentityStore(PG_DSN, schema=schema, pool_size=1) as store:
+        with pytest.raises(StoreError, match="PostgreSQL at"):
+            with store.read() as view:
+                backend = view._conn.info.backend_pid  # this read's own connection only
+                _run(schema, f"SELECT pg_terminate_backend({int(backend)})")
+                view.vuin_of("raw:A")
+        with store.read() as view:
+            assert view.vuin_of("raw:A") is None
+
+
+def test_a_write_the_server_fails_is_told_by_health_until_one_goes_through(
+        schema: str) -> None:
+    with PgIdentityStore(PG_DSN, schema=schema, pool_size=1) as store:
+        with store.read() as view:  # the pool's one connection, which the writer uses next
+            backend = view._conn.info.backend_pid
+        _run(schema, f"SELECT pg_terminate_backend({int(backend)})")
+        with pytest.raises(StoreError, match="PostgreSQL at"):
+            store.write_sync(lambda view: set_both(view, "raw:A", 1))
+        assert "its last write failed" in (store.health() or "")
+        store.write_sync(lambda view: set_both(view, "raw:A", 1))  # a fresh connection
+        assert store.health() is None
+        with store.read() as view:
+            assert view.vuin_of("raw:A") == 1
