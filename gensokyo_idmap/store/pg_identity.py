@@ -535,17 +535,28 @@ class PgIdentityStore:
         conn = self.getconn()
         try:
             outcomes: list[Outcome[Any]] = []
-            with conn.pipeline():
-                conn.execute(_BEGIN_WRITE, prepare=False)  # (see PgView._prepare)
-                view = PgView(conn, streaming=False)
-                view.prefetch(_keys_looked_up(fns))
-                for fn in fns:
+            failure: psycopg.Error | None = None
+            try:
+                with conn.pipeline():
                     try:
-                        outcomes.append(Outcome(value=fn(view)))
-                    except IdmapError as exc:  # raised before any write, by contract
-                        outcomes.append(Outcome(error=exc))
-                view.flush()
-                conn.execute("COMMIT", prepare=False)
+                        conn.execute(_BEGIN_WRITE, prepare=False)  # (see PgView._prepare)
+                        view = PgView(conn, streaming=False)
+                        view.prefetch(_keys_looked_up(fns))
+                        for fn in fns:
+                            try:
+                                outcomes.append(Outcome(value=fn(view)))
+                            except IdmapError as exc:  # raised before any write, by contract
+                                outcomes.append(Outcome(error=exc))
+                        view.flush()
+                        conn.execute("COMMIT", prepare=False)
+                    except psycopg.Error as exc:
+                        # leave the block quietly: its end reports the aborted pipeline
+                        # (psycopg would log a warning for every conflict otherwise)
+                        failure = exc
+            except psycopg.Error as exc:
+                failure = failure or exc  # the answer to COMMIT, or the pipeline's end
+            if failure is not None:
+                raise failure
             return outcomes  # the pipeline's end waited for COMMIT's answer
         except _RETRYABLE as exc:
             _end(conn)
