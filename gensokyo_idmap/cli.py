@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -22,6 +22,7 @@ from gensokyo_idmap.config import Config, load_config
 from gensokyo_idmap.data_dir import IDENTITY_DB, MSGID_DB, DataDir
 from gensokyo_idmap.errors import BadInputError, IdmapError, NotFoundError
 from gensokyo_idmap.identity import IdentityKey, RUin, parse_identity_input, parse_vuin
+from gensokyo_idmap.identity_backend import open_identity_store
 from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.logging import configure_logging
 from gensokyo_idmap.msgid import DEFAULT_MSGID_TTL_SECONDS, MsgContext, MsgIdMap, check_virtual_id
@@ -36,6 +37,9 @@ from gensokyo_idmap.reports import (
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
 from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore, open_msgid_store
 
+if TYPE_CHECKING:
+    from gensokyo_idmap.store.pg_identity import PgIdentityStore
+
 __all__ = ["main"]
 
 
@@ -44,10 +48,22 @@ class _Context:
     data_dir: Path
     app_id: str | None
     as_json: bool
+    config: Config | None = None  # the global --config, when given
 
     @property
     def files(self) -> DataDir:
         return DataDir(self.data_dir)
+
+    @property
+    def on_postgres(self) -> bool:
+        return self.config is not None and self.config.idmap.backend == "postgres"
+
+    def lmdb_only(self, command: str) -> None:
+        """Refuse a command that works on openid-map.db when the graph is in PostgreSQL
+        (it would read or write a file the daemon does not use)."""
+        if self.on_postgres:
+            raise BadInputError("idmap.backend", "postgres",
+                                f"`{command}` works on openid-map.db (idmap.backend lmdb) only")
 
 
 class _ReportsErrors(click.Group):
@@ -77,9 +93,15 @@ def _existing(ctx: _Context, name: str) -> Path:
 
 @contextmanager
 def _graph(ctx: _Context, *, readonly: bool = False) -> Iterator[IdentityGraph]:
-    """The identity graph; ``readonly`` opens an existing openid-map.db without writing."""
-    path = _existing(ctx, IDENTITY_DB) if readonly else ctx.files.identity_db
-    store = LmdbIdentityStore(path, readonly=readonly)
+    """The identity graph (the --config's backend, else openid-map.db of the data dir);
+    ``readonly`` opens an existing one without writing."""
+    store: LmdbIdentityStore | PgIdentityStore
+    if ctx.on_postgres:
+        assert ctx.config is not None
+        store = open_identity_store(ctx.config, readonly=readonly)
+    else:
+        path = _existing(ctx, IDENTITY_DB) if readonly else ctx.files.identity_db
+        store = LmdbIdentityStore(path, readonly=readonly)
     try:
         yield IdentityGraph(store)
     finally:
@@ -101,10 +123,20 @@ def _describe(key: IdentityKey) -> str:
 @click.option("--app-id", default=None, envvar="GSK_BOT__APP_ID",
               help="Serving AppID: bare OpenIDs belong to it.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
+              default=None,
+              help="YAML config file (with GSK_* overrides): its data dir, AppID and identity "
+                   "backend, unless --data-dir / --app-id say otherwise.")
 @click.pass_context
-def main(click_ctx: click.Context, data_dir: Path, app_id: str | None, as_json: bool) -> None:
+def main(click_ctx: click.Context, data_dir: Path, app_id: str | None, as_json: bool,
+         config_path: Path | None) -> None:
     """gensokyo-idmap: QQ bot platform ↔ OneBot v11 identity bridge."""
-    click_ctx.obj = _Context(data_dir, app_id, as_json)
+    config = None if config_path is None else load_config(config_path)
+    if config is not None:
+        if click_ctx.get_parameter_source("data_dir") == click.core.ParameterSource.DEFAULT:
+            data_dir = config.idmap.data_dir
+        app_id = app_id or config.bot.app_id or None
+    click_ctx.obj = _Context(data_dir, app_id, as_json, config)
     if click_ctx.invoked_subcommand != "serve":
         configure_logging("warning")
 
@@ -320,6 +352,7 @@ def migrate_command(ctx: _Context, legacy_path: Path | None, dry_run: bool) -> N
     from migrate.legacy import migrate_legacy
     from migrate.progress import progress_reporter
 
+    ctx.lmdb_only("migrate")
     legacy = legacy_path or ctx.files.legacy_db
     if not sys.stderr.isatty():
         configure_logging("info")  # progress lines instead of a bar
@@ -346,6 +379,7 @@ def _owed(ctx: _Context) -> dict[str, int]:
 @click.pass_obj
 def stats_command(ctx: _Context) -> None:
     """Counts per table, file sizes, schema versions and the migration marker."""
+    ctx.lmdb_only("stats")
     identity_path = ctx.files.identity_db
     msgid_path = ctx.files.msgid_db
     with _graph(ctx, readonly=True) as graph, ExitStack() as stack:
@@ -475,6 +509,7 @@ def backup_command(ctx: _Context, dest: Path, force: bool) -> None:
     """Copy openid-map.db to DEST: consistent and compacted, while the daemon runs."""
     from gensokyo_idmap.ops.lmdb_files import backup_store
 
+    ctx.lmdb_only("backup")
     result = backup_store(ctx.files.identity_db, dest, force=force)
     _emit(ctx, result.to_json(), lambda: "\n".join(
         [f"backup {result.dest}: {result.bytes} bytes (store {result.source_bytes})"
@@ -492,6 +527,8 @@ def verify_command(ctx: _Context, file: Path | None) -> None:
     """Check every invariant of openid-map.db (or FILE, e.g. a backup); exit 1 on a violation."""
     from gensokyo_idmap.ops.lmdb_files import verify_store
 
+    if file is None:
+        ctx.lmdb_only("verify")
     report = verify_store(file or ctx.files.identity_db)
     _emit(ctx, report.to_json(), lambda: "\n".join(report.lines()))
     if not report.ok:
@@ -536,6 +573,7 @@ def recover_identities_command(ctx: _Context, legacy: str | None) -> None:
     from gensokyo_idmap.ops.recover import recover_identities
     from migrate.legacy import migrate_legacy
 
+    ctx.lmdb_only("recover identities")
     if legacy is None:
         raise BadInputError("--from-legacy", None,
                             "the old idmap.db is the only source to recover from")
@@ -558,10 +596,10 @@ class _Database:
     config_path: Path | None
     schema: str | None
 
-    @property
-    def dsn(self) -> str:
-        dsn = self.postgres_dsn or (load_config(self.config_path).idmap.postgres_dsn
-                                    if self.config_path else "")
+    def dsn(self, global_config: Config | None) -> str:
+        """--postgres-dsn, else the DSN of db's --config, else of the global --config."""
+        config = load_config(self.config_path) if self.config_path else global_config
+        dsn = self.postgres_dsn or (config.idmap.postgres_dsn if config else "")
         if not dsn:
             raise BadInputError("postgres_dsn", "", "give --postgres-dsn, or --config with "
                                 "idmap.postgres_dsn set")
@@ -600,7 +638,7 @@ def db_upgrade(click_ctx: click.Context) -> None:
 
     database = _database(click_ctx)
     ctx: _Context = click_ctx.obj
-    with connect(database.dsn, database.schema) as conn:
+    with connect(database.dsn(ctx.config), database.schema) as conn:
         applied = upgrade(conn, database.schema)
         current = migration_status(conn).current
     _emit(ctx, {"applied": [m.label for m in applied], "version": current},
@@ -619,7 +657,7 @@ def db_status(click_ctx: click.Context) -> None:
 
     database = _database(click_ctx)
     ctx: _Context = click_ctx.obj
-    with connect(database.dsn, database.schema) as conn:
+    with connect(database.dsn(ctx.config), database.schema) as conn:
         status = migration_status(conn)
     rows = [{"version": m.version, "name": m.name, "sha256": m.sha256, "state": "applied"}
             for m in status.applied]

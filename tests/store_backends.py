@@ -45,13 +45,17 @@ def require_postgres() -> None:
 
 
 @contextmanager
-def fresh_schema() -> Iterator[str]:
-    """A schema name nobody else uses; the schema (if anything created it) is dropped after."""
+def fresh_schema(*, create: bool = False) -> Iterator[str]:
+    """A schema name nobody else uses, the schema created when ``create`` (a DSN naming it
+    in its search_path needs it to exist); dropped after (if anything created it)."""
     import psycopg
 
     require_postgres()
     name = f"gsk_test_{uuid.uuid4().hex[:16]}"
     try:
+        if create:
+            with psycopg.connect(PG_DSN, autocommit=True) as conn:
+                conn.execute(f"CREATE SCHEMA {name}")
         yield name
     finally:
         with psycopg.connect(PG_DSN, autocommit=True) as conn:

@@ -10,7 +10,6 @@ import pytest
 from gensokyo_idmap.config import Config
 from gensokyo_idmap.identity_backend import identity_store_location, open_identity_store
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
-from gensokyo_idmap.store.pg_connect import connect
 from gensokyo_idmap.store.pg_identity import PgIdentityStore
 
 from .store_backends import PG_DSN, fresh_schema, set_both
@@ -18,9 +17,7 @@ from .store_backends import PG_DSN, fresh_schema, set_both
 
 @pytest.fixture
 def schema() -> Iterator[str]:
-    with fresh_schema() as name:
-        with connect(PG_DSN) as conn:
-            conn.execute(f"CREATE SCHEMA {name}".encode())
+    with fresh_schema(create=True) as name:
         yield name
 
 
