@@ -311,6 +311,14 @@ class PgIdentityStore:
 
         return self._with_retries(attempt)
 
+    # LegacyTables: the old buckets are tables of the same schema, read and written in the
+    # same transactions as the graph (the view serves both).
+    def read_legacy(self) -> _Reading:
+        return self.read()
+
+    def write_legacy(self, fn: Callable[[PgView], T]) -> Awaitable[T]:
+        return self.write(fn)
+
     def health(self) -> str | None:
         """Why writes fail now (the last one failed), or None; asks nothing of the server."""
         return self._write_failure

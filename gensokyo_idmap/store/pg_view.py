@@ -19,7 +19,13 @@ from typing import Any, Final, LiteralString
 import psycopg
 from psycopg.types.json import Jsonb
 
-from gensokyo_idmap.store.base import IdentityWriter, LastSeen, TableCounts
+from gensokyo_idmap.store.base import (
+    IdentityWriter,
+    LastSeen,
+    LegacyCounts,
+    LegacyWriter,
+    TableCounts,
+)
 from gensokyo_idmap.store.pg_writes import PendingWrites
 
 __all__ = ["Conn", "PgView", "keys_looked_up"]
@@ -60,7 +66,7 @@ class _Tail:
         return tail
 
 
-class PgView(IdentityWriter):
+class PgView(IdentityWriter, LegacyWriter):
     """Reads (and, in a write transaction, writes) of one PostgreSQL transaction.
 
     ``streaming`` views (reads) walk tables through server-side cursors, so a listing of
@@ -217,10 +223,11 @@ class PgView(IdentityWriter):
         row = self._one(
             "SELECT (SELECT count(*) FROM identity_to_vuin), "
             "(SELECT count(DISTINCT vuin) FROM vuin_to_identity), "
-            "(SELECT count(*) FROM last_seen), (SELECT count(*) FROM vuin_alias), "
-            "(SELECT count(*) FROM config), (SELECT count(*) FROM user_info)", ())
+            "(SELECT count(*) FROM last_seen), (SELECT count(*) FROM vuin_alias)", ())
         assert row is not None
-        return TableCounts(*(int(n) for n in row))
+        identities, vuins, last_seen, aliases = (int(n) for n in row)
+        return TableCounts(identities=identities, vuins=vuins, last_seen=last_seen,
+                           aliases=aliases)
 
     # writes
     def set_vuin(self, key: str, vuin: int) -> None:
@@ -268,7 +275,14 @@ class PgView(IdentityWriter):
         if self._pending:
             self._pending.send(self._conn, self._prepare)
 
-    # the legacy-compatible tables (config, UserInfo), byte for byte
+    # LegacyReader / LegacyWriter: the old daemon's config and UserInfo, byte for byte
+    # (their own tables, pg_schema/0002; written at once, not held back like the graph's)
+    def legacy_counts(self) -> LegacyCounts:
+        row = self._one("SELECT (SELECT count(*) FROM config), "
+                        "(SELECT count(*) FROM user_info)", ())
+        assert row is not None
+        return LegacyCounts(config=int(row[0]), user_info=int(row[1]))
+
     def get_config(self, key: bytes) -> bytes | None:
         row = self._one("SELECT value FROM config WHERE key = %s", (key,))
         return None if row is None else bytes(row[0])

@@ -11,10 +11,12 @@ import pytest
 
 from gensokyo_idmap.errors import BadInputError, SchemaVersionError, StoreError
 from gensokyo_idmap.idmap import allocate_vuin
+from gensokyo_idmap.store.base import LegacyCounts, LegacyTables, legacy_counts
 from gensokyo_idmap.store.pg_connect import connect
 from gensokyo_idmap.store.pg_identity import PgIdentityStore, PgView
 from gensokyo_idmap.store.pg_migrate import migration_status
 
+from ..conftest import run
 from ..store_backends import PG_DSN, fresh_schema, set_both
 
 
@@ -157,19 +159,28 @@ def test_readonly_applies_nothing_and_refuses_a_database_behind(schema: str) -> 
 
 
 def test_meta_and_the_legacy_tables(schema: str) -> None:
+    """The store keeps the old daemon's config and UserInfo (it is LegacyTables), apart
+    from the graph's counts."""
     with PgIdentityStore(PG_DSN, schema=schema) as store:
+        assert isinstance(store, LegacyTables)
+
         def fill(view: PgView) -> None:
             view.set_meta("migrated_from", {"file": "idmap.db", "entries": 3})
             view.put_config(b"section:key", b"\x00\xffvalue")
             view.put_user_info(b"\x01", b"\x02")
 
-        store.write_sync(fill)
-        with store.read() as view:
-            assert view.get_meta("migrated_from") == {"file": "idmap.db", "entries": 3}
+        async def through_the_legacy_protocol() -> None:
+            await store.write_legacy(fill)
+
+        run(through_the_legacy_protocol())
+        with store.read_legacy() as view:
             assert view.get_config(b"section:key") == b"\x00\xffvalue"
             assert list(view.iter_config()) == [(b"section:key", b"\x00\xffvalue")]
             assert list(view.iter_user_info()) == [(b"\x01", b"\x02")]
-            assert (view.counts().config, view.counts().user_info) == (1, 1)
+        assert legacy_counts(store) == LegacyCounts(config=1, user_info=1)
+        with store.read() as view:
+            assert view.get_meta("migrated_from") == {"file": "idmap.db", "entries": 3}
+            assert view.counts().identities == 0
         assert store.write_sync(lambda view: view.delete_config(b"section:key")) is True
         assert store.write_sync(lambda view: view.delete_config(b"section:key")) is False
 
