@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack, ExitStack, closing
 from dataclasses import dataclass
 from functools import partial
-from typing import Final, TypeAlias
+from typing import TYPE_CHECKING, Final, TypeAlias
 
 import aiohttp
 import structlog
@@ -36,6 +36,7 @@ from gensokyo_idmap.bridge.outbox import Backlog, Outbox, TrackedSink
 from gensokyo_idmap.config import Config
 from gensokyo_idmap.errors import BadInputError
 from gensokyo_idmap.hostport import parse_host_port
+from gensokyo_idmap.identity_backend import identity_store_location, open_identity_store
 from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.memory import run_trimmer
 from gensokyo_idmap.msgid import MessageIds, MsgIdMap
@@ -56,6 +57,9 @@ from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore, open_msgid_store
 from gensokyo_idmap.store.lmdb_outbox import LmdbOutboxStore
 from gensokyo_idmap.store.serve_lock import ServeLock
 
+if TYPE_CHECKING:
+    from gensokyo_idmap.store.pg_identity import PgIdentityStore
+
 __all__ = ["Daemon", "StorePreparation", "build_daemon", "run_daemon", "serve_until_stopped"]
 
 log = structlog.get_logger("gensokyo_idmap.app")
@@ -67,7 +71,7 @@ SHUTDOWN_SECONDS = 5.0
 #: the start-up migration (``migrate.startup.migrate_if_found``); the package itself never
 #: imports ``migrate``.
 StorePreparation: TypeAlias = Callable[
-    [Config, LmdbIdentityStore, LmdbMsgIdStore], Awaitable[None]]
+    [Config, "LmdbIdentityStore | PgIdentityStore", LmdbMsgIdStore], Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,13 +264,12 @@ def _platform_client(config: Config, stack: AsyncExitStack) -> _PlatformClient |
 
 async def _open_stores(
     config: Config, stack: AsyncExitStack, prepare: StorePreparation | None
-) -> tuple[LmdbIdentityStore, LmdbMsgIdStore, LmdbOutboxStore]:
+) -> tuple[LmdbIdentityStore | PgIdentityStore, LmdbMsgIdStore, LmdbOutboxStore]:
     """The three stores, prepared (migrated): their closing joins ``stack`` only then, with
     the ``[app] stopped`` line after it; a store that fails to open or prepare closes the
     ones opened before it."""
     with ExitStack() as opening:
-        store = opening.enter_context(closing(LmdbIdentityStore(
-            config.identity_db_path, map_size=config.idmap.map_size_mb * 1024 * 1024)))
+        store = opening.enter_context(closing(open_identity_store(config)))  # idmap.backend
         msgid_store = opening.enter_context(closing(open_msgid_store(config.msgid_db_path)))
         outbox_store = opening.enter_context(closing(LmdbOutboxStore(config.outbox_db_path)))
         if prepare is not None:
@@ -305,7 +308,7 @@ def _log_stores_open(config: Config, graph: IdentityGraph, msgids: MessageIds) -
         counts = view.counts()
     log.info(
         "[idmap] store open",
-        path=str(config.identity_db_path),
+        path=identity_store_location(config),
         identities=counts.identities,
         vuins=counts.vuins,
         app_id=config.bot.app_id or None,
