@@ -18,9 +18,9 @@ from gensokyo_idmap.app import run_daemon
 from gensokyo_idmap.config import Config
 from gensokyo_idmap.errors import BadInputError
 from gensokyo_idmap.store.pg_identity import PgIdentityStore
+from gensokyo_idmap.testing import free_port
 from migrate.startup import migrate_if_found
 
-from .loopback import free_port
 from .store_backends import PG_DSN, fresh_schema
 from .test_app import APP_ID, OPENID, TIMEOUT, wait_for_event
 

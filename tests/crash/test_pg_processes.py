@@ -1,7 +1,7 @@
 """Several processes, one graph: four daemons' worth of processes resolve overlapping sets of
 new identities at once on one PostgreSQL schema while two of them are killed with kill -9.
 
-``tests/durability_child.py`` plays the daemon (``--postgres-dsn``): it prints ``key vuin``
+``tests/crash/durability_child.py`` plays the daemon (``--postgres-dsn``): it prints ``key vuin``
 only after ``await graph.resolve(...)`` returned, so a printed line is a promise. After the
 kills, and again after the killed ones were restarted and ran to the end:
 
@@ -24,7 +24,7 @@ import pytest
 
 from gensokyo_idmap.store.pg_identity import PgIdentityStore
 
-from .store_backends import PG_DSN, fresh_schema
+from ..store_backends import PG_DSN, fresh_schema
 from .test_durability import (
     BATCH,
     RUN_TIMEOUT,
@@ -36,8 +36,6 @@ from .test_durability import (
     check_printed,
     child_args,
 )
-
-pytestmark = pytest.mark.slow
 
 PROCESSES = 4
 ROUNDS = 30  # rounds of BATCH new keys per process
