@@ -35,6 +35,7 @@ from gensokyo_idmap.bridge.outbound import OutboundSender, OutboundSettings
 from gensokyo_idmap.bridge.outbox import Backlog, Outbox, TrackedSink
 from gensokyo_idmap.config import Config
 from gensokyo_idmap.errors import BadInputError
+from gensokyo_idmap.health import ServerCheck
 from gensokyo_idmap.hostport import parse_host_port
 from gensokyo_idmap.identity_backend import identity_store_location, open_identity_store
 from gensokyo_idmap.idmap import IdentityGraph
@@ -162,7 +163,8 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
     services.push_async_callback(_stop_periodic, sweeper, stop)
     trimmer = asyncio.create_task(run_trimmer(stop))
     services.push_async_callback(_stop_periodic, trimmer, stop)
-    identity_api = (await _start_api(config, graph, msgids, outbox_store)
+    identity_api = (await _start_api(config, graph, msgids, outbox_store,
+                                     _server_checks(config, graph, msgids, services))
                     if config.api.listen else None)
     if identity_api is not None:
         intake.push_async_callback(identity_api.cleanup)
@@ -170,7 +172,9 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
     actions = ActionService(OutboundSender(
         graph, msgids, None if platform is None else platform.openapi, OutboundSettings(
         app_id=config.bot.app_id, self_id=config.self_id,
-        op_userid_type=config.onebot.op_userid_type), budget))
+        op_userid_type=config.onebot.op_userid_type,
+        reads_off_loop=(config.idmap.backend == "postgres"
+                        or config.idmap.runtime_backend == "redis")), budget))
     services.push_async_callback(actions.drain)  # queued (_async) sends, before http
 
     clients = _reverse_ws_clients(config, actions, outbox)
@@ -301,6 +305,26 @@ def _runtime_state(config: Config, msgid_store: LmdbMsgIdStore, window: float,
                 RedisReplyBudget(ids, seq_base=seq_base))
     return (MsgIdMap(msgid_store, ttl_seconds=ttl), DurableClaims(msgid_store, window),
             ReplyBudget(seq_base=seq_base))
+
+
+def _server_checks(config: Config, graph: IdentityGraph, msgids: MessageIds,
+                   stack: AsyncExitStack) -> list[tuple[object, ServerCheck]]:
+    """(store, its server) for the stores on a server: ``/healthz`` asks PostgreSQL
+    ``select 1`` and Redis ``PING`` for them (the probe's connection closes with ``stack``)."""
+    checks: list[tuple[object, ServerCheck]] = []
+    if config.idmap.backend == "postgres":
+        from gensokyo_idmap.store.pg_ping import PgPing  # psycopg: an optional extra
+
+        ping = PgPing(config.idmap.postgres_dsn, known=graph.store.health)
+        stack.push_async_callback(ping.aclose)
+        checks.append((graph.store, ping))
+    if config.idmap.runtime_backend == "redis":
+        from gensokyo_idmap.store.redis_runtime import RedisRuntime  # redis-py: an extra
+
+        runtime = msgids.store  # RedisMsgIdMap.store
+        assert isinstance(runtime, RedisRuntime)
+        checks.append((runtime, runtime))
+    return checks
 
 
 def _log_stores_open(config: Config, graph: IdentityGraph, msgids: MessageIds) -> None:
@@ -448,7 +472,8 @@ def _one_at_a_time(
 
 
 async def _start_api(config: Config, graph: IdentityGraph, msgids: MessageIds,
-                     outbox_store: LmdbOutboxStore) -> web.AppRunner | None:
+                     outbox_store: LmdbOutboxStore,
+                     servers: Sequence[tuple[object, ServerCheck]]) -> web.AppRunner | None:
     """The identity HTTP API, /getid, /healthz and /metrics on ``api.listen``.
 
     A taken address is fatal when ``api.listen`` was set; the default one being taken (a
@@ -459,7 +484,7 @@ async def _start_api(config: Config, graph: IdentityGraph, msgids: MessageIds,
         app_id=config.bot.app_id, identity_path=config.identity_db_path,
         msgid_path=config.msgid_db_path, token=token,
         getid_allow=tuple(config.api.getid_allow)),
-        outbox=(config.outbox_db_path, outbox_store))
+        outbox=(config.outbox_db_path, outbox_store), servers=servers)
     try:
         runner = await _listen(server.routes(), config.api.listen, "api.listen")
     except BadInputError as err:

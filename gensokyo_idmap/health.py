@@ -6,21 +6,39 @@ already: the stores remember why their last write failed, or that their map coul
 until a write goes through again (``LmdbEnv.health``); a short read transaction shows each
 store can still be read; and the free space of each data dir (``statvfs``) shows a disk that
 is full, or nearly so, before a write finds out.
+
+A store on a server (the graph on PostgreSQL, the runtime state on Redis) is asked instead:
+``select 1``, ``PING``, all at once, each within :data:`SERVER_TIMEOUT_SECONDS`, on the
+event loop without blocking it (:func:`server_problems`). A server that hangs is then a
+503 naming it after that long, not a probe that hangs with it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Final, Protocol
 
-__all__ = ["MIN_FREE_BYTES", "HealthSource", "disk_problem", "low_space", "problems"]
+__all__ = [
+    "MIN_FREE_BYTES",
+    "SERVER_TIMEOUT_SECONDS",
+    "HealthSource",
+    "ServerCheck",
+    "disk_problem",
+    "low_space",
+    "problems",
+    "server_problems",
+]
 
 #: Less free space than this in a data dir is reported as a full disk: a group commit of a
 #: busy minute, or a map growth, would not fit.
 MIN_FREE_BYTES: Final = 16 * 1024 * 1024
+#: How long ``/healthz`` waits for a server's answer: a local PostgreSQL or Redis answers in
+#: a millisecond; a load balancer's probe gives up after a few seconds.
+SERVER_TIMEOUT_SECONDS: Final = 1.0
 
 
 class HealthSource(Protocol):
@@ -30,6 +48,16 @@ class HealthSource(Protocol):
         """Why the store cannot take writes now (its last write failed, its map cannot
         grow), or None; found without reading or writing the file."""
     def read(self) -> AbstractContextManager[Any]: ...
+
+
+class ServerCheck(Protocol):
+    """A server a store lives on, as the health check asks it."""
+
+    @property
+    def server(self) -> str:
+        """What ``/healthz`` calls it (``postgresql at …``, ``redis at …``; no password)."""
+    async def ping(self) -> None:
+        """Return once the server answered a trivial read; raise if it cannot."""
 
 
 def low_space(free_bytes: int, minimum: int = MIN_FREE_BYTES) -> bool:
@@ -75,3 +103,23 @@ def problems(stores: Iterable[tuple[Path, HealthSource]],
         if full is not None:
             found.append(full)
     return found
+
+
+async def _server_problem(check: ServerCheck, timeout: float) -> str | None:
+    try:
+        async with asyncio.timeout(timeout):
+            await check.ping()
+    except TimeoutError:
+        return f"{check.server}: no answer within {timeout:g} s"
+    except Exception as exc:  # noqa: BLE001 - whatever it is, the server cannot serve
+        reason = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
+        return f"{check.server}: {reason}"
+    return None
+
+
+async def server_problems(checks: Iterable[ServerCheck],
+                          timeout: float = SERVER_TIMEOUT_SECONDS) -> list[str]:
+    """Every server of ``checks`` that did not answer within ``timeout`` (asked all at
+    once), each named."""
+    found = await asyncio.gather(*(_server_problem(check, timeout) for check in checks))
+    return [problem for problem in found if problem is not None]

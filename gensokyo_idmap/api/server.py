@@ -23,7 +23,7 @@ bug of ours is a 500.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -39,7 +39,7 @@ from gensokyo_idmap.api.getid import answer_getid
 from gensokyo_idmap.api.openapi import openapi_document
 from gensokyo_idmap.compat import LegacyIdmap
 from gensokyo_idmap.errors import BadInputError, IdmapError, NotFoundError
-from gensokyo_idmap.health import HealthSource, problems
+from gensokyo_idmap.health import HealthSource, ServerCheck, problems, server_problems
 from gensokyo_idmap.identity import (
     MAX_SCENE_BYTES,
     RUin,
@@ -110,14 +110,21 @@ class ApiServer:
     """The API of one daemon over its graph and message-id map."""
 
     def __init__(self, graph: IdentityGraph, msgids: MessageIds, settings: ApiSettings,
-                 outbox: tuple[Path, HealthSource] | None = None) -> None:
+                 outbox: tuple[Path, HealthSource] | None = None,
+                 servers: Sequence[tuple[object, ServerCheck]] = ()) -> None:
+        """``servers``: (store, its server) for each store that lives on a server
+        (PostgreSQL, Redis): ``/healthz`` asks the server instead of opening the store."""
         self.graph = graph
         self.msgids = msgids
         self._recency = chat_recency(msgids)
         self.settings = settings
+        served = [store for store, _ in servers]
         self._health_sources: list[tuple[Path, HealthSource]] = [
-            (settings.identity_path, graph.store), (settings.msgid_path, msgids.store),
-            *([outbox] if outbox is not None else [])]
+            (path, store) for path, store in (
+                (settings.identity_path, graph.store), (settings.msgid_path, msgids.store),
+                *([outbox] if outbox is not None else []))
+            if not any(store is other for other in served)]
+        self._servers = [check for _, check in servers]
         self.legacy = LegacyIdmap(graph, settings.app_id, msgids)
         self.access = AccessPolicy(settings.token, settings.getid_allow)
         self.registry = CollectorRegistry(auto_describe=True)
@@ -267,9 +274,10 @@ class ApiServer:
         return web.json_response(body, status=status)
 
     async def healthz(self, request: web.Request) -> web.Response:
-        """204, or 503 naming each store whose writes fail or that cannot be read, and a data
-        dir whose disk is full. Writes nothing (see :mod:`gensokyo_idmap.health`)."""
-        found = problems(self._health_sources)
+        """204, or 503 naming each store whose writes fail or that cannot be read, each
+        server (PostgreSQL, Redis) that does not answer in time, and a data dir whose disk
+        is full. Writes nothing (see :mod:`gensokyo_idmap.health`)."""
+        found = problems(self._health_sources) + await server_problems(self._servers)
         if found:
             log.warning("[api] healthz failed", reasons=found)
             return _error(503, "unhealthy", "; ".join(found))

@@ -25,7 +25,7 @@ import asyncio
 import time
 from collections.abc import AsyncGenerator, Callable, Iterator
 from contextlib import contextmanager
-from typing import Final, TypeVar
+from typing import Any, Final, TypeVar, cast
 
 import redis
 import redis.asyncio
@@ -34,6 +34,7 @@ import redis.retry
 import structlog
 from redis.backoff import NoBackoff
 
+from gensokyo_idmap import counters
 from gensokyo_idmap.errors import BadInputError
 from gensokyo_idmap.redaction import redact_url
 
@@ -53,6 +54,30 @@ DEFAULT_REDIS_PREFIX: Final = "gsk:"
 SOCKET_TIMEOUT_SECONDS: Final = 0.5
 #: After a failure, Redis is not asked again for this long (callers take their fallback).
 RETRY_AFTER_SECONDS: Final = 1.0
+_ROUND_TRIPS: Final = counters.BACKEND_ROUND_TRIPS.labels("redis")
+_ERRORS: Final = counters.BACKEND_ERRORS.labels("redis")
+
+C = TypeVar("C", bound=type)
+
+
+def _counted(connection_class: C) -> C:
+    """``connection_class`` (TCP or unix socket, sync or asyncio, as the URL chose) bumping
+    ``gensokyo_backend_round_trips`` per send: a command, a script or a whole pipeline
+    goes out in one send and waits for its answers."""
+    send = getattr(connection_class, "send_packed_command")  # noqa: B009 - any class of redis-py
+
+    if asyncio.iscoroutinefunction(send):
+        async def send_async(self: Any, *args: Any, **kwargs: Any) -> None:
+            _ROUND_TRIPS.inc()
+            await send(self, *args, **kwargs)
+        counting: Any = send_async
+    else:
+        def send_sync(self: Any, *args: Any, **kwargs: Any) -> None:
+            _ROUND_TRIPS.inc()
+            send(self, *args, **kwargs)
+        counting = send_sync
+    return cast(C, type(f"Counted{connection_class.__name__}", (connection_class,),
+                        {"send_packed_command": counting}))
 
 
 class RedisRuntime:
@@ -69,6 +94,8 @@ class RedisRuntime:
                 retry=redis.retry.Retry(NoBackoff(), 1, (redis.ConnectionError,)))
         except ValueError as exc:
             raise BadInputError("idmap.redis_url", redact_url(url), str(exc)) from None
+        pool = self.sync.connection_pool
+        pool.connection_class = _counted(pool.connection_class)
         self._clock = clock
         # the asyncio client of each event loop it is used on (one, in a daemon)
         self._aio: dict[asyncio.AbstractEventLoop, tuple[redis.asyncio.Redis,
@@ -77,6 +104,7 @@ class RedisRuntime:
         self._retry_at = 0.0
         self._reason: str | None = None
         self._log = log.bind(redis=redact_url(url), prefix=prefix)
+        self.server = f"redis at {redact_url(url)}"  # what /healthz names
 
     async def aio(self) -> redis.asyncio.Redis:
         """The asyncio client of the running loop.
@@ -93,6 +121,8 @@ class RedisRuntime:
                 self.url, socket_timeout=SOCKET_TIMEOUT_SECONDS,
                 socket_connect_timeout=SOCKET_TIMEOUT_SECONDS,
                 retry=redis.asyncio.retry.Retry(NoBackoff(), 1, (redis.ConnectionError,)))
+            pool = client.connection_pool
+            pool.connection_class = _counted(pool.connection_class)
             closer = self._close_with_loop(loop, client)
             await anext(closer)  # registered with the loop's async generators from here
             held = self._aio[loop] = (client, closer)
@@ -117,6 +147,7 @@ class RedisRuntime:
 
     def failed(self, exc: BaseException, effect: str) -> None:
         """A call failed: logged once per outage, with what the daemon does meanwhile."""
+        _ERRORS.inc()
         now = self._clock()
         self._retry_at = now + RETRY_AFTER_SECONDS
         self._reason = f"{type(exc).__name__}: {exc}"
@@ -152,6 +183,11 @@ class RedisRuntime:
     def health(self) -> str | None:
         """Why Redis is not in use now, known without asking it."""
         return None if self._reason is None else f"redis unreachable: {self._reason}"
+
+    async def ping(self) -> None:
+        """A ``PING`` on the asyncio client (health.ServerCheck): the loop never blocks
+        on it. Leaves the outage bookkeeping alone: a probe is not an event."""
+        await (await self.aio()).ping()
 
     @contextmanager
     def read(self) -> Iterator[None]:
