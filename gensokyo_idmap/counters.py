@@ -21,10 +21,13 @@ from __future__ import annotations
 import threading
 import time
 from bisect import bisect_left
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Final
 
 __all__ = [
+    "BACKEND_ERRORS",
+    "BACKEND_POOL_WAITS",
+    "BACKEND_ROUND_TRIPS",
     "BIND_RESULTS",
     "EVENTS_IN",
     "EVENTS_OUT",
@@ -77,7 +80,7 @@ class Family:
     way an unlabelled Prometheus counter shows 0 before its first bump.
     """
 
-    __slots__ = ("_children", "_count", "documentation", "labelnames", "name")
+    __slots__ = ("_children", "_count", "_pulled", "documentation", "labelnames", "name")
 
     def __init__(self, name: str, documentation: str, labelnames: Iterable[str] = (), *,
                  shared: bool = False) -> None:
@@ -86,6 +89,7 @@ class Family:
         self.labelnames = tuple(labelnames)
         self._count: type[Count] = SharedCount if shared else Count
         self._children: dict[tuple[str, ...], Count] = {}
+        self._pulled: dict[tuple[str, ...], list[Callable[[], float]]] = {}
         if not self.labelnames:
             self.labels()
 
@@ -98,9 +102,35 @@ class Family:
             child = self._children.setdefault(values, self._count())
         return child
 
+    def pull(self, values: tuple[str, ...], read: Callable[[], float]) -> Callable[[], None]:
+        """Add what ``read()`` returns (a number another library counts, e.g. a connection
+        pool's waits) to the count of ``values`` whenever the family is read; the function
+        returned stops that (the pool closed: its last figure stays counted)."""
+        count = self.labels(*values)
+        sources = self._pulled.setdefault(values, [])
+        sources.append(read)
+
+        def stop() -> None:
+            if read in sources:
+                sources.remove(read)
+                count.inc(read())
+
+        return stop
+
     def children(self) -> list[tuple[tuple[str, ...], Count]]:
         """(label values, count) of every combination used so far, in order of first use."""
-        return list(self._children.items())
+        if not any(self._pulled.values()):
+            return list(self._children.items())
+        found: list[tuple[tuple[str, ...], Count]] = []
+        for values, count in self._children.items():
+            sources = self._pulled.get(values)
+            if sources:
+                total = Count()
+                total.created = count.created
+                total.value = count.value + sum(read() for read in sources)
+                count = total
+            found.append((values, count))
+        return found
 
 
 class Durations:
@@ -161,6 +191,21 @@ EVENTS_OUT: Final = Family(
     "gensokyo_events_out", "OneBot events handed to a framework connection, by transport",
     ["transport"])
 
+#: The server backends (label ``backend``: ``postgres``, ``redis``). Bumped from the
+#: writer thread and the worker threads as well as the loop: shared counts.
+BACKEND_ROUND_TRIPS: Final = Family(
+    "gensokyo_backend_round_trips", "Requests sent to a server backend, each one round trip "
+    "(PostgreSQL: a statement outside a pipeline, or a pipeline; Redis: a command, script "
+    "or pipeline), by backend", ["backend"], shared=True)
+BACKEND_POOL_WAITS: Final = Family(
+    "gensokyo_backend_pool_waits", "Times a caller had to wait for a free pooled "
+    "connection, by backend (PostgreSQL; Redis opens one instead of waiting)", ["backend"],
+    shared=True)
+BACKEND_ERRORS: Final = Family(
+    "gensokyo_backend_errors", "Calls to a server backend that failed (server down, "
+    "connection lost, timeout), by backend", ["backend"], shared=True)
+
 #: Every family in the order ``/metrics`` writes them.
 FAMILIES: Final[tuple[Family | Durations, ...]] = (
-    _IDENTITIES, BIND_RESULTS, _MSGIDS, _EXPIRED, MSGID_SWEEP_SECONDS, EVENTS_IN, EVENTS_OUT)
+    _IDENTITIES, BIND_RESULTS, _MSGIDS, _EXPIRED, MSGID_SWEEP_SECONDS, EVENTS_IN, EVENTS_OUT,
+    BACKEND_ROUND_TRIPS, BACKEND_POOL_WAITS, BACKEND_ERRORS)

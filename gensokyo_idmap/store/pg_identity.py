@@ -42,9 +42,11 @@ import structlog
 from psycopg import errors as pg_errors
 from psycopg_pool import PoolTimeout
 
+from gensokyo_idmap import counters
 from gensokyo_idmap.errors import IdmapError, StoreError
 from gensokyo_idmap.store.group_commit import GroupCommitter, Outcome
 from gensokyo_idmap.store.pg_connect import check_schema_name, connect, describe, open_pool
+from gensokyo_idmap.store.pg_counted import BACKEND
 from gensokyo_idmap.store.pg_migrate import migration_status, upgrade
 from gensokyo_idmap.store.pg_view import Conn, PgView, keys_looked_up
 
@@ -55,6 +57,11 @@ log = structlog.get_logger("gensokyo_idmap.store")
 
 #: How often one batch is re-run after serialization failures before its callers hear it.
 MAX_ATTEMPTS: Final = 64
+#: While the server is known down, how long a caller waits for a connection (the pool keeps
+#: reconnecting in the background) before hearing the StoreError: the hot path's reads run
+#: on the event loop, which must not stop for the pool's full timeout on every event.
+DOWN_WAIT_SECONDS: Final = 0.05
+_ERRORS: Final = counters.BACKEND_ERRORS.labels(BACKEND)
 #: Another transaction touched what this one read: run it again on a fresh snapshot.
 _RETRYABLE: Final = (pg_errors.SerializationFailure, pg_errors.DeadlockDetected)
 _BEGIN_WRITE: Final = "BEGIN ISOLATION LEVEL SERIALIZABLE, READ WRITE"
@@ -144,25 +151,44 @@ class PgIdentityStore:
                     log.info("[idmap] schema upgraded", database=describe(dsn),
                              migration=migration.label)
         self._pool = open_pool(dsn, self.schema, max_size=pool_size)
+        pool = self._pool
+        self._stop_counting_waits = counters.BACKEND_POOL_WAITS.pull(
+            (BACKEND,), lambda: pool.get_stats().get("requests_queued", 0))
+        self._down = False  # the server failed us; set again by a connection that worked
         self._committer = GroupCommitter(self._run_batch, name="writer:postgres")
         self.retries = 0
 
     # connections
     def getconn(self) -> Conn:
+        """A pooled connection; while the server is known down, a StoreError after
+        :data:`DOWN_WAIT_SECONDS` unless the pool has reconnected by then."""
         try:
-            conn: Conn = self._pool.getconn()
+            conn: Conn = self._pool.getconn(DOWN_WAIT_SECONDS if self._down else None)
         except PoolTimeout as exc:
             raise self.failed(exc) from exc
         return conn
 
     def putconn(self, conn: Conn) -> None:
+        if conn.broken:
+            self._down = True
+        elif self._down and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+            self._down = False
+            log.info("[idmap] postgresql reachable again", database=describe(self.dsn))
         self._pool.putconn(conn)
 
     def failed(self, exc: BaseException) -> StoreError:
         """The StoreError for a failure of the server or the connection (no password)."""
         if isinstance(exc, StoreError):
             return exc
+        _ERRORS.inc()
         reason = " ".join(str(exc).split()) or type(exc).__name__
+        if (isinstance(exc, PoolTimeout | psycopg.OperationalError | psycopg.InterfaceError)
+                and not self._down):
+            self._down = True  # logged once: until a connection works again
+            log.error("[idmap] postgresql unreachable", database=describe(self.dsn),
+                      reason=reason, effect="events are not acknowledged and sends that "
+                      "need the graph fail (retcode 102) until it answers; the daemon "
+                      "goes back to it by itself")
         return StoreError(f"PostgreSQL at {describe(self.dsn)}: {reason}")
 
     # reads
@@ -327,6 +353,7 @@ class PgIdentityStore:
         """Finish queued writes, then close every connection."""
         with self._lock:
             self._committer.close()
+            self._stop_counting_waits()
             self._pool.close()
 
     def __enter__(self) -> Self:
