@@ -147,8 +147,8 @@ class ActionService:
         return normalize_message(params["message"],
                                  auto_escape=bool_param(params, "auto_escape"))
 
-    def _chat(self, params: Params, message_type: str | None = None,
-              answering: object = None) -> Target:
+    async def _chat(self, params: Params, message_type: str | None = None,
+                    answering: object = None) -> Target:
         """The chat the params name: ``message_type`` (or which id is there) says the kind,
         ``group_id`` / ``user_id`` whom, an ``openid`` param which identity; ``answering``
         (the virtual id of the message the send answers) which chat it belongs to."""
@@ -160,15 +160,14 @@ class ActionService:
         chat_kind, field = _CHATS[kind]
         if params.get(field) is None:
             raise BadInputError(field, None, "is required")
-        scene = self.sender.answered_scene(chat_kind, answering)
-        return self.sender.resolve_target(chat_kind, params[field], field, params.get("openid"),
-                                          scene)
+        return await self.sender.target_of(chat_kind, params[field], field,
+                                           params.get("openid"), answering)
 
     async def _send(self, params: Params, message_type: str | None = None) -> dict[str, int]:
         segments = self._message(params)
         answering = next((segment.get("id") for segment in segments
                           if segment.type == "reply"), None)
-        target = self._chat(params, message_type, answering)
+        target = await self._chat(params, message_type, answering)
         return {"message_id": await self.sender.send(target, segments)}
 
     async def send_msg(self, params: Params) -> dict[str, int]:
@@ -204,8 +203,8 @@ class ActionService:
         segments = normalize_message(operation["reply"],
                                      auto_escape=bool_param(operation, "auto_escape"))
         kind = context.get("message_type")
-        target = self._chat(context, kind if isinstance(kind, str) else None,
-                            context.get("message_id"))
+        target = await self._chat(context, kind if isinstance(kind, str) else None,
+                                  context.get("message_id"))
         if target.chat_kind == "group" and bool_param(operation, "at_sender", default=True):
             user = context.get("user_id")
             if user is not None:
@@ -216,7 +215,7 @@ class ActionService:
 
     async def get_msg(self, params: Params) -> dict[str, Any]:
         virtual_id = check_virtual_id(params.get("message_id") or "")
-        record = self.msgids.lookup(virtual_id)
+        record = await self.sender.off_loop(self.msgids.lookup, virtual_id)
         if record is None:
             raise NotFoundError(f"message_id {virtual_id} is unknown or expired")
         kind = "group" if record.chat_kind.startswith("group") else "private"
@@ -261,8 +260,8 @@ class ActionService:
         return [{"user_id": vuin, "nickname": "", "remark": ""}
                 for _, vuin, _ in self._openids_seen(lambda key: self._scene("c2c", key))]
 
-    def _group(self, params: Params) -> Target:
-        return self._chat(params, "group")
+    async def _group(self, params: Params) -> Target:
+        return await self._chat(params, "group")
 
     def _members(self, group: Target) -> list[tuple[str, int, float]]:
         scene = Chat(self.app_id, "group", group.openid).scene
@@ -274,7 +273,7 @@ class ActionService:
                 "max_member_count": 0}
 
     async def get_group_info(self, params: Params) -> dict[str, Any]:
-        group = self._group(params)
+        group = await self._group(params)
         if group.vuin is None:
             raise NotFoundError(f"group_id {params['group_id']}: no vUIN is known for it")
         return self._group_info(group.vuin, len(self._members(group)))
@@ -292,7 +291,7 @@ class ActionService:
                 "card_changeable": False}
 
     async def get_group_member_info(self, params: Params) -> dict[str, Any]:
-        group = self._group(params)
+        group = await self._group(params)
         user = self._known_vuin(params, "user_id")
         for _, vuin, since in self._members(group):
             if vuin == user:
@@ -301,7 +300,7 @@ class ActionService:
                             f"{params['group_id']}")
 
     async def get_group_member_list(self, params: Params) -> list[dict[str, Any]]:
-        group = self._group(params)
+        group = await self._group(params)
         return [self._member_info(group.vuin or 0, vuin, since)
                 for _, vuin, since in self._members(group)]
 

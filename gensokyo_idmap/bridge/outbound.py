@@ -15,12 +15,19 @@ Rules:
    answers, and its refusal is the action's failure.
 3. **What was sent is remembered**: each platform message id goes into the msgid map
    (direction out) and the first one's virtual id is the action's ``message_id``.
+4. **A server's answer is never awaited on the event loop**: with the graph on PostgreSQL
+   or the message ids on Redis (``reads_off_loop``), the choice of identity (its recency
+   reads), of the message to reply to and of its ``msg_seq`` run on a worker thread, so a
+   slow or hung server holds up this send, not every other event of the daemon. On LMDB
+   they stay on the loop: a read there is a few microseconds, less than a thread hop.
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Final, Literal, Protocol
+from typing import Any, Final, Literal, Protocol, TypeVar
 
 import structlog
 
@@ -39,6 +46,7 @@ __all__ = ["OutboundSender", "OutboundSettings", "PlatformClient", "Target"]
 
 log = structlog.get_logger("gensokyo_idmap.outbound")
 
+T = TypeVar("T")
 UserIdType = Literal["vuin", "raw", "ruin"]
 _MAX_CANDIDATES: Final = 64  # used-up messages stepped over before giving up on a chat
 _SEND_ATTEMPTS: Final = 4
@@ -78,6 +86,7 @@ class OutboundSettings:
     app_id: str
     self_id: int
     op_userid_type: UserIdType = "vuin"
+    reads_off_loop: bool = False  # rule 4: the graph or the message ids are on a server
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +111,13 @@ class OutboundSender:
         # bound once, as the inbound bridge does: a module-level lazy logger re-reads the
         # configuration on every call, which doubled the cost of the line each send logs
         self._log = log.bind()
+
+    async def off_loop(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)``: on a worker thread when its reads may wait for a server (rule 4),
+        else right here."""
+        if self.settings.reads_off_loop:
+            return await asyncio.to_thread(fn, *args)
+        return fn(*args)
 
     # --- identities ---------------------------------------------------------------------
 
@@ -136,6 +152,16 @@ class OutboundSender:
             return None
         chat = Chat(self.settings.app_id, chat_kind, record.target)
         return chat.scene if chat.holds(record.chat_kind) else None
+
+    async def target_of(self, chat_kind: ChatKind, value: object, field: str,
+                        explicit: object = None, answering: object = None) -> Target:
+        """:meth:`resolve_target` in the chat of the message a send answers
+        (:meth:`answered_scene`), off the loop when its reads wait for a server."""
+        def choose() -> Target:
+            scene = self.answered_scene(chat_kind, answering)
+            return self.resolve_target(chat_kind, value, field, explicit, scene)
+
+        return await self.off_loop(choose)
 
     def resolve_target(self, chat_kind: ChatKind, value: object, field: str,
                        explicit: object = None, scene: str | None = None) -> Target:
@@ -230,7 +256,8 @@ class OutboundSender:
 
     async def send(self, target: Target, segments: list[Segment]) -> int:
         """Send a OneBot message; the virtual id of the first platform message sent."""
-        plan = plan_message(segments, target.chat_kind, lambda qq: self.mention(target, qq))
+        plan = await self.off_loop(plan_message, segments, target.chat_kind,
+                                   lambda qq: self.mention(target, qq))
         openapi = self._platform()
         chat = self.chat(target)
         context = chat.context("out")
@@ -240,9 +267,9 @@ class OutboundSender:
             if part.media is not None:
                 file_info = await openapi.upload_media(target.chat_kind, target.openid,
                                                        part.media.upload_body())
-            reply = self.choose_reply(target, plan.reply_to)
+            reply = await self.off_loop(self.choose_reply, target, plan.reply_to)
             for attempt in range(1, _SEND_ATTEMPTS + 1):
-                seq = self.budget.take(reply.reference, chat.reply_window)
+                seq = await self.off_loop(self.budget.take, reply.reference, chat.reply_window)
                 body = message_body(part, msg_id=reply.msg_id, event_id=reply.event_id,
                                     msg_seq=seq, file_info=file_info)
                 try:
@@ -258,8 +285,9 @@ class OutboundSender:
                                    code=err.platform_code, reply_to=reply.reference,
                                    attempt=attempt)
                     if err.platform_code != _DUPLICATE_SEQ and plan.reply_to is None:
-                        self.budget.use_up(reply.reference, chat.reply_window)
-                        reply = self.choose_reply(target, None)
+                        await self.off_loop(self.budget.use_up, reply.reference,
+                                            chat.reply_window)
+                        reply = await self.off_loop(self.choose_reply, target, None)
                         if reply.reference is None:
                             raise  # nothing else to answer: the platform's own reason stands
             virtual_id = await self.msgids.store_real(answer["id"], context, alone=True)
@@ -272,7 +300,7 @@ class OutboundSender:
 
     async def recall(self, virtual_id: int) -> None:
         """``delete_msg``: only what the bot sent can be recalled (platform rule)."""
-        record = self.msgids.lookup(virtual_id)
+        record = await self.off_loop(self.msgids.lookup, virtual_id)
         if record is None:
             raise NotFoundError(f"message_id {virtual_id} is unknown or expired")
         if record.direction != "out" or record.chat_kind not in ("group", "c2c"):
