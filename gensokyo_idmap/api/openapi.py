@@ -179,7 +179,7 @@ def openapi_document() -> dict[str, Any]:
                     "200": _json({"$ref": "#/components/schemas/Getid"}, "success"),
                     **{str(s): _json(_LEGACY_ERROR, "error") for s in (400, 403, 404, 409,
                                                                        503)}}}},
-            "/healthz": {"get": {"summary": "Both stores open and writable", "responses": {
+            "/healthz": {"get": {"summary": "Stores writable, servers answering", "responses": {
                 "204": {"description": "healthy"},
                 "503": _json(_ERROR, "unhealthy: the reason")}}},
             "/metrics": {"get": {"summary": "Prometheus metrics", "responses": {"200": {
