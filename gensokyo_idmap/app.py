@@ -144,6 +144,7 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
     instead of sharing its gateway session.
     """
     stack.enter_context(ServeLock(config.idmap.data_dir))
+    _limit_server_waits(config)
     store, msgid_store, outbox_store = await _open_stores(config, stack, prepare)
     outbox = Outbox(outbox_store)
     stack.push_async_callback(outbox.settle)
@@ -305,6 +306,16 @@ def _runtime_state(config: Config, msgid_store: LmdbMsgIdStore, window: float,
                 RedisReplyBudget(ids, seq_base=seq_base))
     return (MsgIdMap(msgid_store, ttl_seconds=ttl), DurableClaims(msgid_store, window),
             ReplyBudget(seq_base=seq_base))
+
+
+def _limit_server_waits(config: Config) -> None:
+    """A PostgreSQL that hangs stops the reads the daemon's tasks make (and hand to worker
+    threads) after ``LOOP_WAIT_SECONDS``, not never: for this task and every one it makes
+    from here on (:mod:`gensokyo_idmap.store.pg_connection`)."""
+    if config.idmap.backend == "postgres":
+        from gensokyo_idmap.store.pg_connection import LOOP_WAIT_SECONDS, WAIT_LIMIT
+
+        WAIT_LIMIT.set(LOOP_WAIT_SECONDS)
 
 
 def _server_checks(config: Config, graph: IdentityGraph, msgids: MessageIds,

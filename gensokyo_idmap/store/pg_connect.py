@@ -20,7 +20,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from gensokyo_idmap.errors import BadInputError, StoreError
 from gensokyo_idmap.redaction import redact_url
-from gensokyo_idmap.store.pg_counted import CountedConnection
+from gensokyo_idmap.store.pg_connection import PgConnection
 
 __all__ = ["check_schema_name", "connect", "describe", "open_pool", "unreachable"]
 
@@ -82,7 +82,7 @@ def open_pool(dsn: str, schema: str | None = None, *, max_size: int = 8,
             conn.execute(statement)
 
     pool: ConnectionPool = ConnectionPool(
-        dsn, connection_class=CountedConnection, min_size=1, max_size=max_size, open=False,
+        dsn, connection_class=PgConnection, min_size=1, max_size=max_size, open=False,
         name=name, timeout=CONNECT_TIMEOUT,
         configure=configure,
         kwargs={"autocommit": True, "connect_timeout": int(CONNECT_TIMEOUT)})

@@ -46,7 +46,7 @@ from gensokyo_idmap import counters
 from gensokyo_idmap.errors import IdmapError, StoreError
 from gensokyo_idmap.store.group_commit import GroupCommitter, Outcome
 from gensokyo_idmap.store.pg_connect import check_schema_name, connect, describe, open_pool
-from gensokyo_idmap.store.pg_counted import BACKEND
+from gensokyo_idmap.store.pg_connection import BACKEND
 from gensokyo_idmap.store.pg_migrate import migration_status, upgrade
 from gensokyo_idmap.store.pg_view import Conn, PgView, keys_looked_up
 

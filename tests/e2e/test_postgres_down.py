@@ -1,5 +1,6 @@
 """The daemon on ``idmap.backend: postgres`` while PostgreSQL goes away and comes back
-(a loopback proxy in front of the shared server, cut and restored): signed webhook events
+(a loopback proxy in front of the shared server, cut, or frozen so that it accepts and never
+answers, then restored): signed webhook events
 are refused (503, not acknowledged), ``/healthz`` names PostgreSQL, actions that need a
 reverse lookup fail with retcode 102; once it answers again all of it resumes by itself
 and the refused event is delivered, once."""
@@ -40,8 +41,9 @@ def schema() -> Iterator[str]:
         yield name
 
 
+@pytest.mark.parametrize("fault", ["cut", "freeze"])
 def test_postgres_down_refuses_events_and_lookups_and_everything_resumes(
-        tmp_path: Path, schema: str) -> None:
+        tmp_path: Path, schema: str, fault: str) -> None:
     webhook, onebot_api, api = free_port(), free_port(), free_port()
     framework = QueueFramework()
 
@@ -82,7 +84,7 @@ def test_postgres_down_refuses_events_and_lookups_and_everything_resumes(
                 assert await healthz(session) == (204, "")
                 assert (await action(session, "get_group_info", group_id=group))["retcode"] == 0
 
-                proxy.cut()
+                getattr(proxy, fault)()
                 assert await post(session, group_message(2)) == 503  # not acknowledged
                 status, body = await healthz(session)
                 assert status == 503 and f"postgresql at postgresql://127.0.0.1:{proxy.port}/" \
