@@ -348,11 +348,11 @@ def _migration_stores(ctx: _Context, dry_run: bool
 @click.option("--dry-run", is_flag=True, help="Convert and verify, then write nothing.")
 @click.pass_obj
 def migrate_command(ctx: _Context, legacy_path: Path | None, dry_run: bool) -> None:
-    """Migrate an old Gensokyo idmap.db into openid-map.db (once, all or nothing)."""
+    """Migrate an old Gensokyo idmap.db into openid-map.db, or into the PostgreSQL graph
+    of --config (once, all or nothing)."""
     from migrate.legacy import migrate_legacy
     from migrate.progress import progress_reporter
 
-    ctx.lmdb_only("migrate")
     legacy = legacy_path or ctx.files.legacy_db
     if not sys.stderr.isatty():
         configure_logging("info")  # progress lines instead of a bar
@@ -362,11 +362,61 @@ def migrate_command(ctx: _Context, legacy_path: Path | None, dry_run: bool) -> N
         raise BadInputError("--legacy" if legacy_path else "legacy", str(legacy),
                             "no old idmap.db there, so nothing to migrate (put the Go "
                             "daemon's idmap.db there, or give --legacy PATH)")
+    if ctx.on_postgres:
+        _migrate_into_postgres(ctx, legacy, dry_run)
+        return
     with (_migration_stores(ctx, dry_run) as (store, msgid_store),
           progress_reporter(sys.stderr) as progress):
         report = migrate_legacy(legacy, store, msgid_store, ctx.app_id,
                                 dry_run=dry_run, progress=progress)
     _emit(ctx, report.to_json(), lambda: "\n".join(report.summary_lines()))
+
+
+def _migrate_into_postgres(ctx: _Context, legacy: Path, dry_run: bool) -> None:
+    """``migrate`` with ``idmap.backend: postgres``: the old file is converted (every rule
+    and check of the migration) into a throw-away openid-map.db, which is then copied, the
+    marker with it, into the empty PostgreSQL graph in one transaction (``store copy``).
+    So the migration code stays on the store interfaces and never learns PostgreSQL, and
+    a kill at any moment leaves the graph empty or migrated."""
+    from gensokyo_idmap.ops.store_copy import copy_graph, read_lmdb_rows
+    from gensokyo_idmap.store.pg_connect import describe
+    from gensokyo_idmap.store.pg_copy import load_rows, target_state
+    from migrate.legacy import MigrationReport, migrate_legacy
+    from migrate.progress import progress_reporter
+
+    assert ctx.config is not None and ctx.app_id is not None
+    dsn = ctx.config.idmap.postgres_dsn
+    state = target_state(dsn)
+    if state is not None and state.marker is not None:
+        done = MigrationReport(legacy_path=str(legacy), app_id=ctx.app_id,
+                               status="already_migrated")
+        _emit(ctx, {**done.to_json(), "target": describe(dsn), "copy": None},
+              lambda: "\n".join(done.summary_lines()))
+        return
+    if state is not None and not state.empty:
+        raise state.refusal(describe(dsn))
+    with (tempfile.TemporaryDirectory(prefix="gsk-migrate-") as scratch, ExitStack() as stack,
+          progress_reporter(sys.stderr) as progress):
+        converted = Path(scratch) / IDENTITY_DB
+        store = LmdbIdentityStore(converted)
+        stack.callback(store.close)
+        msgid_store = None
+        if not dry_run and ctx.config.idmap.runtime_backend == "lmdb":
+            msgid_store = open_msgid_store(ctx.files.msgid_db)
+            stack.callback(msgid_store.close)
+        report = migrate_legacy(legacy, store, msgid_store, ctx.app_id,
+                                dry_run=dry_run, progress=progress)
+        stack.close()
+        copy = None if dry_run else copy_graph(
+            lambda: read_lmdb_rows(converted), lambda rows: load_rows(dsn, rows),
+            f"{legacy} (converted)", describe(dsn))
+    _emit(ctx, {**report.to_json(), "target": describe(dsn),
+                "copy": None if copy is None else copy.to_json()},
+          lambda: "\n".join([*report.summary_lines(),
+                             *([f"target        {describe(dsn)}"] if copy is None else
+                               copy.lines())]))
+    if copy is not None and not copy.ok:
+        sys.exit(1)
 
 
 def _owed(ctx: _Context) -> dict[str, int]:
@@ -506,13 +556,20 @@ def config_import_gensokyo(ctx: _Context, file: Path, out: Path | None, force: b
 @click.option("--force", is_flag=True, help="Replace an existing DEST.")
 @click.pass_obj
 def backup_command(ctx: _Context, dest: Path, force: bool) -> None:
-    """Copy openid-map.db to DEST: consistent and compacted, while the daemon runs."""
+    """Copy openid-map.db to DEST: consistent and compacted, while the daemon runs (a
+    PostgreSQL graph: its snapshot written as an openid-map.db file)."""
     from gensokyo_idmap.ops.lmdb_files import backup_store
+    from gensokyo_idmap.ops.store_copy import backup_postgres
 
-    ctx.lmdb_only("backup")
-    result = backup_store(ctx.files.identity_db, dest, force=force)
+    if ctx.on_postgres:  # the graph's snapshot as an openid-map.db file (docs/stores.md)
+        assert ctx.config is not None
+        result = backup_postgres(ctx.config.idmap.postgres_dsn, dest, force=force)
+    else:
+        result = backup_store(ctx.files.identity_db, dest, force=force)
     _emit(ctx, result.to_json(), lambda: "\n".join(
-        [f"backup {result.dest}: {result.bytes} bytes (store {result.source_bytes})"
+        [f"backup {result.dest}: {result.bytes} bytes"
+         + (f" (store {result.source_bytes})" if result.source_bytes else
+            f" (from {result.source})")
          if result.written else
          f"no backup written: the copy of {result.source} fails verify ({result.dest} untouched)",
          *result.verify.lines()]))
@@ -524,12 +581,16 @@ def backup_command(ctx: _Context, dest: Path, force: bool) -> None:
 @click.argument("file", required=False, type=click.Path(dir_okay=False, path_type=Path))
 @click.pass_obj
 def verify_command(ctx: _Context, file: Path | None) -> None:
-    """Check every invariant of openid-map.db (or FILE, e.g. a backup); exit 1 on a violation."""
+    """Check every invariant of the identity graph (openid-map.db, the PostgreSQL graph of
+    --config, or FILE, e.g. a backup); exit 1 on a violation."""
     from gensokyo_idmap.ops.lmdb_files import verify_store
+    from gensokyo_idmap.ops.store_copy import verify_postgres
 
-    if file is None:
-        ctx.lmdb_only("verify")
-    report = verify_store(file or ctx.files.identity_db)
+    if file is None and ctx.on_postgres:
+        assert ctx.config is not None
+        report = verify_postgres(ctx.config.idmap.postgres_dsn)
+    else:
+        report = verify_store(file or ctx.files.identity_db)
     _emit(ctx, report.to_json(), lambda: "\n".join(report.lines()))
     if not report.ok:
         sys.exit(1)
@@ -668,6 +729,67 @@ def db_status(click_ctx: click.Context) -> None:
                                f"{str(r['sha256'])[:12]}" for r in rows),
                              f"schema at version {status.current:04d}, "
                              f"{len(status.pending)} pending"]))
+
+
+# --- store: moving the identity graph between backends -------------------------------------
+
+
+@main.group("store")
+def store_group() -> None:
+    """Move the identity graph between openid-map.db (LMDB) and PostgreSQL."""
+
+
+@store_group.command("copy")
+@click.option("--to", "to", type=click.Choice(["postgres", "lmdb"]), required=True,
+              help="postgres: openid-map.db into an empty PostgreSQL graph; lmdb: the "
+                   "PostgreSQL graph into a new openid-map.db of the data dir.")
+@click.option("--from", "source_file", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, help="With --to postgres: this openid-map.db file (a backup, "
+                                 "say) instead of the data dir's.")
+@click.option("--postgres-dsn", default=None, envvar="GSK_IDMAP__POSTGRES_DSN",
+              help="PostgreSQL URL (default: the --config file's idmap.postgres_dsn).")
+@click.option("--schema", default=None,
+              help="PostgreSQL schema of the graph (default: the server's search_path).")
+@click.pass_obj
+def store_copy(ctx: _Context, to: str, source_file: Path | None, postgres_dsn: str | None,
+               schema: str | None) -> None:
+    """Copy the whole identity graph (identities, vUIN sets, last_seen, aliases, meta, and
+    the old config/UserInfo tables) into an empty target, in one transaction.
+
+    Every record the target could not hold is listed; if there is any, nothing is
+    written (exit 1). A non-empty target is refused. The source is only read: copy the
+    daemon's live openid-map.db while it runs, or stop it for a graph that stays current.
+    """
+    from gensokyo_idmap.ops.store_copy import copy_graph, read_lmdb_rows, write_lmdb_rows
+    from gensokyo_idmap.store.pg_connect import check_schema_name, describe
+    from gensokyo_idmap.store.pg_copy import load_rows, read_rows
+
+    if schema is not None:
+        check_schema_name(schema)
+    dsn = _Database(postgres_dsn, None, schema).dsn(ctx.config)
+    if to == "postgres":
+        source = source_file or _existing(ctx, IDENTITY_DB)
+        if not source.is_file():
+            raise NotFoundError(f"no openid-map.db at {source}")
+        report = copy_graph(lambda: read_lmdb_rows(source),
+                            lambda rows: load_rows(dsn, rows, schema), str(source),
+                            describe(dsn))
+    else:
+        if source_file is not None:
+            raise BadInputError("--from", str(source_file), "goes with --to postgres; "
+                                "--to lmdb reads the PostgreSQL graph")
+        target = ctx.files.identity_db
+        if target.exists():
+            raise BadInputError("--to", "lmdb", f"{target} exists already: a copy goes into "
+                                "a new openid-map.db (move the old one aside, or give "
+                                "another --data-dir)")
+        ctx.data_dir.mkdir(parents=True, exist_ok=True)
+        report = copy_graph(lambda: read_rows(dsn, schema),
+                            lambda rows: write_lmdb_rows(target, rows), describe(dsn),
+                            str(target))
+    _emit(ctx, report.to_json(), lambda: "\n".join(report.lines()))
+    if not report.ok:
+        sys.exit(1)
 
 
 # --- --json after the subcommand too ---------------------------------------------------------

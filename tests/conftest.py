@@ -129,6 +129,16 @@ def msgid_store(msgid_db_path: Path) -> Iterator[LmdbMsgIdStore]:
     store.close()
 
 
+@pytest.fixture
+def pg_schema() -> Iterator[str]:
+    """A PostgreSQL schema of the test's own, created empty and dropped after (the test is
+    skipped, saying why, when PostgreSQL does not answer)."""
+    from .store_backends import fresh_schema
+
+    with fresh_schema(create=True) as name:
+        yield name
+
+
 #: The shared Redis of this machine: each test writes under a prefix of its own and deletes
 #: only that (never FLUSHALL: other people's tests use the same server).
 REDIS_URL = os.environ.get("GSK_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")

@@ -62,6 +62,19 @@ def fresh_schema(*, create: bool = False) -> Iterator[str]:
             conn.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
 
 
+def schema_dsn(schema: str) -> str:
+    """The test DSN with ``schema`` as its search_path: what a config's postgres_dsn says."""
+    return f"{PG_DSN}?options=-csearch_path%3D{schema}"
+
+
+def postgres_config(path: Path, schema: str, *, app_id: str, data_dir: Path) -> Path:
+    """Write a config file at ``path`` whose identity graph is in ``schema``."""
+    path.write_text(f'bot:\n  app_id: "{app_id}"\nidmap:\n  data_dir: {data_dir}\n'
+                    f"  backend: postgres\n  postgres_dsn: {schema_dsn(schema)}\n",
+                    encoding="utf-8")
+    return path
+
+
 @contextmanager
 def store_factory(backend: str, tmp_path: Path) -> Iterator[StoreFactory]:
     """A function opening the same identity store of ``backend`` each time it is called."""

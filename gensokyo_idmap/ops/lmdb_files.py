@@ -42,7 +42,8 @@ from gensokyo_idmap.store.lmdb_open import (
 from gensokyo_idmap.store.lmdb_outbox import RECOVERY as OUTBOX_RECOVERY
 from gensokyo_idmap.store.lmdb_outbox import sink_of_key
 
-__all__ = ["BackupResult", "backup_store", "held_by_another_process", "lock_path",
+__all__ = ["KNOWN_SCHEMA_VERSIONS", "BackupResult", "backup_store", "check_dest",
+           "held_by_another_process", "lock_path",
            "move_aside", "open_readonly", "owed_per_sink", "read_snapshot", "verify_store"]
 
 #: Versions a store may carry: the current one, and older ones an open would upgrade.
@@ -191,6 +192,16 @@ def _check_dest(dest: Path, target: Path, force: bool) -> None:
         raise BadInputError("DEST", str(dest), "exists already (--force replaces it)")
 
 
+def check_dest(dest: Path, force: bool) -> Path:
+    """The file a backup to ``dest`` writes (a symlink's target), once ``dest`` may be
+    written: absent, or a regular file with ``force``, in a directory that exists."""
+    target = Path(os.path.realpath(dest))
+    _check_dest(dest, target, force)
+    if not target.parent.is_dir():
+        raise BadInputError("DEST", str(dest), f"directory {target.parent} does not exist")
+    return target
+
+
 def backup_store(source: Path, dest: Path, *, force: bool = False) -> BackupResult:
     """A consistent, compacted copy of ``source`` at ``dest``, taken while writers go on.
 
@@ -200,12 +211,9 @@ def backup_store(source: Path, dest: Path, *, force: bool = False) -> BackupResu
     cleanly must not stand where a good one is expected (nor replace one). Whatever fails,
     the temporary file is removed.
     """
-    target = Path(os.path.realpath(dest))
-    _check_dest(dest, target, force)
+    target = check_dest(dest, force)
     if target in (source.resolve(), lock_path(source).resolve()):
         raise BadInputError("DEST", str(dest), "is the store itself")
-    if not target.parent.is_dir():
-        raise BadInputError("DEST", str(dest), f"directory {target.parent} does not exist")
     partial = target.with_name(f".{target.name}.partial-{os.getpid()}")
     try:
         with open_readonly(source) as env:

@@ -70,6 +70,50 @@ def reported_keys(report: MigrationReport) -> set[str]:
     return {entry.key for entries in lists for entry in entries}
 
 
+def assert_manifest_landed(view: Any, expected: dict[str, Any], conflicted: set[str]) -> Any:
+    """Every mapping of a fixture's manifest is in the migrated graph ``view`` (any backend),
+    except those the report lists as conflicts; returns the migration marker."""
+    # forward keys keep their number
+    for legacy_id, row in expected["ids"]["forward"].items():
+        if legacy_id in conflicted:
+            continue
+        assert view.vuin_of(key_of(legacy_id)) == row, legacy_id
+    # every reverse number still resolves to the person it named
+    for row_text, legacy_id in expected["ids"]["reverse"].items():
+        if f"row-{row_text}" in conflicted:
+            continue
+        vuin = view.vuin_of(key_of(legacy_id))
+        assert vuin is not None, legacy_id
+        assert follow_alias(view, int(row_text)) == vuin, (row_text, legacy_id)
+    # pro pairs: both ids resolve, and the pro numbers name the same people
+    for pair in expected["ids"]["pro_pairs"]:
+        rows = [int(p) for p in pair["value"].split(":")]
+        for legacy_id, row in zip((pair["group"], pair["user"]), rows, strict=True):
+            vuin = view.vuin_of(key_of(legacy_id))
+            assert vuin is not None
+            where = f"{pair['group']}:{pair['user']}"
+            if where not in conflicted:
+                assert follow_alias(view, row) == vuin, (where, row)
+    # rebinds: the id is on its new row
+    for rebind in expected["ids"]["rebinds"]:
+        assert view.vuin_of(key_of(rebind["id"])) == rebind["new_row"]
+    # config and UserInfo byte for byte, noise entries included
+    for bucket, table, copied in (("config", "config", view.iter_config()),
+                                  ("UserInfo", "userinfo", view.iter_user_info())):
+        want = {k.encode(): v.encode() for k, v in expected[table].items()}
+        want.update({bytes.fromhex(n["key_hex"]): bytes.fromhex(n["value_hex"])
+                     for n in expected["noise"] if n["bucket"] == bucket})
+        assert dict(copied) == want
+    # the counter is above every number in use
+    highest = max([v for _, v in view.iter_identities()] + [a for a, _ in view.iter_aliases()])
+    assert view.vuin_counter() >= highest
+    assert view.vuin_counter() >= (expected["ids"]["current_row"] or 0)
+    marker = view.get_meta(MARKER)
+    # identity_to_vuin and vuin_to_identity are exact inverses
+    assert set(view.iter_identities()) == {(k, v) for v, k in view.iter_vuin_sets()}
+    return marker
+
+
 @pytest.mark.parametrize("name", ["small-counter", "small-hash"])
 def test_every_manifest_mapping_lands(stores: Stores, legacy_copy: Any, name: str) -> None:
     expected = manifest(name)
@@ -80,44 +124,7 @@ def test_every_manifest_mapping_lands(stores: Stores, legacy_copy: Any, name: st
     assert sha(legacy) == before  # read-only, never changed
     conflicted = {e.key for e in report.conflicts} | {e.key for e in report.reissued}
     with stores.identity.read() as view:
-        # forward keys keep their number
-        for legacy_id, row in expected["ids"]["forward"].items():
-            if legacy_id in conflicted:
-                continue
-            assert view.vuin_of(key_of(legacy_id)) == row, legacy_id
-        # every reverse number still resolves to the person it named
-        for row_text, legacy_id in expected["ids"]["reverse"].items():
-            if f"row-{row_text}" in conflicted:
-                continue
-            vuin = view.vuin_of(key_of(legacy_id))
-            assert vuin is not None, legacy_id
-            assert follow_alias(view, int(row_text)) == vuin, (row_text, legacy_id)
-        # pro pairs: both ids resolve, and the pro numbers name the same people
-        for pair in expected["ids"]["pro_pairs"]:
-            rows = [int(p) for p in pair["value"].split(":")]
-            for legacy_id, row in zip((pair["group"], pair["user"]), rows, strict=True):
-                vuin = view.vuin_of(key_of(legacy_id))
-                assert vuin is not None
-                where = f"{pair['group']}:{pair['user']}"
-                if where not in conflicted:
-                    assert follow_alias(view, row) == vuin, (where, row)
-        # rebinds: the id is on its new row
-        for rebind in expected["ids"]["rebinds"]:
-            assert view.vuin_of(key_of(rebind["id"])) == rebind["new_row"]
-        # config and UserInfo byte for byte, noise entries included
-        for bucket, table, copied in (("config", "config", view.iter_config()),
-                                      ("UserInfo", "userinfo", view.iter_user_info())):
-            want = {k.encode(): v.encode() for k, v in expected[table].items()}
-            want.update({bytes.fromhex(n["key_hex"]): bytes.fromhex(n["value_hex"])
-                         for n in expected["noise"] if n["bucket"] == bucket})
-            assert dict(copied) == want
-        # the counter is above every number in use
-        highest = max([v for _, v in view.iter_identities()] + [a for a, _ in view.iter_aliases()])
-        assert view.vuin_counter() >= highest
-        assert view.vuin_counter() >= (expected["ids"]["current_row"] or 0)
-        marker = view.get_meta(MARKER)
-        # identity_to_vuin and vuin_to_identity are exact inverses
-        assert set(view.iter_identities()) == {(k, v) for v, k in view.iter_vuin_sets()}
+        marker = assert_manifest_landed(view, expected, conflicted)
     assert marker is not None and marker["legacy_sha256"] == before
     with stores.msgid.read() as view:
         if expected["cache"]["current_row"] is not None:
