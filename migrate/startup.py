@@ -9,29 +9,26 @@ function in as the preparation of the freshly opened stores, so the package neve
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
 
 from gensokyo_idmap.config import Config
 from gensokyo_idmap.errors import BadInputError
-from gensokyo_idmap.store.base import MIGRATION_MARKER
+from gensokyo_idmap.store.base import MIGRATION_MARKER, IdentityStore
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
 from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore
 from migrate.legacy import migrate_legacy
 from migrate.progress import LogProgress
 
-if TYPE_CHECKING:
-    from gensokyo_idmap.store.pg_identity import PgIdentityStore
-
 __all__ = ["migrate_if_found"]
 
 
 async def migrate_if_found(
-    config: Config, store: LmdbIdentityStore | PgIdentityStore, msgid_store: LmdbMsgIdStore
+    config: Config, store: IdentityStore, msgid_store: LmdbMsgIdStore
 ) -> None:
     """Migrate ``idmap.legacy_db`` when it is there and no migration happened before
     (blocking the start: in a worker thread, the loop serving nothing yet). Into a
-    PostgreSQL graph it does not migrate yet: the start is refused, rather than the old
-    identities silently left behind."""
+    PostgreSQL graph the daemon does not migrate (``gensokyo-idmap migrate`` does, with the
+    same --config): the start is refused, rather than the old identities silently left
+    behind."""
     legacy = config.legacy_db_path
     if legacy is None or not legacy.is_file():
         return
@@ -41,9 +38,9 @@ async def migrate_if_found(
     if not isinstance(store, LmdbIdentityStore):
         raise BadInputError(
             "idmap.legacy_db", str(legacy),
-            "an old idmap.db is here, but migrating it straight into PostgreSQL is not done "
-            "yet: migrate it with idmap.backend lmdb first, or set idmap.legacy_db to \"\" "
-            "to start without it")
+            "an old idmap.db is here, and the daemon does not migrate into PostgreSQL by "
+            "itself: run `gensokyo-idmap --config <this file> migrate` first (it migrates "
+            "into the PostgreSQL graph), or set idmap.legacy_db to \"\" to start without it")
 
     await asyncio.to_thread(
         migrate_legacy, legacy, store, msgid_store, config.bot.app_id, progress=LogProgress()

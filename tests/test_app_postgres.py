@@ -89,5 +89,5 @@ def test_an_old_idmap_db_beside_a_postgres_graph_is_refused(tmp_path: Path,
     config = postgres_config(tmp_path / "data", schema)
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "idmap.db").write_bytes(b"\0" * 4096)
-    with pytest.raises(BadInputError, match="straight into PostgreSQL is not done yet"):
+    with pytest.raises(BadInputError, match="does not migrate into PostgreSQL by itself"):
         asyncio.run(run_daemon(config, asyncio.Event(), prepare=migrate_if_found))
