@@ -29,6 +29,7 @@ bench: venv
 	$(BIN)/python bench/outbound.py
 	$(BIN)/python bench/api.py
 	$(BIN)/python bench/cluster.py   # needs PostgreSQL at 127.0.0.1:5432 (--dsn)
+	$(BIN)/python bench/store_copy.py   # needs PostgreSQL at 127.0.0.1:5432 (--dsn)
 
 # Not part of bench: a steady load on a real daemon for 15 minutes (MINUTES=… to change).
 MINUTES ?= 15
