@@ -469,13 +469,17 @@ def config_group() -> None:
 
 @config_group.command("check")
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--connect", is_flag=True,
+              help="Also reach the PostgreSQL and Redis the file configures (exit 1 if one "
+                   "cannot be used).")
 @click.pass_obj
-def config_check(ctx: _Context, file: Path) -> None:
+def config_check(ctx: _Context, file: Path, connect: bool) -> None:
     """Validate FILE (with GSK_<SECTION>__<KEY> overrides) without starting anything."""
     import os
 
     from gensokyo_idmap.config_env import env_overrides
     from gensokyo_idmap.ops.config_check import refuse_bad_startup, summary
+    from gensokyo_idmap.ops.connect_check import reach_servers
 
     config = load_config(file)
     checked = refuse_bad_startup(config)
@@ -483,10 +487,17 @@ def config_check(ctx: _Context, file: Path) -> None:
         click.echo(f"warning: {warning}", err=True)
     overrides = [o.var for o in env_overrides(os.environ)]
     line = summary(config)
-    _emit(ctx, {"ok": True, "file": str(file), "summary": line,
-                "warnings": list(checked.warnings), "env_overrides": overrides},
-          lambda: f"ok: {file}: {line}"
-          + (f" ({len(overrides)} set by GSK_* variables)" if overrides else ""))
+    servers = reach_servers(config) if connect else []
+    ok = all(server.ok for server in servers)
+    _emit(ctx, {"ok": ok, "file": str(file), "summary": line,
+                "warnings": list(checked.warnings), "env_overrides": overrides,
+                "servers": [server.to_json() for server in servers]},
+          lambda: "\n".join([f"{'ok' if ok else 'error'}: {file}: {line}"
+                             + (f" ({len(overrides)} set by GSK_* variables)"
+                                if overrides else ""),
+                             *(f"  {server.line()}" for server in servers)]))
+    if not ok:
+        sys.exit(1)
 
 
 @config_group.command("import-gensokyo")

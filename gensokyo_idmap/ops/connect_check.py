@@ -1,0 +1,86 @@
+"""``config check --connect``: reach the servers a config names, as the daemon would.
+
+PostgreSQL (``idmap.backend: postgres``): a connection, then the schema's migrations read
+(a database this gensokyo-idmap would refuse is an error here too; one needing an upgrade
+is fine, the daemon applies it). Redis (``idmap.runtime_backend: redis``): ``PING``. Each
+finding names the server, where it is (no password: :func:`redact_url`) and why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from gensokyo_idmap.config import Config
+from gensokyo_idmap.errors import IdmapError
+from gensokyo_idmap.redaction import redact_text, redact_url
+
+__all__ = ["Reached", "reach_servers"]
+
+#: How long a server may take to answer the check.
+TIMEOUT_SECONDS: Final = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class Reached:
+    """One server the config names, and whether it answered."""
+
+    server: str  # "postgresql" | "redis"
+    where: str  # its URL, password hidden
+    ok: bool
+    detail: str
+
+    def to_json(self) -> dict[str, object]:
+        return {"server": self.server, "where": self.where, "ok": self.ok,
+                "detail": self.detail}
+
+    def line(self) -> str:
+        name = "PostgreSQL" if self.server == "postgresql" else "Redis"
+        return f"{name} at {self.where}: " + (self.detail if self.ok else
+                                                f"cannot be used: {self.detail}")
+
+
+def _postgres(dsn: str) -> Reached:
+    from gensokyo_idmap.store.pg_connect import connect, describe
+    from gensokyo_idmap.store.pg_migrate import migration_status
+
+    where = describe(dsn)
+    try:
+        with connect(dsn) as conn:
+            status = migration_status(conn)
+    except IdmapError as err:
+        reason = err.message.removeprefix(f"PostgreSQL at {where} ")  # said once, by line()
+        return Reached("postgresql", where, False, redact_text(reason))
+    except Exception as exc:  # noqa: BLE001 - the driver's errors: reported, not raised
+        return Reached("postgresql", where, False, redact_text(" ".join(str(exc).split())))
+    pending = f", {len(status.pending)} migration(s) pending (the daemon applies them)" \
+        if status.pending else ""
+    return Reached("postgresql", where, True,
+                   f"answers; identity graph at schema version {status.current:04d}{pending}")
+
+
+def _redis(url: str) -> Reached:
+    import redis
+
+    where = redact_url(url)
+    try:
+        client = redis.Redis.from_url(url, socket_timeout=TIMEOUT_SECONDS,
+                                      socket_connect_timeout=TIMEOUT_SECONDS)
+        try:
+            client.ping()
+        finally:
+            client.close()
+    except (redis.RedisError, ValueError, OSError) as exc:
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        return Reached("redis", where, False, redact_text(redact_url(reason)))
+    return Reached("redis", where, True, "answers PING")
+
+
+def reach_servers(config: Config) -> list[Reached]:
+    """Each server ``config`` uses (none for an LMDB-only config), reached now."""
+    found: list[Reached] = []
+    if config.idmap.backend == "postgres":
+        found.append(_postgres(config.idmap.postgres_dsn))
+    if config.idmap.runtime_backend == "redis":
+        found.append(_redis(config.idmap.redis_url))
+    return found
