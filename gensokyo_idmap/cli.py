@@ -428,20 +428,30 @@ def _owed(ctx: _Context) -> dict[str, int]:
 @main.command("stats")
 @click.pass_obj
 def stats_command(ctx: _Context) -> None:
-    """Counts per table, file sizes, schema versions and the migration marker."""
-    ctx.lmdb_only("stats")
-    identity_path = ctx.files.identity_db
+    """Counts per table, file sizes, schema versions and the migration marker (of the
+    PostgreSQL graph with idmap.backend postgres in --config)."""
+    identity: Path | str = ctx.files.identity_db
     msgid_path = ctx.files.msgid_db
+    if ctx.on_postgres:
+        from gensokyo_idmap.identity_backend import identity_store_location
+
+        assert ctx.config is not None
+        identity = identity_store_location(ctx.config)
     with _graph(ctx, readonly=True) as graph, ExitStack() as stack:
         msgids = (stack.enter_context(_msgids(ctx, DEFAULT_MSGID_TTL_SECONDS, readonly=True))
                   if msgid_path.is_file() else None)  # disposable: made by the daemon
-        data = stats_data(graph, identity_path, msgids, msgid_path)
+        data = stats_data(graph, identity, msgids, msgid_path)
+    if ctx.on_postgres:
+        assert ctx.config is not None
+        data["openid_map"]["schema_version"] = _postgres_schema_version(ctx.config)
     data["outbox"] = {"path": str(ctx.files.outbox_db), "owed": _owed(ctx)}
     marker = data["openid_map"]["migrated_from_legacy"]
 
     def human() -> str:
         o, m = data["openid_map"], data["msgid_map"]
         lines = [f"openid-map.db  {o['bytes']} bytes, schema {o['schema_version']}, "
+                 f"vuin_counter {o['vuin_counter']}" if o["bytes"] is not None else
+                 f"identity graph PostgreSQL at {o['path']}, schema {o['schema_version']:04d}, "
                  f"vuin_counter {o['vuin_counter']}"]
         lines += [f"  {name:<12} {o[name]}" for name in
                   ("identities", "vuins", "last_seen", "aliases", "config", "user_info")]
@@ -457,6 +467,15 @@ def stats_command(ctx: _Context) -> None:
         return "\n".join(lines)
 
     _emit(ctx, data, human)
+
+
+def _postgres_schema_version(config: Config) -> int:
+    """The migration the PostgreSQL graph is at (``stats``; ``db status`` lists them)."""
+    from gensokyo_idmap.store.pg_connect import connect
+    from gensokyo_idmap.store.pg_migrate import migration_status
+
+    with connect(config.idmap.postgres_dsn) as conn:
+        return migration_status(conn).current
 
 
 # --- operations: config, backup, verify, recover -------------------------------------------

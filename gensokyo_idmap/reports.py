@@ -56,12 +56,14 @@ def record_data(record: MsgRecord) -> dict[str, Any]:
             "expires_ms": record.expires_ms}
 
 
-def stats_data(graph: IdentityGraph, identity_path: Path, msgids: MessageIds | None,
+def stats_data(graph: IdentityGraph, identity_path: Path | str, msgids: MessageIds | None,
                msgid_path: Path) -> dict[str, Any]:
     """Counts per table, file sizes, schema version, counters and the migration marker.
 
-    ``msgids`` None: msgid-map.db does not exist yet (the daemon creates it at start; the
-    CLI's read-only ``stats`` does not), shown as ``"exists": false``.
+    ``identity_path`` is openid-map.db, or where a graph that is no file is (a PostgreSQL
+    URL, no password): then ``bytes`` is None. ``msgids`` None: msgid-map.db does not exist
+    yet (the daemon creates it at start; the CLI's read-only ``stats`` does not), shown as
+    ``"exists": false``.
     """
     with graph.store.read() as view:
         counts = view.counts()
@@ -78,7 +80,9 @@ def stats_data(graph: IdentityGraph, identity_path: Path, msgids: MessageIds | N
             "bytes_on_disk": msgid_path.stat().st_blocks * 512,
             "entries": msg_counts.live_or_unswept, "counter": msg_counts.counter})
     return {
-        "openid_map": {"path": str(identity_path), "bytes": identity_path.stat().st_size,
+        "openid_map": {"path": str(identity_path),
+                       "bytes": identity_path.stat().st_size
+                       if isinstance(identity_path, Path) else None,
                        "schema_version": schema, "vuin_counter": counter,
                        "identities": counts.identities, "vuins": counts.vuins,
                        "last_seen": counts.last_seen, "aliases": counts.aliases,

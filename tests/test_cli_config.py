@@ -68,7 +68,7 @@ def test_identity_commands_reach_the_postgres_graph(tmp_path: Path, schema: str)
     assert code == 0 and "schema at version 0002" in out, out
 
 
-@pytest.mark.parametrize("command", [["stats"], ["recover", "identities", "--from-legacy"]])
+@pytest.mark.parametrize("command", [["recover", "identities", "--from-legacy"]])
 def test_commands_on_openid_map_db_refuse_a_postgres_graph(
         tmp_path: Path, command: list[str]) -> None:
     config = write_config(tmp_path, "  backend: postgres\n  postgres_dsn: "
@@ -76,3 +76,18 @@ def test_commands_on_openid_map_db_refuse_a_postgres_graph(
     code, out = cli("--config", str(config), *command)
     assert code == 2, out
     assert "works on openid-map.db (idmap.backend lmdb) only" in out
+
+
+def test_stats_counts_the_postgres_graph(tmp_path: Path, schema: str) -> None:
+    dsn = f"{PG_DSN}?options=-csearch_path%3D{schema}"
+    config = write_config(tmp_path, f"  data_dir: {tmp_path / 'data'}\n  backend: postgres\n"
+                                    f"  postgres_dsn: {dsn}\n")
+    assert cli("--config", str(config), "identity", "resolve", "A11CE")[0] == 0
+    code, out = cli("--config", str(config), "--json", "stats")
+    assert code == 0, out
+    graph = json.loads(out)["openid_map"]
+    assert (graph["path"], graph["bytes"], graph["schema_version"]) == (dsn, None, 2)
+    assert (graph["identities"], graph["vuin_counter"]) == (1, 1)
+    code, out = cli("--config", str(config), "stats")
+    assert out.startswith(f"identity graph PostgreSQL at {dsn}, schema 0002, vuin_counter 1")
+    assert not (tmp_path / "data" / "openid-map.db").exists()
