@@ -65,6 +65,14 @@ class _Context:
             raise BadInputError("idmap.backend", "postgres",
                                 f"`{command}` works on openid-map.db (idmap.backend lmdb) only")
 
+    def lmdb_runtime_only(self, command: str) -> None:
+        """Refuse a command on msgid-map.db when the runtime state is in Redis (the daemon
+        neither reads nor writes that file then)."""
+        if self.config is not None and self.config.idmap.runtime_backend == "redis":
+            raise BadInputError("idmap.runtime_backend", "redis",
+                                f"`{command}` works on msgid-map.db (idmap.runtime_backend "
+                                "lmdb) only: the daemon keeps message ids in Redis")
+
 
 class _ReportsErrors(click.Group):
     """The root command, where the project's errors end, once for every command below it:
@@ -262,6 +270,7 @@ def _msgids(ctx: _Context, ttl_seconds: float, *, readonly: bool = False
 @click.pass_context
 def msgid(click_ctx: click.Context, ttl_seconds: float) -> None:
     """Store, look up and sweep virtual message ids in msgid-map.db."""
+    click_ctx.obj.lmdb_runtime_only("msgid")
     if ttl_seconds <= 0:
         raise BadInputError("--ttl-seconds", ttl_seconds, "must be positive")
     click_ctx.meta["ttl_seconds"] = ttl_seconds
@@ -637,6 +646,7 @@ def recover_msgid(ctx: _Context) -> None:
     """Reset msgid-map.db: the old file is moved aside, an empty one takes its place."""
     from gensokyo_idmap.ops.recover import reset_msgids
 
+    ctx.lmdb_runtime_only("recover msgid")
     result = reset_msgids(ctx.data_dir)
     _emit(ctx, result.to_json(), lambda: (
         f"msgid-map.db reset: {result.path} is empty (counter {result.counter} kept)"

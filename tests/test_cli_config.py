@@ -91,3 +91,13 @@ def test_stats_counts_the_postgres_graph(tmp_path: Path, schema: str) -> None:
     code, out = cli("--config", str(config), "stats")
     assert out.startswith(f"identity graph PostgreSQL at {dsn}, schema 0002, vuin_counter 1")
     assert not (tmp_path / "data" / "openid-map.db").exists()
+
+
+@pytest.mark.parametrize("command", [["msgid", "stats"], ["msgid", "lookup", "1"],
+                                     ["recover", "msgid"]])
+def test_msgid_commands_refuse_a_runtime_in_redis(tmp_path: Path, command: list[str]) -> None:
+    config = write_config(tmp_path, f"  data_dir: {tmp_path}\n  runtime_backend: redis\n"
+                                    "  redis_url: redis://127.0.0.1:6379/0\n")
+    code, out = cli("--config", str(config), *command)
+    assert code == 2, out
+    assert "works on msgid-map.db (idmap.runtime_backend lmdb) only" in out

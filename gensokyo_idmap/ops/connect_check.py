@@ -41,9 +41,12 @@ class Reached:
 
 
 def _postgres(dsn: str) -> Reached:
-    from gensokyo_idmap.store.pg_connect import connect, describe
-    from gensokyo_idmap.store.pg_migrate import migration_status
-
+    try:
+        from gensokyo_idmap.store.pg_connect import connect, describe
+        from gensokyo_idmap.store.pg_migrate import migration_status
+    except ImportError:
+        return Reached("postgresql", redact_url(dsn), False, "psycopg is not installed: pip "
+                       "install 'gensokyo-idmap[postgres]'")
     where = describe(dsn)
     try:
         with connect(dsn) as conn:
@@ -60,9 +63,12 @@ def _postgres(dsn: str) -> Reached:
 
 
 def _redis(url: str) -> Reached:
-    import redis
-
     where = redact_url(url)
+    try:
+        import redis
+    except ImportError:
+        return Reached("redis", where, False, "redis-py is not installed: pip install "
+                       "'gensokyo-idmap[redis]'")
     try:
         client = redis.Redis.from_url(url, socket_timeout=TIMEOUT_SECONDS,
                                       socket_connect_timeout=TIMEOUT_SECONDS)

@@ -19,6 +19,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from gensokyo_idmap.errors import ConflictError, StoreError
+from gensokyo_idmap.redaction import redact_url
 from gensokyo_idmap.store.base import MIGRATION_MARKER, LastSeen
 from gensokyo_idmap.store.graph_rows import TABLES, GraphRows
 from gensokyo_idmap.store.pg_connect import connect, describe
@@ -110,7 +111,7 @@ def load_rows(dsn: str, rows: GraphRows, schema: str | None = None) -> dict[str,
                     raise StoreError(f"the copy into {describe(dsn)} holds {written} rows, "
                                      f"not the {expected} read: rolled back, nothing written")
     except psycopg.Error as exc:
-        reason = " ".join(str(exc).split()) or type(exc).__name__
+        reason = redact_url(" ".join(str(exc).split())) or type(exc).__name__
         raise StoreError(f"the copy into PostgreSQL at {describe(dsn)} failed, nothing was "
                          f"written: {reason}") from exc
     return written
@@ -145,7 +146,7 @@ def read_rows(dsn: str, schema: str | None = None) -> GraphRows:
             finally:
                 conn.execute("ROLLBACK")
     except psycopg.Error as exc:
-        reason = " ".join(str(exc).split()) or type(exc).__name__
+        reason = redact_url(" ".join(str(exc).split())) or type(exc).__name__
         raise StoreError(f"reading the graph at PostgreSQL {describe(dsn)} failed: "
                          f"{reason}") from exc
 
