@@ -9,16 +9,12 @@ finding names the server, where it is (no password: :func:`redact_url`) and why.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
 
 from gensokyo_idmap.config import Config
 from gensokyo_idmap.errors import IdmapError
 from gensokyo_idmap.redaction import redact_text, redact_url
 
 __all__ = ["Reached", "reach_servers"]
-
-#: How long a server may take to answer the check.
-TIMEOUT_SECONDS: Final = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,21 +58,27 @@ def _postgres(dsn: str) -> Reached:
                    f"answers; identity graph at schema version {status.current:04d}{pending}")
 
 
-def _redis(url: str) -> Reached:
+def _redis(url: str, prefix: str) -> Reached:
+    """``PING`` through the daemon's own client (:class:`RedisRuntime`: its URL checks,
+    its timeouts), so a Redis that passes here answers the daemon too."""
     where = redact_url(url)
     try:
         import redis
+
+        from gensokyo_idmap.store.redis_runtime import RedisRuntime
     except ImportError:
         return Reached("redis", where, False, "redis-py is not installed: pip install "
                        "'gensokyo-idmap[redis]'")
     try:
-        client = redis.Redis.from_url(url, socket_timeout=TIMEOUT_SECONDS,
-                                      socket_connect_timeout=TIMEOUT_SECONDS)
+        runtime = RedisRuntime(url, prefix)
         try:
-            client.ping()
+            with runtime.read():
+                pass
         finally:
-            client.close()
-    except (redis.RedisError, ValueError, OSError) as exc:
+            runtime.sync.close()
+    except IdmapError as err:
+        return Reached("redis", where, False, redact_text(err.message))
+    except (redis.RedisError, OSError) as exc:
         reason = " ".join(str(exc).split()) or type(exc).__name__
         return Reached("redis", where, False, redact_text(redact_url(reason)))
     return Reached("redis", where, True, "answers PING")
@@ -88,5 +90,5 @@ def reach_servers(config: Config) -> list[Reached]:
     if config.idmap.backend == "postgres":
         found.append(_postgres(config.idmap.postgres_dsn))
     if config.idmap.runtime_backend == "redis":
-        found.append(_redis(config.idmap.redis_url))
+        found.append(_redis(config.idmap.redis_url, config.idmap.redis_prefix))
     return found
