@@ -493,6 +493,7 @@ async def _start_api(config: Config, graph: IdentityGraph, msgids: MessageIds,
     token = config.api.token.get_secret_value()  # without one, loopback: checked at start
     server = ApiServer(graph, msgids, ApiSettings(
         app_id=config.bot.app_id, identity_path=config.identity_db_path,
+        identity_location=identity_store_location(config),
         msgid_path=config.msgid_db_path, token=token,
         getid_allow=tuple(config.api.getid_allow)),
         outbox=(config.outbox_db_path, outbox_store), servers=servers)

@@ -50,7 +50,8 @@ def postgres_config(data_dir: Path, schema: str) -> Config:
 def test_the_daemon_serves_identities_from_postgres(tmp_path: Path, schema: str) -> None:
     config = postgres_config(tmp_path / "data", schema)
 
-    async def scenario() -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any]]:
+    async def scenario() -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, Any],
+                                  dict[str, Any]]:
         stop = asyncio.Event()
         with capture_logs() as logs:
             task = asyncio.create_task(run_daemon(config, stop, prepare=migrate_if_found))
@@ -70,15 +71,22 @@ def test_the_daemon_serves_identities_from_postgres(tmp_path: Path, schema: str)
                                     params={"key": f"openid:QQ:{APP_ID}:{OPENID}"}) as resp:
                     assert resp.status == 200, await resp.text()
                     looked_up = await resp.json()
+                async with http.get(f"{base}/v1/stats") as resp:
+                    assert resp.status == 200, await resp.text()
+                    stats = await resp.json()
             stop.set()
             await asyncio.wait_for(task, TIMEOUT)
-        return logs, resolved, looked_up
+        return logs, resolved, looked_up, stats
 
-    logs, resolved, looked_up = asyncio.run(scenario())
+    logs, resolved, looked_up, stats = asyncio.run(scenario())
     assert (resolved["vuin"], resolved["created"]) == (1, True)
     assert looked_up["vuin"] == 1
     opened = next(e for e in logs if e["event"] == "[idmap] store open")
     assert opened["path"] == config.idmap.postgres_dsn and opened["identities"] == 0
+    # /v1/stats reports the graph where it is (no openid-map.db to measure)
+    graph = stats["openid_map"]
+    assert (graph["path"], graph["bytes"], graph["identities"]) == (
+        config.idmap.postgres_dsn, None, 1), stats
     assert not (tmp_path / "data" / "openid-map.db").exists()
     with PgIdentityStore(PG_DSN, schema=schema, readonly=True) as store, store.read() as view:
         assert dict(view.iter_identities()) == {f"openid:QQ:{APP_ID}:{OPENID}": 1}

@@ -77,6 +77,9 @@ class ApiSettings:
     msgid_path: Path
     token: str = ""
     getid_allow: tuple[str, ...] = ()
+    #: where the graph is, as /v1/stats reports it: ``identity_path`` when empty; the
+    #: PostgreSQL URL (no password) when the graph is there and no file exists
+    identity_location: str = ""
 
 
 def _error(status: int, code: str, message: str) -> web.Response:
@@ -260,7 +263,8 @@ class ApiServer:
         return web.json_response({"real_id": real_id, "virtual_id": virtual_id})
 
     async def stats(self, request: web.Request) -> web.Response:
-        return web.json_response(stats_data(self.graph, self.settings.identity_path,
+        location = self.settings.identity_location or self.settings.identity_path
+        return web.json_response(stats_data(self.graph, location,
                                             self.msgids, self.settings.msgid_path))
 
     # --- /getid, health, metrics, the document ----------------------------------------------
