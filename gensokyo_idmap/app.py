@@ -34,10 +34,14 @@ from gensokyo_idmap.bridge.inbound import BridgeSettings, EventSink, InboundBrid
 from gensokyo_idmap.bridge.outbound import OutboundSender, OutboundSettings
 from gensokyo_idmap.bridge.outbox import Backlog, Outbox, TrackedSink
 from gensokyo_idmap.config import Config
-from gensokyo_idmap.errors import BadInputError
+from gensokyo_idmap.errors import BadInputError, StoreError
 from gensokyo_idmap.health import ServerCheck
 from gensokyo_idmap.hostport import parse_host_port
-from gensokyo_idmap.identity_backend import identity_store_location, open_identity_store
+from gensokyo_idmap.identity_backend import (
+    cached_identity_store,
+    identity_store_location,
+    open_identity_store,
+)
 from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.memory import run_trimmer
 from gensokyo_idmap.msgid import MessageIds, MsgIdMap
@@ -47,12 +51,20 @@ from gensokyo_idmap.onebot.http_post import HttpPostTarget
 from gensokyo_idmap.onebot.reverse_ws import ReverseWsClient
 from gensokyo_idmap.ops.config_check import refuse_bad_startup
 from gensokyo_idmap.qq.events import Interaction, QQEvent
-from gensokyo_idmap.qq.gateway import GatewayClient, GatewayState, discover_gateway_retrying
+from gensokyo_idmap.qq.gateway import (
+    DISCOVERY_FIRST_DELAY,
+    DISCOVERY_MAX_DELAY,
+    GatewayClient,
+    GatewayState,
+    SessionStore,
+    discover_gateway_retrying,
+)
 from gensokyo_idmap.qq.openapi import OpenApiClient
 from gensokyo_idmap.qq.passive_reply import ReplyBudget, seq_base_for_process
 from gensokyo_idmap.qq.token import AccessTokenManager
 from gensokyo_idmap.qq.webhook import WebhookReceiver
 from gensokyo_idmap.redaction import redact_url
+from gensokyo_idmap.store.base import IdentityStore
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
 from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore, open_msgid_store
 from gensokyo_idmap.store.lmdb_outbox import LmdbOutboxStore
@@ -269,19 +281,20 @@ def _platform_client(config: Config, stack: AsyncExitStack) -> _PlatformClient |
 
 async def _open_stores(
     config: Config, stack: AsyncExitStack, prepare: StorePreparation | None
-) -> tuple[LmdbIdentityStore | PgIdentityStore, LmdbMsgIdStore, LmdbOutboxStore]:
+) -> tuple[IdentityStore, LmdbMsgIdStore, LmdbOutboxStore]:
     """The three stores, prepared (migrated): their closing joins ``stack`` only then, with
     the ``[app] stopped`` line after it; a store that fails to open or prepare closes the
     ones opened before it."""
     with ExitStack() as opening:
-        store = opening.enter_context(closing(open_identity_store(config)))  # idmap.backend
+        store = open_identity_store(config)  # idmap.backend
+        graph_store = opening.enter_context(closing(cached_identity_store(config, store)))
         msgid_store = opening.enter_context(closing(open_msgid_store(config.msgid_db_path)))
         outbox_store = opening.enter_context(closing(LmdbOutboxStore(config.outbox_db_path)))
         if prepare is not None:
             await prepare(config, store, msgid_store)
         stack.callback(log.info, "[app] stopped")
         stack.enter_context(opening.pop_all())
-    return store, msgid_store, outbox_store
+    return graph_store, msgid_store, outbox_store
 
 
 def _runtime_state(config: Config, msgid_store: LmdbMsgIdStore, window: float,
@@ -442,12 +455,38 @@ async def _run_gateway(
     config: Config, http: aiohttp.ClientSession, tokens: AccessTokenManager,
     pipeline: Callable[[Sequence[QQEvent]], Awaitable[None]],
 ) -> None:
-    """Discover the gateway URL, then keep a session (resuming the saved one)."""
+    """Discover the gateway URL, then keep the session of this daemon's shard (resuming
+    the saved one: in the data dir, or in PostgreSQL with the graph)."""
     url = await discover_gateway_retrying(http, config.qq.api_base, tokens)
-    client = GatewayClient(url, config.bot.app_id, tokens, pipeline,
-                           GatewayState(config.gateway_state_path), intents=config.qq.intents)
-    log.info("[qq] gateway", url=url, intents=config.qq.intents)
-    await client.run(http)
+    with ExitStack() as closing_state:
+        state: SessionStore
+        if config.idmap.backend == "postgres":
+            from gensokyo_idmap.store.pg_gateway_session import PgGatewaySession
+
+            state = closing_state.enter_context(closing(PgGatewaySession(
+                config.idmap.postgres_dsn, config.bot.app_id, config.qq.shard)))
+            await _retrying("[qq] gateway session not readable", state.load)
+        else:
+            state = GatewayState(config.gateway_state_path, config.qq.shard)
+        client = GatewayClient(url, config.bot.app_id, tokens, pipeline, state,
+                               intents=config.qq.intents, shard=config.qq.shard)
+        log.info("[qq] gateway", url=url, intents=config.qq.intents, shard=list(config.qq.shard),
+                 resuming=client.session_id is not None)
+        await client.run(http)
+
+
+async def _retrying(failure: str, call: Callable[[], object]) -> None:
+    """``call()`` on a thread until it raises no StoreError (each failure logged), waiting
+    1 s, then twice as long each time up to a minute (the gateway's discovery delays)."""
+    delay = DISCOVERY_FIRST_DELAY
+    while True:
+        try:
+            await asyncio.to_thread(call)
+            return
+        except StoreError as err:
+            log.warning(failure, reason=err.message, retry_in=delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, DISCOVERY_MAX_DELAY)
 
 
 async def _start_webhook(

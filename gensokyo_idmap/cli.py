@@ -22,7 +22,7 @@ from gensokyo_idmap.config import Config, load_config
 from gensokyo_idmap.data_dir import IDENTITY_DB, MSGID_DB, DataDir
 from gensokyo_idmap.errors import BadInputError, IdmapError, NotFoundError
 from gensokyo_idmap.identity import IdentityKey, RUin, parse_identity_input, parse_vuin
-from gensokyo_idmap.identity_backend import open_identity_store
+from gensokyo_idmap.identity_backend import cached_identity_store, open_identity_store
 from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.logging import configure_logging
 from gensokyo_idmap.msgid import DEFAULT_MSGID_TTL_SECONDS, MsgContext, MsgIdMap, check_virtual_id
@@ -38,6 +38,7 @@ from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
 from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore, open_msgid_store
 
 if TYPE_CHECKING:
+    from gensokyo_idmap.store.identity_cache import CachedIdentityStore
     from gensokyo_idmap.store.pg_identity import PgIdentityStore
 
 __all__ = ["main"]
@@ -103,10 +104,12 @@ def _existing(ctx: _Context, name: str) -> Path:
 def _graph(ctx: _Context, *, readonly: bool = False) -> Iterator[IdentityGraph]:
     """The identity graph (the --config's backend, else openid-map.db of the data dir);
     ``readonly`` opens an existing one without writing."""
-    store: LmdbIdentityStore | PgIdentityStore
+    store: LmdbIdentityStore | PgIdentityStore | CachedIdentityStore
     if ctx.on_postgres:
         assert ctx.config is not None
         store = open_identity_store(ctx.config, readonly=readonly)
+        if not readonly:  # the daemons' identity caches hear of this command's binds
+            store = cached_identity_store(ctx.config, store, listen=False)
     else:
         path = _existing(ctx, IDENTITY_DB) if readonly else ctx.files.identity_db
         store = LmdbIdentityStore(path, readonly=readonly)

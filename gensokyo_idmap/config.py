@@ -18,6 +18,7 @@ from pydantic import (
     ConfigDict,
     Field,
     SecretStr,
+    StrictInt,
     ValidationError,
     field_validator,
     model_validator,
@@ -113,6 +114,15 @@ class IdmapConfig(_Section):
             raise ValueError("must be a postgresql:// URL")
         return value
 
+    identity_cache_size: int = Field(
+        default=100_000, ge=0,
+        description="identities each daemon keeps in memory over a PostgreSQL graph (with "
+                    "idmap.redis_url, whose pub/sub keeps them true); 0: none")
+    identity_cache_max_age_seconds: float = Field(
+        default=30.0, gt=0,
+        description="longest a cached identity is used without asking PostgreSQL again: "
+                    "the bound on a stale answer if an invalidation was lost")
+
     @model_validator(mode="after")
     def _backend_has_its_server(self) -> IdmapConfig:
         if self.backend == "postgres" and not self.postgres_dsn:
@@ -136,6 +146,18 @@ class QQConfig(_Section):
     token_url: str = Field(default="https://bots.qq.com/app/getAppAccessToken")
     gateway: bool = Field(default=False, description="connect to the WebSocket gateway")
     intents: int = Field(default=1 << 25, ge=0, description="default: group and C2C events")
+    shard: tuple[StrictInt, StrictInt] = Field(
+        default=(0, 1),
+        description="[index, count] of this daemon's gateway shard (one shard per daemon)")
+
+    @field_validator("shard")
+    @classmethod
+    def _shard(cls, value: tuple[int, int]) -> tuple[int, int]:
+        index, count = value
+        if not 0 <= index < count:
+            raise ValueError(f"must be [index, count] with 0 <= index < count (got "
+                             f"[{index}, {count}])")
+        return value
 
     @field_validator("api_base", "token_url")
     @classmethod

@@ -32,6 +32,7 @@ __all__ = [
     "EVENTS_IN",
     "EVENTS_OUT",
     "FAMILIES",
+    "IDENTITY_CACHE",
     "IDENTITY_CREATE",
     "IDENTITY_HIT",
     "MSGID_CREATE",
@@ -205,7 +206,14 @@ BACKEND_ERRORS: Final = Family(
     "gensokyo_backend_errors", "Calls to a server backend that failed (server down, "
     "connection lost, timeout), by backend", ["backend"], shared=True)
 
+#: The identity cache of a daemon over a shared graph (store/identity_cache.py), read from
+#: the cache's own counts when ``/metrics`` is scraped.
+IDENTITY_CACHE: Final = Family(
+    "gensokyo_identity_cache", "Identity cache over a PostgreSQL graph: lookups answered "
+    "from memory (hit) or asked of PostgreSQL (miss), entries dropped for another write "
+    "(invalidation) and whole clears (a Redis (re)subscription)", ["event"], shared=True)
+
 #: Every family in the order ``/metrics`` writes them.
 FAMILIES: Final[tuple[Family | Durations, ...]] = (
     _IDENTITIES, BIND_RESULTS, _MSGIDS, _EXPIRED, MSGID_SWEEP_SECONDS, EVENTS_IN, EVENTS_OUT,
-    BACKEND_ROUND_TRIPS, BACKEND_POOL_WAITS, BACKEND_ERRORS)
+    BACKEND_ROUND_TRIPS, BACKEND_POOL_WAITS, BACKEND_ERRORS, IDENTITY_CACHE)

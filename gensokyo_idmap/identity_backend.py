@@ -12,10 +12,11 @@ from typing import TYPE_CHECKING
 from gensokyo_idmap.config import Config
 
 if TYPE_CHECKING:
+    from gensokyo_idmap.store.identity_cache import CachedIdentityStore
     from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
     from gensokyo_idmap.store.pg_identity import PgIdentityStore
 
-__all__ = ["identity_store_location", "open_identity_store"]
+__all__ = ["cached_identity_store", "identity_store_location", "open_identity_store"]
 
 
 def open_identity_store(config: Config, *, readonly: bool = False
@@ -39,3 +40,34 @@ def identity_store_location(config: Config) -> str:
 
         return describe(config.idmap.postgres_dsn)
     return str(config.identity_db_path)
+
+
+def cached_identity_store(config: Config, store: LmdbIdentityStore | PgIdentityStore, *,
+                          listen: bool = True
+                          ) -> LmdbIdentityStore | PgIdentityStore | CachedIdentityStore:
+    """``store`` behind this daemon's identity cache when the graph is shared (PostgreSQL,
+    with ``idmap.redis_url`` to keep the caches of every daemon true,
+    :mod:`~gensokyo_idmap.store.identity_cache`); else ``store`` itself: LMDB answers a
+    probe from memory already, and without Redis no daemon would hear another's binds.
+
+    ``listen=False`` (a CLI command) publishes its writes' invalidations and caches nothing.
+    Closing the returned store stops the channel (queued invalidations sent), then closes
+    ``store``; ``store`` is closed here if the cache cannot be set up.
+    """
+    idmap = config.idmap
+    if idmap.backend != "postgres" or not idmap.redis_url or not idmap.identity_cache_size:
+        return store
+    # imported here: redis-py is an optional extra
+    from gensokyo_idmap.store.identity_cache import CachedIdentityStore, IdentityCache
+    from gensokyo_idmap.store.redis_invalidation import RedisInvalidations
+
+    cache = IdentityCache(idmap.identity_cache_size, idmap.identity_cache_max_age_seconds)
+    try:
+        channel = RedisInvalidations(idmap.redis_url, idmap.redis_prefix, cache)
+    except BaseException:
+        store.close()  # the caller was to get it with its closing: nobody else will
+        raise
+    cached = CachedIdentityStore(store, cache, channel.publish)
+    cached.on_close(channel.close)
+    channel.start(listen=listen)
+    return cached

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 import redis
 
 from gensokyo_idmap.testing import free_port
@@ -42,3 +44,12 @@ class PrivateRedis:
             self.process.terminate()
             self.process.wait(timeout=10)
             self.process = None
+
+
+@pytest.fixture
+def private_redis(tmp_path: Path) -> Iterator[PrivateRedis]:
+    """A private redis-server of this test's own (a module uses it by importing it)."""
+    server = PrivateRedis(tmp_path)
+    server.start()
+    yield server
+    server.stop()

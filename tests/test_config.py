@@ -262,3 +262,24 @@ def test_runtime_backend_defaults_to_lmdb_and_redis_needs_a_url(tmp_path: Path) 
 def test_redis_prefix_must_be_a_plain_scan_pattern(tmp_path: Path, prefix: str) -> None:
     with pytest.raises(BadInputError, match="redis_prefix"):
         load_config(write(tmp_path, f"idmap: {{redis_prefix: {prefix!r}}}"))
+
+
+def test_the_gateway_shard_is_index_and_count_with_the_index_below_the_count(
+        tmp_path: Path) -> None:
+    assert Config().qq.shard == load_config(EXAMPLE).qq.shard == (0, 1)
+    assert load_config(write(tmp_path, "qq: {shard: [1, 2]}")).qq.shard == (1, 2)
+    assert load_config(write(tmp_path, "qq: {shard: [1, 2]}"),
+                       {"GSK_QQ__SHARD": "[0, 4]"}).qq.shard == (0, 4)
+    for bad in ("[2, 2]", "[0, 0]", "[-1, 2]", "[0, 1, 2]", "[true, 2]", "'0,1'", "[0.5, 1]"):
+        with pytest.raises(BadInputError, match=r"qq\.shard"):
+            load_config(write(tmp_path, f"qq: {{shard: {bad}}}"))
+
+
+def test_the_identity_cache_bounds_are_sizes_and_positive_ages(tmp_path: Path) -> None:
+    idmap = Config().idmap
+    assert (idmap.identity_cache_size, idmap.identity_cache_max_age_seconds) == (100_000, 30)
+    assert load_config(write(tmp_path, "idmap: {identity_cache_size: 0}")
+                       ).idmap.identity_cache_size == 0
+    for bad in ("{identity_cache_size: -1}", "{identity_cache_max_age_seconds: 0}"):
+        with pytest.raises(BadInputError, match="identity_cache"):
+            load_config(write(tmp_path, f"idmap: {bad}"))

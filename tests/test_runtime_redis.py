@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from structlog.testing import capture_logs
@@ -28,7 +27,10 @@ from gensokyo_idmap.store.redis_msgid import RedisMsgIds
 from gensokyo_idmap.store.redis_runtime import RETRY_AFTER_SECONDS, RedisRuntime
 
 from .conftest import REDIS_URL, FakeClock, run, test_prefix
+from . import redis_server
 from .redis_server import PrivateRedis
+
+private_redis = redis_server.private_redis  # the fixture, for this module's tests
 
 APP = "102000001"
 GROUP = MsgContext(APP, "group", "G1", "in")
@@ -66,14 +68,6 @@ def daemons() -> Iterator[Daemons]:
     found = Daemons()
     yield found
     found.close()
-
-
-@pytest.fixture
-def private_redis(tmp_path: Path) -> Iterator[PrivateRedis]:
-    server = PrivateRedis(tmp_path)
-    server.start()
-    yield server
-    server.stop()
 
 
 def allocate_in_threads(maps: list[RedisMsgIdMap], reals: list[str], rounds: int

@@ -3,11 +3,12 @@
 Rules:
 
 1. **Session flow**: Hello (op 10) → Identify (op 2, token ``QQBot <access token>``,
-   intents, shard ``[0, 1]``) → READY; heartbeats (op 1 with the last seq) every
-   ``heartbeat_interval``; op 7 Reconnect → reconnect and Resume; op 9 Invalid Session →
-   forget the session and Identify afresh.
+   intents, the daemon's shard ``[index, count]``, default ``[0, 1]``) → READY;
+   heartbeats (op 1 with the last seq) every ``heartbeat_interval``; op 7 Reconnect →
+   reconnect and Resume; op 9 Invalid Session → forget the session and Identify afresh.
 2. **Nothing processed is lost to a crash, nothing is skipped**: the session id and the seq
-   of the last dispatch *whose processing finished* are saved (atomically, to a small file),
+   of the last dispatch *whose processing finished* are saved (atomically, to a small file,
+   or to PostgreSQL: a :class:`SessionStore`, one session per shard),
    at most every ``save_interval`` seconds (the file write is a quarter of the loop's time
    when done per event) and always when the connection ends. The saved seq is never ahead
    of what was processed; after a crash it may lag by that interval, and the platform then
@@ -39,9 +40,8 @@ import os
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, Literal, TypeAlias
+from typing import Any, Final, Literal, NamedTuple, Protocol, TypeAlias
 
 import aiohttp
 import structlog
@@ -52,7 +52,7 @@ from gensokyo_idmap.qq.events import QQEvent, Ready, Resumed, parse_dispatch, pa
 from gensokyo_idmap.qq.token import AccessTokenManager
 
 __all__ = ["DEFAULT_INTENTS", "FATAL_CLOSE_CODES", "GatewayClient", "GatewayState",
-           "discover_gateway", "discover_gateway_retrying"]
+           "SessionStore", "discover_gateway", "discover_gateway_retrying"]
 
 log = structlog.get_logger("gensokyo_idmap.qq.gateway")
 
@@ -67,10 +67,23 @@ _Socket: TypeAlias = "aiohttp.ClientWebSocketResponse[Literal[False]]"
 _RECEIVED: Final = counters.EVENTS_IN.labels("gateway")
 
 
-@dataclass(frozen=True, slots=True)
-class _Saved:
+class _Saved(NamedTuple):
     session_id: str | None
     seq: int | None
+
+
+class SessionStore(Protocol):
+    """Where a shard's session id and watermark seq are kept between connections and
+    restarts: :class:`GatewayState` (a file), or PostgreSQL
+    (:class:`~gensokyo_idmap.store.pg_gateway_session.PgGatewaySession`)."""
+
+    def load(self) -> tuple[str | None, int | None]:
+        """(session id, seq) saved last, (None, None) if none was."""
+        ...
+
+    def save(self, session_id: str | None, seq: int | None) -> bool:
+        """Keep this state (called from the event loop: must not wait for I/O long)."""
+        ...
 
 
 async def discover_gateway(
@@ -114,10 +127,15 @@ async def discover_gateway_retrying(
 
 
 class GatewayState:
-    """Session id and last processed seq, in one small JSON file replaced atomically."""
+    """Session id and last processed seq, in one small JSON file replaced atomically.
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    The file names its shard: a session saved for another shard (the daemon's ``qq.shard``
+    was changed) is not resumed. A file without one (older versions) is shard ``[0, 1]``.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], shard: tuple[int, int] = (0, 1)) -> None:
         self.path = Path(path)
+        self.shard = shard
         self._scratch = self.path.with_name(self.path.name + ".tmp")
         self._folder_made = False  # saved up to 20 times a second: mkdir once, not each time
 
@@ -126,7 +144,8 @@ class GatewayState:
             data = jsonio.loads(self.path.read_text(encoding="utf-8"))
             session, seq = data.get("session_id"), data.get("seq")
             if (isinstance(session, str) or session is None) and (
-                    isinstance(seq, int) or seq is None):
+                    isinstance(seq, int) or seq is None) and (
+                    data.get("shard", [0, 1]) == list(self.shard)):
                 return _Saved(session, seq)
         except (OSError, ValueError, AttributeError):
             pass
@@ -142,7 +161,8 @@ class GatewayState:
             if not self._folder_made:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 self._folder_made = True
-            self._scratch.write_text(jsonio.dumps({"session_id": session_id, "seq": seq}),
+            self._scratch.write_text(jsonio.dumps({"session_id": session_id, "seq": seq,
+                                                   "shard": list(self.shard)}),
                                      encoding="utf-8")
             os.replace(self._scratch, self.path)
         except OSError as exc:
@@ -169,9 +189,10 @@ class GatewayClient:
         app_id: str,
         tokens: AccessTokenManager,
         pipeline: Callable[[Sequence[QQEvent]], Awaitable[None]],
-        state: GatewayState,
+        state: SessionStore,
         *,
         intents: int = DEFAULT_INTENTS,
+        shard: tuple[int, int] = (0, 1),
         reconnect_delay: float = 1.0,
         max_delay: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
@@ -184,12 +205,11 @@ class GatewayClient:
         self.pipeline = pipeline
         self.state = state
         self.intents = intents
+        self.shard = shard
         self._delay = reconnect_delay
         self._base_delay = reconnect_delay
         self._max_delay = max_delay
-        saved = state.load()
-        self.session_id = saved.session_id
-        self.seq = saved.seq
+        self.session_id, self.seq = state.load()
         self._stop = asyncio.Event()
         self._clock = clock
         self.save_interval = save_interval
@@ -257,7 +277,8 @@ class GatewayClient:
                                      "seq": self.seq or 0})
         else:
             self.identifies += 1
-            await self._send(ws, 2, {"token": token, "intents": self.intents, "shard": [0, 1],
+            await self._send(ws, 2, {"token": token, "intents": self.intents,
+                                     "shard": list(self.shard),
                                      "properties": {"$os": "linux", "$browser": "gensokyo-idmap",
                                                     "$device": "gensokyo-idmap"}})
         beats = asyncio.create_task(self._heartbeats(ws, interval))

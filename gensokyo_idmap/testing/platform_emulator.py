@@ -9,6 +9,16 @@ the bot's ``app_id`` / ``secret`` set to :data:`APP` / :data:`SECRET`; push even
 The gateway keeps every dispatch it ever sent with its seq, so a Resume replays exactly what
 came after the client's seq; a test can drop connections, send op 9, or close with a code.
 
+Shards: ``EmulatedPlatform(shards=n)`` takes Identify only with ``shard: [i, n]``, 0 <= i < n
+(else close 4010, as the platform's "invalid shard"), and keeps one session per shard: its
+own session id, seq numbers, dispatches and connection. Each event goes to the session of
+its shard (:func:`shard_of`): the platform's rule for guilds, ``(guild_id >> 22) % n``;
+for the events without a guild this emulator's own rule, CRC-32 of the group's OpenID
+(group events) or else of the user's OpenID (C2C, friend events), ``% n``; an event with
+none of them goes to shard 0. The real platform's rule for groups and C2C is not
+documented: a daemon must not depend on which shard a chat lands on, only that each event
+comes on one.
+
 The OpenAPI side (reference §5) records every request in ``api_calls`` and keeps the
 platform's rules: a send needs ``msg_id`` or ``event_id`` (active messages are refused with
 40034105), the same ``msg_id`` + ``msg_seq`` twice is refused (40054005), at most 5 replies
@@ -22,7 +32,9 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import Callable
+import zlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import ClientSession, WSMsgType, web
@@ -35,6 +47,43 @@ APP = "102000001"
 SECRET = "emulator-secret"
 
 
+def shard_of(d: Any, count: int) -> int:
+    """The shard (of ``count``) whose session gets an event with body ``d`` (module doc)."""
+    if count == 1 or not isinstance(d, Mapping):
+        return 0
+    guild = d.get("guild_id")
+    if isinstance(guild, str) and guild.isdigit():
+        return (int(guild) >> 22) % count
+    author = d.get("author")
+    user = author.get("user_openid") or author.get("id") if isinstance(author, Mapping) else None
+    for chat in (d.get("group_openid"), d.get("group_id"), user, d.get("openid")):
+        if isinstance(chat, str) and chat:
+            return zlib.crc32(chat.encode()) % count
+    return 0
+
+
+def group_on_shard(index: int, count: int) -> str:
+    """A group OpenID whose events go to shard ``index`` of ``count`` (:func:`shard_of`)."""
+    for n in range(1 << 16):
+        group = f"{n:032X}"
+        if shard_of({"group_openid": group}, count) == index:
+            return group
+    raise ValueError(f"no group found for shard {index} of {count}")
+
+
+@dataclass
+class ShardSession:
+    """The gateway session of one shard: its id, its dispatches (seq order), its socket."""
+
+    index: int
+    session_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    sent: list[dict[str, Any]] = field(default_factory=list)
+    socket: web.WebSocketResponse | None = None
+
+    def live(self) -> web.WebSocketResponse | None:
+        return self.socket if self.socket is not None and not self.socket.closed else None
+
+
 class EmulatedPlatform:
     """The platform's token endpoint, gateway and OpenAPI in one aiohttp server.
 
@@ -42,11 +91,16 @@ class EmulatedPlatform:
     :meth:`close`. Every list attribute records what happened, for the test to assert on.
     """
 
-    def __init__(self, heartbeat_ms: int = 200) -> None:
+    def __init__(self, heartbeat_ms: int = 200, shards: int = 1, *,
+                 overlapping_tokens: bool = False) -> None:
         self.heartbeat_ms = heartbeat_ms
+        # the platform keeps a token valid until it expires, even when a newer one was
+        # fetched (several daemons of one bot each fetch their own); off by default, so a
+        # test can stand for a token the platform replaced early (tokens_issued += 1)
+        self.overlapping_tokens = overlapping_tokens
         self.tokens_issued = 0
-        self.session_id = str(uuid.uuid4())
-        self.sent: list[dict[str, Any]] = []  # every dispatch, in seq order
+        self.shards = [ShardSession(index) for index in range(shards)]
+        self.sent: list[dict[str, Any]] = []  # every dispatch of every shard, in send order
         self.identifies: list[dict[str, Any]] = []
         self.resumes: list[dict[str, Any]] = []
         self.heartbeats: list[Any] = []
@@ -73,12 +127,24 @@ class EmulatedPlatform:
     def current_token(self) -> str:
         return f"QQBot T{self.tokens_issued}"
 
+    def token_valid(self, authorization: object) -> bool:
+        """Whether ``authorization`` (``QQBot <token>``) is accepted now: the newest token,
+        or with ``overlapping_tokens`` any this platform issued."""
+        if not self.overlapping_tokens:
+            return authorization == self.current_token()
+        return authorization in {f"QQBot T{n}" for n in range(1, self.tokens_issued + 1)}
+
+    @property
+    def session_id(self) -> str:
+        """The session of shard 0 (the only one when not sharding)."""
+        return self.shards[0].session_id
+
     async def interactions(self, request: web.Request) -> web.Response:
         auth = request.headers.get("Authorization")
         if self.reject_next_token:
             self.reject_next_token = False
             return web.json_response({"code": 11244, "message": "token not exist"}, status=401)
-        if auth != self.current_token():
+        if not self.token_valid(auth):
             return web.json_response({"code": 11244, "message": "token not exist"}, status=401)
         if request.match_info["id"] == "missing":
             return web.json_response({"code": 11255, "message": "invalid request"}, status=400)
@@ -90,7 +156,7 @@ class EmulatedPlatform:
         """Record the call; answer 401 / an injected failure / after an injected stall."""
         body = await request.json() if request.can_read_body else None
         self.api_calls.append((request.method, request.path, body))
-        if request.headers.get("Authorization") != self.current_token():
+        if not self.token_valid(request.headers.get("Authorization")):
             return body, web.json_response({"code": 11244, "message": "token not exist"},
                                            status=401)
         if self.delay_next:
@@ -161,9 +227,9 @@ class EmulatedPlatform:
         return web.Response(status=200)
 
     async def gateway_bot(self, request: web.Request) -> web.Response:
-        if request.headers.get("Authorization") != self.current_token():
+        if not self.token_valid(request.headers.get("Authorization")):
             return web.json_response({"code": 11244, "message": "token not exist"}, status=401)
-        return web.json_response({"url": self.ws_url(), "shards": 1,
+        return web.json_response({"url": self.ws_url(), "shards": len(self.shards),
                                   "session_start_limit": {"total": 1000, "remaining": 999,
                                                           "reset_after": 86400000,
                                                           "max_concurrency": 1}})
@@ -183,44 +249,82 @@ class EmulatedPlatform:
                 self.heartbeats.append(d)
                 await ws.send_json({"op": 11})
             elif op == 2:
+                shard = self._identified_shard(d)
                 self.identifies.append(d)
-                if d.get("token") != self.current_token():
+                if not self.token_valid(d.get("token")):
                     await ws.close(code=4004)
                     break
-                self.session_id = str(uuid.uuid4())
-                await self._dispatch(ws, "READY", {"version": 1, "session_id": self.session_id,
-                                                   "user": {"id": "1", "username": "bot",
-                                                            "bot": True}, "shard": [0, 1]})
+                if shard is None:
+                    await ws.close(code=4010)  # invalid shard
+                    break
+                shard.session_id = str(uuid.uuid4())
+                await self._establish(shard, ws, "READY", {
+                    "version": 1, "session_id": shard.session_id,
+                    "user": {"id": "1", "username": "bot", "bot": True},
+                    "shard": [shard.index, len(self.shards)]})
             elif op == 6:
                 self.resumes.append(d)
-                if d.get("session_id") != self.session_id:
+                shard = next((shard for shard in self.shards
+                              if shard.session_id == d.get("session_id")), None)
+                if shard is None:
                     await ws.send_json({"op": 9, "d": False})
                     continue
-                for event in self.sent:
+                # the replay reads the shard's dispatches to their end: what is pushed
+                # while it runs is recorded only (the session is not established yet)
+                for event in shard.sent:
                     if event["s"] > d.get("seq", 0) and event["t"] not in ("READY", "RESUMED"):
                         await ws.send_json(event)
-                await self._dispatch(ws, "RESUMED", "")
+                await self._establish(shard, ws, "RESUMED", "")
         return ws
 
-    async def _dispatch(self, ws: web.WebSocketResponse | None, t: str, d: Any,
+    def _identified_shard(self, d: Any) -> ShardSession | None:
+        """The shard an Identify names, None if it names none of ours."""
+        named = d.get("shard", [0, 1]) if isinstance(d, dict) else None
+        if (isinstance(named, list) and len(named) == 2
+                and all(isinstance(n, int) for n in named)
+                and named[1] == len(self.shards) and 0 <= named[0] < named[1]):
+            return self.shards[named[0]]
+        return None
+
+    async def _establish(self, shard: ShardSession, ws: web.WebSocketResponse, t: str,
+                         d: Any) -> None:
+        """READY or RESUMED on ``ws``: from now on the shard's dispatches go there (the
+        platform's rule: only to a connection whose session is established)."""
+        shard.socket = ws  # before the await: no push can come in between
+        await self._dispatch(shard, t, d)
+
+    async def _dispatch(self, shard: ShardSession, t: str, d: Any, *, send: bool = True,
                         event_id: str | None = None) -> dict[str, Any]:
-        seq = len(self.sent) + 1
+        """Record a dispatch of ``shard``'s session and send it on its live socket, if any
+        (and ``send``)."""
+        seq = len(shard.sent) + 1
         event = {"op": 0, "s": seq, "t": t, "id": event_id or f"{t}:{seq}", "d": d}
+        shard.sent.append(event)
         self.sent.append(event)
-        if ws is not None and not ws.closed:
-            await ws.send_json(event)
+        live = shard.live()
+        if send and live is not None:
+            try:
+                await live.send_json(event)
+            except ConnectionResetError:
+                pass  # the client died (kill -9) before the socket says so: a Resume replays it
         return event
 
+    def shard_for(self, d: Any) -> ShardSession:
+        """The session an event with body ``d`` goes to (:func:`shard_of`)."""
+        return self.shards[shard_of(d, len(self.shards))]
+
     async def push(self, t: str, d: Any) -> dict[str, Any]:
-        """Send a dispatch to the live connection (or only record it, if none is open)."""
-        live = next((ws for ws in reversed(self.sockets) if not ws.closed), None)
-        return await self._dispatch(live, t, d)
+        """Send a dispatch to the established connection of its shard (or only record it,
+        if that has none open: the next Resume replays it)."""
+        return await self._dispatch(self.shard_for(d), t, d)
 
     async def push_bytes(self, t: str, d: Any, wire: Callable[[bytes], bytes]) -> dict[str, Any]:
         """:meth:`push`, but the live socket gets ``wire`` of the frame's bytes as a text
         frame (bytes that are not UTF-8, say); a Resume replays it as :meth:`push` would."""
-        live = next(ws for ws in reversed(self.sockets) if not ws.closed)
-        event = await self._dispatch(None, t, d)
+        shard = self.shard_for(d)
+        live = shard.live()
+        assert live is not None, f"shard {shard.index} has no live connection"
+        event = await self._dispatch(shard, t, d, send=False)
         await live.send_frame(wire(json.dumps(event).encode()), WSMsgType.TEXT)
         return event
 

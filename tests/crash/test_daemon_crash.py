@@ -162,25 +162,10 @@ def group_payload(tag: str, seq: int, user: str) -> dict[str, Any]:
 
 
 class ResumingPlatform(EmulatedPlatform):
-    """The emulator, with the platform's rule that a dispatch goes only to a connection whose
-    session is established (READY or RESUMED sent): what is pushed before that, or while no
-    connection is open, is only recorded, and the next Resume replays it (the replay reads
-    ``sent`` to its end, so nothing pushed while it runs is skipped)."""
-
-    def __init__(self) -> None:
-        super().__init__(heartbeat_ms=200)
-        self.established: set[int] = set()
-
-    async def _dispatch(self, ws: web.WebSocketResponse | None, t: str, d: Any,
-                        event_id: str | None = None) -> dict[str, Any]:
-        if ws is not None and t in ("READY", "RESUMED"):
-            self.established.add(id(ws))  # before the await: no push can come in between
-        return await super()._dispatch(ws, t, d, event_id)
-
-    async def push(self, t: str, d: Any) -> dict[str, Any]:
-        live = next((ws for ws in reversed(self.sockets)
-                     if not ws.closed and id(ws) in self.established), None)
-        return await self._dispatch(live, t, d)
+    """The emulator (which keeps the platform's rule that a dispatch goes only to a
+    connection whose session is established: what is pushed before that, or while no
+    connection is open, is only recorded, and the next Resume replays it), with the group
+    messages it recorded."""
 
     def messages(self) -> list[tuple[int, str, int]]:
         """(emulator seq, chat, chat seq) of every group message recorded, in seq order."""

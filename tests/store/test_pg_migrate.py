@@ -79,13 +79,14 @@ def test_the_shipped_migrations_are_numbered_without_a_gap() -> None:
 
 def test_upgrade_applies_each_once_and_records_the_checksums(schema: str) -> None:
     with connect(PG_DSN, schema) as conn:
-        assert [m.version for m in upgrade(conn, schema)] == [1, 2]
+        known = known_migrations()
+        assert [m.version for m in upgrade(conn, schema)] == [m.version for m in known]
         assert upgrade(conn, schema) == ()
         rows = conn.execute("SELECT version, name, sha256 FROM schema_migrations "
                             "ORDER BY version").fetchall()
-        assert rows == [(m.version, m.name, m.sha256) for m in known_migrations()]
+        assert rows == [(m.version, m.name, m.sha256) for m in known]
         status = migration_status(conn)
-        assert status.current == 2 and status.pending == ()
+        assert status.current == known[-1].version and status.pending == ()
 
 
 def test_db_upgrade_and_status_commands(schema: str) -> None:
@@ -93,11 +94,12 @@ def test_db_upgrade_and_status_commands(schema: str) -> None:
     base = ["db", "--postgres-dsn", PG_DSN, "--schema", schema]
     status = runner.invoke(main, [*base, "status"])
     assert status.exit_code == 0, status.output
-    assert "0001 identity_graph" in status.output and "2 pending" in status.output
+    known = known_migrations()
+    assert "0001 identity_graph" in status.output and f"{len(known)} pending" in status.output
     done = runner.invoke(main, [*base, "upgrade", "--json"])
     assert done.exit_code == 0, done.output
-    assert json.loads(done.output) == {"applied": ["0001 identity_graph", "0002 legacy_tables"],
-                                       "version": 2}
+    assert json.loads(done.output) == {"applied": [m.label for m in known],
+                                       "version": known[-1].version}
     again = runner.invoke(main, [*base, "status", "--json"])
     assert {m["state"] for m in json.loads(again.output)["migrations"]} == {"applied"}
     with connect(PG_DSN, schema) as conn:
@@ -113,7 +115,7 @@ def test_db_takes_the_dsn_from_the_config_file(schema: str, tmp_path: Path) -> N
     result = CliRunner().invoke(main, ["db", "--config", str(config), "--schema", schema,
                                        "upgrade"])
     assert result.exit_code == 0, result.output
-    assert "schema at version 0002" in result.output
+    assert f"schema at version {known_migrations()[-1].version:04d}" in result.output
 
 
 def test_db_without_a_dsn_is_bad_input() -> None:
