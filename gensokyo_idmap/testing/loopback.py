@@ -58,10 +58,12 @@ def ws_url(server: TestServer) -> str:
 class RecordingFramework:
     """A reverse-WS framework (:meth:`handle` is its aiohttp handler) that counts its
     connections, keeps the request headers of each (``Authorization``, ``X-Self-ID`` …) and
-    their close codes, and hands every JSON frame to :meth:`on_frame`."""
+    their close codes, and hands every JSON frame to :meth:`on_frame`. ``socket`` is the
+    newest connection, for a test that sends actions on it."""
 
     def __init__(self) -> None:
         self.connections = 0
+        self.socket: web.WebSocketResponse | None = None
         self.headers: list[dict[str, str]] = []
         self.close_codes: list[int | None] = []
 
@@ -72,6 +74,7 @@ class RecordingFramework:
         ws = web.WebSocketResponse()
         await ws.prepare(request)
         self.connections += 1
+        self.socket = ws
         self.headers.append(dict(request.headers))
         async for message in ws:
             if message.type == WSMsgType.TEXT:
