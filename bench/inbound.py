@@ -250,6 +250,7 @@ class Target:
     consumer: Consumer = field(default_factory=Consumer)
     sender: WebhookSender | None = None
     env: dict[str, str] = field(default_factory=dict)  # added to this process's environment
+    idmap: dict[str, Any] = field(default_factory=dict)  # the daemon's idmap keys over the defaults
     only: tuple[str, str] | None = None  # the one scenario it runs (None: all)
 
     @property
@@ -294,6 +295,12 @@ class Target:
             raise RuntimeError(f"{self.name} did not start ({exc!r}); its log ends:\n"
                                f"{self.log_tail()}") from None
 
+    async def close(self) -> None:
+        """The consumer, the subprocess and the emulated platform, stopped."""
+        await self.consumer.close()
+        self.stop()
+        await self.platform.close()
+
     def stop(self) -> None:
         if self.proc is None or self.proc.poll() is not None:
             return
@@ -310,7 +317,7 @@ def daemon_command(target: Target) -> list[str]:
     base = target.platform.url("/").rstrip("/")
     config = {  # JSON is YAML
         "bot": {"app_id": APP, "secret": SECRET},
-        "idmap": {"data_dir": str(target.tmp / f"{target.slug}-data")},
+        "idmap": {"data_dir": str(target.tmp / f"{target.slug}-data"), **target.idmap},
         "qq": {"gateway": True, "api_base": base,
                "token_url": target.platform.url("/app/getAppAccessToken")},
         "webhook": {"listen": f"127.0.0.1:{target.hook_port}", "path": "/qqbot"},
@@ -337,7 +344,7 @@ def relay_command(target: Target) -> list[str]:
 # --- the passes -----------------------------------------------------------------------------
 
 
-async def _post_all(sender: WebhookSender, prepared: list[Any], sent: dict[int, int],
+async def post_all(sender: WebhookSender, prepared: list[Any], sent: dict[int, int],
                     numbers: list[int]) -> None:
     """Post the prepared deliveries, WINDOW in flight; each must be acknowledged (200)."""
     clock = time.perf_counter_ns
@@ -369,7 +376,7 @@ async def _push_all(send: Callable[[int], Awaitable[Any]], sent: dict[int, int],
             await asyncio.sleep(0)
 
 
-def _dispatcher(target: Target, via: str, events: Events, who: str, count: int
+def dispatcher(target: Target, via: str, events: Events, who: str, count: int
                 ) -> tuple[list[int], Callable[[int], Awaitable[Any]] | None, list[Any]]:
     """The numbers of ``count`` new events and what sends event i (gateway), or the signed
     deliveries (webhook), all built before the clock starts."""
@@ -391,7 +398,7 @@ async def flood(target: Target, via: str, events: Events, who: str, count: int,
                 timeout: float) -> tuple[int, float]:
     """Send ``count`` events as fast as the transport takes them; (arrived, seconds)."""
     consumer = target.consumer
-    numbers, send, prepared = _dispatcher(target, via, events, who, count)
+    numbers, send, prepared = dispatcher(target, via, events, who, count)
     sent: dict[int, int] = {}
     consumer.expect(numbers)
     t0 = time.perf_counter_ns()
@@ -399,7 +406,7 @@ async def flood(target: Target, via: str, events: Events, who: str, count: int,
         await asyncio.wait_for(_push_all(send, sent, numbers), timeout)
     else:
         assert target.sender is not None
-        await asyncio.wait_for(_post_all(target.sender, prepared, sent, numbers), timeout)
+        await asyncio.wait_for(post_all(target.sender, prepared, sent, numbers), timeout)
     try:
         await asyncio.wait_for(consumer.all_in.wait(), timeout)
     except TimeoutError:
@@ -413,7 +420,7 @@ async def flood(target: Target, via: str, events: Events, who: str, count: int,
 async def one_at_a_time(target: Target, via: str, events: Events, who: str, count: int,
                         timeout: float) -> list[int]:
     """Latencies (ns, sorted): each event sent once the previous one arrived."""
-    numbers, send, prepared = _dispatcher(target, via, events, who, count)
+    numbers, send, prepared = dispatcher(target, via, events, who, count)
     assert target.sender is not None
     lat: list[int] = []
     clock = time.perf_counter_ns
@@ -442,7 +449,7 @@ async def warm_up(target: Target, events: Events, prof: Profile) -> None:
         numbers.append(events.next)
         prepared.append(target.sender.build(EVENT, events.payload(events.next, user)))
     target.consumer.expect(numbers)
-    await asyncio.wait_for(_post_all(target.sender, prepared, {}, numbers), prof.flood_timeout)
+    await asyncio.wait_for(post_all(target.sender, prepared, {}, numbers), prof.flood_timeout)
     await asyncio.wait_for(target.consumer.all_in.wait(), prof.flood_timeout)
     await flood(target, "gateway", events, "known", min(100, prof.events), prof.flood_timeout)
 
@@ -496,9 +503,7 @@ async def measure(targets: list[Target], prof: Profile, events_per_flood: int,
                             target, via, events, who, latency_events, prof.flood_timeout))
         finally:
             for target in targets:
-                await target.consumer.close()
-                target.stop()
-                await target.platform.close()
+                await target.close()
     return figures
 
 
