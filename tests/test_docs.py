@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"
 EXAMPLE = ROOT / "examples" / "config.yml"
+CLUSTER_EXAMPLE = ROOT / "examples" / "cluster.yml"
 #: Keys the example turns on for `make run` (their built-in default is empty).
 EXAMPLE_CHOICES = {"bot.app_id", "webhook.listen", "onebot.forward_ws", "onebot.reverse_ws"}
 USER_DOCS = ["identities.md", "stores.md", "delivery.md", "wire-mapping.md", "testing.md"]
@@ -62,6 +63,20 @@ def test_readme_config_block_is_the_example_config_with_the_defaults() -> None:
         assert re.search(rf"^\s*#?\s*{re.escape(name)}:", text, re.M), f"{key} is not shown"
     differs = {key for key in defaults if shown[key] != defaults[key]}
     assert differs == EXAMPLE_CHOICES, {k: (shown[k], defaults[k]) for k in differs}
+
+
+def test_the_cluster_example_passes_config_check_and_the_readme_shows_its_keys() -> None:
+    result = CliRunner().invoke(main, ["--json", "config", "check", str(CLUSTER_EXAMPLE)])
+    assert result.exit_code == 0, result.output
+    example = leaves(yaml.safe_load(CLUSTER_EXAMPLE.read_text(encoding="utf-8")))
+    assert (example["idmap.backend"], example["idmap.runtime_backend"]) == ("postgres", "redis")
+    text = README.read_text(encoding="utf-8")
+    found = re.search(r"^## Several daemons\n.*?^```yaml\n(.*?)^```", text, re.S | re.M)
+    assert found, "README.md has no ```yaml block under ## Several daemons"
+    shown = leaves(yaml.safe_load(found.group(1)))
+    assert {"idmap.backend", "idmap.postgres_dsn", "idmap.runtime_backend", "idmap.redis_url",
+            "idmap.redis_prefix", "idmap.data_dir"} <= shown.keys()
+    assert {key: example.get(key) for key in shown} == shown  # the example's own values
 
 
 # --- docs/ ---------------------------------------------------------------------------------

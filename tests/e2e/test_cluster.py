@@ -1,6 +1,7 @@
 """A cluster end to end (issue 17): two ``gensokyo-idmap serve`` processes on one PostgreSQL
 schema and one Redis prefix of this test's own, behind one emulated platform in webhook mode,
-a reverse-WS framework on each.
+a reverse-WS framework on each; each daemon's config is ``examples/cluster.yml`` with this
+machine's servers, ports and data dirs put over it.
 
 What it shows, as an operator running two daemons behind one webhook URL would see it:
 
@@ -28,6 +29,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+import yaml
 
 from gensokyo_idmap.runtime_redis import IN_FLIGHT_SECONDS
 from gensokyo_idmap.store.redis_runtime import RedisRuntime
@@ -52,6 +54,7 @@ from gensokyo_idmap.testing import (
 from ..conftest import REDIS_URL
 from ..store_backends import PG_DSN, fresh_schema
 
+CLUSTER_EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "cluster.yml"
 EVENT = "GROUP_AT_MESSAGE_CREATE"
 MARK = re.compile(r"flood#(\d+)#")
 USERS = 12
@@ -193,13 +196,16 @@ async def cluster(tmp_path: Path, dsn: str, prefix: str) -> None:
     servers = [await framework_server(f.handle) for f in frameworks]
     ports = [free_port(), free_port()]
     daemons: list[DaemonProcess] = []
+    example = yaml.safe_load(CLUSTER_EXAMPLE.read_text(encoding="utf-8"))
     for i in (0, 1):
+        # examples/cluster.yml, with what is this machine's and this test's put over it
         config = daemon_config(
             tmp_path / f"data{i}", platform=platform, webhook=f"127.0.0.1:{ports[i]}",
-            onebot={"reverse_ws": [ws_url(servers[i])], "extensions": True},
-            qq={"gateway": False},
-            idmap={"backend": "postgres", "postgres_dsn": dsn, "runtime_backend": "redis",
-                   "redis_url": REDIS_URL, "redis_prefix": prefix})
+            onebot={"reverse_ws": [ws_url(servers[i])], "forward_ws": "", "extensions": True},
+            idmap={"postgres_dsn": dsn, "redis_url": REDIS_URL, "redis_prefix": prefix})
+        config = {name: {**example.get(name, {}), **config.get(name, {})}
+                  for name in example.keys() | config.keys()}
+        config["qq"]["gateway"] = example["qq"]["gateway"]  # daemon_config's platform turns it on
         (tmp_path / f"d{i}").mkdir()
         daemons.append(DaemonProcess(write_config(tmp_path / f"d{i}" / "config.yml", config),
                                      tmp_path / f"d{i}"))
