@@ -67,6 +67,7 @@ KILL_AFTER = 80  # daemon B is killed once this many flood events were acknowled
 #: killed daemon is refused elsewhere until its in-flight mark in Redis expires.
 ACK_DEADLINE = IN_FLIGHT_SECONDS + 40
 RETRY_PAUSE = 0.1  # between attempts at one event, as the platform waits before a retry
+MAX_ATTEMPTS = int(ACK_DEADLINE / RETRY_PAUSE) + 1  # the count bound beside the time bound
 TEST_SECONDS = ACK_DEADLINE + 90  # the whole scenario, start-up and shutdown included
 
 
@@ -174,7 +175,7 @@ async def deliver(senders: list[WebhookSender], first: int, prepared: Prepared,
     platform retries; then, every :data:`RETRY_EVERY` th event, once more to the other."""
     loop = asyncio.get_running_loop()
     daemon = first
-    while True:
+    for _ in range(MAX_ATTEMPTS):
         status = await post(senders[daemon], prepared)
         attempts.tries.append((daemon, status))
         if status == 200:
@@ -183,6 +184,8 @@ async def deliver(senders: list[WebhookSender], first: int, prepared: Prepared,
             return
         daemon = 1 - daemon
         await asyncio.sleep(RETRY_PAUSE)
+    else:
+        return
     assert prepared.seq is not None
     if prepared.seq % RETRY_EVERY == 0:
         other = 1 - daemon
