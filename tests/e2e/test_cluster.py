@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import os
 import re
 from collections import Counter
 from collections.abc import Iterator
@@ -30,6 +31,7 @@ from typing import Any
 import aiohttp
 import pytest
 import yaml
+from aiohttp.test_utils import TestServer
 
 from gensokyo_idmap.runtime_redis import IN_FLIGHT_SECONDS
 from gensokyo_idmap.store.redis_runtime import RedisRuntime
@@ -153,10 +155,12 @@ def dsn() -> Iterator[str]:
 
 
 async def run_cli(config: Path, *args: str) -> None:
-    """``gensokyo-idmap --config config ARGS``, which must exit 0."""
+    """``gensokyo-idmap --config config ARGS`` (the kit's command line for the CLI, without
+    ``serve``), which must exit 0; no ``GSK_*`` variable of the shell reaches it."""
     command = [*daemon_command(config)[:-3], "--config", str(config), *args]
+    env = {name: value for name, value in os.environ.items() if not name.startswith("GSK_")}
     proc = await asyncio.create_subprocess_exec(*command, stdout=asyncio.subprocess.PIPE,
-                                                stderr=asyncio.subprocess.STDOUT)
+                                                stderr=asyncio.subprocess.STDOUT, env=env)
     out, _ = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode == 0, out.decode(errors="replace")
 
@@ -196,7 +200,20 @@ async def cluster(tmp_path: Path, dsn: str, prefix: str) -> None:
     platform = EmulatedPlatform()
     await platform.start()
     frameworks = [ClusterFramework(), ClusterFramework()]
-    servers = [await framework_server(f.handle) for f in frameworks]
+    servers: list[TestServer] = []
+    try:
+        for framework in frameworks:
+            servers.append(await framework_server(framework.handle))
+        await with_servers(tmp_path, dsn, prefix, platform, frameworks, servers)
+    finally:
+        for server in servers:
+            await server.close()
+        await platform.close()
+
+
+async def with_servers(tmp_path: Path, dsn: str, prefix: str, platform: EmulatedPlatform,
+                       frameworks: list[ClusterFramework], servers: list[TestServer]) -> None:
+    """The daemons' part of :func:`cluster`, once the platform and frameworks listen."""
     ports = [free_port(), free_port()]
     daemons: list[DaemonProcess] = []
     example = yaml.safe_load(CLUSTER_EXAMPLE.read_text(encoding="utf-8"))
@@ -230,9 +247,6 @@ async def cluster(tmp_path: Path, dsn: str, prefix: str) -> None:
     finally:
         for daemon in daemons:
             await daemon.kill()
-        for server in servers:
-            await server.close()
-        await platform.close()
 
 
 async def one_graph_and_one_set_of_message_ids(senders: list[WebhookSender],
