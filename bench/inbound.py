@@ -250,7 +250,7 @@ class Target:
     consumer: Consumer = field(default_factory=Consumer)
     sender: WebhookSender | None = None
     env: dict[str, str] = field(default_factory=dict)  # added to this process's environment
-    idmap: dict[str, Any] = field(default_factory=dict)  # the daemon's idmap keys over the defaults
+    idmap: dict[str, Any] = field(default_factory=dict)  # the daemon's idmap keys, over ours
     only: tuple[str, str] | None = None  # the one scenario it runs (None: all)
 
     @property
@@ -345,7 +345,7 @@ def relay_command(target: Target) -> list[str]:
 
 
 async def post_all(sender: WebhookSender, prepared: list[Any], sent: dict[int, int],
-                    numbers: list[int]) -> None:
+                   numbers: list[int]) -> None:
     """Post the prepared deliveries, WINDOW in flight; each must be acknowledged (200)."""
     clock = time.perf_counter_ns
     todo = iter(range(len(prepared)))
@@ -377,7 +377,7 @@ async def _push_all(send: Callable[[int], Awaitable[Any]], sent: dict[int, int],
 
 
 def dispatcher(target: Target, via: str, events: Events, who: str, count: int
-                ) -> tuple[list[int], Callable[[int], Awaitable[Any]] | None, list[Any]]:
+               ) -> tuple[list[int], Callable[[int], Awaitable[Any]] | None, list[Any]]:
     """The numbers of ``count`` new events and what sends event i (gateway), or the signed
     deliveries (webhook), all built before the clock starts."""
     taken = [events.take(who) for _ in range(count)]
