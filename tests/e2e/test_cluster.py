@@ -135,19 +135,6 @@ class Attempts:
 
 
 @pytest.fixture
-def redis_prefix() -> Iterator[str]:
-    """A Redis prefix of this test's own on the shared Redis; its keys deleted after."""
-    from ..conftest import test_prefix
-
-    runtime = RedisRuntime(REDIS_URL, test_prefix())
-    try:
-        yield runtime.prefix
-    finally:
-        runtime.delete_all()
-        runtime.sync.close()
-
-
-@pytest.fixture
 def dsn() -> Iterator[str]:
     """A PostgreSQL URL whose search_path is a schema of this test's own (dropped after)."""
     with fresh_schema(create=True) as schema:
@@ -332,5 +319,6 @@ async def flood_with_a_kill(senders: list[WebhookSender], frameworks: list[Clust
 
 
 def test_two_daemons_one_graph_one_runtime_and_a_kill_loses_nothing(
-        tmp_path: Path, dsn: str, redis_prefix: str) -> None:
-    asyncio.run(asyncio.wait_for(cluster(tmp_path, dsn, redis_prefix), TEST_SECONDS))
+        tmp_path: Path, dsn: str, redis_runtime: RedisRuntime) -> None:
+    """``redis_runtime`` (conftest): a prefix of this test's own, its keys deleted after."""
+    asyncio.run(asyncio.wait_for(cluster(tmp_path, dsn, redis_runtime.prefix), TEST_SECONDS))
