@@ -184,7 +184,7 @@ async def deliver(senders: list[WebhookSender], first: int, prepared: Prepared,
 
 
 async def cluster(tmp_path: Path, dsn: str, prefix: str) -> None:
-    platform = EmulatedPlatform()
+    platform = EmulatedPlatform(overlapping_tokens=True)  # each daemon fetches its own token
     await platform.start()
     frameworks = [ClusterFramework(), ClusterFramework()]
     servers: list[TestServer] = []
