@@ -211,17 +211,17 @@ class RedisClaims:
         self._clock = clock
         self._token = f"busy:{uuid.uuid4().hex}"  # this daemon's in-flight marks
 
-    def known(self, keys: Sequence[str]) -> set[str]:
+    async def known(self, keys: Sequence[str]) -> set[str]:
         stored = {stored_key(key): key for key in keys}
         nothing: set[str] = set()
-        alive = self._runtime.softly(lambda: self._ids.claims_alive(
+        alive = await self._runtime.softly_awaited(lambda: self._ids.claims_alive(
             list(stored), int(self._clock() * 1000)), nothing, _DEDUP_OFF)
         return {stored[key] for key in alive}
 
-    def start(self, keys: Sequence[str]) -> tuple[set[str], set[str]]:
+    async def start(self, keys: Sequence[str]) -> tuple[set[str], set[str]]:
         stored = {stored_key(key): key for key in keys}
         nothing: tuple[set[str], set[str]] = (set(), set())
-        done, busy = self._runtime.softly(lambda: self._ids.start_claims(
+        done, busy = await self._runtime.softly_awaited(lambda: self._ids.start_claims(
             list(stored), int(self._clock() * 1000), self._in_flight_ms, self._token),
             nothing, _DEDUP_OFF)
         return {stored[key] for key in done}, {stored[key] for key in busy}

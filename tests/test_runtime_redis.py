@@ -154,15 +154,15 @@ def test_a_claim_on_one_daemon_is_a_repeat_on_the_other_whenever_it_comes(
         a = DeliveryLog(ttl=300, clock=clock, claims=RedisClaims(ids_a, 300, clock=clock))
         b = DeliveryLog(ttl=300, clock=clock, claims=RedisClaims(ids_b, 300, clock=clock))
         clock.advance(1000)  # both daemons are well past their first window
-        assert a.claim("msg:retry") is None
+        assert await a.claim("msg:retry") is None
         await a.commit(["msg:retry"])
         a.finish("msg:retry", None)
-        repeat = b.claim("msg:retry")
+        repeat = await b.claim("msg:retry")
         assert repeat is not None and repeat.done()
-        assert b.claim("msg:other") is None
+        assert await b.claim("msg:other") is None
         clock.advance(301)
         fresh = DeliveryLog(ttl=300, clock=clock, claims=RedisClaims(ids_b, 300, clock=clock))
-        assert fresh.claim("msg:retry") is None  # the window has passed
+        assert await fresh.claim("msg:retry") is None  # the window has passed
 
     run(main())
 
@@ -179,23 +179,23 @@ def test_a_repeat_while_another_daemon_delivers_is_refused_until_that_one_ends(
 
     async def main() -> None:
         a, b = delivery_log(ids_a), delivery_log(ids_b)
-        assert a.claim("msg:slow") is None  # daemon A delivers it
-        refused = b.claim("msg:slow")
+        assert await a.claim("msg:slow") is None  # daemon A delivers it
+        refused = await b.claim("msg:slow")
         assert refused is not None
         with pytest.raises(StoreError, match="another daemon"):
             await refused
         a.finish("msg:slow", RuntimeError("framework gone"))  # A failed: mark dropped
-        assert b.claim("msg:slow") is None  # the platform's next retry goes through on B
+        assert await b.claim("msg:slow") is None  # the platform's next retry goes through on B
         await b.commit(["msg:slow"])
         b.finish("msg:slow", None)
-        repeat = delivery_log(ids_a).claim("msg:slow")
+        repeat = await delivery_log(ids_a).claim("msg:slow")
         assert repeat is not None and repeat.done() and repeat.exception() is None
 
         dead = delivery_log(ids_a)
-        assert dead.claim("msg:orphan") is None  # its daemon dies mid-delivery
-        assert b.claim("msg:orphan") is not None
+        assert await dead.claim("msg:orphan") is None  # its daemon dies mid-delivery
+        assert await b.claim("msg:orphan") is not None
         clock.advance(IN_FLIGHT_SECONDS)
-        assert delivery_log(ids_b).claim("msg:orphan") is None  # the mark has lapsed
+        assert await delivery_log(ids_b).claim("msg:orphan") is None  # the mark has lapsed
 
     run(main())
 
@@ -241,7 +241,7 @@ def test_after_flushall_both_daemons_keep_going_and_no_id_is_handed_out_twice(
 
         (old_real, old_vid) = before[0][0]
         assert a.lookup(old_vid) is None and b.virtual_of(old_real) is None  # unknown now
-        assert claims.known(["msg:old0"]) == set()
+        assert run(claims.known(["msg:old0"])) == set()
         after = allocate_in_threads([a, b], [f"new{i}" for i in range(60)], rounds=4)
         assert_one_virtual_id_per_live_message(after)
         assert b.real_id_of(after[0][0][1]) == after[0][0][0]
@@ -268,7 +268,7 @@ def test_redis_down_degrades_logged_once_and_comes_back_by_itself(
             # within the retry pause nothing asks Redis: the fallbacks answer at once
             assert msgids.lookup(vid) is None
             assert msgids.latest_inbound(APP, "group", "G1", 300) is None
-            assert claims.known(["msg:x"]) == set()
+            assert run(claims.known(["msg:x"])) == set()
             run(claims.record(["msg:x"]))
             assert [budget.take("M", 300) for _ in range(2)] == [1, 2]  # its own counts
             with pytest.raises(StoreError, match="redis"):

@@ -101,12 +101,13 @@ class ClaimStore(Protocol):
     #: always looked up, not only in the windows of rule 4.
     shared: bool
 
-    def known(self, keys: Sequence[str]) -> set[str]:
+    async def known(self, keys: Sequence[str]) -> set[str]:
         """Those of ``keys`` claimed and not expired (one read for all)."""
         ...
-    def start(self, keys: Sequence[str]) -> tuple[set[str], set[str]]:
+    async def start(self, keys: Sequence[str]) -> tuple[set[str], set[str]]:
         """(claimed, in flight on another daemon) of ``keys``, the others marked in flight
-        here (rule 6): one call for a batch."""
+        here (rule 6): one call for a batch. Awaited: on a networked store (Redis) the
+        event loop serves other events during the round trip."""
         ...
     def abandon(self, keys: Sequence[str]) -> None:
         """Drop this daemon's in-flight marks of ``keys`` (their delivery failed)."""
@@ -131,15 +132,19 @@ class DurableClaims:
         self._window_ms = int(window * 1000)
         self._clock = clock
 
-    def start(self, keys: Sequence[str]) -> tuple[set[str], set[str]]:
-        """No other daemon writes this file: nothing is in flight elsewhere, nothing to mark."""
-        return self.known(keys), set()
+    async def start(self, keys: Sequence[str]) -> tuple[set[str], set[str]]:
+        """No other daemon writes this file: nothing is in flight elsewhere, nothing to mark.
+        Awaits nothing: an LMDB read is a memory-mapped lookup, cheaper than a thread hop."""
+        return self._known(keys), set()
 
     def abandon(self, keys: Sequence[str]) -> None:
         pass
 
-    def known(self, keys: Sequence[str]) -> set[str]:
+    async def known(self, keys: Sequence[str]) -> set[str]:
         """Those of ``keys`` claimed and not expired (one read for all)."""
+        return self._known(keys)
+
+    def _known(self, keys: Sequence[str]) -> set[str]:
         now_ms = int(self._clock() * 1000)
         with self._store.read() as view:
             return {key for key in keys
@@ -154,6 +159,13 @@ class DurableClaims:
             view.put_claims(stored, expires_ms)
 
         await self._store.write(put)
+
+
+async def _after(ahead: asyncio.Future[None] | None) -> None:
+    """Once ``ahead`` is done (at once when it is None or done); cancelling the caller
+    leaves ``ahead`` alone (a plain ``await`` would cancel it for every batch behind)."""
+    if ahead is not None and not ahead.done():
+        await asyncio.wait([ahead])
 
 
 class DeliveryLog:
@@ -178,26 +190,46 @@ class DeliveryLog:
         self._look_up_until = clock() + ttl
         # key → the future repeats wait on (None: in flight, nobody waiting yet)
         self._in_flight: dict[str, asyncio.Future[None] | None] = {}
+        # done once the newest batch looking into the store was decided (claim_all's order)
+        self._looking: asyncio.Future[None] | None = None
 
-    def claim(self, key: str) -> asyncio.Future[None] | None:
+    async def claim(self, key: str) -> asyncio.Future[None] | None:
         """None: the caller processes ``key`` now. A future: someone did or is doing it."""
-        [earlier] = self.claim_all([key])
+        [earlier] = await self.claim_all([key])
         return earlier
 
-    def claim_all(self, keys: Sequence[str | None]) -> list[asyncio.Future[None] | None]:
+    async def claim_all(self, keys: Sequence[str | None]
+                        ) -> list[asyncio.Future[None] | None]:
         """:meth:`claim` for each of ``keys`` in order (None for a None key), with one look
-        into the store for those not in memory."""
+        into the store for those not in memory.
+
+        Memory is decided after the look: another batch may have claimed one of ``keys``
+        while it was awaited, and then this one waits for that delivery (:meth:`_claim`
+        checks memory first). Batches are decided in the order they came, whichever look
+        is answered first: the caller queues for its chats' turns right after, so arrival
+        order is what each chat keeps. A store that answers without suspending (LMDB)
+        never makes a batch wait here."""
         now = self._clock()
         seen = self._seen
         if now >= self._oldest_expires or len(seen) >= self._limit:
             self._forget_old(now)
         known: set[str] = set()
         busy: set[str] = set()
+        ahead = self._looking
         if self._claims is not None and (self._claims.shared or now < self._look_up_until):
             missed = list(dict.fromkeys(key for key in keys if key is not None
                                         and key not in seen))
             if missed:
-                known, busy = self._claims.start(missed)
+                mine = self._looking = asyncio.get_running_loop().create_future()
+                try:
+                    known, busy = await self._claims.start(missed)
+                    await _after(ahead)
+                finally:
+                    mine.set_result(None)
+                    if self._looking is mine:
+                        self._looking = None
+                ahead = None
+        await _after(ahead)
         return [None if key is None else self._claim(key, now, key in known, key in busy)
                 for key in keys]
 

@@ -501,7 +501,7 @@ class InboundPipeline:
         fresh: list[QQEvent] = []
         repeats: list[tuple[str, asyncio.Future[None]]] = []
         all_keys = [delivery_key(event) for event in events]
-        claims = self._deliveries.claim_all(all_keys)
+        claims = await self._deliveries.claim_all(all_keys)
         for event, key, earlier in zip(events, all_keys, claims, strict=True):
             if earlier is not None:
                 assert key is not None

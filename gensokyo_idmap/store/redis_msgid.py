@@ -28,7 +28,7 @@ replicated pair) is what this is for.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Final
+from typing import Any, Final
 
 from redis.commands.core import AsyncScript
 
@@ -214,11 +214,19 @@ class RedisMsgIds:
     def __init__(self, runtime: RedisRuntime) -> None:
         self.runtime = runtime
         self._prefix = runtime.prefix
-        self._store_aio: AsyncScript | None = None  # made with the first asyncio client
+        # the asyncio scripts, made with the first asyncio client (each call names its client)
+        self._aio_scripts: dict[str, AsyncScript] = {}
         self._store_sync = runtime.sync.register_script(_STORE_LUA)
         self._latest = runtime.sync.register_script(_LATEST_LUA)
-        self._start = runtime.sync.register_script(_START_LUA)
         self._abandon = runtime.sync.register_script(_ABANDON_LUA)
+
+    async def _run_aio(self, lua: str, args: list[str | int]) -> Any:
+        """``lua`` on the asyncio client of the running loop (``EVALSHA``, loaded once)."""
+        client = await self.runtime.aio()
+        script = self._aio_scripts.get(lua)
+        if script is None:
+            script = self._aio_scripts[lua] = client.register_script(lua)
+        return await script(args=args, client=client)
 
     # --- message ids ----------------------------------------------------------------------
 
@@ -234,11 +242,7 @@ class RedisMsgIds:
                     ttl_ms: int) -> list[tuple[int, bool] | None]:
         """(virtual id, whether it was a hit) per item, in one atomic script; None for an
         item no free id was found for."""
-        client = await self.runtime.aio()
-        if self._store_aio is None:
-            self._store_aio = client.register_script(_STORE_LUA)
-        raw = await self._store_aio(args=self._store_args(items, now_ms, ttl_ms),
-                                    client=client)
+        raw = await self._run_aio(_STORE_LUA, self._store_args(items, now_ms, ttl_ms))
         return [None if vid == 0 else (int(vid), bool(hit)) for vid, hit in raw]
 
     def store_sync(self, items: Sequence[StoreItem], now_ms: int,
@@ -272,22 +276,24 @@ class RedisMsgIds:
     def _claim_key(self, key: str) -> str:
         return self._prefix + "d:" + key
 
-    def claims_alive(self, keys: Sequence[str], now_ms: int) -> set[str]:
+    async def claims_alive(self, keys: Sequence[str], now_ms: int) -> set[str]:
         """Those of ``keys`` claimed until after ``now_ms`` (one ``MGET``)."""
         if not keys:
             return set()
-        values = self.runtime.sync.mget([self._claim_key(key) for key in keys])
+        client = await self.runtime.aio()
+        values = await client.mget([self._claim_key(key) for key in keys])
         return {key for key, value in zip(keys, values, strict=True)
                 if value is not None and value.isdigit() and int(value) > now_ms}
 
-    def start_claims(self, keys: Sequence[str], now_ms: int, in_flight_ms: int,
-                     token: str) -> tuple[set[str], set[str]]:
+    async def start_claims(self, keys: Sequence[str], now_ms: int, in_flight_ms: int,
+                           token: str) -> tuple[set[str], set[str]]:
         """(claimed, in flight on another daemon) of ``keys``; the others are marked in
-        flight under ``token`` for ``in_flight_ms`` (one atomic script)."""
+        flight under ``token`` for ``in_flight_ms`` (one atomic script, awaited: it is on
+        the path of every event, and a blocking round trip there stalled the loop)."""
         if not keys:
             return set(), set()
-        done, busy = self._start(args=[self._prefix, now_ms, max(in_flight_ms, 1), token,
-                                       *keys])
+        done, busy = await self._run_aio(_START_LUA, [self._prefix, now_ms,
+                                                      max(in_flight_ms, 1), token, *keys])
         return {_text(key) for key in done}, {_text(key) for key in busy}
 
     def abandon_claims(self, keys: Sequence[str], token: str) -> None:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncGenerator, Callable, Iterator
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Final, TypeVar, cast
 
@@ -172,6 +172,19 @@ class RedisRuntime:
             return otherwise
         try:
             result = call()
+        except redis.RedisError as exc:
+            self.failed(exc, effect)
+            return otherwise
+        self.answered()
+        return result
+
+    async def softly_awaited(self, call: Callable[[], Awaitable[T]], otherwise: T,
+                             effect: str) -> T:
+        """:meth:`softly` for a call on the asyncio client: the loop runs on meanwhile."""
+        if not self.available():
+            return otherwise
+        try:
+            result = await call()
         except redis.RedisError as exc:
             self.failed(exc, effect)
             return otherwise

@@ -37,16 +37,16 @@ def run(coro: object) -> object:
 def test_a_repeat_in_flight_waits_for_the_first_and_a_later_one_is_done_at_once() -> None:
     async def main() -> None:
         log = DeliveryLog()
-        assert log.claim("msg:a") is None  # the first delivery processes it
-        repeat = log.claim("msg:a")
+        assert await log.claim("msg:a") is None  # the first delivery processes it
+        repeat = await log.claim("msg:a")
         assert repeat is not None and not repeat.done()
-        same = log.claim("msg:a")
+        same = await log.claim("msg:a")
         assert same is repeat  # every repeat waits on one future
         log.finish("msg:a", None)
         await repeat  # resolved without error
-        later = log.claim("msg:a")
+        later = await log.claim("msg:a")
         assert later is not None and later.done() and later.exception() is None
-        assert log.claim("msg:b") is None  # another key is not affected
+        assert await log.claim("msg:b") is None  # another key is not affected
 
     run(main())
 
@@ -54,15 +54,15 @@ def test_a_repeat_in_flight_waits_for_the_first_and_a_later_one_is_done_at_once(
 def test_a_failed_delivery_is_forgotten_and_its_waiters_hear_why() -> None:
     async def main() -> None:
         log = DeliveryLog()
-        assert log.claim("msg:a") is None
-        repeat = log.claim("msg:a")
+        assert await log.claim("msg:a") is None
+        repeat = await log.claim("msg:a")
         assert repeat is not None
         log.finish("msg:a", RuntimeError("store down"))
         with pytest.raises(RuntimeError, match="store down"):
             await repeat
-        assert log.claim("msg:a") is None  # the redelivery tries again
+        assert await log.claim("msg:a") is None  # the redelivery tries again
         log.finish("msg:a", None)
-        assert log.claim("msg:a") is not None
+        assert await log.claim("msg:a") is not None
 
     run(main())
 
@@ -70,9 +70,9 @@ def test_a_failed_delivery_is_forgotten_and_its_waiters_hear_why() -> None:
 def test_a_failure_nobody_waited_for_still_lets_the_redelivery_in() -> None:
     async def main() -> None:
         log = DeliveryLog()
-        assert log.claim("msg:a") is None
+        assert await log.claim("msg:a") is None
         log.finish("msg:a", ValueError("bad"))
-        assert log.claim("msg:a") is None
+        assert await log.claim("msg:a") is None
 
     run(main())
 
@@ -82,15 +82,15 @@ def test_entries_expire_after_the_ttl_and_the_oldest_go_beyond_the_limit() -> No
         clock = Clock()
         log = DeliveryLog(ttl=60.0, limit=3, clock=clock)
         for key in ("k1", "k2", "k3"):
-            assert log.claim(key) is None
+            assert await log.claim(key) is None
             log.finish(key, None)
-        assert log.claim("k4") is None  # the limit: k1, the oldest, is dropped
+        assert await log.claim("k4") is None  # the limit: k1, the oldest, is dropped
         log.finish("k4", None)
-        assert log.claim("k4") is not None  # still remembered (k2 makes room)
-        assert log.claim("k1") is None  # forgotten: processed again
+        assert await log.claim("k4") is not None  # still remembered (k2 makes room)
+        assert await log.claim("k1") is None  # forgotten: processed again
         log.finish("k1", None)
         clock.now += 61
-        assert log.claim("k1") is None  # expired
+        assert await log.claim("k1") is None  # expired
 
     run(main())
 
@@ -102,22 +102,22 @@ def test_each_entry_expires_at_its_own_time() -> None:
         log = DeliveryLog(ttl=60.0, clock=clock)
         for key, at in (("k1", 0.0), ("k2", 30.0), ("k3", 59.0)):
             clock.now = at
-            assert log.claim(key) is None
+            assert await log.claim(key) is None
             log.finish(key, None)
         clock.now = 61.0
-        assert log.claim("k2") is not None and log.claim("k3") is not None
-        assert log.claim("k1") is None  # due at 60: forgotten
+        assert await log.claim("k2") is not None and await log.claim("k3") is not None
+        assert await log.claim("k1") is None  # due at 60: forgotten
         log.finish("k1", None)
         clock.now = 91.0
-        assert log.claim("k2") is None  # due at 90
+        assert await log.claim("k2") is None  # due at 90
         log.finish("k2", None)
-        assert log.claim("k3") is not None  # due at 119
+        assert await log.claim("k3") is not None  # due at 119
         clock.now = 500.0
-        assert log.claim("k3") is None and log.claim("k1") is None  # all gone, then anew
+        assert await log.claim("k3") is None and await log.claim("k1") is None  # all gone, then anew
         log.finish("k3", None)
         log.finish("k1", None)
         clock.now = 530.0
-        assert log.claim("k3") is not None
+        assert await log.claim("k3") is not None
 
     run(main())
 
@@ -126,10 +126,10 @@ def test_remember_marks_a_key_as_processed() -> None:
     async def main() -> None:
         log = DeliveryLog()
         log.remember("msg:owed")
-        earlier = log.claim("msg:owed")
+        earlier = await log.claim("msg:owed")
         assert earlier is not None and earlier.done()
         log.finish("msg:owed", None)  # finishing a key nobody claimed changes nothing
-        assert log.claim("msg:owed") is not None
+        assert await log.claim("msg:owed") is not None
 
     run(main())
 
@@ -168,7 +168,7 @@ def test_committed_claims_outlive_the_process_for_the_window(
     async def first() -> None:
         with open_claims(window, clock) as claims:
             log = DeliveryLog(ttl=window, claims=claims)
-            assert log.claim_all(["msg:a", "msg:b", None]) == [None, None, None]
+            assert await log.claim_all(["msg:a", "msg:b", None]) == [None, None, None]
             await log.commit(["msg:a", None])  # a was delivered; b is still in flight
             log.finish("msg:a", None)
         # the process ends (its memory with it), b never finished
@@ -176,11 +176,11 @@ def test_committed_claims_outlive_the_process_for_the_window(
     async def restarted(expect_a_repeat: bool) -> None:
         with open_claims(window, clock) as claims:
             log = DeliveryLog(ttl=window, claims=claims)
-            a, b = log.claim_all(["msg:a", "msg:b"])
+            a, b = await log.claim_all(["msg:a", "msg:b"])
             assert (a is not None) == expect_a_repeat and b is None
             if a is not None:
                 assert a.done() and a.exception() is None
-                assert log.claim("msg:a") is not None  # and now remembered in memory
+                assert await log.claim("msg:a") is not None  # and now remembered in memory
             log.finish("msg:b", RuntimeError("not this time"))
 
     run(first())
@@ -195,11 +195,11 @@ def test_a_failed_delivery_leaves_no_durable_claim(open_claims: OpenClaims,
     async def main() -> None:
         with open_claims(660.0, clock) as claims:
             log = DeliveryLog(ttl=660.0, claims=claims)
-            assert log.claim("msg:a") is None
+            assert await log.claim("msg:a") is None
             log.finish("msg:a", RuntimeError("socket gone"))  # never committed
         with open_claims(660.0, clock) as claims:
             log = DeliveryLog(ttl=660.0, claims=claims)
-            assert log.claim("msg:a") is None  # the redelivery tries again
+            assert await log.claim("msg:a") is None  # the redelivery tries again
 
     run(main())
 
@@ -211,7 +211,7 @@ def test_any_key_can_be_claimed_long_or_not_valid_unicode(open_claims: OpenClaim
     async def main() -> None:
         with open_claims(60.0, clock) as claims:
             await claims.record(keys[:3])
-            assert claims.known(keys) == set(keys[:3])
+            assert await claims.known(keys) == set(keys[:3])
 
     run(main())
 
@@ -234,17 +234,17 @@ def test_memory_covers_every_live_claim_once_the_first_window_is_over(
                                                   claims=claims))
 
     async def in_memory_and_store(log: DeliveryLog) -> None:
-        assert log.claim("msg:slow") is None
+        assert await log.claim("msg:slow") is None
         clock.advance(30)  # a slow delivery: finished and claimed 30 s after it came
         await log.commit(["msg:slow"])
         log.finish("msg:slow", None)
         clock.advance(40)  # 70 s after it came, 40 s after its claim
-        assert log.claim("msg:slow") is not None
+        assert await log.claim("msg:slow") is not None
         for key in ("k1", "k2", "k3", "k4"):  # k1 is dropped for room
-            assert log.claim(key) is None
+            assert await log.claim(key) is None
             await log.commit([key])
             log.finish(key, None)
-        assert log.claim("k1") is not None  # found in the store
-        assert log.claim("k5") is None
+        assert await log.claim("k1") is not None  # found in the store
+        assert await log.claim("k5") is None
 
     run(main())

@@ -279,7 +279,7 @@ def test_pipeline_keeps_only_what_an_away_framework_did_not_confirm(
             assert restored.backlog is not None
             for key in restored.backlog.restore():
                 restarted.remember(key)
-            repeat = restarted.claim("msg:ROBOT1.0_o1") is not None
+            repeat = await restarted.claim("msg:ROBOT1.0_o1") is not None
             return kept_here, kept_away, repeat
 
     kept_here, kept_away, repeat = asyncio.run(main())
