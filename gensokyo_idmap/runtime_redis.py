@@ -23,8 +23,8 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Callable, Sequence
-from typing import TypeVar, cast
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Generic, TypeVar, cast
 
 import redis
 import structlog
@@ -53,6 +53,7 @@ __all__ = ["IN_FLIGHT_SECONDS", "RedisClaims", "RedisMsgIdMap", "RedisReplyBudge
 log = structlog.get_logger("gensokyo_idmap.msgid")
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 #: How long an event stays marked in flight on the daemon delivering it: far longer than a
 #: delivery (it ends once every framework has the event or owes it durably), short enough
@@ -192,6 +193,50 @@ class RedisMsgIdMap:
         await stop.wait()
 
 
+class _Together(Generic[R]):
+    """Claim calls made while one is on the wire go out together in the next: under a
+    flood of one-event webhook calls, one round trip per turn instead of one per event
+    (a round trip's Python cost in redis-py is most of an event's). The sending is a task
+    of its own, so no caller waits for others' calls after its own answer came. ``send``
+    takes the keys of every caller at once; each caller gets the answer for all."""
+
+    def __init__(self, send: Callable[[list[str]], Awaitable[R]]) -> None:
+        self._send = send
+        self._queue: list[tuple[list[str], asyncio.Future[R]]] = []
+        self._sender: asyncio.Task[None] | None = None
+
+    async def __call__(self, keys: list[str]) -> R:
+        loop = asyncio.get_running_loop()
+        if self._sender is not None and self._sender.get_loop() is not loop:
+            self._sender, self._queue = None, []  # a loop that ended uncleanly (tests)
+        answer: asyncio.Future[R] = loop.create_future()
+        self._queue.append((keys, answer))
+        if self._sender is None:
+            self._sender = asyncio.create_task(self._send_all())
+        return await answer
+
+    async def _send_all(self) -> None:
+        try:
+            while self._queue:
+                batch, self._queue = self._queue, []
+                try:
+                    result = await self._send(
+                        list(dict.fromkeys(key for keys, _ in batch for key in keys)))
+                except Exception as exc:  # noqa: BLE001 - each caller decides (softly)
+                    for _, answer in batch:
+                        if not answer.done():
+                            answer.set_exception(exc)
+                    continue
+                for _, answer in batch:
+                    if not answer.done():
+                        answer.set_result(result)
+        finally:
+            self._sender = None
+            for _, answer in self._queue:  # cancelled (the loop ends): nobody hangs
+                answer.cancel()
+            self._queue = []
+
+
 class RedisClaims:
     """Delivery claims on Redis (:class:`~gensokyo_idmap.bridge.dedup.ClaimStore`): shared
     by every daemon on the prefix, so a webhook retry landing on another daemon is a known
@@ -210,6 +255,10 @@ class RedisClaims:
         self._in_flight_ms = int(in_flight_seconds * 1000)
         self._clock = clock
         self._token = f"busy:{uuid.uuid4().hex}"  # this daemon's in-flight marks
+        self._start = _Together(lambda keys: self._ids.start_claims(
+            keys, int(self._clock() * 1000), self._in_flight_ms, self._token))
+        self._record = _Together(lambda keys: self._ids.put_claims(
+            keys, int(self._clock() * 1000) + self._window_ms, self._window_ms))
 
     async def known(self, keys: Sequence[str]) -> set[str]:
         stored = {stored_key(key): key for key in keys}
@@ -221,10 +270,10 @@ class RedisClaims:
     async def start(self, keys: Sequence[str]) -> tuple[set[str], set[str]]:
         stored = {stored_key(key): key for key in keys}
         nothing: tuple[set[str], set[str]] = (set(), set())
-        done, busy = await self._runtime.softly_awaited(lambda: self._ids.start_claims(
-            list(stored), int(self._clock() * 1000), self._in_flight_ms, self._token),
-            nothing, _DEDUP_OFF)
-        return {stored[key] for key in done}, {stored[key] for key in busy}
+        done, busy = await self._runtime.softly_awaited(lambda: self._start(list(stored)),
+                                                        nothing, _DEDUP_OFF)
+        return ({key for mine, key in stored.items() if mine in done},
+                {key for mine, key in stored.items() if mine in busy})
 
     def abandon(self, keys: Sequence[str]) -> None:
         self._runtime.softly(lambda: self._ids.abandon_claims(
@@ -233,10 +282,8 @@ class RedisClaims:
     async def record(self, keys: Sequence[str]) -> None:
         if not keys or not self._runtime.available():
             return
-        expires_ms = int(self._clock() * 1000) + self._window_ms
         try:
-            await self._ids.put_claims([stored_key(key) for key in keys], expires_ms,
-                                       self._window_ms)
+            await self._record([stored_key(key) for key in keys])
         except redis.RedisError as exc:
             self._runtime.failed(exc, "delivery claims are not shared until Redis answers")
             return

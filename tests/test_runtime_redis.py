@@ -27,6 +27,7 @@ from gensokyo_idmap.store.redis_msgid import RedisMsgIds
 from gensokyo_idmap.store.redis_runtime import RETRY_AFTER_SECONDS, RedisRuntime
 
 from .conftest import REDIS_URL, FakeClock, run, test_prefix
+from .test_backend_metrics import scraped
 from . import redis_server
 from .redis_server import PrivateRedis
 
@@ -163,6 +164,29 @@ def test_a_claim_on_one_daemon_is_a_repeat_on_the_other_whenever_it_comes(
         clock.advance(301)
         fresh = DeliveryLog(ttl=300, clock=clock, claims=RedisClaims(ids_b, 300, clock=clock))
         assert await fresh.claim("msg:retry") is None  # the window has passed
+
+    run(main())
+
+
+def test_claims_asked_at_once_go_out_in_one_round_trip_and_are_decided_in_arrival_order(
+        daemons: Daemons) -> None:
+    """A flood of one-event webhook calls: their looks share one script call, and the first
+    of two deliveries of one event to arrive is the one that processes it."""
+    clock = FakeClock()
+    ids = RedisMsgIds(daemons.runtime())
+
+    async def main() -> None:
+        log = DeliveryLog(ttl=300, clock=clock, claims=RedisClaims(ids, 300, clock=clock))
+        assert await log.claim("msg:warm") is None  # connection open, script loaded
+        trips = scraped("gensokyo_backend_round_trips", "redis")
+        keys = [f"msg:{n}" for n in range(20)] + ["msg:3"]
+        answers = await asyncio.gather(*(log.claim(key) for key in keys))
+        assert scraped("gensokyo_backend_round_trips", "redis") == trips + 1
+        assert answers[:20] == [None] * 20  # each processed here, the first msg:3 too
+        repeat = answers[20]
+        assert repeat is not None and not repeat.done()  # waits for the first msg:3
+        log.finish("msg:3", None)
+        await repeat
 
     run(main())
 
