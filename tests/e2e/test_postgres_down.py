@@ -25,6 +25,7 @@ from gensokyo_idmap.testing import (
     daemon_config,
     framework_server,
     free_port,
+    until_listening,
     ws_url,
 )
 
@@ -72,12 +73,7 @@ def test_postgres_down_refuses_events_and_lookups_and_everything_resumes(
         daemon = asyncio.create_task(run_daemon(config, stop))
         try:
             async with ClientSession() as session:
-                for _ in range(1000):  # up once its webhook answers
-                    try:
-                        await post(session, b"{}")
-                        break
-                    except OSError:
-                        await asyncio.sleep(0.01)
+                await until_listening(webhook, alive=lambda: daemon.done() and daemon.result())
                 assert await post(session, group_message(1)) == 200
                 first = await asyncio.wait_for(framework.received.get(), 10)
                 group = first["group_id"]

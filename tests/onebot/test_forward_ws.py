@@ -22,6 +22,7 @@ from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
 from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore
 
 from gensokyo_idmap.testing.loopback import raw_request
+from gensokyo_idmap.testing.wait import until
 
 TIMEOUT = 10
 APP = "102000001"
@@ -201,10 +202,9 @@ def test_a_client_that_never_reads_does_not_hold_up_intake_or_the_other_client(
                 for n in range(count):
                     await pipeline(group_message(n))
                     acked += 1
-                for _ in range(1000):
-                    if len(got) == count and server.connections == 1:
-                        break
-                    await asyncio.sleep(0.01)
+                await until(lambda: len(got) == count and server.connections == 1, 10,
+                            lambda: f"{len(got)} of {count} events, "
+                                    f"{server.connections} connections (1 expected)")
             assert acked == count
             assert got == list(range(count))
             assert server.connections == 1  # the stuck one was closed
