@@ -80,7 +80,7 @@ def _redis(url: str, prefix: str) -> Reached:
         return Reached("redis", where, False, redact_text(err.message))
     except (redis.RedisError, OSError) as exc:
         reason = " ".join(str(exc).split()) or type(exc).__name__
-        return Reached("redis", where, False, redact_text(redact_url(reason)))
+        return Reached("redis", where, False, redact_text(reason))
     return Reached("redis", where, True, "answers PING")
 
 
