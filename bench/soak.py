@@ -68,6 +68,7 @@ import sys
 import tempfile
 import time
 import tracemalloc
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -294,6 +295,8 @@ class Sample:
     data_bytes: int
     msgid_entries: int | None
     counts: Counts
+    #: Anonymous kB per mapping (see :func:`anon_by_mapping`).
+    anon_regions: dict[str, int] = field(default_factory=dict)
 
 
 def proc_status(pid: int) -> dict[str, int]:
@@ -305,6 +308,59 @@ def proc_status(pid: int) -> dict[str, int]:
         if len(parts) == 2 and parts[1] == "kB":
             out[name] = int(parts[0])
     return out
+
+
+def anon_by_mapping(pid: int) -> dict[str, int]:
+    """Anonymous kB per mapping of /proc/<pid>/smaps, named so that one mapping keeps its name
+    from one sample to the next: ``[heap]`` (the main malloc arena), ``arena@<start>`` for
+    the 64 MiB-aligned regions glibc gives each thread's arena, ``anon@<start>`` for other
+    anonymous regions (pymalloc arenas, LMDB's page buffers, thread stacks), and the path of
+    a file-backed mapping (its private dirty pages: e.g. the relocated parts of libraries).
+    The closing lines say which of them moved, when RSS does."""
+    out: dict[str, int] = {}
+    name = ""
+    for line in Path(f"/proc/{pid}/smaps").read_text().splitlines():
+        head = line.split(maxsplit=5)
+        if head and "-" in head[0] and len(head) >= 5 and not head[0].endswith(":"):
+            start = int(head[0].split("-")[0], 16)
+            path = head[5].strip() if len(head) == 6 else ""
+            if path:
+                name = path
+            elif start % (64 << 20) == 0:
+                name = f"arena@{start:x}"
+            else:
+                name = f"anon@{start:x}"
+        elif line.startswith("Anonymous:"):
+            kb = int(line.split()[1])
+            if kb:
+                out[name] = out.get(name, 0) + kb
+    return out
+
+
+def slope_per_10(samples: list[Sample], figure: Callable[[Sample], float]) -> float:
+    """Least-squares slope of ``figure`` per 10 minutes: unlike last - first, one sample taken
+    during a load spike does not decide it."""
+    xs = [s.minute for s in samples]
+    ys = [figure(s) for s in samples]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    var = sum((x - mx) ** 2 for x in xs)
+    return 10 * sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / var if var else 0.0
+
+
+def region_growth(samples: list[Sample], turnover_minutes: float, limit: int = 8) -> list[str]:
+    """The mappings whose anonymous memory grew or shrank most after the turnover."""
+    steady = [s for s in samples if s.minute >= turnover_minutes and s.anon_regions]
+    if len(steady) < 3:
+        return []
+    names = set().union(*(s.anon_regions for s in steady))
+    moved = sorted(((slope_per_10(steady, lambda s, n=n: s.anon_regions.get(n, 0) / 1024), n)
+                    for n in names), key=lambda t: -abs(t[0]))[:limit]
+    lines = ["  anonymous memory by mapping after the turnover (least-squares MiB per 10 min,"
+             " first and last MiB):"]
+    for per10, n in moved:
+        lines.append(f"    {per10:+6.2f}  {steady[0].anon_regions.get(n, 0) / 1024:7.2f} -> "
+                     f"{steady[-1].anon_regions.get(n, 0) / 1024:7.2f}  {n}")
+    return lines
 
 
 def data_bytes(folder: Path) -> int:
@@ -319,7 +375,7 @@ def sample(pid: int, data: Path, started: float, counts: Counts,
     return Sample((time.monotonic() - started) / 60, status["VmRSS"] / 1024,
                   status.get("RssAnon", 0) / 1024, status.get("RssFile", 0) / 1024,
                   len(os.listdir(f"/proc/{pid}/fd")),
-                  data_bytes(data), msgid, counts.take())
+                  data_bytes(data), msgid, counts.take(), anon_by_mapping(pid))
 
 
 HEADER = (f"  {'min':>5} {'rss MiB':>8} {'anon MiB':>9} {'file MiB':>9} {'fds':>5} {'data KiB':>9} "
@@ -353,6 +409,10 @@ def growth(samples: list[Sample], turnover_minutes: float, what: str) -> list[st
         f"data {(last.data_bytes - first.data_bytes) * per10 / 1024:+.0f} KiB",
         f"    rss range after the turnover {min(s.rss_mib for s in steady):.2f} .. "
         f"{max(s.rss_mib for s in steady):.2f} MiB",
+        f"    least-squares slope per 10 minutes: rss "
+        f"{slope_per_10(steady, lambda s: s.rss_mib):+.2f} MiB   anon "
+        f"{slope_per_10(steady, lambda s: s.anon_mib):+.2f} MiB   file "
+        f"{slope_per_10(steady, lambda s: s.file_mib):+.2f} MiB",
     ]
 
 
@@ -518,6 +578,7 @@ async def soak(args: argparse.Namespace, tmp: Path) -> int:
     print()
     print("\n".join(growth(samples, turnover, "the de-dup window and the msgid TTL")))
     print("\n".join(growth(samples, every_window, "every window, the C2C reply window too")))
+    print("\n".join(region_growth(samples, turnover)))
     print(f"  the daemon after SIGTERM: {ending}")
     if traced is not None:
         print()
