@@ -35,7 +35,7 @@ from gensokyo_idmap.bridge.outbound import OutboundSender, OutboundSettings
 from gensokyo_idmap.bridge.outbox import Backlog, Outbox, TrackedSink
 from gensokyo_idmap.config import Config
 from gensokyo_idmap.errors import BadInputError, StoreError
-from gensokyo_idmap.health import ServerCheck
+from gensokyo_idmap.health import ServerCheck, server_problems
 from gensokyo_idmap.hostport import parse_host_port
 from gensokyo_idmap.identity_backend import (
     cached_identity_store,
@@ -54,6 +54,7 @@ from gensokyo_idmap.qq.events import Interaction, QQEvent
 from gensokyo_idmap.qq.gateway import (
     DISCOVERY_FIRST_DELAY,
     DISCOVERY_MAX_DELAY,
+    BackendProbe,
     GatewayClient,
     GatewayState,
     SessionStore,
@@ -249,7 +250,8 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
             raise BadInputError("qq.gateway", True,
                                 "the gateway needs bot.app_id and bot.secret")
         gateway = asyncio.create_task(_run_gateway(config, platform.http, platform.tokens,
-                                                   pipeline.process_batch))
+                                                   pipeline.process_batch,
+                                                   _backend_probe(config, msgids, services)))
         # stop intake first: the saved seq is the last processed
         intake.push_async_callback(_cancel, gateway)
     return Daemon(config, webhook, forward, onebot_api, identity_api, gateway, clients, posts)
@@ -331,17 +333,22 @@ def _limit_server_waits(config: Config) -> None:
         WAIT_LIMIT.set(LOOP_WAIT_SECONDS)
 
 
-def _server_checks(config: Config, graph: IdentityGraph, msgids: MessageIds,
+def _server_checks(config: Config, graph: IdentityGraph | None, msgids: MessageIds,
                    stack: AsyncExitStack) -> list[tuple[object, ServerCheck]]:
     """(store, its server) for the stores on a server: ``/healthz`` asks PostgreSQL
-    ``select 1`` and Redis ``PING`` for them (the probe's connection closes with ``stack``)."""
+    ``select 1`` and Redis ``PING`` for them (the probe's connection closes with ``stack``).
+
+    Without ``graph``, PostgreSQL is only asked whether it answers, not whether the store's
+    last write failed: the gateway's pause waits on that (a write goes through only once it
+    resumes, so waiting for one would wait for ever)."""
     checks: list[tuple[object, ServerCheck]] = []
     if config.idmap.backend == "postgres":
         from gensokyo_idmap.store.pg_ping import PgPing  # psycopg: an optional extra
 
-        ping = PgPing(config.idmap.postgres_dsn, known=graph.store.health)
+        ping = (PgPing(config.idmap.postgres_dsn) if graph is None
+                else PgPing(config.idmap.postgres_dsn, known=graph.store.health))
         stack.push_async_callback(ping.aclose)
-        checks.append((graph.store, ping))
+        checks.append((None if graph is None else graph.store, ping))
     if config.idmap.runtime_backend == "redis":
         from gensokyo_idmap.store.redis_runtime import RedisRuntime  # redis-py: an extra
 
@@ -349,6 +356,20 @@ def _server_checks(config: Config, graph: IdentityGraph, msgids: MessageIds,
         assert isinstance(runtime, RedisRuntime)
         checks.append((runtime, runtime))
     return checks
+
+
+def _backend_probe(config: Config, msgids: MessageIds,
+                   stack: AsyncExitStack) -> BackendProbe | None:
+    """What the gateway asks while its reading is paused (``qq/gateway`` rule 6): whether
+    PostgreSQL and Redis answer; None for a daemon on LMDB alone (nothing to ask)."""
+    servers = [check for _, check in _server_checks(config, None, msgids, stack)]
+    if not servers:
+        return None
+
+    async def probe() -> list[str]:
+        return await server_problems(servers)
+
+    return probe
 
 
 def _log_stores_open(config: Config, graph: IdentityGraph, msgids: MessageIds) -> None:
@@ -454,9 +475,11 @@ async def _listen(routes: list[web.RouteDef], listen: str, field: str) -> web.Ap
 async def _run_gateway(
     config: Config, http: aiohttp.ClientSession, tokens: AccessTokenManager,
     pipeline: Callable[[Sequence[QQEvent]], Awaitable[None]],
+    backends: BackendProbe | None,
 ) -> None:
     """Discover the gateway URL, then keep the session of this daemon's shard (resuming
-    the saved one: in the data dir, or in PostgreSQL with the graph)."""
+    the saved one: in the data dir, or in PostgreSQL with the graph); while a batch cannot
+    be processed, reading pauses until ``backends`` answer."""
     url = await discover_gateway_retrying(http, config.qq.api_base, tokens)
     with ExitStack() as closing_state:
         state: SessionStore
@@ -469,7 +492,8 @@ async def _run_gateway(
         else:
             state = GatewayState(config.gateway_state_path, config.qq.shard)
         client = GatewayClient(url, config.bot.app_id, tokens, pipeline, state,
-                               intents=config.qq.intents, shard=config.qq.shard)
+                               intents=config.qq.intents, shard=config.qq.shard,
+                               backends=backends)
         log.info("[qq] gateway", url=url, intents=config.qq.intents, shard=list(config.qq.shard),
                  resuming=client.session_id is not None)
         await client.run(http)

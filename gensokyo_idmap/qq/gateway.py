@@ -30,6 +30,14 @@ Rules:
    is the *watermark*, the highest seq whose event and every earlier one finished. A
    batch whose processing failed stops the watermark and restarts the connection, so the
    platform replays it.
+6. **A failed batch pauses reading, it does not churn the platform**: a batch fails when a
+   store cannot take it (PostgreSQL or Redis down, a full disk), and replaying it at once
+   fails again. So the reader stops (heartbeats go on: the session stays alive), waits
+   ``reconnect_delay``, doubling with each failure in a row up to ``max_delay`` (a batch
+   processed resets it; a READY or RESUMED does not), and then, if it was given the
+   ``backends`` probe, until every server answers (asked every ``reconnect_delay``, doubling
+   up to :data:`PROBE_MAX_INTERVAL`). Only then does it Resume and take the replay: one
+   Resume per outage, the pause and the end of it logged once each.
 """
 
 from __future__ import annotations
@@ -51,8 +59,9 @@ from gensokyo_idmap.errors import BadInputError, PlatformError
 from gensokyo_idmap.qq.events import QQEvent, Ready, Resumed, parse_dispatch, parse_envelope
 from gensokyo_idmap.qq.token import AccessTokenManager
 
-__all__ = ["DEFAULT_INTENTS", "FATAL_CLOSE_CODES", "GatewayClient", "GatewayState",
-           "SessionStore", "discover_gateway", "discover_gateway_retrying"]
+__all__ = ["DEFAULT_INTENTS", "FATAL_CLOSE_CODES", "PROBE_MAX_INTERVAL", "BackendProbe",
+           "GatewayClient", "GatewayState", "SessionStore", "discover_gateway",
+           "discover_gateway_retrying"]
 
 log = structlog.get_logger("gensokyo_idmap.qq.gateway")
 
@@ -65,6 +74,16 @@ _Socket: TypeAlias = "aiohttp.ClientWebSocketResponse[Literal[False]]"
 
 #: ``gensokyo_events_in`` of this transport, counted as each batch goes to the pipeline.
 _RECEIVED: Final = counters.EVENTS_IN.labels("gateway")
+
+
+#: While reading is paused for the backends, they are asked again after ``reconnect_delay``,
+#: twice as long each time up to this: a local ``select 1`` / ``PING`` is cheap, and the
+#: replay starts at most this long after the servers answer again.
+PROBE_MAX_INTERVAL: Final = 5.0
+
+#: What stands in the way of processing events now: one line per server that does not
+#: answer (``health.server_problems``), empty when every one does.
+BackendProbe: TypeAlias = Callable[[], Awaitable[list[str]]]
 
 
 class _Saved(NamedTuple):
@@ -198,6 +217,7 @@ class GatewayClient:
         clock: Callable[[], float] = time.monotonic,
         save_interval: float = 0.05,
         max_in_flight: int = 64,
+        backends: BackendProbe | None = None,
     ) -> None:
         self.url = url
         self.app_id = app_id
@@ -228,6 +248,15 @@ class GatewayClient:
         # (asyncio.wait over all tasks in flight would cost O(in flight) per event)
         self._slot_freed: asyncio.Future[None] | None = None
         self._failed: BaseException | None = None
+        # resolved by the first batch of a connection that fails: reading pauses
+        self._failing: asyncio.Future[None] | None = None
+        self._backends = backends
+        self._failures = 0  # batches failed in a row (each one a pause)
+        # the first seq that failed: once the watermark passes it, the failures are over
+        # (events of other batches that went through meanwhile do not say so)
+        self._blocked_at: int | None = None
+        self._resume_at_once = False  # the pause waited already: no reconnect delay
+        self.pauses = 0
         self.identifies = 0
         self.resumes = 0
         self.fatal: str | None = None
@@ -256,6 +285,9 @@ class GatewayClient:
                             retry_in=self._delay)
             if self._stop.is_set():
                 return
+            if self._resume_at_once:
+                self._resume_at_once = False
+                continue
             try:
                 await asyncio.wait_for(self._stop.wait(), self._delay)
             except TimeoutError:
@@ -284,8 +316,20 @@ class GatewayClient:
         beats = asyncio.create_task(self._heartbeats(ws, interval))
         stopping = asyncio.create_task(self._stop.wait())
         reading = asyncio.create_task(self._read_frames(ws))
+        self._failing = failing = asyncio.get_running_loop().create_future()
         try:
-            done, _ = await asyncio.wait({reading, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            done, _ = await asyncio.wait({reading, stopping, failing},
+                                         return_when=asyncio.FIRST_COMPLETED)
+            if failing in done and not self._stop.is_set():
+                reading.cancel()  # read nothing more: the platform replays it all
+                await asyncio.gather(reading, return_exceptions=True)
+                if not reading.cancelled() and isinstance(reading.exception(), _Fatal):
+                    reading.result()
+                await self._pause()
+                if not self._stop.is_set():
+                    self._resume_at_once = True
+                    await ws.close()
+                    raise _Restart()  # resume from the watermark: the platform replays
             if reading in done:
                 reading.result()  # how the connection ended (_Restart, _Fatal, an error)
                 return
@@ -302,15 +346,40 @@ class GatewayClient:
                 self._save()  # the connection ends: the file holds the watermark
             beats.cancel()
             stopping.cancel()
+            failing.cancel()
+            self._failing = None
             await asyncio.gather(beats, stopping, return_exceptions=True)
+
+    async def _pause(self) -> None:
+        """A batch failed: read nothing more until it can be replayed (rule 6), or a stop."""
+        self._failures += 1
+        self.pauses += 1
+        delay = min(self._base_delay * 2 ** (self._failures - 1), self._max_delay)
+        began = self._clock()
+        problems = await self._backends() if self._backends is not None else []
+        log.warning("[qq] gateway paused: reading stops until the events can be processed",
+                    failures_in_a_row=self._failures, retry_in=delay, problems=problems or None)
+        if await self._stopped_within(delay):
+            return
+        interval = self._base_delay
+        while self._backends is not None and await self._backends():
+            if await self._stopped_within(interval):
+                return
+            interval = min(interval * 2, max(PROBE_MAX_INTERVAL, self._base_delay))
+        log.info("[qq] gateway resumes reading", paused_seconds=round(self._clock() - began, 1))
+
+    async def _stopped_within(self, seconds: float) -> bool:
+        """Wait ``seconds``; whether the client was closed meanwhile."""
+        try:
+            await asyncio.wait_for(self._stop.wait(), seconds)
+        except TimeoutError:
+            return False
+        return True
 
     async def _read_frames(self, ws: _Socket) -> None:
         """Read and handle frames until the connection ends (one task for the connection,
-        not one per frame)."""
+        not one per frame; cancelled when a batch fails)."""
         while True:
-            if self._failed is not None:
-                await ws.close()
-                raise _Restart()  # resume from the watermark: the platform replays
             while self._in_flight >= self.max_in_flight:
                 self._slot_freed = asyncio.get_running_loop().create_future()
                 try:
@@ -347,6 +416,7 @@ class GatewayClient:
     def _forget_session(self) -> None:
         self.session_id = None
         self.seq = None
+        self._blocked_at = None  # a new session: the seqs start again
         self._save()
 
     async def _heartbeats(self, ws: _Socket, interval: float) -> None:
@@ -422,9 +492,17 @@ class GatewayClient:
                       types=sorted({event.event_type for event, _ in batch}),
                       seqs=[seq for _, seq in batch if seq][:10], events=len(batch),
                       error=type(exc).__name__, reason=str(exc)[:200])
+            seqs = [seq for _, seq in batch if seq]
+            if seqs:
+                self._blocked_at = min(seqs if self._blocked_at is None
+                                       else [self._blocked_at, *seqs])
             if self._failed is None:
                 self._failed = exc
+                if self._failing is not None and not self._failing.done():
+                    self._failing.set_result(None)
             return
+        if self._blocked_at is None:
+            self._failures = 0
         self._processed(*(seq for _, seq in batch))
 
     async def _finish_in_flight(self, cancel: bool = False) -> None:
@@ -461,6 +539,9 @@ class GatewayClient:
                     break
                 del self._pending[front]
                 self.seq = front
+        if self._blocked_at is not None and self.seq is not None and self.seq >= self._blocked_at:
+            self._blocked_at = None  # the event that failed went through: the stores work
+            self._failures = 0
         since = self._clock() - self._saved_at
         if since >= self.save_interval:
             self._save()

@@ -1,8 +1,9 @@
 """Gateway events while a server backend is down: PostgreSQL (the graph, through a loopback
 proxy that is cut) or Redis (the runtime state, a private redis-server that is stopped).
 The event that arrives meanwhile is not processed, so the watermark stays before it and the
-connection ends (nothing is read past it); the daemon resumes the session by itself, the
-platform replays, and once the server answers the event reaches the framework, once."""
+gateway stops reading (its heartbeats go on, it does not reconnect to the platform while the
+server is away); once the server answers the daemon resumes the session by itself, the
+platform replays, and the event reaches the framework, once."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 
 from gensokyo_idmap.app import run_daemon
 from gensokyo_idmap.config import Config
@@ -29,8 +31,11 @@ from ..redis_server import PrivateRedis
 from ..store_backends import PG_DSN, fresh_schema
 from .test_inbound import QueueFramework
 
-RECOVERY_SECONDS = 60.0  # reconnects back off (doubling from 1 s) while the fault lasts
+RECOVERY_SECONDS = 30.0  # the paused gateway asks the servers every 1 s, up to every 5 s
 NOTHING_MORE_SECONDS = 0.5
+#: How long the outage lasts, in the gateway's heartbeats (every 200 ms on the emulator):
+#: long enough for a daemon that reconnected each second to do so several times.
+OUTAGE_HEARTBEATS = 25
 
 
 class Fault:
@@ -61,7 +66,7 @@ def test_a_gateway_event_waits_out_a_backend_outage_and_arrives_once(
         tmp_path: Path, fault: Fault) -> None:
     framework = QueueFramework()
 
-    async def main() -> tuple[list[str], int]:
+    async def main() -> tuple[list[str], int, int]:
         platform = EmulatedPlatform()
         await platform.start()
         server = await framework_server(framework.handle)
@@ -83,24 +88,37 @@ def test_a_gateway_event_waits_out_a_backend_outage_and_arrives_once(
             await platform.push("GROUP_AT_MESSAGE_CREATE", group_message(1))
             texts.append(await next_text(20))
             fault.down()
-            resumes = len(platform.resumes)
+
+            def sessions() -> int:  # each time the daemon (re)connected to the platform
+                return len(platform.resumes) + len(platform.identifies)
+
+            before = sessions()
             await platform.push("GROUP_AT_MESSAGE_CREATE", group_message(2))
-            # not processed: the connection ends and is resumed, the event replayed
-            await until(lambda: len(platform.resumes) > resumes, 20, "a resume")
+            # not processed: reading pauses while the server is away, heartbeats go on
+            beats = len(platform.heartbeats)
+            await until(lambda: len(platform.heartbeats) >= beats + OUTAGE_HEARTBEATS, 30,
+                        "the outage's heartbeats")
             assert framework.received.empty()
+            during = sessions() - before
             fault.up()
             texts.append(await next_text(RECOVERY_SECONDS))
             try:
                 texts.append(await next_text(NOTHING_MORE_SECONDS))
             except TimeoutError:
                 pass
-            return texts, len(platform.resumes) - resumes
+            return texts, during, sessions() - before
         finally:
             stop.set()
             await asyncio.wait_for(daemon, 20)
             await server.close()
             await platform.close()
 
-    texts, resumes = asyncio.run(asyncio.wait_for(main(), 120))
+    with capture_logs() as logs:
+        texts, during, in_all = asyncio.run(asyncio.wait_for(main(), 120))
     assert texts == ["m1", "m2"]  # the second after the outage, and only once
-    assert resumes >= 1
+    assert during == 0  # no reconnect churn while the server was away
+    assert in_all == 1  # one Resume, once it answered: the replay
+    events = [e["event"] for e in logs]
+    assert events.count("[qq] gateway paused: reading stops until the events can be "
+                        "processed") == 1
+    assert events.count("[qq] gateway resumes reading") == 1

@@ -346,3 +346,88 @@ def test_a_state_that_cannot_be_saved_keeps_the_old_one(tmp_path: Path) -> None:
     (tmp_path / "gateway.json.tmp").mkdir()
     assert state.save("session", 6) is False
     assert state.load().seq == 5
+
+
+PAUSED = "[qq] gateway paused: reading stops until the events can be processed"
+
+
+def fail_when(client: GatewayClient, fails: Callable[[Sequence[QQEvent]], bool]) -> None:
+    """``client``'s pipeline raises (a store that cannot take them) for the batches
+    ``fails`` names, and processes the others."""
+    original = client.pipeline
+
+    async def pipeline(batch: Sequence[QQEvent]) -> None:
+        if fails(batch):
+            raise RuntimeError("store unavailable")
+        await original(batch)
+
+    client.pipeline = pipeline
+
+
+def test_a_failed_batch_pauses_reading_until_the_backends_answer(tmp_path: Path) -> None:
+    """While the probe names a problem the client reads nothing more and does not reconnect
+    (heartbeats go on); once it answers, one Resume and the replay."""
+    down = [True]
+    probes: list[bool] = []
+
+    async def probe() -> list[str]:
+        probes.append(down[0])
+        return ["postgresql at test: down"] if down[0] else []
+
+    async def scenario(platform: EmulatedPlatform, make: Callable[[], GatewayClient],
+                       events: list[QQEvent]) -> None:
+        client = make()
+        client._backends = probe  # noqa: SLF001 - as the daemon passes it (backends=)
+        fail_when(client, lambda batch: down[0])
+        with capture_logs() as logs:
+            async with connected(client):
+                await platform.push("GROUP_AT_MESSAGE_CREATE", group_message(1))
+                await until(lambda: len(probes) >= 5, TIMEOUT, "the paused client asking")
+                beats = len(platform.heartbeats)
+                await platform.push("GROUP_AT_MESSAGE_CREATE", group_message(2))
+                await until(lambda: len(platform.heartbeats) > beats, TIMEOUT, "a heartbeat")
+                assert platform.resumes == [] and len(platform.identifies) == 1
+                assert events == []
+                down[0] = False
+                await until(lambda: len(messages(events)) == 2, TIMEOUT, "the replay")
+        assert messages(events) == ["m1", "m2"]
+        assert len(platform.resumes) == 1 and len(platform.identifies) == 1
+        assert client.pauses == 1
+        names = [e["event"] for e in logs]
+        assert names.count(PAUSED) == 1 and names.count("[qq] gateway resumes reading") == 1
+
+    run_with(tmp_path, scenario)
+
+
+def test_failures_in_a_row_double_the_pause_and_a_processed_replay_resets_it(
+        tmp_path: Path) -> None:
+    """Without a probe (a daemon on LMDB alone) the pause is the backoff: doubling with each
+    failure in a row although each Resume succeeds, back to the start once the event that
+    failed went through."""
+    failing = [4]
+
+    async def scenario(platform: EmulatedPlatform, make: Callable[[], GatewayClient],
+                       events: list[QQEvent]) -> None:
+        client = make()
+
+        def fails(batch: Sequence[QQEvent]) -> bool:
+            if failing[0] and "m1" not in messages(list(batch)):  # m1 sets the watermark
+                failing[0] -= 1
+                return True
+            return False
+
+        fail_when(client, fails)
+        with capture_logs() as logs:
+            async with connected(client):
+                await platform.push("GROUP_AT_MESSAGE_CREATE", group_message(1))
+                await until(lambda: "m1" in messages(events), TIMEOUT, "m1")
+                await platform.push("GROUP_AT_MESSAGE_CREATE", group_message(2))
+                await until(lambda: "m2" in messages(events), TIMEOUT, "m2 at last")
+                failing[0] = 1
+                await platform.push("GROUP_AT_MESSAGE_CREATE", group_message(3))
+                await until(lambda: "m3" in messages(events), TIMEOUT, "m3")
+        delays = [e["retry_in"] for e in logs if e["event"] == PAUSED]
+        assert delays == [0.01, 0.02, 0.04, 0.08, 0.01]
+        assert len(platform.resumes) == 5
+
+    run_with(tmp_path, scenario)
