@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import click
 
@@ -59,12 +59,14 @@ class _Context:
     def on_postgres(self) -> bool:
         return self.config is not None and self.config.idmap.backend == "postgres"
 
-    def lmdb_only(self, command: str) -> None:
+    def lmdb_only(self, command: str, instead: str = "") -> None:
         """Refuse a command that works on openid-map.db when the graph is in PostgreSQL
-        (it would read or write a file the daemon does not use)."""
+        (it would read or write a file the daemon does not use); ``instead`` says what
+        does the job there."""
         if self.on_postgres:
             raise BadInputError("idmap.backend", "postgres",
-                                f"`{command}` works on openid-map.db (idmap.backend lmdb) only")
+                                f"`{command}` works on openid-map.db (idmap.backend lmdb) only"
+                                + (f"; {instead}" if instead else ""))
 
     def lmdb_runtime_only(self, command: str) -> None:
         """Refuse a command on msgid-map.db when the runtime state is in Redis (the daemon
@@ -668,6 +670,19 @@ def recover_outbox(ctx: _Context) -> None:
         + (f"; the old file is {result.moved_to}" if result.moved_to else "")))
 
 
+#: Why ``recover identities`` refuses a PostgreSQL graph, and what to run instead. The
+#: database is the source of truth and has its own recovery; a graph shared by running
+#: daemons on several machines is not rebuilt in place under them (no process can tell
+#: that they all stopped, as the LMDB file's lock tells on one machine). What LMDB's
+#: recovery does (a fresh graph from a known source) exists for PostgreSQL as commands
+#: into an empty schema, each all or nothing, with its report.
+RECOVER_ON_POSTGRES: Final = (
+    "a PostgreSQL graph is not rebuilt in place. Restore it with PostgreSQL's own tools "
+    "(pg_dump / pg_restore, a base backup), or, into an empty schema or database: "
+    "`store copy --to postgres --from FILE` (a file `backup` wrote), or `migrate --legacy "
+    "PATH` (the old idmap.db); then `verify` (docs/stores.md, Recovery)")
+
+
 @recover_group.command("identities")
 @click.option("--from-legacy", "legacy", is_flag=False, flag_value="", default=None,
               metavar="[PATH]", help="The old idmap.db (default: <data-dir>/idmap.db).")
@@ -677,7 +692,7 @@ def recover_identities_command(ctx: _Context, legacy: str | None) -> None:
     from gensokyo_idmap.ops.recover import recover_identities
     from migrate.legacy import migrate_legacy
 
-    ctx.lmdb_only("recover identities")
+    ctx.lmdb_only("recover identities", RECOVER_ON_POSTGRES)
     if legacy is None:
         raise BadInputError("--from-legacy", None,
                             "the old idmap.db is the only source to recover from")

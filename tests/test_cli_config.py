@@ -69,14 +69,22 @@ def test_identity_commands_reach_the_postgres_graph(tmp_path: Path, schema: str)
     assert code == 0 and f"schema at version {known_migrations()[-1].version:04d}" in out, out
 
 
-@pytest.mark.parametrize("command", [["recover", "identities", "--from-legacy"]])
-def test_commands_on_openid_map_db_refuse_a_postgres_graph(
+@pytest.mark.parametrize("command", [["recover", "identities", "--from-legacy"],
+                                     ["recover", "identities"],
+                                     ["--json", "recover", "identities", "--from-legacy", "x"]])
+def test_recover_identities_refuses_a_postgres_graph_and_names_what_to_run(
         tmp_path: Path, command: list[str]) -> None:
-    config = write_config(tmp_path, "  backend: postgres\n  postgres_dsn: "
-                                    "postgresql://127.0.0.1:1/none\n")
+    """Refused before anything is opened (the server here does not exist), exit 2, and
+    the message names the commands that do the job on PostgreSQL."""
+    config = write_config(tmp_path, f"  data_dir: {tmp_path / 'data'}\n  backend: postgres\n"
+                                    "  postgres_dsn: postgresql://127.0.0.1:1/none\n")
     code, out = cli("--config", str(config), *command)
     assert code == 2, out
     assert "works on openid-map.db (idmap.backend lmdb) only" in out
+    for way in ("pg_dump", "store copy --to postgres --from FILE", "migrate --legacy PATH",
+                "`verify`"):
+        assert way in out, out
+    assert not (tmp_path / "data").exists()  # nothing written
 
 
 def test_stats_counts_the_postgres_graph(tmp_path: Path, schema: str) -> None:
