@@ -10,6 +10,7 @@ import asyncio
 import json
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
@@ -20,12 +21,13 @@ import click
 
 from gensokyo_idmap.config import Config, load_config
 from gensokyo_idmap.data_dir import IDENTITY_DB, MSGID_DB, DataDir
-from gensokyo_idmap.errors import BadInputError, IdmapError, NotFoundError
+from gensokyo_idmap.errors import BadInputError, IdmapError, NotFoundError, StoreError
 from gensokyo_idmap.identity import IdentityKey, RUin, parse_identity_input, parse_vuin
 from gensokyo_idmap.identity_backend import cached_identity_store, open_identity_store
 from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.logging import configure_logging
 from gensokyo_idmap.msgid import DEFAULT_MSGID_TTL_SECONDS, MsgContext, MsgIdMap, check_virtual_id
+from gensokyo_idmap.redaction import redact_url
 from gensokyo_idmap.reports import (
     bind_data,
     rebind_data,
@@ -34,12 +36,14 @@ from gensokyo_idmap.reports import (
     stats_data,
     vuin_data,
 )
+from gensokyo_idmap.store.base import MsgIdCounts, MsgRecord
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
 from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore, open_msgid_store
 
 if TYPE_CHECKING:
     from gensokyo_idmap.store.identity_cache import CachedIdentityStore
     from gensokyo_idmap.store.pg_identity import PgIdentityStore
+    from gensokyo_idmap.store.redis_msgid import RedisMsgIds
 
 __all__ = ["main"]
 
@@ -68,10 +72,14 @@ class _Context:
                                 f"`{command}` works on openid-map.db (idmap.backend lmdb) only"
                                 + (f"; {instead}" if instead else ""))
 
+    @property
+    def on_redis(self) -> bool:
+        return self.config is not None and self.config.idmap.runtime_backend == "redis"
+
     def lmdb_runtime_only(self, command: str) -> None:
         """Refuse a command on msgid-map.db when the runtime state is in Redis (the daemon
         neither reads nor writes that file then)."""
-        if self.config is not None and self.config.idmap.runtime_backend == "redis":
+        if self.on_redis:
             raise BadInputError("idmap.runtime_backend", "redis",
                                 f"`{command}` works on msgid-map.db (idmap.runtime_backend "
                                 "lmdb) only: the daemon keeps message ids in Redis")
@@ -269,13 +277,34 @@ def _msgids(ctx: _Context, ttl_seconds: float, *, readonly: bool = False
         store.close()
 
 
+@contextmanager
+def _redis_msgids(ctx: _Context) -> Iterator[RedisMsgIds]:
+    """The message ids on the Redis of ``--config`` (its prefix), for reads only: the
+    daemons share these keys, and ``lookup`` and ``stats`` send ``HMGET``, ``GET`` and
+    ``SCAN``, never a write. A Redis that does not answer is an error naming it (the
+    daemon's soft fallback, "unknown", would be a wrong answer here)."""
+    import redis
+
+    from gensokyo_idmap.store.redis_msgid import RedisMsgIds
+    from gensokyo_idmap.store.redis_runtime import RedisRuntime
+
+    assert ctx.config is not None
+    runtime = RedisRuntime(ctx.config.idmap.redis_url, ctx.config.idmap.redis_prefix)
+    try:
+        yield RedisMsgIds(runtime)
+    except redis.RedisError as exc:
+        raise StoreError(f"{runtime.server}: {redact_url(str(exc))}") from None
+    finally:
+        runtime.sync.close()
+
+
 @main.group()
 @click.option("--ttl-seconds", type=float, default=DEFAULT_MSGID_TTL_SECONDS, show_default=True,
               envvar="GSK_IDMAP__MSGID_TTL_SECONDS", help="Lifetime of a stored message id.")
 @click.pass_context
 def msgid(click_ctx: click.Context, ttl_seconds: float) -> None:
-    """Store, look up and sweep virtual message ids in msgid-map.db."""
-    click_ctx.obj.lmdb_runtime_only("msgid")
+    """Store, look up and sweep virtual message ids in msgid-map.db (on Redis, with
+    idmap.runtime_backend redis: lookup and stats, which write nothing)."""
     if ttl_seconds <= 0:
         raise BadInputError("--ttl-seconds", ttl_seconds, "must be positive")
     click_ctx.meta["ttl_seconds"] = ttl_seconds
@@ -291,6 +320,7 @@ def msgid_store(click_ctx: click.Context, real_id: str, chat_kind: str, target: 
                 direction: str) -> None:
     """Map REAL_ID to a virtual id (the same one while it lives)."""
     ctx: _Context = click_ctx.obj
+    ctx.lmdb_runtime_only("msgid store")  # the daemons store their own ids on Redis
     context = MsgContext(ctx.app_id or "", chat_kind, target, direction)  # type: ignore[arg-type]
     with _msgids(ctx, click_ctx.meta["ttl_seconds"]) as msgids:
         virtual_id = msgids.store_real_sync(real_id, context)
@@ -304,8 +334,16 @@ def msgid_lookup(click_ctx: click.Context, virtual_id: str) -> None:
     """Print the real id of VIRTUAL_ID (exit 1 when unknown or expired)."""
     ctx: _Context = click_ctx.obj
     number = check_virtual_id(virtual_id, "VIRTUAL_ID")
-    with _msgids(ctx, click_ctx.meta["ttl_seconds"], readonly=True) as msgids:
-        record = msgids.lookup(number)
+    record: MsgRecord | None
+    if ctx.on_redis:
+        with _redis_msgids(ctx) as ids:
+            record = ids.record(number)
+        if record is not None and record.expires_ms <= int(time.time() * 1000):
+            record = None  # expired: invisible, as to the daemons, whether or not Redis
+            # dropped it yet
+    else:
+        with _msgids(ctx, click_ctx.meta["ttl_seconds"], readonly=True) as msgids:
+            record = msgids.lookup(number)
     if record is None:
         _emit(ctx, {"virtual_id": number, "real_id": None},
               lambda: f"{number}: unknown or expired")
@@ -318,6 +356,7 @@ def msgid_lookup(click_ctx: click.Context, virtual_id: str) -> None:
 def msgid_sweep(click_ctx: click.Context) -> None:
     """Delete expired message ids now."""
     ctx: _Context = click_ctx.obj
+    ctx.lmdb_runtime_only("msgid sweep")  # Redis drops expired ids by itself
     with _msgids(ctx, click_ctx.meta["ttl_seconds"]) as msgids:
         swept = msgids.sweep_sync()
     _emit(ctx, {"swept": swept}, lambda: f"swept {swept}")
@@ -328,8 +367,13 @@ def msgid_sweep(click_ctx: click.Context) -> None:
 def msgid_stats(click_ctx: click.Context) -> None:
     """Entries held (live or not yet swept) and the allocation counter."""
     ctx: _Context = click_ctx.obj
-    with _msgids(ctx, click_ctx.meta["ttl_seconds"], readonly=True) as msgids:
-        counts = msgids.counts()
+    counts: MsgIdCounts
+    if ctx.on_redis:
+        with _redis_msgids(ctx) as ids:
+            counts = ids.counts()
+    else:
+        with _msgids(ctx, click_ctx.meta["ttl_seconds"], readonly=True) as msgids:
+            counts = msgids.counts()
     _emit(ctx, {"entries": counts.live_or_unswept, "counter": counts.counter},
           lambda: f"entries {counts.live_or_unswept}\ncounter {counts.counter}")
 

@@ -104,7 +104,7 @@ def test_stats_counts_the_postgres_graph(tmp_path: Path, schema: str) -> None:
     assert not (tmp_path / "data" / "openid-map.db").exists()
 
 
-@pytest.mark.parametrize("command", [["msgid", "stats"], ["msgid", "lookup", "1"],
+@pytest.mark.parametrize("command", [["msgid", "store", "R1"], ["msgid", "sweep"],
                                      ["recover", "msgid"]])
 def test_msgid_commands_refuse_a_runtime_in_redis(tmp_path: Path, command: list[str]) -> None:
     config = write_config(tmp_path, f"  data_dir: {tmp_path}\n  runtime_backend: redis\n"
