@@ -36,6 +36,15 @@ Rules:
    daemon meanwhile (the platform retries a webhook call that was slow to answer) is
    refused, not acknowledged: the platform sends it again, and by then it is claimed, or
    free again because the delivery failed. Never delivered twice, never lost.
+7. **A failed delivery drops its mark only if no other batch here is looking the event
+   up.** The marks are this daemon's (one token), so a second batch of the same event
+   that looked it up while the first was out (a repeat read before the first was decided)
+   marked it again, and decides after its look: if the first failed meanwhile, it delivers
+   the event itself, relying on that mark. Dropping the mark then would let another
+   daemon deliver a platform retry of it at the same time. So while a look that includes
+   the key is under way here (from its call until its batch was decided) the mark stays;
+   whoever delivers next drops it (failure) or turns it into a claim (success), and a
+   daemon that dies first holds it only for the mark's short TTL.
 """
 
 from __future__ import annotations
@@ -192,6 +201,8 @@ class DeliveryLog:
         self._in_flight: dict[str, asyncio.Future[None] | None] = {}
         # done once the newest batch looking into the store was decided (claim_all's order)
         self._looking: asyncio.Future[None] | None = None
+        # key → looks under way that include it (rule 7; a shared store only)
+        self._looking_up: dict[str, int] = {}
 
     async def claim(self, key: str) -> asyncio.Future[None] | None:
         """None: the caller processes ``key`` now. A future: someone did or is doing it."""
@@ -216,22 +227,39 @@ class DeliveryLog:
         known: set[str] = set()
         busy: set[str] = set()
         ahead = self._looking
-        if self._claims is not None and (self._claims.shared or now < self._look_up_until):
-            missed = list(dict.fromkeys(key for key in keys if key is not None
-                                        and key not in seen))
-            if missed:
-                mine = self._looking = asyncio.get_running_loop().create_future()
-                try:
-                    known, busy = await self._claims.start(missed)
-                    await _after(ahead)
-                finally:
-                    mine.set_result(None)
-                    if self._looking is mine:
-                        self._looking = None
-                ahead = None
-        await _after(ahead)
-        return [None if key is None else self._claim(key, now, key in known, key in busy)
-                for key in keys]
+        counted: list[str] = []
+        try:
+            if self._claims is not None and (self._claims.shared or now < self._look_up_until):
+                missed = list(dict.fromkeys(key for key in keys if key is not None
+                                            and key not in seen))
+                if missed:
+                    if self._claims.shared:  # its look marks them (rule 7)
+                        counted = missed
+                        self._count_looks(counted, 1)
+                    mine = self._looking = asyncio.get_running_loop().create_future()
+                    try:
+                        known, busy = await self._claims.start(missed)
+                        await _after(ahead)
+                    finally:
+                        mine.set_result(None)
+                        if self._looking is mine:
+                            self._looking = None
+                    ahead = None
+            await _after(ahead)
+            return [None if key is None else self._claim(key, now, key in known, key in busy)
+                    for key in keys]
+        finally:
+            if counted:
+                self._count_looks(counted, -1)
+
+    def _count_looks(self, keys: list[str], step: int) -> None:
+        looking_up = self._looking_up
+        for key in keys:
+            count = looking_up.get(key, 0) + step
+            if count:
+                looking_up[key] = count
+            else:
+                del looking_up[key]
 
     def _claim(self, key: str, now: float, claimed_before: bool,
                busy_elsewhere: bool = False) -> asyncio.Future[None] | None:
@@ -297,7 +325,7 @@ class DeliveryLog:
         waiting = self._in_flight.pop(key)
         if error is not None:
             self._seen.pop(key, None)  # not processed: a redelivery must try again
-            if self._claims is not None:
+            if self._claims is not None and key not in self._looking_up:  # rule 7
                 self._claims.abandon([key])  # on any daemon
         elif key in self._seen:  # remembered for the window from now (rule 4)
             self._seen[key] = self._clock()

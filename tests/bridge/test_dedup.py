@@ -15,6 +15,7 @@ from gensokyo_idmap.bridge.dedup import ClaimStore, DeliveryLog, DurableClaims, 
 from gensokyo_idmap.runtime_redis import RedisClaims
 from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore
 from gensokyo_idmap.store.redis_msgid import RedisMsgIds
+from gensokyo_idmap.store.redis_runtime import RedisRuntime
 
 from ..conftest import MSGID_BACKENDS, FakeClock
 
@@ -246,5 +247,62 @@ def test_memory_covers_every_live_claim_once_the_first_window_is_over(
             log.finish(key, None)
         assert await log.claim("k1") is not None  # found in the store
         assert await log.claim("k5") is None
+
+    run(main())
+
+
+class HeldAfterStart:
+    """Real :class:`RedisClaims` whose ``start`` calls after the first are held once Redis
+    answered them (their marks are set) until ``go`` is set: the window between a batch's
+    look at Redis and its decision, which the event loop may fill with another's failure."""
+
+    def __init__(self, claims: RedisClaims) -> None:
+        self.claims = claims
+        self.shared = claims.shared
+        self.starts = 0
+        self.answered = asyncio.Event()
+        self.go = asyncio.Event()
+
+    async def start(self, keys: list[str]) -> tuple[set[str], set[str]]:
+        self.starts += 1
+        held = self.starts > 1
+        result = await self.claims.start(keys)
+        if held:
+            self.answered.set()
+            await self.go.wait()
+        return result
+
+    async def known(self, keys: list[str]) -> set[str]:
+        return await self.claims.known(keys)
+
+    def abandon(self, keys: list[str]) -> None:
+        self.claims.abandon(keys)
+
+    async def record(self, keys: list[str]) -> None:
+        await self.claims.record(keys)
+
+
+def test_a_failed_delivery_leaves_the_mark_a_later_batch_here_delivers_under(
+        redis_runtime: RedisRuntime, clock: FakeClock) -> None:
+    """Batch A and batch B of one daemon both look up ``msg:a`` (B's look marks it again);
+    A delivers it and fails while B's decision is still to come; B then delivers it. The
+    in-flight mark must be there while B delivers (else another daemon would deliver a
+    platform retry of it at the same time), and go once B's delivery fails too."""
+    ids = RedisMsgIds(redis_runtime)
+    mark_key = redis_runtime.prefix + "d:msg:a"
+
+    async def main() -> None:
+        claims = HeldAfterStart(RedisClaims(ids, 660.0, clock=clock))
+        log = DeliveryLog(ttl=660.0, claims=claims)
+        batch_a = asyncio.create_task(log.claim_all(["msg:a"]))
+        batch_b = asyncio.create_task(log.claim_all(["msg:a"]))
+        assert await batch_a == [None]  # A delivers
+        await claims.answered.wait()  # B's look marked it again, B not decided yet
+        log.finish("msg:a", RuntimeError("framework gone"))  # A's delivery failed
+        claims.go.set()
+        assert await batch_b == [None]  # B delivers it now: the redelivery A's failure allows
+        assert redis_runtime.sync.get(mark_key) is not None  # under the mark
+        log.finish("msg:a", RuntimeError("framework gone again"))
+        assert redis_runtime.sync.get(mark_key) is None  # and nothing marks it now
 
     run(main())
