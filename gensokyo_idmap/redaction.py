@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-__all__ = ["HIDDEN", "is_secret_name", "redact_text", "redact_url"]
+__all__ = ["HIDDEN", "describe_dsn", "is_secret_name", "redact_text", "redact_url"]
 
 #: What a hidden secret is shown as.
 HIDDEN: Final = "***"
@@ -59,6 +59,14 @@ def redact_url(text: str) -> str:
         return text
     text = _USERINFO.sub(rf"\g<scheme>{HIDDEN}@", text)
     return _QUERY_VALUE.sub(rf"\g<name>{HIDDEN}", text) if _SUSPECT.search(text) else text
+
+
+def describe_dsn(dsn: str) -> str:
+    """A PostgreSQL DSN as messages may show it: a URL with its password hidden
+    (``user:***@``); a key/value DSN (``host=… password=…``) not at all, as no part of it
+    is known safe to echo. Here, not beside the driver, so that a message about a missing
+    driver names the server the same way."""
+    return redact_url(dsn) if "://" in dsn else "the configured PostgreSQL"
 
 
 def redact_text(text: str) -> str:

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gensokyo_idmap.errors import BadInputError
-from gensokyo_idmap.redaction import is_secret_name, redact_text, redact_url
+from gensokyo_idmap.redaction import describe_dsn, is_secret_name, redact_text, redact_url
 
 SECRET = "Zq9-DISTINCT-redact-7Hx2"
 #: What a password or token may look like (no delimiter the redaction stops at).
@@ -73,3 +73,12 @@ def test_bad_input_errors_echo_no_credentials() -> None:
     for shown in (err.message, str(err), repr(err.value), err.reason):
         assert SECRET not in shown
     assert err.value == "[ws://***@h/ws"
+
+
+@pytest.mark.parametrize(("dsn", "shown"), [
+    ("postgresql://gsk:s3cret@db:5432/graph", "postgresql://***@db:5432/graph"),
+    ("postgresql://127.0.0.1/test", "postgresql://127.0.0.1/test"),
+    ("host=db user=gsk password=s3cret", "the configured PostgreSQL"),  # nothing echoed
+])
+def test_a_dsn_is_described_without_its_password(dsn: str, shown: str) -> None:
+    assert describe_dsn(dsn) == shown

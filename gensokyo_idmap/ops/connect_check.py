@@ -3,7 +3,8 @@
 PostgreSQL (``idmap.backend: postgres``): a connection, then the schema's migrations read
 (a database this gensokyo-idmap would refuse is an error here too; one needing an upgrade
 is fine, the daemon applies it). Redis (``idmap.runtime_backend: redis``): ``PING``. Each
-finding names the server, where it is (no password: :func:`redact_url`) and why.
+finding names the server, where it is (no password: :func:`describe_dsn`,
+:func:`redact_url`) and why.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 
 from gensokyo_idmap.config import Config
 from gensokyo_idmap.errors import IdmapError
-from gensokyo_idmap.redaction import redact_text, redact_url
+from gensokyo_idmap.redaction import describe_dsn, redact_text, redact_url
 
 __all__ = ["Reached", "reach_servers"]
 
@@ -37,13 +38,13 @@ class Reached:
 
 
 def _postgres(dsn: str) -> Reached:
+    where = describe_dsn(dsn)  # as every PostgreSQL message names it, a key/value DSN too
     try:
-        from gensokyo_idmap.store.pg_connect import connect, describe
+        from gensokyo_idmap.store.pg_connect import connect
         from gensokyo_idmap.store.pg_migrate import migration_status
     except ImportError:
-        return Reached("postgresql", redact_url(dsn), False, "psycopg is not installed: pip "
+        return Reached("postgresql", where, False, "psycopg is not installed: pip "
                        "install 'gensokyo-idmap[postgres]'")
-    where = describe(dsn)
     try:
         with connect(dsn) as conn:
             status = migration_status(conn)

@@ -19,6 +19,7 @@ from psycopg import sql
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from gensokyo_idmap.errors import BadInputError, StoreError
+from gensokyo_idmap.redaction import describe_dsn as describe
 from gensokyo_idmap.redaction import redact_url
 from gensokyo_idmap.store.pg_connection import PgConnection
 
@@ -37,9 +38,6 @@ def check_schema_name(schema: str) -> str:
     return schema
 
 
-def describe(dsn: str) -> str:
-    """The DSN as messages may show it: the password (``user:***@``) hidden."""
-    return redact_url(dsn) if "://" in dsn else "the configured PostgreSQL"
 
 
 def unreachable(dsn: str, exc: BaseException) -> StoreError:

@@ -4,11 +4,14 @@ with why it cannot be used, and no password of theirs is ever printed."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from gensokyo_idmap.cli import main
+from gensokyo_idmap.redaction import describe_dsn
 from gensokyo_idmap.store.pg_migrate import known_migrations
 
 from ..conftest import REDIS_URL
@@ -60,3 +63,18 @@ def test_an_lmdb_config_reaches_nothing(tmp_path: Path) -> None:
     config.write_text('bot:\n  app_id: "102000001"\n', encoding="utf-8")
     code, out = check(config, "--json")
     assert code == 0 and json.loads(out)["servers"] == []
+
+
+def test_without_psycopg_the_server_is_named_as_everywhere_with_no_password(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The driver missing (``pip install`` without the extra) is said with the server
+    named as in every other PostgreSQL message (``describe_dsn``)."""
+    monkeypatch.setitem(sys.modules, "gensokyo_idmap.store.pg_connect", None)  # not importable
+    dsn = "postgresql://gsk:s3cret@127.0.0.1:1/none"
+    code, out = check(write(tmp_path, dsn, REDIS_URL), "--json")
+    assert code == 1, out
+    [postgres] = [s for s in json.loads(out)["servers"] if s["server"] == "postgresql"]
+    assert (postgres["where"], postgres["ok"]) == (describe_dsn(dsn), False)
+    assert postgres["where"] == "postgresql://***@127.0.0.1:1/none"
+    assert "psycopg is not installed" in postgres["detail"]
+    assert "s3cret" not in out
