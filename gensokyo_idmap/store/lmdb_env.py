@@ -36,7 +36,7 @@ import structlog
 
 from gensokyo_idmap.errors import IdmapError, NotFoundError, SchemaVersionError, StoreError
 from gensokyo_idmap.store.codec import decode_value, encode_value
-from gensokyo_idmap.store.group_commit import GroupCommitter, Outcome, settle
+from gensokyo_idmap.store.group_commit import GroupCommitter, Outcome, settle, succeeded
 from gensokyo_idmap.store.lmdb_check import DamagedStoreError, read_meta
 from gensokyo_idmap.store.lmdb_open import (
     check_before_map,
@@ -484,7 +484,7 @@ class LmdbEnv(Generic[V]):
                 outcomes: list[Outcome[Any]] = []
                 for fn in fns:
                     try:
-                        outcomes.append(Outcome(value=fn(view)))
+                        outcomes.append(succeeded(fn(view)))
                     except IdmapError as exc:  # raised before any write, by contract
                         outcomes.append(Outcome(error=exc))
                     except lmdb.MapFullError:

@@ -8,6 +8,7 @@ versions, reads, group commit and map growth are the shared :class:`LmdbEnv` mac
 
 from __future__ import annotations
 
+import math
 import os
 import struct
 from collections.abc import Awaitable, Callable, Iterator
@@ -60,6 +61,10 @@ T = TypeVar("T")
 #: Entries each probe() cache holds at most (those not used lately are forgotten first).
 _PROBE_CACHE: Final = 65_536
 _U64_FROM: Final = struct.Struct(">Q").unpack
+#: encode_u64 without the call around it: the writer packs five vUINs per new identity.
+_U64: Final = struct.Struct(">Q").pack
+#: cbor's double (major type 7, 0xfb) as cbor2 writes every finite float.
+_CBOR_DOUBLE: Final = struct.Struct(">Bd").pack
 
 
 def _last_seen_prefix(identity: bytes) -> bytes:
@@ -74,11 +79,20 @@ def _last_seen_prefix(identity: bytes) -> bytes:
     return b"\x82" + header + identity
 
 
+def _last_seen_value(identity: str, since: float) -> bytes:
+    """``encode_value([identity, since])``, byte for byte, built by hand for the usual
+    finite float ``since`` (a new identity writes one; cbor2 costs as much as the three
+    puts around it); anything else goes through cbor2."""
+    if type(since) is float and math.isfinite(since):
+        return _last_seen_prefix(identity.encode("utf-8")) + _CBOR_DOUBLE(0xFB, since)
+    return encode_value([identity, since])
+
+
 def _scene_key(vuin: int, scene: str) -> bytes:
     raw = scene.encode("utf-8")
     if len(raw) > MAX_SCENE_BYTES:
         raise ValueError(f"scene name longer than {MAX_SCENE_BYTES} bytes")
-    return encode_u64(vuin) + raw
+    return _U64(vuin) + raw
 
 
 class LmdbView(CounterView, IdentityWriter, LegacyWriter):
@@ -96,7 +110,7 @@ class LmdbView(CounterView, IdentityWriter, LegacyWriter):
     # reads
     def vuin_of(self, key: str) -> int | None:
         raw = self._txn.get(key.encode("utf-8"), db=self._t.identity_to_vuin)
-        return None if raw is None else decode_u64(raw)
+        return None if raw is None else _U64_FROM(raw)[0]
 
     def identities_of(self, vuin: int) -> list[str]:
         cur = self._txn.cursor(self._t.vuin_to_identity)
@@ -105,11 +119,11 @@ class LmdbView(CounterView, IdentityWriter, LegacyWriter):
         return [bytes(v).decode("utf-8") for v in cur.iternext_dup()]
 
     def has_identities(self, vuin: int) -> bool:
-        return self._txn.get(encode_u64(vuin), db=self._t.vuin_to_identity) is not None
+        return self._txn.get(_U64(vuin), db=self._t.vuin_to_identity) is not None
 
     def alias_target(self, vuin: int) -> int | None:
-        raw = self._txn.get(encode_u64(vuin), db=self._t.vuin_alias)
-        return None if raw is None else decode_u64(raw)
+        raw = self._txn.get(_U64(vuin), db=self._t.vuin_alias)
+        return None if raw is None else _U64_FROM(raw)[0]
 
     def aliases_to(self, vuin: int) -> list[int]:
         target = encode_u64(vuin)
@@ -179,10 +193,10 @@ class LmdbView(CounterView, IdentityWriter, LegacyWriter):
 
     # writes
     def set_vuin(self, key: str, vuin: int) -> None:
-        self._txn.put(key.encode("utf-8"), encode_u64(vuin), db=self._t.identity_to_vuin)
+        self._txn.put(key.encode("utf-8"), _U64(vuin), db=self._t.identity_to_vuin)
 
     def add_identity(self, vuin: int, key: str) -> None:
-        self._txn.put(encode_u64(vuin), key.encode("utf-8"), db=self._t.vuin_to_identity)
+        self._txn.put(_U64(vuin), key.encode("utf-8"), db=self._t.vuin_to_identity)
 
     def remove_identity(self, vuin: int, key: str) -> None:
         self._txn.delete(encode_u64(vuin), key.encode("utf-8"), db=self._t.vuin_to_identity)
@@ -191,9 +205,8 @@ class LmdbView(CounterView, IdentityWriter, LegacyWriter):
         self._txn.put(encode_u64(old), encode_u64(new), db=self._t.vuin_alias)
 
     def set_last_seen(self, vuin: int, scene: str, seen: LastSeen) -> None:
-        self._txn.put(
-            _scene_key(vuin, scene), encode_value([seen.identity, seen.since]), db=self._t.last_seen
-        )
+        self._txn.put(_scene_key(vuin, scene), _last_seen_value(seen.identity, seen.since),
+                      db=self._t.last_seen)
 
     def delete_last_seen(self, vuin: int, scene: str) -> None:
         self._txn.delete(_scene_key(vuin, scene), db=self._t.last_seen)
@@ -324,9 +337,16 @@ class LmdbIdentityStore(LmdbEnv[LmdbView]):
             cached = self._key_bytes.young.get(key) or self._key_bytes.get(key)
             if cached is None:
                 encoded = key.encode("utf-8")
+                raw = txn.get(encoded, db=self._forward)
+                if raw is None:
+                    # Nobody has this key: the caller goes on to write it, after which
+                    # the snapshot differs anyway. Nothing is kept for it (a new person
+                    # per event would fill both caches with one-off entries).
+                    return (None, False)
                 cached = (encoded, _last_seen_prefix(encoded))
                 self._key_bytes.put(key, cached)
-            raw = txn.get(cached[0], db=self._forward)
+            else:
+                raw = txn.get(cached[0], db=self._forward)
             if raw is None or scene is None:
                 seen = None
             else:
