@@ -52,11 +52,16 @@ p50 / p99 us
     ``time.perf_counter_ns`` in this process. The pass with the lowest p50 is kept.
 cpu
     Each row's note gives the CPU used during its floods by the server process and by this
-    process, as a share of one core (from ``/proc``). This process feeds and consumes; if it
-    is near 100% the figure is bound by the benchmark, not the server.
+    process, as a share of one core, and the server's CPU time per event (utime + stime of
+    its process from ``/proc/<pid>/stat``, over every event of its floods). This process
+    feeds and consumes; if it is near 100% the figure is bound by the benchmark, not the
+    server.
 
-Target: daemon / bare relay events/s >= 0.5 for known users (gateway and webhook). The rounds
-interleave daemon and relay, scenario by scenario, so load from other processes hits both.
+Targets: daemon / bare relay events/s >= 0.5 for known users via the gateway, >= 0.8 via
+the signed webhook (both check the same Ed25519 signature per callback; the daemon's
+acknowledgement waits for the framework's pong and the durable de-duplication claim, the
+relay's only for the write). The rounds interleave daemon and relay, scenario by scenario,
+so load from other processes hits both; ``--rounds`` sets how many (best of them kept).
 
 Confirmation by ping
 --------------------
@@ -75,6 +80,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import platform
@@ -102,7 +108,7 @@ BENCH = Path(__file__).resolve().parent
 EVENT = "GROUP_AT_MESSAGE_CREATE"
 MARK = re.compile(r"bench#(\d+)#")  # in the message text: found in either target's frames
 WINDOW = 32  # webhook deliveries in flight during a flood
-TARGET_RATIO = 0.5
+TARGET_RATIO = {"gateway": 0.5, "webhook": 0.8}  # known users, daemon / bare relay
 CONFIRM_RATIO = 0.9  # events/s with ping confirmation / with confirmation on write
 CONFIRM_SCENARIO = ("gateway", "known")
 CONFIRM_OFF = "daemon, confirm on write"
@@ -460,13 +466,19 @@ async def warm_up(target: Target, events: Events, prof: Profile) -> None:
 @dataclass
 class Figures:
     results: dict[tuple[str, str, str], Result] = field(default_factory=dict)
+    #: per row: server CPU s, this process's CPU s, wall s, events (over its floods)
     cpu: dict[tuple[str, str, str], list[float]] = field(default_factory=dict)
 
     def result(self, key: tuple[str, str, str]) -> Result:
         if key not in self.results:
             self.results[key] = Result(f"{key[0]}, {key[1]} users  {key[2]}")
-            self.cpu[key] = [0.0, 0.0, 0.0]
+            self.cpu[key] = [0.0, 0.0, 0.0, 0.0]
         return self.results[key]
+
+    def cpu_note(self, key: tuple[str, str, str]) -> str:
+        server, bench, wall, events = self.cpu[key]
+        return (f"cpu: {key[2]} {server / wall:.0%} = {server / events * 1e3:.3f} ms/event, "
+                f"bench {bench / wall:.0%}")
 
 
 async def measure(targets: list[Target], prof: Profile, events_per_flood: int,
@@ -496,6 +508,7 @@ async def measure(targets: list[Target], prof: Profile, events_per_flood: int,
                         cpu[0] += cpu_seconds(target.proc.pid) - c0
                         cpu[1] += cpu_seconds(None) - b0
                         cpu[2] += time.perf_counter() - w0
+                        cpu[3] += n
                         result.keep_best(n, seconds)
                         if n < events_per_flood:
                             result.note = f"only {n} of {events_per_flood} arrived"
@@ -518,6 +531,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="fewer events, one round")
     ap.add_argument("--strict", action="store_true", help="exit 1 if a target is missed")
     ap.add_argument("--events", type=int, default=None, help="events per flood")
+    ap.add_argument("--rounds", type=int, default=None,
+                    help="interleaved rounds (default 3, 1 with --quick); the best is kept")
     ap.add_argument("--scenario", action="append", default=None, metavar="VIA:WHO",
                     choices=[f"{via}:{who}" for via, who in SCENARIOS],
                     help="run only this scenario (repeatable), e.g. gateway:known; for profiling")
@@ -527,6 +542,8 @@ def main(argv: list[str] | None = None) -> int:
     scenarios = ([tuple(s.split(":")) for s in args.scenario] if args.scenario
                  else SCENARIOS)
     prof = QUICK if args.quick else FULL
+    if args.rounds:
+        prof = dataclasses.replace(prof, rounds=args.rounds)
     count = args.events if args.events else prof.events
     latency_events = max(5, min(prof.latency_events, count))
     started, load0 = time.perf_counter(), os.getloadavg()[0]
@@ -562,8 +579,7 @@ def main(argv: list[str] | None = None) -> int:
             if key not in figures.results:
                 continue
             r = figures.results[key]
-            server, bench, wall = figures.cpu[key]
-            cpu = f"cpu: {name} {server / wall:.0%}, bench {bench / wall:.0%}"
+            cpu = figures.cpu_note(key)
             r.note = f"{r.note}; {cpu}" if r.note else cpu
             print(table.row(r))
 
@@ -574,9 +590,9 @@ def main(argv: list[str] | None = None) -> int:
         value = d.ops_per_s / b.ops_per_s
         latency = d.pct_us(0.5) / b.pct_us(0.5)
         if who == "known":
-            ok = value >= TARGET_RATIO
+            ok = value >= TARGET_RATIO[via]
             misses += not ok
-            verdict = f"target >= {TARGET_RATIO:g}  {'PASS' if ok else 'MISS'}"
+            verdict = f"target >= {TARGET_RATIO[via]:g}  {'PASS' if ok else 'MISS'}"
         else:
             verdict = "(info)"
         print(f"  {f'{via}, {who} users':<34} {value:>9.3f} {latency:>8.2f}x  {verdict}")
