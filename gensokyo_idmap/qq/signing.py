@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Final
 
 from cryptography.exceptions import InvalidSignature
@@ -80,8 +81,10 @@ class WebhookKey:
     def from_secret(cls, secret: str) -> WebhookKey:
         return cls(Ed25519PrivateKey.from_private_bytes(seed_from_secret(secret)))
 
-    @property
+    @cached_property
     def public_key(self) -> Ed25519PublicKey:
+        """Derived once: every callback is verified with it, and deriving it costs a tenth
+        of a verification."""
         return self._private.public_key()
 
     @property

@@ -59,6 +59,8 @@ MAX_BODY_BYTES: Final = 4 * 1024 * 1024
 
 Pipeline = Callable[[QQEvent], Awaitable[None]]
 
+#: The acknowledgement of a processed dispatch, encoded once (not per callback).
+_ACK: Final = b'{"op": 12}'  # byte for byte what json_response wrote
 #: ``gensokyo_events_in`` of this transport, counted as each event goes to the pipeline.
 _RECEIVED: Final = counters.EVENTS_IN.labels("webhook")
 
@@ -181,4 +183,4 @@ class WebhookReceiver:
                       type=event.event_type, error=f"{type(exc).__name__}: {exc}")
             return web.json_response({"op": 12, "d": 1}, status=503)
         self.processed += 1
-        return web.json_response({"op": 12})
+        return web.Response(body=_ACK, content_type="application/json", charset="utf-8")
