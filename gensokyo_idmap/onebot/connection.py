@@ -84,10 +84,11 @@ async def _ping(ws: _Socket, queue: EventQueue, *, probe: bool = False) -> None:
 
 
 async def _send_events(ws: _Socket, queue: EventQueue) -> None:
-    """Send queued events in order, within the window, a ping after each burst."""
+    """Send queued events in order, within the window, a ping after each burst (a few
+    unanswered at a time: event_queue rule 2)."""
     text = WSMsgType.TEXT
     while not ws.closed:
-        await queue.wait_ready()
+        await queue.wait_sendable()
         if queue.ended.is_set():
             return
         while (event := queue.take()) is not None:

@@ -11,7 +11,14 @@ Rules (docs/delivery.md):
    only then do those events' futures turn True (their outbox entries may go). HTTP POST: a
    2xx answer confirms the event it carried.
 2. **Pings go per burst, not per event**: after the writer ran out of events (or every
-   :data:`PING_EVERY` events of a long burst, so confirmations flow while it writes).
+   :data:`PING_EVERY` events of a long burst, so confirmations flow while it writes), and
+   at most :data:`PINGS_UNANSWERED` unanswered at a time: the events written meanwhile wait
+   for the next ping, sent as soon as a pong is back (:meth:`EventQueue.ping_due`). Under a
+   steady trickle (webhook callbacks, each its own burst) a ping per event made the
+   framework answer a pong per event and the daemon read one, for confirmations that a
+   ping or two per round trip give as well. Two, not one: a peer may answer only the
+   newest of the pings it has read (RFC 6455 5.5.3), and one whose pong is slow or never
+   comes must not hold back the confirmation of everything written after it.
 3. **Bounded**: at most ``window`` events in flight, the rest wait; ``size`` bounds the
    whole. What happens beyond ``size`` is the owner's choice (a reverse-WS or HTTP POST
    framework spills into ``outbox.db``, a forward-WS client is closed); :meth:`publish`
@@ -40,8 +47,8 @@ import structlog
 
 from gensokyo_idmap.onebot.encoding import event_bytes
 
-__all__ = ["DEFAULT_QUEUE", "DEFAULT_WINDOW", "LAG_GRACE", "PING_EVERY", "EventBacklog",
-           "EventQueue", "MakeBacklog", "Tracked"]
+__all__ = ["DEFAULT_QUEUE", "DEFAULT_WINDOW", "LAG_GRACE", "PINGS_UNANSWERED", "PING_EVERY",
+           "EventBacklog", "EventQueue", "MakeBacklog", "Tracked"]
 
 log = structlog.get_logger("gensokyo_idmap.onebot")
 
@@ -51,6 +58,8 @@ DEFAULT_WINDOW: Final = 1_000
 DEFAULT_QUEUE: Final = 2_000
 #: A long burst pings after this many events, not only at its end.
 PING_EVERY: Final = 256
+#: Pings for events that may be unanswered at once (rule 2; heartbeats' pings go anyway).
+PINGS_UNANSWERED: Final = 2
 #: A connection whose oldest unanswered ping is older than this is *lagging*: the pipeline
 #: stops waiting for its confirmations (it keeps owed events durably instead) until it
 #: answers again, so one slow framework never holds up the acknowledgements of everyone.
@@ -201,6 +210,19 @@ class EventQueue:
             self._wakeup.clear()
             await self._wakeup.wait()
 
+    def ping_due(self) -> bool:
+        """Whether events were written that no ping covers, and a ping may go: the ping
+        held back while too many were unanswered (rule 2) is to go now."""
+        return (bool(self._unpinged) and len(self._pings) < PINGS_UNANSWERED
+                and not self.confirm_on_write)
+
+    async def wait_sendable(self) -> None:
+        """Until :meth:`ready` or :meth:`ping_due` (or :meth:`end`): the WebSocket sender's
+        wait (an HTTP POST sender, which never pings, waits with :meth:`wait_ready`)."""
+        while not self.ready() and not self.ping_due() and not self.ended.is_set():
+            self._wakeup.clear()
+            await self._wakeup.wait()
+
     def take(self) -> dict[str, Any] | None:
         """The next event to send, now in flight (None: nothing waits, or the window is
         full). Taken before it is written: if the write fails, :meth:`requeue` has it."""
@@ -223,10 +245,13 @@ class EventQueue:
         return self._unpinged >= PING_EVERY
 
     def ping(self, now: float, *, probe: bool = False) -> int | None:
-        """The number of a ping to send now: when events were taken since the last one, or
-        always with ``probe`` (a framework that got nothing must still answer); else None."""
+        """The number of a ping to send now: when events were taken since the last one and
+        fewer than :data:`PINGS_UNANSWERED` are unanswered (rule 2), or always with ``probe``
+        (a framework that got nothing must still answer); else None."""
         if self.confirm_on_write or not (self._unpinged or probe):
             return None
+        if len(self._pings) >= PINGS_UNANSWERED and not probe:
+            return None  # a pong wakes the sender, which pings then (ping_due)
         number = self._next_ping
         self._next_ping += 1
         self._unpinged = 0
@@ -275,6 +300,8 @@ class EventQueue:
         pings = self._pings
         while pings and pings[0][0] <= number:
             pings.popleft()
+        if self._unpinged and len(pings) < PINGS_UNANSWERED:
+            self._wakeup.set()  # the ping held back is due (rule 2)
         if confirmed:
             self.confirmed += confirmed
             self._wakeup.set()  # the window has room again

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
-from gensokyo_idmap.onebot.event_queue import EventQueue
+from gensokyo_idmap.onebot.event_queue import PINGS_UNANSWERED, EventQueue
 
 
 def resolved(futures: list[asyncio.Future[bool]]) -> list[bool | None]:
@@ -51,6 +51,37 @@ def test_a_later_pong_confirms_the_earlier_pings_too() -> None:
         last = queue.ping(0.0)
         queue.pong(b"%d" % last)  # the peer answered only the newest ping
         assert resolved(futures) == [True, True] and queue.oldest_ping() is None
+
+    asyncio.run(main())
+
+
+def test_pings_wait_while_two_are_unanswered_and_a_pong_wakes_the_sender() -> None:
+    """Events written while PINGS_UNANSWERED pings are unanswered wait for the next ping,
+    which the sender is woken to send once a pong is back (a sender waiting for events
+    would otherwise never ping for them)."""
+    assert PINGS_UNANSWERED == 2
+
+    async def main() -> None:
+        queue = EventQueue(10, "q")
+        futures = [queue.publish({"n": n}) for n in range(3)]
+        pings = []
+        for _ in range(2):
+            queue.take()
+            pings.append(queue.ping(0.0))
+        assert None not in pings
+        queue.take()
+        assert queue.ping(0.0) is None and not queue.ping_due()  # n=2 waits
+        sender = asyncio.create_task(queue.wait_sendable())
+        await asyncio.sleep(0)
+        assert not sender.done()  # nothing to send, no ping due
+        queue.pong(b"%d" % pings[0])
+        assert resolved(futures) == [True, None, None]
+        await asyncio.wait_for(sender, 1)
+        assert queue.ping_due()
+        last = queue.ping(0.0)
+        assert last is not None and not queue.ping_due()
+        queue.pong(b"%d" % last)
+        assert resolved(futures) == [True, True, True] and not queue.ping_due()
 
     asyncio.run(main())
 
