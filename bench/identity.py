@@ -20,7 +20,9 @@ allocate (64 callers)
     64 asyncio tasks, each resolving fresh keys (with a scene) in a loop, on the durable
     store (``sync=True``, ``metasync=True``: a call returns after the fsync of its batch).
     ``avg batch`` is (writes / batches) from ``store.commit_stats`` over the phase: how many
-    callers one group commit served.
+    callers one group commit served; ``us CPU each`` is this process's CPU time (event loop,
+    writer thread, the kernel's share of the commits; the callers building keys too) per
+    allocation, which other processes' disk load moves far less than the rate.
 pick_identity
     ``graph.pick_identity(vuin, scene, usable=openid_of_app(app))`` over known vUINs, with the
     ``usable`` built per call as a request handler does. Served from ``last_seen``.
@@ -39,7 +41,8 @@ one commit per write
     costs without group commit. Where allocation is fsync-bound, group commit beats this by
     about the average batch size; a ratio well below the batch size means allocation is bound
     by CPU (Python work per write, one GIL for the loop and the writer thread), not by fsync.
-    Target: allocate / this >= 20.
+    Printed for information (the old target, allocate / this >= 20, is retired: the disk
+    puts the ceiling below near 20 on most hours, see the next figure).
 group commit of 64, no Python around it
     The same durable env, each transaction holding the writes of CALLERS allocations exactly
     as the store lays them out (identity_to_vuin, vuin_to_identity, last_seen with its cbor
@@ -48,7 +51,8 @@ group commit of 64, no Python around it
     because each of them waits for its batch and so at most CALLERS writes share a commit. Its ratio to one
     commit per write is therefore the highest ratio the allocation target can reach on this
     disk: a commit of 64 allocations dirties more pages than a commit of one put, and fsync
-    time grows with them.
+    time grows with them. Target: allocate / this >= 0.5 (the graph's Python, the event loop
+    and the writer thread at most double the time of the same durable commits).
 
 How it is measured
 ------------------
@@ -243,12 +247,15 @@ async def allocate_round(graph: IdentityGraph, store: LmdbIdentityStore, fresh: 
             assert res.created, res
 
     b0, w0 = store.commit_stats
+    cpu0 = time.process_time()
     t0 = clock()
     await asyncio.gather(*(caller() for _ in range(CALLERS)))
     elapsed = (clock() - t0) / 1e9
+    cpu = time.process_time() - cpu0
     b1, w1 = store.commit_stats
     batches, writes = b1 - b0, w1 - w0
-    note = f"{batches} commits, avg batch {writes / batches if batches else float('nan'):.1f}"
+    note = (f"{batches} commits, avg batch {writes / batches if batches else float('nan'):.1f}, "
+            f"{cpu / max(1, len(lat)) * 1e6:.1f} us CPU each")
     lat.sort()
     return len(lat), elapsed, lat, note
 
@@ -417,9 +424,9 @@ def main() -> int:
           reads["bare get, 1 txn for all"], None)
     ratio("pick_identity / bare get (1 txn per get)", reads["pick_identity"],
           reads["bare get, 1 txn per get"], None)
-    ratio(f"allocate ({CALLERS} callers) / 1 commit per write", alloc, commit, 20)
+    ratio(f"allocate ({CALLERS} callers) / 1 commit per write", alloc, commit, None)
     ratio(f"{CALLERS} per commit (py-lmdb) / 1 commit per write", ceiling, commit, None)
-    ratio(f"allocate ({CALLERS} callers) / {CALLERS} per commit", alloc, ceiling, None)
+    ratio(f"allocate ({CALLERS} callers) / {CALLERS} per commit", alloc, ceiling, 0.5)
 
     print(f"\npeak RSS {run.peak_rss_mib():.1f} MiB; {run.summary()} "
           f"(other processes skew the figures; ratios come from interleaved passes)")
