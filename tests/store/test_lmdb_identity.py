@@ -8,11 +8,18 @@ from pathlib import Path
 
 import lmdb
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from gensokyo_idmap.errors import NotFoundError, SchemaVersionError, StoreError
-from gensokyo_idmap.store.base import IdentityWriter
+from gensokyo_idmap.store.base import IdentityWriter, LastSeen
 from gensokyo_idmap.store.codec import decode_value, encode_u64, encode_value
-from gensokyo_idmap.store.lmdb_identity import SCHEMA_VERSION, LmdbIdentityStore, LmdbView
+from gensokyo_idmap.store.lmdb_identity import (
+    SCHEMA_VERSION,
+    LmdbIdentityStore,
+    LmdbView,
+    _last_seen_value,
+)
 
 TABLES = {b"meta", b"identity_to_vuin", b"vuin_to_identity", b"last_seen", b"vuin_alias",
           b"config", b"UserInfo"}
@@ -54,6 +61,26 @@ def test_vuins_are_8_byte_big_endian_keys(identity_db_path: Path) -> None:
             assert txn.get(encode_u64(258), db=reverse) == b"raw:x"
     finally:
         env.close()
+
+
+@given(identity=st.text(max_size=300), since=st.floats() | st.integers(0, 2**40))
+def test_a_last_seen_value_is_what_cbor2_writes(identity: str, since: float) -> None:
+    """The writer builds the cbor of [identity, since] by hand for a finite float: the bytes
+    must be cbor2's, whatever the text's length (the header grows at 24 and 256 bytes) and
+    the number (NaN, infinities and integers take cbor2's own path)."""
+    assert _last_seen_value(identity, since) == encode_value([identity, since])
+
+
+def test_last_seen_reads_back_what_was_written(identity_db_path: Path) -> None:
+    store = LmdbIdentityStore(identity_db_path)
+    try:
+        seen = LastSeen("openid:QQ:1:" + "U" * 40, 1_764_000_000.123456)
+        store.write_sync(lambda w: w.set_last_seen(7, "QQ:1:group:G", seen))
+        with store.read() as view:
+            assert view.last_seen(7, "QQ:1:group:G") == seen
+            assert view.last_seen_all(7) == [("QQ:1:group:G", seen)]
+    finally:
+        store.close()
 
 
 def _set_schema(path: Path, version: int) -> None:
