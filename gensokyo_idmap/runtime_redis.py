@@ -34,6 +34,7 @@ from gensokyo_idmap.errors import BadInputError, StoreError
 from gensokyo_idmap.msgid import (
     DEFAULT_MSGID_TTL_SECONDS,
     DEFAULT_SWEEP_INTERVAL_SECONDS,
+    EVENT_KINDS,
     MsgContext,
     _alive,
     _check_real_id,
@@ -44,7 +45,14 @@ from gensokyo_idmap.msgid import (
     real_id_of,
     stored,
 )
-from gensokyo_idmap.qq.passive_reply import _LONGEST_WINDOW, MAX_REPLIES, ReplyBudget
+from gensokyo_idmap.qq.passive_reply import (
+    _LONGEST_WINDOW,
+    MAX_REPLIES,
+    REPLY_WINDOW_SECONDS,
+    Newest,
+    Received,
+    ReplyBudget,
+)
 from gensokyo_idmap.store.base import MsgIdCounts, MsgRecord
 from gensokyo_idmap.store.redis_msgid import RedisMsgIds, StoreItem
 
@@ -54,6 +62,7 @@ log = structlog.get_logger("gensokyo_idmap.msgid")
 
 T = TypeVar("T")
 R = TypeVar("R")
+M = TypeVar("M", bound=Received)
 
 #: How long an event stays marked in flight on the daemon delivering it: far longer than a
 #: delivery (it ends once every framework has the event or owes it durably), short enough
@@ -64,6 +73,13 @@ _DEDUP_OFF = ("de-duplication across daemons is off until Redis answers: a repea
 _COUNTS_OWN = "reply counts are this daemon's own until Redis answers"
 _LOOKUP_FAILED = "message ids are unknown until Redis answers: replies go out without a " \
                  "passive-reply id, recalls and lookups of earlier messages fail"
+
+
+#: How long a message of each msgid-map chat kind can be replied to (its messages and its
+#: reply-able events), in ms: how long it stays a candidate of the reply choice on Redis.
+_REPLY_WINDOWS_MS = {kind: int(seconds * 1000)
+                     for chat, seconds in REPLY_WINDOW_SECONDS.items()
+                     for kind in (chat, EVENT_KINDS[chat])}
 
 
 class RedisMsgIdMap:
@@ -93,7 +109,9 @@ class RedisMsgIdMap:
             _check_real_id(real_id)
             ctx = context or MsgContext()
             contexts.append(ctx)
-            wanted.append((real_id, ctx.app_id, ctx.chat_kind, ctx.target, ctx.direction))
+            window = _REPLY_WINDOWS_MS.get(ctx.chat_kind, 0) if ctx.direction == "in" else 0
+            wanted.append((real_id, ctx.app_id, ctx.chat_kind, ctx.target, ctx.direction,
+                           window))
         return wanted, contexts
 
     def _outcomes(self, wanted: list[StoreItem], contexts: list[MsgContext],
@@ -297,10 +315,28 @@ class RedisReplyBudget(ReplyBudget):
     down: this daemon's own counts, as :class:`ReplyBudget` keeps them."""
 
     def __init__(self, ids: RedisMsgIds, limit: int = MAX_REPLIES, seq_base: int = 0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 wall_clock: Callable[[], float] = time.time) -> None:
         super().__init__(limit=limit, seq_base=seq_base, clock=clock)
         self._ids = ids
         self._runtime = ids.runtime
+        self._wall_clock = wall_clock  # the message ids' clock: their created / expires ms
+
+    def take_newest(self, chat: tuple[str, str, str], newest: Newest[M],
+                    window: float = _LONGEST_WINDOW) -> tuple[str, int] | None:
+        """As :meth:`ReplyBudget.take_newest`, the choice and the count in one script on
+        Redis (:meth:`RedisMsgIds.take_newest`: spent messages leave the chat's candidates
+        there, whichever daemon spent them). Redis down: nothing to answer (its message ids
+        are unknown then, as :meth:`RedisMsgIdMap.latest_inbound` says)."""
+        now_ms = int(self._wall_clock() * 1000)
+        window_ms = int(window * 1000)
+        taken = self._runtime.softly(lambda: self._ids.take_newest(
+            *chat, now_ms, now_ms - window_ms, self.limit, window_ms), None, _COUNTS_OWN)
+        if taken is None:
+            return None
+        real_id, used = taken
+        super().take(real_id, window)  # this daemon's own count, for when Redis goes away
+        return real_id, self.seq_base + used
 
     def used(self, reference: str) -> int:
         shared = self._runtime.softly(lambda: self._ids.replies_used(reference), None,

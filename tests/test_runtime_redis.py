@@ -235,6 +235,62 @@ def test_replies_counted_on_one_daemon_count_on_the_other(daemons: Daemons) -> N
     assert a.exhausted("M3")
 
 
+def no_walk(below: object) -> None:
+    raise AssertionError("on Redis the choice is the script's, not a walk from here")
+
+
+def test_the_newest_message_with_replies_left_is_one_choice_across_daemons(
+        daemons: Daemons) -> None:
+    """N messages, 5 x N sends through two daemons in turn: every one answers a message,
+    newest first, each message five times; a message spent by a reply segment on one is
+    stepped over on the other. More messages than ``m:c`` keeps (256)."""
+    clock = FakeClock()
+    a_ids, b_ids = daemons.msgids(clock), daemons.msgids(clock)
+    budgets = [RedisReplyBudget(a_ids.ids, seq_base=1000, wall_clock=clock),
+               RedisReplyBudget(b_ids.ids, seq_base=2000, wall_clock=clock)]
+    n = 300
+    run(a_ids.store_many([(f"M{i}", GROUP) for i in range(1, n + 1)]))
+    chat = (APP, "group", "G1")
+    assert budgets[1].take("M299", 300) == 2001  # a reply segment on daemon b
+    taken = [budgets[k % 2].take_newest(chat, no_walk, 300) for k in range(5 * n - 1)]
+    expected = [f"M{i}" for i in range(n, 0, -1) for _ in range(5)]
+    expected.remove("M299")
+    assert [t[0] for t in taken if t is not None] == expected
+    counts = [(t[1] % 1000) for t in taken if t is not None]
+    assert counts[:6] == [1, 2, 3, 4, 5, 2]  # M300 five times, then M299 from its second
+    assert budgets[0].take_newest(chat, no_walk, 300) is None  # all spent
+    assert budgets[0].take_newest((APP, "group", "G2"), no_walk, 300) is None
+    # the candidates lapse with the window: a message received later is the only one
+    clock.advance(301)
+    run(b_ids.store_many([("LATE", GROUP), ("OUT", MsgContext(APP, "group", "G1", "out"))]))
+    assert budgets[0].take_newest(chat, no_walk, 300) == ("LATE", 1001)
+    runtime = daemons.runtimes[0]
+    assert runtime.sync.zcard(f"{daemons.prefix}m:a:{APP}\0group\0G1") == 1
+
+
+def test_daemons_choosing_at_once_never_give_a_message_a_sixth_reply(
+        daemons: Daemons) -> None:
+    clock = FakeClock()
+    msgids = daemons.msgids(clock)
+    run(msgids.store_many([(f"M{i}", GROUP) for i in range(1, 41)]))
+    budgets = [RedisReplyBudget(RedisMsgIds(daemons.runtime()), wall_clock=clock)
+               for _ in range(4)]
+    taken: list[tuple[str, int] | None] = []
+
+    def work(budget: RedisReplyBudget) -> None:
+        for _ in range(60):
+            taken.append(budget.take_newest((APP, "group", "G1"), no_walk, 300))
+
+    threads = [threading.Thread(target=work, args=(budget,)) for budget in budgets]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    found = [t for t in taken if t is not None]
+    assert len(found) == 200 and taken.count(None) == 40
+    assert sorted(found) == sorted((f"M{i}", k) for i in range(1, 41) for k in range(1, 6))
+
+
 def test_every_key_starts_with_the_prefix(daemons: Daemons) -> None:
     msgids = daemons.msgids()
     run(msgids.store_many([("P1", GROUP), ("P2", MsgContext(APP, "c2c", "U1", "out"))]))
@@ -242,7 +298,8 @@ def test_every_key_starts_with_the_prefix(daemons: Daemons) -> None:
     RedisReplyBudget(msgids.ids).take("P1", 300)
     runtime = daemons.runtimes[0]
     mine = {key.decode() for key in runtime.scan("*")}
-    assert len(mine) == 8  # ctr, 2 records, 2 real ids, 1 chat, 1 claim, 1 reply count
+    # ctr, 2 records, 2 real ids, 1 chat and its reply candidates, 1 claim, 1 reply count
+    assert len(mine) == 9
     assert all(key.startswith(daemons.prefix) for key in mine)
     assert all(runtime.sync.pttl(key) > 0 for key in mine if not key.endswith("m:ctr"))
 

@@ -41,6 +41,7 @@ from gensokyo_idmap.onebot.message import Segment
 from gensokyo_idmap.qq.outgoing import message_body
 from gensokyo_idmap.qq.passive_reply import ReplyBudget, ReplyTo
 from gensokyo_idmap.recency import chat_recency
+from gensokyo_idmap.store.base import MsgRecord
 
 __all__ = ["OutboundSender", "OutboundSettings", "PlatformClient", "Target"]
 
@@ -48,7 +49,6 @@ log = structlog.get_logger("gensokyo_idmap.outbound")
 
 T = TypeVar("T")
 UserIdType = Literal["vuin", "raw", "ruin"]
-_MAX_CANDIDATES: Final = 64  # used-up messages stepped over before giving up on a chat
 _SEND_ATTEMPTS: Final = 4
 _DUPLICATE_SEQ: Final = 40054005
 #: Platform codes saying "this msg_id / event_id / msg_seq cannot be used (any more)".
@@ -216,36 +216,39 @@ class OutboundSender:
 
     # --- replies --------------------------------------------------------------------------
 
-    def _newest_with_replies_left(self, chat_kind: str, target: str,
-                                  window: float) -> str | None:
+    def _take_newest(self, chat_kind: str, target: str, window: float) -> tuple[str, int] | None:
         """The newest message (or event) of ``chat_kind`` received from ``target`` within
-        ``window`` seconds that can still take a reply."""
-        record = self.msgids.latest_inbound(self.settings.app_id, chat_kind, target, window)
-        for _ in range(_MAX_CANDIDATES):
-            if record is None:
-                return None
-            if not self.budget.exhausted(record.real_id):
-                return record.real_id
-            record = self.msgids.latest_inbound(self.settings.app_id, chat_kind, target,
-                                                window, before=record)
-        return None
+        ``window`` seconds that can still take a reply, and the ``msg_seq`` of a reply to
+        it (counted): the budget jumps over what is spent, so the cost does not grow with
+        how many messages of the chat are used up."""
+        app_id = self.settings.app_id
 
-    def choose_reply(self, target: Target, reply_to: int | None) -> ReplyTo:
-        """What the next message to ``target`` answers (rule 2)."""
+        def newest(below: tuple[int, int] | None) -> MsgRecord | None:
+            before = None if below is None else MsgRecord(below[1], "", "", "", "", "",
+                                                          below[0], 0)
+            return self.msgids.latest_inbound(app_id, chat_kind, target, window, before)
+
+        return self.budget.take_newest((app_id, chat_kind, target), newest, window)
+
+    def choose_reply(self, target: Target, reply_to: int | None) -> tuple[ReplyTo, int]:
+        """What the next message to ``target`` answers (rule 2), and its ``msg_seq``
+        (counted in the budget)."""
+        chat = self.chat(target)
         if reply_to is not None:
             record = self.msgids.lookup(reply_to)
             if record is None:
                 raise NotFoundError(f"reply: message_id {reply_to} is unknown or expired")
             if record.direction == "in":
-                return ReplyTo(msg_id=record.real_id)
+                return (ReplyTo(msg_id=record.real_id),
+                        self.budget.take(record.real_id, chat.reply_window))
             # a reply to one of our own messages: answer the chat's newest message instead
-        chat = self.chat(target)
-        msg_id = self._newest_with_replies_left(chat.kind, chat.openid, chat.reply_window)
-        if msg_id is not None:
-            return ReplyTo(msg_id=msg_id)
-        event_id = self._newest_with_replies_left(chat.event_kind, chat.openid,
-                                                  chat.reply_window)
-        return ReplyTo(event_id=event_id)
+        taken = self._take_newest(chat.kind, chat.openid, chat.reply_window)
+        if taken is not None:
+            return ReplyTo(msg_id=taken[0]), taken[1]
+        taken = self._take_newest(chat.event_kind, chat.openid, chat.reply_window)
+        if taken is not None:
+            return ReplyTo(event_id=taken[0]), taken[1]
+        return ReplyTo(), self.budget.take(None)
 
     # --- sending --------------------------------------------------------------------------
 
@@ -267,9 +270,8 @@ class OutboundSender:
             if part.media is not None:
                 file_info = await openapi.upload_media(target.chat_kind, target.openid,
                                                        part.media.upload_body())
-            reply = await self.off_loop(self.choose_reply, target, plan.reply_to)
+            reply, seq = await self.off_loop(self.choose_reply, target, plan.reply_to)
             for attempt in range(1, _SEND_ATTEMPTS + 1):
-                seq = await self.off_loop(self.budget.take, reply.reference, chat.reply_window)
                 body = message_body(part, msg_id=reply.msg_id, event_id=reply.event_id,
                                     msg_seq=seq, file_info=file_info)
                 try:
@@ -287,9 +289,12 @@ class OutboundSender:
                     if err.platform_code != _DUPLICATE_SEQ and plan.reply_to is None:
                         await self.off_loop(self.budget.use_up, reply.reference,
                                             chat.reply_window)
-                        reply = await self.off_loop(self.choose_reply, target, None)
+                        reply, seq = await self.off_loop(self.choose_reply, target, None)
                         if reply.reference is None:
                             raise  # nothing else to answer: the platform's own reason stands
+                    else:  # the same id again, with its next msg_seq
+                        seq = await self.off_loop(self.budget.take, reply.reference,
+                                                  chat.reply_window)
             virtual_id = await self.msgids.store_real(answer["id"], context, alone=True)
             self._log.info("[message] sent", chat_kind=target.chat_kind, target=target.vuin,
                            message_id=virtual_id, reply_to=reply.reference, msg_seq=seq)

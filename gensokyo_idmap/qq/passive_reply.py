@@ -14,21 +14,30 @@ survive a restart, so each process numbers its ``msg_seq`` from its own offset
 (:func:`seq_base_for_process`: no pair repeats across restarts), and when the platform
 answers that an id is used up or a pair was seen, the sender moves on (next ``msg_seq``,
 or the next newest message) instead of failing.
+
+Which message a send answers (:meth:`ReplyBudget.take_newest`): the newest one of its chat
+still in the window with replies left. Replies go to the newest first, so what is spent in
+a chat lies in runs of consecutive messages (:class:`SpentRuns`); the choice jumps over a
+whole run in one step, so its cost does not grow with how many messages are used up (a
+group that received 400 messages can take 2,000 replies, each found in a few seeks).
 """
 
 from __future__ import annotations
 
 import time
+from bisect import bisect_left
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Protocol, TypeVar
 
 __all__ = [
     "MAX_REPLIES",
     "REPLY_WINDOW_SECONDS",
+    "Received",
     "ReplyBudget",
     "ReplyTo",
+    "SpentRuns",
     "seq_base_for_process",
 ]
 
@@ -38,6 +47,92 @@ REPLY_WINDOW_SECONDS: Final = {"group": 5 * 60, "c2c": 60 * 60}
 MAX_REPLIES: Final = 5
 _REMEMBERED: Final = 100_000
 _LONGEST_WINDOW: Final = float(max(REPLY_WINDOW_SECONDS.values()))
+#: Where a received message stands in its chat: (created ms, virtual id), time order.
+Position = tuple[int, int]
+
+
+class Received(Protocol):
+    """A received message (or reply-able event) of a chat, as the message-id map keeps it."""
+
+    @property
+    def real_id(self) -> str: ...
+    @property
+    def created_ms(self) -> int: ...
+    @property
+    def virtual_id(self) -> int: ...
+
+
+R = TypeVar("R", bound=Received)
+#: The newest live message of a chat within its window older than the position given
+#: (None: the newest of all); None when there is none.
+Newest = Callable[[Position | None], R | None]
+
+
+def position(message: Received) -> Position:
+    return (message.created_ms, message.virtual_id)
+
+
+class SpentRuns:
+    """The used-up messages of one chat as runs of consecutive positions: every live
+    message whose position lies in a run ``[low, high]`` has no replies left.
+
+    Replies go to the newest message with replies left, so a chat's spent messages are a
+    few such runs (a new message on top of a run starts another, which joins the run below
+    once it is spent too). :meth:`newest_open` walks from the newest message down, jumping
+    over each run with one ``newest`` call; a message found spent on the way extends the run
+    above it, and a run reached right below another is merged into it, so each message is
+    stepped over once in its life, not once per send.
+    """
+
+    __slots__ = ("_highs", "_lows")
+
+    def __init__(self) -> None:
+        # runs in ascending order, none overlapping: _lows[i] <= _highs[i] < _lows[i + 1]
+        self._lows: list[Position] = []
+        self._highs: list[Position] = []
+
+    def __len__(self) -> int:
+        return len(self._lows)
+
+    def runs(self) -> list[tuple[Position, Position]]:
+        """The runs, oldest first (for tests and stats)."""
+        return list(zip(self._lows, self._highs, strict=True))
+
+    def _run_of(self, at: Position) -> int | None:
+        """The index of the run holding ``at``, or None."""
+        i = bisect_left(self._highs, at)
+        return i if i < len(self._lows) and self._lows[i] <= at else None
+
+    def newest_open(self, newest: Newest[R], spent: Callable[[R], bool]) -> R | None:
+        """The newest message ``newest`` yields that is neither in a run nor ``spent``."""
+        above: int | None = None  # the run just stepped over (everything above is spent)
+        message = newest(None)
+        while message is not None:
+            at = position(message)
+            run = self._run_of(at)
+            if run is not None:
+                if above is not None and above != run:  # adjacent runs: one from now on
+                    self._highs[run] = self._highs[above]
+                    del self._lows[above], self._highs[above]
+                above = run
+                message = newest(self._lows[run])
+                continue
+            if not spent(message):
+                return message
+            if above is None:  # a spent message above every run: a run of its own
+                above = bisect_left(self._lows, at)
+                self._lows.insert(above, at)
+                self._highs.insert(above, at)
+            else:
+                self._lows[above] = at
+                while above and self._highs[above - 1] >= at:  # a run with nothing live
+                    del self._lows[above - 1], self._highs[above - 1]  # left: taken in
+                    above -= 1
+            message = newest(at)
+        # nothing older is in the window: the runs below the last one are of no more use
+        drop = len(self._lows) if above is None else above
+        del self._lows[:drop], self._highs[:drop]
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +165,8 @@ class ReplyBudget:
         # per window: id → when its window lapses, oldest first (one queue per window
         # keeps each in lapsing order)
         self._lapse: dict[float, OrderedDict[str, float]] = {}
+        # per window: chat → (its spent runs, when it lapses), least recently used first
+        self._chats: dict[float, OrderedDict[Hashable, tuple[SpentRuns, float]]] = {}
 
     def __len__(self) -> int:
         """How many ids are remembered."""
@@ -80,6 +177,40 @@ class ReplyBudget:
 
     def exhausted(self, reference: str) -> bool:
         return self.used(reference) >= self.limit
+
+    def take_newest(self, chat: tuple[str, str, str], newest: Newest[R],
+                    window: float = _LONGEST_WINDOW) -> tuple[str, int] | None:
+        """The real id of the newest message of ``chat`` (AppID, chat kind, target;
+        ``newest`` yields its live messages in the window, newest first) with replies left,
+        and the ``msg_seq`` of a reply to it, counted; None when every one is used up.
+        ``window``: how long a message of this chat can be replied to; the chat's
+        :class:`SpentRuns` are forgotten once it has taken no reply for that long (every
+        message they name is out of its window then)."""
+        runs = self._runs_of(chat, window)
+        message = runs.newest_open(newest, lambda found: self.exhausted(found.real_id))
+        if message is None:
+            return None
+        return message.real_id, self.take(message.real_id, window)
+
+    def _runs_of(self, chat: Hashable, window: float) -> SpentRuns:
+        now = self._clock()
+        chats = self._chats.get(window)
+        if chats is None:
+            chats = self._chats[window] = OrderedDict()
+        held = chats.pop(chat, None)
+        runs = SpentRuns() if held is None else held[0]
+        chats[chat] = runs, now + window
+        for queue in self._chats.values():  # chats idle for their window, oldest first
+            while queue:
+                oldest, (_, until) = next(iter(queue.items()))
+                if until > now:
+                    break
+                del queue[oldest]
+        return runs
+
+    def chats(self) -> int:
+        """How many chats' spent runs are remembered."""
+        return sum(len(chats) for chats in self._chats.values())
 
     def take(self, reference: str | None, window: float = _LONGEST_WINDOW) -> int:
         """The ``msg_seq`` for the next send on ``reference`` (``seq_base`` + 1, + 2, …);

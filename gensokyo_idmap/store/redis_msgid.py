@@ -9,6 +9,7 @@ Keys, each under the prefix (``gsk:`` by default):
 | ``m:r:<real id>`` | string | the virtual id of a real id |
 | ``m:c:<AppID>\\0<kind>\\0<target>`` | sorted set | inbound messages of a chat, members ``<created ms, 16 hex><virtual id, 8 hex>`` (lexical order is time order), the newest 256 |
 | ``d:<delivery key>`` | string | a delivery claim: its expiry ms; while a daemon delivers the event, ``<that daemon's token>:<until ms>`` (a short TTL) |
+| ``m:a:<AppID>\\0<kind>\\0<target>`` | sorted set | the chat's inbound messages within their reply window that may have replies left (members as in ``m:c``): what a send answers |
 | ``b:<msg_id or event_id>`` | string | replies sent to that id (all daemons together) |
 
 Every key carries a native TTL (``PX``): nothing needs sweeping. The record keeps its
@@ -23,6 +24,15 @@ is purged first), and the real → virtual mapping is written in the same step. 
 two live messages, the old ones are simply unknown. The scripts build their keys from the
 prefix they are given, which a Redis Cluster would refuse; a single Redis (or a
 replicated pair) is what this is for.
+
+The reply choice is one script too (:meth:`RedisMsgIds.take_newest`): the newest member of
+the chat's ``m:a`` set whose record lives and whose count is below the limit takes the
+reply, and a member found spent (or gone) leaves the set, whichever daemon spent it. So a
+message is stepped over once in its life, the count and the choice are one atomic step
+across daemons (two daemons never both take a message's fifth reply), and ``m:a`` holds no
+more than the messages of the last window (trimmed by time on every store and choice; the
+key lapses with the window), however many a busy chat receives: unlike ``m:c``, whose
+newest 256 serve the reverse path's recency.
 """
 
 from __future__ import annotations
@@ -45,8 +55,8 @@ MAX_PROBES: Final = 1 << 16
 
 _LUA_COMMON: Final = r"""
 local p = ARGV[1]
-local function chat_key(app, kind, target)
-  return p .. 'm:c:' .. app .. '\0' .. kind .. '\0' .. target
+local function chat_key(app, kind, target, set)
+  return p .. (set or 'm:c:') .. app .. '\0' .. kind .. '\0' .. target
 end
 local function member(created, vid)
   return string.format('%016x%08x', created, vid)
@@ -58,8 +68,8 @@ end
 
 _STORE_LUA: Final = _LUA_COMMON + r"""
 -- ARGV: prefix, now ms, ttl ms, int32 max, probes, chat kept, then per item
--- real id, AppID, chat kind, target, direction. Returns per item {virtual id, hit}
--- ({0, 0}: no free id within the probes; nothing written for it).
+-- real id, AppID, chat kind, target, direction, reply window ms (0: none). Returns per
+-- item {virtual id, hit} ({0, 0}: no free id within the probes; nothing written for it).
 local now, ttl = tonumber(ARGV[2]), tonumber(ARGV[3])
 local top, probes, kept = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local function extend(key)
@@ -75,8 +85,9 @@ local function purge(vid, rec)
   end
 end
 local out = {}
-for i = 7, #ARGV, 5 do
+for i = 7, #ARGV, 6 do
   local real, app, kind, target, dir = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
+  local window = tonumber(ARGV[i + 5])
   local rkey = p .. 'm:r:' .. real
   local known = redis.call('GET', rkey)
   local result = nil
@@ -118,6 +129,12 @@ for i = 7, #ARGV, 5 do
         if redis.call('ZCARD', ckey) > kept then
           redis.call('ZREMRANGEBYRANK', ckey, 0, -(kept + 1))
         end
+        if window > 0 then
+          local akey = chat_key(app, kind, target, 'm:a:')
+          redis.call('ZADD', akey, 0, member(now, vid))
+          redis.call('ZREMRANGEBYLEX', akey, '-', '(' .. member(math.max(now - window, 0), 0))
+          redis.call('PEXPIRE', akey, window)
+        end
       end
       result = {vid, 0}
     else
@@ -149,6 +166,36 @@ for _, m in ipairs(members) do
   end
 end
 return nil
+"""
+
+_TAKE_NEWEST_LUA: Final = _LUA_COMMON + r"""
+-- ARGV: prefix, AppID, kind, target, now ms, since ms, limit, window ms. The newest member
+-- of the chat's m:a set created in [since, now] whose record lives and that has fewer than
+-- limit replies takes one more: returns {real id, replies after it}, or nil. Members out
+-- of the window, gone, or spent (here or by a reply elsewhere) leave the set on the way.
+local akey = chat_key(ARGV[2], ARGV[3], ARGV[4], 'm:a:')
+local now, since = tonumber(ARGV[5]), tonumber(ARGV[6])
+local limit, window = tonumber(ARGV[7]), tonumber(ARGV[8])
+redis.call('ZREMRANGEBYLEX', akey, '-', '(' .. member(since, 0))
+while true do
+  local top = redis.call('ZREVRANGEBYLEX', akey, '+', '-', 'LIMIT', 0, 1)[1]
+  if not top then return nil end
+  local created = tonumber(string.sub(top, 1, 16), 16)
+  local vid = tonumber(string.sub(top, 17, 24), 16)
+  local real = redis.call('HGET', p .. 'm:v:' .. vid, 'r')
+  local rec = real and redis.call('HMGET', p .. 'm:v:' .. vid, 'c', 'e')
+  if rec and tonumber(rec[1]) == created and tonumber(rec[2]) > now then
+    local bkey = p .. 'b:' .. real
+    local used = tonumber(redis.call('GET', bkey) or '0')
+    if used < limit then
+      used = redis.call('INCR', bkey)
+      redis.call('PEXPIRE', bkey, window)
+      if used >= limit then redis.call('ZREM', akey, top) end
+      return {real, used}
+    end
+  end
+  redis.call('ZREM', akey, top)
+end
 """
 
 _START_LUA: Final = r"""
@@ -203,7 +250,8 @@ def _record(virtual_id: int, fields: Sequence[bytes | str | None]) -> MsgRecord 
                      _text(target or b""), _text(direction or b""), int(created), int(expires))
 
 
-StoreItem = tuple[str, str, str, str, str]  # real id, AppID, chat kind, target, direction
+#: real id, AppID, chat kind, target, direction, reply window ms (0: not replied to)
+StoreItem = tuple[str, str, str, str, str, int]
 
 
 class RedisMsgIds:
@@ -218,6 +266,7 @@ class RedisMsgIds:
         self._aio_scripts: dict[str, AsyncScript] = {}
         self._store_sync = runtime.sync.register_script(_STORE_LUA)
         self._latest = runtime.sync.register_script(_LATEST_LUA)
+        self._take_newest = runtime.sync.register_script(_TAKE_NEWEST_LUA)
         self._abandon = runtime.sync.register_script(_ABANDON_LUA)
 
     async def _run_aio(self, lua: str, args: list[str | int]) -> Any:
@@ -325,6 +374,15 @@ class RedisMsgIds:
             pipe.pexpire(self._budget_key(reference), max(window_ms, 1))
             used, _ = pipe.execute()
         return int(used)
+
+    def take_newest(self, app_id: str, chat_kind: str, target: str, now_ms: int,
+                    since_ms: int, limit: int, window_ms: int) -> tuple[str, int] | None:
+        """The newest live message of a chat created in [``since_ms``, ``now_ms``] with
+        fewer than ``limit`` replies, counted one more (its count lapses ``window_ms``
+        after): (its real id, the count after this reply), or None. One atomic script."""
+        found = self._take_newest(args=[self._prefix, app_id, chat_kind, target, now_ms,
+                                        max(since_ms, 0), limit, max(window_ms, 1)])
+        return None if not found else (_text(found[0]), int(found[1]))
 
     def set_replies(self, reference: str, used: int, window_ms: int) -> None:
         self.runtime.sync.set(self._budget_key(reference), used, px=max(window_ms, 1))

@@ -30,6 +30,8 @@ from gensokyo_idmap.testing import (
     until_listening,
 )
 
+from ..redis_server import PrivateRedis
+
 TOKEN = "ob-token-e2e"
 GROUP1 = "A1B2C3D4E5F60718293A4B5C6D7E8F90"
 GROUP2 = "B2C3D4E5F60718293A4B5C6D7E8F90A1"
@@ -84,15 +86,16 @@ class Framework:
 
 
 @asynccontextmanager
-async def daemon_and_framework(tmp_path: Path) -> AsyncIterator[Framework]:
+async def daemon_and_framework(tmp_path: Path, idmap: dict[str, Any] | None = None
+                               ) -> AsyncIterator[Framework]:
     """The emulated platform, the daemon (gateway, forward WS, HTTP API) and a framework
-    connected to it; all stopped on the way out."""
+    connected to it; all stopped on the way out. ``idmap``: more of that config section."""
     ws_port, api_port = free_port(), free_port()
     platform = EmulatedPlatform()
     await platform.start()
     config = Config.model_validate(daemon_config(tmp_path / "data", platform=platform, onebot={
         "forward_ws": f"127.0.0.1:{ws_port}", "http_api": f"127.0.0.1:{api_port}",
-        "access_token": TOKEN}))
+        "access_token": TOKEN}, idmap=idmap or {}))
     stop = asyncio.Event()
     daemon = asyncio.create_task(run_daemon(config, stop))
 
@@ -248,3 +251,38 @@ def test_a_reply_goes_to_the_chat_of_the_message_it_answers(tmp_path: Path) -> N
         assert (path, body["msg_id"]) == (f"/v2/users/{UB}/messages", "ROBOT1.0_c2c2")
 
     run_scenario(scenario, tmp_path)
+
+
+@pytest.mark.parametrize("runtime_backend", ["lmdb", "redis"])
+def test_after_n_messages_the_next_5n_sends_all_reply_newest_first(
+        tmp_path: Path, runtime_backend: str) -> None:
+    """A busy group: N messages in, then 5 x N sends (a broadcast, a busy command). Each
+    send is a passive reply (the platform limits active messages to a handful), to the
+    newest message with replies left: N is above the 64 messages the choice once stepped
+    back over at most. On LMDB and with the runtime state on a (private) Redis."""
+    n = 80
+    idmap: dict[str, Any] = {}
+    if runtime_backend == "redis":
+        redis_server = PrivateRedis(tmp_path)
+        redis_server.start()
+        idmap = {"runtime_backend": "redis", "redis_url": redis_server.url}
+
+    async def main() -> list[dict[str, Any]]:
+        async with daemon_and_framework(tmp_path, idmap) as framework:
+            for i in range(1, n + 1):
+                event = await framework.message("GROUP_AT_MESSAGE_CREATE", group_message(i))
+            for _ in range(5 * n):
+                answer = await framework.call("send_group_msg", group_id=event["group_id"],
+                                              message="pong")
+                assert answer["status"] == "ok", answer
+            return [body for _, body in framework.platform.api_requests("POST", "/messages")]
+
+    try:
+        bodies = asyncio.run(asyncio.wait_for(main(), 120))
+    finally:
+        if runtime_backend == "redis":
+            redis_server.stop()
+    assert [body.get("msg_id") for body in bodies] == [
+        f"ROBOT1.0_gw{i}" for i in range(n, 0, -1) for _ in range(5)]
+    seqs = [body["msg_seq"] for body in bodies]
+    assert [seq - seqs[0] for seq in seqs] == [k for _ in range(n) for k in range(5)]

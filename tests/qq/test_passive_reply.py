@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections import Counter, OrderedDict
+from dataclasses import dataclass
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gensokyo_idmap.qq.passive_reply import MAX_REPLIES, REPLY_WINDOW_SECONDS, ReplyBudget, ReplyTo
@@ -144,3 +145,178 @@ def test_memory_follows_the_replies_of_the_last_window() -> None:
         budget.take(f"m{n}", window)
         clock.advance(1)
         assert len(budget) <= window + 1
+
+
+# --- the newest message with replies left (take_newest, SpentRuns) -------------------------
+
+
+@dataclass(frozen=True)
+class Message:
+    real_id: str
+    created_ms: int
+    virtual_id: int
+
+
+G, OTHER = ("A", "group", "g"), ("A", "group", "other")
+
+
+class Chat:
+    """A chat's received messages, newest last; ``since`` is the window's lower edge
+    (position), as the message-id map's ``latest_inbound`` sees them. Counts the seeks."""
+
+    def __init__(self) -> None:
+        self.messages: list[Message] = []
+        self.since: tuple[int, int] = (0, 0)
+        self.seeks = 0
+        self.received = 0
+
+    def receive(self, created_ms: int | None = None) -> Message:
+        self.received += 1
+        n = self.received
+        created = created_ms if created_ms is not None else n * 10
+        message = Message(f"m{n}", created, n)
+        self.messages.append(message)
+        return message
+
+    def newest(self, below: tuple[int, int] | None) -> Message | None:
+        self.seeks += 1
+        for message in reversed(self.messages):
+            at = (message.created_ms, message.virtual_id)
+            if at < self.since:
+                return None
+            if below is None or at < below:
+                return message
+        return None
+
+
+def test_after_n_messages_the_next_5n_replies_all_find_one_newest_first() -> None:
+    budget, chat = ReplyBudget(), Chat()
+    for _ in range(400):
+        chat.receive()
+    chosen = []
+    for _ in range(5 * 400):
+        taken = budget.take_newest(G, chat.newest, 300)
+        assert taken is not None
+        chosen.append(taken)
+    assert chosen == [(f"m{n}", seq) for n in range(400, 0, -1) for seq in range(1, 6)]
+    assert budget.take_newest(G, chat.newest, 300) is None  # all 2,000 replies are spent
+    # a few seeks per reply, not one per message used up (the old walk: up to 64)
+    assert chat.seeks <= 3 * 2000
+    [run] = budget._runs_of(G, 300).runs()
+    assert run == ((10, 1), (4000, 400))
+
+
+def test_a_new_message_is_answered_first_then_the_older_ones_go_on() -> None:
+    budget, chat = ReplyBudget(), Chat()
+    for _ in range(3):
+        chat.receive()
+    for _ in range(6):
+        budget.take_newest(G, chat.newest, 300)  # m3 spent, m2 once
+    chat.receive()  # m4
+    taken = [budget.take_newest(G, chat.newest, 300) for _ in range(5 + 4 + 5 + 1)]
+    assert [t for t in taken if t is not None] == (
+        [("m4", n) for n in range(1, 6)] + [("m2", n) for n in range(2, 6)]
+        + [("m1", n) for n in range(1, 6)])
+    assert taken[-1] is None
+    [run] = budget._runs_of(G, 300).runs()  # m4 on top of the run of m1..m3: one run
+    assert run == ((10, 1), (40, 4))
+
+
+def test_spent_elsewhere_is_stepped_over_and_chats_are_apart() -> None:
+    budget, chat, other = ReplyBudget(), Chat(), Chat()
+    for _ in range(3):
+        chat.receive()
+        other.receive()
+    budget.use_up("m3")  # the platform said so (or an explicit reply spent it)
+    taken = budget.take_newest(G, chat.newest, 300)
+    assert taken is not None and taken[0] == "m2"
+    for _ in range(5):
+        budget.take("m2")  # replies through reply segments
+    taken = budget.take_newest(G, chat.newest, 300)
+    assert taken is not None and taken[0] == "m1"
+    # another chat with the same real ids (a test's shortcut) has runs of its own, though
+    # the counts of its ids are shared: m3 and m2 are spent there too
+    found = budget.take_newest(OTHER, other.newest, 300)
+    assert found is not None and found[0] == "m1"
+
+
+def test_runs_below_the_window_are_dropped_and_idle_chats_forgotten() -> None:
+    clock = FakeClock()
+    budget, chat = ReplyBudget(clock=clock), Chat()
+    for _ in range(4):
+        chat.receive()
+    for _ in range(5 * 4):
+        budget.take_newest(G, chat.newest, 300)
+    chat.since = (1_000, 0)  # every message is out of the window now
+    assert budget.take_newest(G, chat.newest, 300) is None
+    assert budget._runs_of(G, 300).runs() == []
+    assert budget.chats() == 1
+    clock.advance(301)
+    budget.take_newest(("A", "group", "another"), Chat().newest, 300)
+    assert budget.chats() == 1  # "g" took no reply for a whole window: forgotten
+
+
+def test_a_run_whose_messages_vanished_is_taken_into_the_run_above() -> None:
+    budget, chat = ReplyBudget(limit=1), Chat()
+    _, _, m3 = chat.receive(), chat.receive(), chat.receive()
+    assert [budget.take_newest(G, chat.newest, 300) for _ in range(2)] == [("m3", 1),
+                                                                             ("m2", 1)]
+    assert budget._runs_of(G, 300).runs() == [((30, 3), (30, 3))]  # m2 is not known spent
+    chat.messages.remove(m3)  # its record expired
+    m4 = chat.receive()
+    budget.take(m4.real_id)  # a reply segment named it
+    assert budget.take_newest(G, chat.newest, 300) == ("m1", 1)
+    assert budget._runs_of(G, 300).runs() == [((20, 2), (40, 4))]
+
+
+operations = st.lists(st.one_of(
+    st.tuples(st.just("receive"), st.integers(0, 3)),  # ms after the newest message
+    st.tuples(st.just("send"), st.integers(1, 8)),
+    st.tuples(st.just("use_up"), st.integers(0, 30)),
+    st.tuples(st.just("reply"), st.integers(0, 30)),  # a reply segment naming a message
+    st.tuples(st.just("window"), st.integers(0, 30)),  # the window's edge moves up
+    st.tuples(st.just("vanish"), st.integers(0, 30)),  # its record is gone (expired)
+), max_size=80)
+
+
+@settings(max_examples=300)
+@given(operations, st.integers(1, 5))
+def test_take_newest_matches_a_walk_over_every_message(ops: list[tuple[str, int]],
+                                                       limit: int) -> None:
+    """Whatever arrives, is spent elsewhere, vanishes or leaves the window, the choice is the newest
+    message in the window with fewer than ``limit`` replies: what a walk over all of them
+    finds."""
+    budget, chat = ReplyBudget(limit=limit, remembered=10_000), Chat()
+    used: Counter[str] = Counter()
+    for op, n in ops:
+        if op == "receive":
+            last = chat.messages[-1].created_ms if chat.messages else 0
+            chat.receive(last + n)
+        elif op in ("use_up", "reply") and chat.messages:
+            message = chat.messages[n % len(chat.messages)]
+            if op == "use_up":
+                budget.use_up(message.real_id)
+                used[message.real_id] = max(used[message.real_id], limit)
+            else:
+                budget.take(message.real_id)
+                used[message.real_id] += 1
+        elif op == "vanish" and chat.messages:
+            chat.messages.pop(n % len(chat.messages))
+        elif op == "window" and chat.messages:
+            message = chat.messages[n % len(chat.messages)]
+            chat.since = max(chat.since, (message.created_ms, message.virtual_id))
+        elif op == "send":
+            for _ in range(n):
+                expected = next((m for m in reversed(chat.messages)
+                                 if (m.created_ms, m.virtual_id) >= chat.since
+                                 and used[m.real_id] < limit), None)
+                taken = budget.take_newest(G, chat.newest, 300)
+                if expected is None:
+                    assert taken is None
+                else:
+                    assert taken is not None and taken[0] == expected.real_id
+                    used[expected.real_id] += 1
+                    assert taken[1] == used[expected.real_id]
+        runs = budget._runs_of(G, 300).runs()
+        assert all(low <= high for low, high in runs)
+        assert all(a[1] < b[0] for a, b in zip(runs, runs[1:], strict=False))
