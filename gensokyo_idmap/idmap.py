@@ -182,7 +182,11 @@ def _latest_first(entries: Sequence[tuple[str, LastSeen]],
                  recency: Recency | None) -> list[LastSeen]:
     """``last_seen`` entries (scene, seen), the one that spoke last first (rule 7): by
     ``recency`` where it knows the scene, else by ``since``, which it never predates. Ties
-    keep the given order."""
+    keep the given order. A single entry needs no ordering, nor its recency read (a
+    group's vUIN has one identity: the send to it pays nothing for the rule)."""
+    if len(entries) < 2:
+        return [seen for _, seen in entries]
+
     def latest(entry: tuple[str, LastSeen]) -> tuple[int, int]:
         scene, seen = entry
         durable = (int(seen.since * 1000), -1)
@@ -528,18 +532,24 @@ class IdentityGraph:
         _check_vuin(vuin, "vuin")
         with self.store.read() as view:
             target = follow_alias(view, vuin)
-            seen_here: list[LastSeen] = []
-            if scene is not None:
-                exact = view.last_seen(target, scene)
-                seen_here = [exact] if exact is not None else []
-            if scene_prefix is not None:
-                seen_here += _latest_first(
-                    [(name, seen) for name, seen in view.last_seen_all(target)
-                     if name.startswith(scene_prefix)], recency)
-            for seen in seen_here:
+
+            def still_usable(seen: LastSeen) -> IdentityKey | None:
                 if view.vuin_of(seen.identity) == target:
                     key = _parse_stored_key(seen.identity)
                     if usable.accepts(key):
+                        return key
+                return None
+
+            # the exact scene first, and only without it the ordering of the others (whose
+            # recency reads cost more than the rest of a send's choice)
+            exact = None if scene is None else view.last_seen(target, scene)
+            if exact is not None and (key := still_usable(exact)) is not None:
+                return key
+            if scene_prefix is not None:
+                for seen in _latest_first([(name, seen) for name, seen
+                                           in view.last_seen_all(target)
+                                           if name.startswith(scene_prefix)], recency):
+                    if (key := still_usable(seen)) is not None:
                         return key
             identities = view.identities_of(target)
         if not identities:
