@@ -284,8 +284,9 @@ class MsgIdMap:
         The write joins the transaction of everything stored during this turn of the event
         loop (one commit for a flood of messages), which costs the caller a wait of one
         turn. ``alone=True`` commits it in a transaction of its own at once instead: for a
-        lone write someone is waiting on, such as the id of a message just sent, which the
-        framework's action answer carries.
+        lone write someone is waiting on. (The id of a message just sent, which the
+        framework's action answer carries, joins the turn's transaction: with many sends in
+        flight they share one commit, and the wait of one turn is short.)
         """
         store, ctx = self._store_fn(real_id, context)
         stored = self.store.transact(store) if alone else await self.store.write(store)

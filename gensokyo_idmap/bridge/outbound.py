@@ -295,7 +295,9 @@ class OutboundSender:
                     else:  # the same id again, with its next msg_seq
                         seq = await self.off_loop(self.budget.take, reply.reference,
                                                   chat.reply_window)
-            virtual_id = await self.msgids.store_real(answer["id"], context, alone=True)
+            # with the writes of this turn of the loop: sends in flight together share one
+            # commit (a commit per send was a sixth of a send's CPU at 32 in flight)
+            virtual_id = await self.msgids.store_real(answer["id"], context)
             self._log.info("[message] sent", chat_kind=target.chat_kind, target=target.vuin,
                            message_id=virtual_id, reply_to=reply.reference, msg_seq=seq)
             if first is None:
