@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import replace
 from typing import Final, Literal, Protocol, cast
 
@@ -39,6 +40,7 @@ __all__ = [
     "DEFAULT_SWEEP_INTERVAL_SECONDS",
     "EVENT_KINDS",
     "INT32_MAX",
+    "InboundWalk",
     "MessageIds",
     "MsgContext",
     "MsgIdMap",
@@ -213,6 +215,16 @@ def live_virtual_id(real_id: str, known: int | None,
     return None if record is None or record.real_id != real_id else record.virtual_id
 
 
+#: The newest live inbound record of a chat in a window below a position ((created ms,
+#: virtual id); None: the newest of all), or None: a reply choice's view of a chat.
+InboundWalk = Callable[[tuple[int, int] | None], MsgRecord | None]
+
+
+def _position(at: tuple[int, int]) -> MsgRecord:
+    """A record standing for a position in a chat (``before`` of ``latest_inbound``)."""
+    return MsgRecord(at[1], "", "", "", "", "", at[0], 0)
+
+
 def newest_of(records: Iterable[MsgRecord | None]) -> tuple[int, int] | None:
     """(created ms, virtual id) of the newest of ``records`` (the newest inbound record of
     each chat kind of one chat): the virtual id orders records of one millisecond."""
@@ -249,6 +261,8 @@ class MessageIds(Protocol):
     def virtual_of(self, real_id: str) -> int | None: ...
     def latest_inbound(self, app_id: str, chat_kind: str, target: str, window_seconds: float,
                        before: MsgRecord | None = None) -> MsgRecord | None: ...
+    def inbound_walk(self, app_id: str, chat_kind: str, target: str, window_seconds: float
+                     ) -> AbstractContextManager[InboundWalk]: ...
     def newest_inbound(self, app_id: str, chat_kinds: Sequence[str],
                        target: str) -> tuple[int, int] | None: ...
     async def sweep(self) -> int: ...
@@ -371,6 +385,21 @@ class MsgIdMap:
             return view.latest_inbound(
                 app_id, chat_kind, target, now_ms, now_ms - int(window_seconds * 1000), before
             )
+
+    @contextmanager
+    def inbound_walk(self, app_id: str, chat_kind: str, target: str, window_seconds: float
+                     ) -> Iterator[InboundWalk]:
+        """:meth:`latest_inbound` of one chat as often as a reply choice asks, below a
+        position ((created ms, virtual id); None: the newest), all in one read snapshot:
+        the transaction costs more than the seek."""
+        now_ms = self._now_ms()
+        since_ms = now_ms - int(window_seconds * 1000)
+        with self.store.read() as view:
+            def below(at: tuple[int, int] | None) -> MsgRecord | None:
+                return view.latest_inbound(app_id, chat_kind, target, now_ms, since_ms,
+                                           None if at is None else _position(at))
+
+            yield below
 
     def newest_inbound(self, app_id: str, chat_kinds: Sequence[str],
                        target: str) -> tuple[int, int] | None:

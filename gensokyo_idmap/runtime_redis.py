@@ -23,7 +23,8 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Generic, TypeVar, cast
 
 import redis
@@ -35,9 +36,11 @@ from gensokyo_idmap.msgid import (
     DEFAULT_MSGID_TTL_SECONDS,
     DEFAULT_SWEEP_INTERVAL_SECONDS,
     EVENT_KINDS,
+    InboundWalk,
     MsgContext,
     _alive,
     _check_real_id,
+    _position,
     check_virtual_id,
     live_virtual_id,
     looked_up,
@@ -183,6 +186,17 @@ class RedisMsgIdMap:
         since_ms = now_ms - int(window_seconds * 1000)
         return self.store.softly(lambda: self.ids.latest_inbound(
             app_id, chat_kind, target, now_ms, since_ms, before), None, _LOOKUP_FAILED)
+
+    @contextmanager
+    def inbound_walk(self, app_id: str, chat_kind: str, target: str, window_seconds: float
+                     ) -> Iterator[InboundWalk]:
+        """As :meth:`MsgIdMap.inbound_walk`, a script per step (the reply choice on Redis
+        is :meth:`RedisReplyBudget.take_newest`'s own script, which walks nothing here)."""
+        def below(at: tuple[int, int] | None) -> MsgRecord | None:
+            return self.latest_inbound(app_id, chat_kind, target, window_seconds,
+                                       None if at is None else _position(at))
+
+        yield below
 
     def newest_inbound(self, app_id: str, chat_kinds: Sequence[str],
                        target: str) -> tuple[int, int] | None:

@@ -41,7 +41,6 @@ from gensokyo_idmap.onebot.message import Segment
 from gensokyo_idmap.qq.outgoing import message_body
 from gensokyo_idmap.qq.passive_reply import ReplyBudget, ReplyTo
 from gensokyo_idmap.recency import chat_recency
-from gensokyo_idmap.store.base import MsgRecord
 
 __all__ = ["OutboundSender", "OutboundSettings", "PlatformClient", "Target"]
 
@@ -222,13 +221,8 @@ class OutboundSender:
         it (counted): the budget jumps over what is spent, so the cost does not grow with
         how many messages of the chat are used up."""
         app_id = self.settings.app_id
-
-        def newest(below: tuple[int, int] | None) -> MsgRecord | None:
-            before = None if below is None else MsgRecord(below[1], "", "", "", "", "",
-                                                          below[0], 0)
-            return self.msgids.latest_inbound(app_id, chat_kind, target, window, before)
-
-        return self.budget.take_newest((app_id, chat_kind, target), newest, window)
+        with self.msgids.inbound_walk(app_id, chat_kind, target, window) as newest:
+            return self.budget.take_newest((app_id, chat_kind, target), newest, window)
 
     def choose_reply(self, target: Target, reply_to: int | None) -> tuple[ReplyTo, int]:
         """What the next message to ``target`` answers (rule 2), and its ``msg_seq``
