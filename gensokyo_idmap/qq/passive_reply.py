@@ -24,6 +24,7 @@ group that received 400 messages can take 2,000 replies, each found in a few see
 
 from __future__ import annotations
 
+import threading
 import time
 from bisect import bisect_left
 from collections import OrderedDict
@@ -167,6 +168,9 @@ class ReplyBudget:
         self._lapse: dict[float, OrderedDict[str, float]] = {}
         # per window: chat → (its spent runs, when it lapses), least recently used first
         self._chats: dict[float, OrderedDict[Hashable, tuple[SpentRuns, float]]] = {}
+        # a choice and a count are one step: with the graph or the message ids on a server
+        # the choice runs on worker threads (outbound rule 4), several sends at once
+        self._lock = threading.RLock()
 
     def __len__(self) -> int:
         """How many ids are remembered."""
@@ -186,11 +190,12 @@ class ReplyBudget:
         ``window``: how long a message of this chat can be replied to; the chat's
         :class:`SpentRuns` are forgotten once it has taken no reply for that long (every
         message they name is out of its window then)."""
-        runs = self._runs_of(chat, window)
-        message = runs.newest_open(newest, lambda found: self.exhausted(found.real_id))
-        if message is None:
-            return None
-        return message.real_id, self.take(message.real_id, window)
+        with self._lock:
+            runs = self._runs_of(chat, window)
+            message = runs.newest_open(newest, lambda found: self.exhausted(found.real_id))
+            if message is None:
+                return None
+            return message.real_id, self.take(message.real_id, window)
 
     def _runs_of(self, chat: Hashable, window: float) -> SpentRuns:
         now = self._clock()
@@ -217,14 +222,16 @@ class ReplyBudget:
         counts it. ``window``: how long ``reference`` can be replied to."""
         if reference is None:
             return self.seq_base + 1
-        used = self._used.pop(reference, 0) + 1
-        self._count(reference, used, window)
+        with self._lock:
+            used = self._used.pop(reference, 0) + 1
+            self._count(reference, used, window)
         return self.seq_base + used
 
     def use_up(self, reference: str, window: float = _LONGEST_WINDOW) -> None:
         """The platform said ``reference`` takes no more replies: skip it from now on."""
-        self._used.pop(reference, None)
-        self._count(reference, max(self.limit, 1), window)
+        with self._lock:
+            self._used.pop(reference, None)
+            self._count(reference, max(self.limit, 1), window)
 
     def _count(self, reference: str, used: int, window: float) -> None:
         self._used[reference] = used

@@ -320,3 +320,29 @@ def test_take_newest_matches_a_walk_over_every_message(ops: list[tuple[str, int]
         runs = budget._runs_of(G, 300).runs()
         assert all(low <= high for low, high in runs)
         assert all(a[1] < b[0] for a, b in zip(runs, runs[1:], strict=False))
+
+
+def test_choices_on_several_threads_at_once_give_each_message_five_replies() -> None:
+    """With the graph or the message ids on a server the choice runs on worker threads:
+    several at once must still be one choice and one count each."""
+    import sys
+    import threading
+
+    budget, chat = ReplyBudget(), Chat()
+    for _ in range(200):
+        chat.receive()
+    taken: list[tuple[str, int] | None] = []
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible
+    try:
+        threads = [threading.Thread(target=lambda: taken.extend(
+            budget.take_newest(G, chat.newest, 300) for _ in range(260))) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    found = sorted(t for t in taken if t is not None)
+    assert found == sorted((f"m{n}", k) for n in range(1, 201) for k in range(1, 6))
+    assert taken.count(None) == 4 * 260 - 1000
