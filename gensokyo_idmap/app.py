@@ -43,6 +43,7 @@ from gensokyo_idmap.identity_backend import (
     open_identity_store,
 )
 from gensokyo_idmap.idmap import IdentityGraph
+from gensokyo_idmap.link_status import LinkWatch
 from gensokyo_idmap.memory import run_trimmer
 from gensokyo_idmap.msgid import MessageIds, MsgIdMap
 from gensokyo_idmap.onebot.forward_ws import ForwardWsServer
@@ -112,7 +113,7 @@ class Daemon:
             listeners.append(f"onebot http api http://{config.onebot.http_api}/")
         if self.identity_api is not None:
             listeners.append(f"identity api http://{config.api.listen}/ "
-                             "(/v1, /getid, /healthz, /metrics)")
+                             "(/v1, /getid, /healthz, /metrics, console /ui/)")
         if self.gateway is not None:
             listeners.append(f"qq gateway via {config.qq.api_base}/gateway/bot")
         listeners += [f"reverse ws {c.url}" for c in self.clients]
@@ -177,8 +178,9 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
     services.push_async_callback(_stop_periodic, sweeper, stop)
     trimmer = asyncio.create_task(run_trimmer(stop))
     services.push_async_callback(_stop_periodic, trimmer, stop)
+    watch = LinkWatch(outbox)
     identity_api = (await _start_api(config, graph, msgids, outbox_store,
-                                     _server_checks(config, graph, msgids, services))
+                                     _server_checks(config, graph, msgids, services), watch)
                     if config.api.listen else None)
     if identity_api is not None:
         intake.push_async_callback(identity_api.cleanup)
@@ -192,6 +194,7 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
     services.push_async_callback(actions.drain)  # queued (_async) sends, before http
 
     clients = _reverse_ws_clients(config, actions, outbox)
+    watch.clients = clients
     for client in reversed(clients):
         clients_side.push_async_callback(_drain_and_close, client)
     deliveries = DeliveryLog(ttl=window, claims=claims)
@@ -206,6 +209,7 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
              for target in config.onebot.http_post]
     for post in reversed(posts):
         posts_side.push_async_callback(post.close)
+    watch.posts = posts
     for post in posts:
         _restore_owed(post, deliveries)
         post.start()
@@ -224,6 +228,7 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
         forward_side.push_async_callback(forward_runner.cleanup)
         forward_side.push_async_callback(forward.close)  # its connections, then its listener
         sinks.append(forward)
+        watch.forward = forward
         log.info("[onebot] forward ws listening", url=f"ws://{config.onebot.forward_ws}/")
     onebot_api: web.AppRunner | None = None
     if config.onebot.http_api:
@@ -242,7 +247,8 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
                                acknowledge=None if platform is None else platform.acknowledge)
     webhook: web.AppRunner | None = None
     if config.webhook.listen:
-        webhook = await _start_webhook(config, _one_at_a_time(pipeline.process_batch))
+        webhook = await _start_webhook(config, _one_at_a_time(pipeline.process_batch, watch))
+        watch.webhook = True
         intake.push_async_callback(webhook.cleanup)  # nothing new is acknowledged
     gateway: asyncio.Task[None] | None = None
     if config.qq.gateway:
@@ -251,7 +257,8 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
                                 "the gateway needs bot.app_id and bot.secret")
         gateway = asyncio.create_task(_run_gateway(config, platform.http, platform.tokens,
                                                    pipeline.process_batch,
-                                                   _backend_probe(config, msgids, services)))
+                                                   _backend_probe(config, msgids, services),
+                                                   watch))
         # stop intake first: the saved seq is the last processed
         intake.push_async_callback(_cancel, gateway)
     return Daemon(config, webhook, forward, onebot_api, identity_api, gateway, clients, posts)
@@ -451,16 +458,21 @@ def _bench_confirm_on_write() -> bool:
     return on
 
 
-async def _listen(routes: list[web.RouteDef], listen: str, field: str) -> web.AppRunner:
-    """An aiohttp server for ``routes`` on ``host:port``; a bad address names its key.
+async def _listen(routes: list[web.RouteDef] | web.Application, listen: str,
+                  field: str) -> web.AppRunner:
+    """An aiohttp server for ``routes`` (or an application) on ``host:port``; a bad
+    address names its key.
 
     Its clean-up waits at most ``SHUTDOWN_SECONDS`` for requests in flight (aiohttp's own
     default is a minute): a connection that arrives while the server stops (a framework
     reconnecting at once), or a handler stuck on its peer, must not hold the stop. A request
     cut short there was not answered, so the platform delivers it again; nothing is lost.
     """
-    app = web.Application()
-    app.add_routes(routes)
+    if isinstance(routes, web.Application):
+        app = routes
+    else:
+        app = web.Application()
+        app.add_routes(routes)
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=SHUTDOWN_SECONDS)
     await runner.setup()
     address = parse_host_port(listen, field)
@@ -475,7 +487,7 @@ async def _listen(routes: list[web.RouteDef], listen: str, field: str) -> web.Ap
 async def _run_gateway(
     config: Config, http: aiohttp.ClientSession, tokens: AccessTokenManager,
     pipeline: Callable[[Sequence[QQEvent]], Awaitable[None]],
-    backends: BackendProbe | None,
+    backends: BackendProbe | None, watch: LinkWatch,
 ) -> None:
     """Discover the gateway URL, then keep the session of this daemon's shard (resuming
     the saved one: in the data dir, or in PostgreSQL with the graph); while a batch cannot
@@ -494,6 +506,7 @@ async def _run_gateway(
         client = GatewayClient(url, config.bot.app_id, tokens, pipeline, state,
                                intents=config.qq.intents, shard=config.qq.shard,
                                backends=backends)
+        watch.gateway = client
         log.info("[qq] gateway", url=url, intents=config.qq.intents, shard=list(config.qq.shard),
                  resuming=client.session_id is not None)
         await client.run(http)
@@ -535,11 +548,13 @@ def _restore_owed(sink: TrackedSink, deliveries: DeliveryLog) -> None:
 
 
 def _one_at_a_time(
-    process_batch: Callable[[Sequence[QQEvent]], Awaitable[None]]
+    process_batch: Callable[[Sequence[QQEvent]], Awaitable[None]], watch: LinkWatch
 ) -> Callable[[QQEvent], Awaitable[None]]:
-    """A batch entry for a source that hands over one event at a time (the webhook)."""
+    """A batch entry for a source that hands over one event at a time (the webhook); the
+    console's overview shows the last one."""
 
     def process(event: QQEvent) -> Awaitable[None]:
+        watch.saw_webhook(event)
         return process_batch([event])
 
     return process
@@ -547,8 +562,9 @@ def _one_at_a_time(
 
 async def _start_api(config: Config, graph: IdentityGraph, msgids: MessageIds,
                      outbox_store: LmdbOutboxStore,
-                     servers: Sequence[tuple[object, ServerCheck]]) -> web.AppRunner | None:
-    """The identity HTTP API, /getid, /healthz and /metrics on ``api.listen``.
+                     servers: Sequence[tuple[object, ServerCheck]],
+                     watch: LinkWatch) -> web.AppRunner | None:
+    """The identity HTTP API, /getid, /healthz, /metrics and the console on ``api.listen``.
 
     A taken address is fatal when ``api.listen`` was set; the default one being taken (a
     second daemon on the machine) only leaves the API off, loudly.
@@ -559,9 +575,9 @@ async def _start_api(config: Config, graph: IdentityGraph, msgids: MessageIds,
         identity_location=identity_store_location(config),
         msgid_path=config.msgid_db_path, token=token,
         getid_allow=tuple(config.api.getid_allow)),
-        outbox=(config.outbox_db_path, outbox_store), servers=servers)
+        outbox=(config.outbox_db_path, outbox_store), servers=servers, link=watch)
     try:
-        runner = await _listen(server.routes(), config.api.listen, "api.listen")
+        runner = await _listen(server.application(), config.api.listen, "api.listen")
     except BadInputError as err:
         if "listen" in config.api.model_fields_set:
             raise
@@ -569,5 +585,6 @@ async def _start_api(config: Config, graph: IdentityGraph, msgids: MessageIds,
                     listen=config.api.listen, reason=err.reason)
         return None
     log.info("[api] listening", url=f"http://{config.api.listen}/",
+             console=f"http://{config.api.listen}/ui/",
              token_required=bool(token), getid_allow=config.api.getid_allow or "loopback")
     return runner

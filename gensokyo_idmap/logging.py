@@ -25,6 +25,7 @@ from typing import Any, Final, Literal, TextIO
 import structlog
 
 from gensokyo_idmap import jsonio
+from gensokyo_idmap.logtail import TailingRenderer
 from gensokyo_idmap.redaction import HIDDEN, is_secret_name, redact_url
 
 __all__ = ["configure_logging", "redact_secrets"]
@@ -155,7 +156,7 @@ def configure_logging(
             structlog.processors.add_log_level,
             UtcStamper(),
             redact_secrets,
-            renderer,
+            TailingRenderer(renderer),  # the console's live tail: the same redacted text
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
         logger_factory=factory,

@@ -14,6 +14,7 @@ Routes (documented in ``/openapi.json``)::
     GET  /v1/stats                 counts per table of both stores
     GET  /getid?type=N&…           the Go daemon's API (getid.py)
     GET  /healthz  /metrics  /openapi.json
+    /ui/…                          the operator console (console/pages.py)
 
 Errors of ``/v1`` are ``{"error": {"code", "message"}}`` with the error class's HTTP status
 (errors.py): 400 bad input, 401 no or wrong token, 403 peer not allowed, 404, 409, 503. Only a
@@ -35,6 +36,8 @@ from prometheus_client import CollectorRegistry
 
 from gensokyo_idmap import jsonio, metrics
 from gensokyo_idmap.api.access import AccessPolicy
+from gensokyo_idmap.api.console.pages import Console
+from gensokyo_idmap.api.console.status import LinkStatus
 from gensokyo_idmap.api.getid import answer_getid
 from gensokyo_idmap.api.openapi import openapi_document
 from gensokyo_idmap.compat import LegacyIdmap
@@ -89,6 +92,10 @@ def _error(status: int, code: str, message: str) -> web.Response:
     return response
 
 
+async def _to_console(request: web.Request) -> web.Response:
+    raise web.HTTPPermanentRedirect("/ui/")
+
+
 def _text(value: object, field: str, *, required: bool = True) -> str | None:
     """A JSON or query string value that is valid Unicode text (lone surrogates are not)."""
     if value is None and not required:
@@ -114,9 +121,11 @@ class ApiServer:
 
     def __init__(self, graph: IdentityGraph, msgids: MessageIds, settings: ApiSettings,
                  outbox: tuple[Path, HealthSource] | None = None,
-                 servers: Sequence[tuple[object, ServerCheck]] = ()) -> None:
+                 servers: Sequence[tuple[object, ServerCheck]] = (),
+                 link: LinkStatus | None = None) -> None:
         """``servers``: (store, its server) for each store that lives on a server
-        (PostgreSQL, Redis): ``/healthz`` asks the server instead of opening the store."""
+        (PostgreSQL, Redis): ``/healthz`` asks the server instead of opening the store.
+        ``link``: what the console shows of the platform link and the frameworks."""
         self.graph = graph
         self.msgids = msgids
         self._recency = chat_recency(msgids)
@@ -134,6 +143,7 @@ class ApiServer:
         self.registry.register(metrics.StoreSizeCollector(
             self._identity_counts, partial(legacy_counts, graph.store), msgids.counts,
             (settings.identity_path, settings.msgid_path)))
+        self.console = Console(self, link)
 
     def _identity_counts(self) -> TableCounts:
         with self.graph.store.read() as view:
@@ -156,6 +166,14 @@ class ApiServer:
             web.get("/metrics", self.metrics),
             web.get("/openapi.json", self.openapi),
         ]
+
+    def application(self) -> web.Application:
+        """The listener's application: :meth:`routes`, and the console at ``/ui/``."""
+        app = web.Application()
+        app.add_routes(self.routes())
+        app.add_subapp("/ui/", self.console.application())
+        app.router.add_get("/ui", _to_console)
+        return app
 
     # --- access and errors ----------------------------------------------------------------
 
@@ -201,6 +219,13 @@ class ApiServer:
     async def lookup(self, request: web.Request) -> web.Response:
         key = _text(request.query.get("key"), "key")
         assert key is not None
+        shown, vuin = self.find_vuin(key)
+        return web.json_response({"key": shown, "vuin": vuin})
+
+    def find_vuin(self, key: str) -> tuple[str | None, int]:
+        """(the typed key read from ``key``, or None for a vUIN; the vUIN it is now), for
+        any form a client may give (vUIN, typed key, ``rUIN-…``, bare OpenID of the serving
+        AppID); :class:`NotFoundError` when nothing is known."""
         parsed = parse_client_input(key, self.settings.app_id or None, field="key")
         if isinstance(parsed, VUin):
             vuin = self.graph.canonical(parsed.value)
@@ -210,7 +235,7 @@ class ApiServer:
             shown = parsed.key
         if vuin is None:
             raise NotFoundError(f"{key}: no vUIN is known for it")
-        return web.json_response({"key": shown, "vuin": vuin})
+        return shown, vuin
 
     async def show(self, request: web.Request) -> web.Response:
         view = self.graph.show(parse_vuin(request.match_info["vuin"], "vuin"))

@@ -88,6 +88,11 @@ class Outbox:
         self._counts[sink] = len(owed)
         return owed
 
+    def durable_count(self, sink: str) -> int:
+        """How many of ``sink``'s events wait in outbox.db, as counted while writing and
+        forgetting them (read by the console; no store read)."""
+        return self._counts.get(sink, 0)
+
     def read_after(self, sink: str, after: int, limit: int) -> list[tuple[int, dict[str, Any]]]:
         """Up to ``limit`` of ``sink``'s entries with an id above ``after``, oldest first."""
         out: list[tuple[int, dict[str, Any]]] = []

@@ -1,0 +1,1 @@
+"""The operator console at ``/ui/`` (pages.py), its sessions, rates and chart."""

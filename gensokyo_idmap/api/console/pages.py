@@ -1,0 +1,448 @@
+"""The operator console at ``/ui/`` on the identity API listener (an I/O adapter).
+
+Access is the API's (``access.py``): with ``api.token`` set, the token typed once on the
+login page (or a Bearer header); without one, loopback peers and ``api.getid_allow``. The
+browser holds only a session id (:mod:`.sessions`); every form carries the session's CSRF
+token; every answer sends a Content-Security-Policy that allows scripts, styles and images
+from the console itself and nothing inline.
+
+What the pages show comes from what the daemon has already: the graph and message-id rules
+(the same calls as ``/v1``), ``reports.stats_data`` (as ``/v1/stats``), the counters
+(``counters``, ``metrics``), the log tail (``logtail``: the log file's own redacted text)
+and the daemon's :data:`~.status.LinkStatus`. A change (bind, rebind) goes through a
+confirmation page first, then through :class:`~gensokyo_idmap.idmap.IdentityGraph`; a value
+that cannot be parsed is shown on the page and nothing is written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextvars import ContextVar
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+import aiohttp_jinja2
+import jinja2
+from aiohttp import web
+
+from gensokyo_idmap import __version__, counters, jsonio, metrics
+from gensokyo_idmap.api.access import same_token
+from gensokyo_idmap.api.console.chart import rate_chart
+from gensokyo_idmap.api.console.rates import RateHistory
+from gensokyo_idmap.api.console.sessions import COOKIE, Session, Sessions
+from gensokyo_idmap.api.console.status import LinkStatus, LinkView
+from gensokyo_idmap.errors import BadInputError, IdmapError, NotFoundError
+from gensokyo_idmap.identity import parse_identity_input, parse_vuin
+from gensokyo_idmap.logtail import LEVELS, TAIL, LogTail
+from gensokyo_idmap.msgid import check_virtual_id
+from gensokyo_idmap.reports import bind_data, rebind_data, record_data, stats_data, vuin_data
+from gensokyo_idmap.store.lmdb_env import LmdbEnv
+
+if TYPE_CHECKING:
+    from gensokyo_idmap.api.server import ApiServer
+
+__all__ = ["CSP", "Console"]
+
+#: Everything from the console itself, nothing inline, no framing, forms only to itself.
+CSP: Final = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; "
+              "connect-src 'self'; object-src 'none'; base-uri 'none'; "
+              "frame-ancestors 'none'; form-action 'self'")
+_HEADERS: Final = {
+    "Content-Security-Policy": CSP,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "X-Frame-Options": "DENY",
+    "Cache-Control": "no-store",
+}
+#: The session of the request being handled (set by the guard for the handler's task; a
+#: context variable, as aiohttp's typed request keys need a newer aiohttp than we require).
+_SESSION: Final[ContextVar[Session | None]] = ContextVar("console_session", default=None)
+#: Paths reachable without a session: the login page and the package's CSS and script.
+_OPEN_PATHS: Final = ("/ui/login", "/ui/static/")
+#: How often the SSE tail looks for new lines, and how many it sends first.
+TAIL_POLL_SECONDS: Final = 0.5
+TAIL_BACKLOG: Final = 200
+HOUR: Final = 3600.0
+
+
+def _totals() -> dict[str, float]:
+    """The running totals the chart shows: platform events in, OneBot events out,
+    OneBot actions answered (from the counters ``/metrics`` reads too)."""
+    actions = sum(sample.value for family in metrics.ACTION_SECONDS.collect()
+                  for sample in family.samples if sample.name.endswith("_count"))
+    return {
+        "events in": sum(count.value for _, count in counters.EVENTS_IN.children()),
+        "events out": sum(count.value for _, count in counters.EVENTS_OUT.children()),
+        "actions": actions,
+    }
+
+
+class Console:
+    """The console of one :class:`~gensokyo_idmap.api.server.ApiServer`."""
+
+    def __init__(self, api: ApiServer, link: LinkStatus | None = None, *,
+                 tail: LogTail = TAIL, sample_seconds: float = 10.0) -> None:
+        self.api = api
+        self.link = link
+        self.tail = tail
+        self.sessions = Sessions()
+        self.started = time.time()
+        self.rates = RateHistory(_totals, step=sample_seconds, span=HOUR)
+        self._closing = asyncio.Event()
+
+    # --- the sub-application ----------------------------------------------------------------
+
+    def application(self) -> web.Application:
+        """The console as an aiohttp sub-application, to be mounted at ``/ui/``."""
+        app = web.Application(middlewares=[self._guard])
+        aiohttp_jinja2.setup(app, loader=jinja2.PackageLoader(__package__, "templates"),
+                             autoescape=True, undefined=jinja2.StrictUndefined)
+        static = Path(str(resources.files(__package__).joinpath("static")))
+        app.add_routes([
+            web.get("/", self.overview),
+            web.get("/overview.json", self.overview_json),
+            web.get("/chart.svg", self.chart),
+            web.get("/login", self.login_page),
+            web.post("/login", self.login),
+            web.post("/logout", self.logout),
+            web.get("/identities", self.identities),
+            web.get("/identities/{vuin}", self.vuin_page),
+            web.post("/bind", self.bind),
+            web.post("/rebind", self.rebind),
+            web.get("/messages", self.messages),
+            web.get("/logs", self.logs),
+            web.get("/logs/stream", self.log_stream),
+            web.static("/static", static),
+        ])
+        app.cleanup_ctx.append(self._sampling)
+        app.on_shutdown.append(self._shutdown)
+        return app
+
+    async def _sampling(self, _app: web.Application) -> AsyncIterator[None]:
+        """The rate sampler, running while the listener serves."""
+        self._closing.clear()
+        self.rates.sample()
+        task = asyncio.create_task(self._sample_until_closed(), name="console rates")
+        yield
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+    async def _sample_until_closed(self) -> None:
+        while not self._closing.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._closing.wait(), self.rates.step)
+            self.rates.sample()
+
+    async def _shutdown(self, _app: web.Application) -> None:
+        self._closing.set()  # ends the log streams, so the listener's stop does not wait
+
+    # --- access, sessions, headers ------------------------------------------------------------
+
+    @web.middleware
+    async def _guard(self, request: web.Request,
+                     handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+                     ) -> web.StreamResponse:
+        response = await self._admit(request, handler)
+        response.headers.update(_HEADERS)
+        return response
+
+    async def _admit(self, request: web.Request,
+                     handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+                     ) -> web.StreamResponse:
+        access = self.api.access
+        session = self.sessions.get(request.cookies.get(COOKIE))
+        if request.path.startswith(_OPEN_PATHS):
+            if session is None and request.path == "/ui/login":
+                session = self.sessions.new(authenticated=False)
+                _SESSION.set(session)
+                return self._with_cookie(await handler(request), session)
+            if session is not None:
+                _SESSION.set(session)
+            return await handler(request)
+        if access.has_token:
+            if session is None or not session.authenticated:
+                if access.token_ok(request.headers.get("Authorization")):
+                    session = self.sessions.new(authenticated=True)
+                elif request.method == "GET":
+                    raise web.HTTPSeeOther("/ui/login")
+                else:
+                    return self._refusal(request, 401, "log in first (api.token)")
+        elif not access.peer_allowed(request.remote):
+            return self._refusal(request, 403, f"{request.remote} is not allowed (loopback "
+                                 "or api.getid_allow; or set api.token)")
+        fresh = session is None
+        if session is None:
+            session = self.sessions.new(authenticated=True)
+        _SESSION.set(session)
+        if request.method == "POST":
+            form = await request.post()
+            presented = form.get("csrf")
+            if not session.csrf_ok(presented if isinstance(presented, str) else None):
+                return self._refusal(request, 403, "the form's CSRF token is missing or "
+                                     "wrong: reload the page and try again")
+        try:
+            response = await handler(request)
+        except IdmapError as err:  # a value a page could not take: shown, nothing written
+            response = self._refusal(request, err.http_status, err.message)
+        return self._with_cookie(response, session) if fresh else response
+
+    @staticmethod
+    def _with_cookie(response: web.StreamResponse, session: Session) -> web.StreamResponse:
+        response.set_cookie(COOKIE, session.id, path="/ui/", httponly=True,
+                            samesite="Strict")
+        return response
+
+    def _refusal(self, request: web.Request, status: int, message: str) -> web.Response:
+        return self._render("refused.html", request, {"message": message}, status=status)
+
+    def _render(self, template: str, request: web.Request, context: Mapping[str, Any],
+                status: int = 200) -> web.Response:
+        session = _SESSION.get()
+        base = {"page": "", "csrf": session.csrf if session is not None else "",
+                "token_login": self.api.access.has_token,
+                "signed_in": bool(session and session.authenticated), "version": __version__}
+        return aiohttp_jinja2.render_template(template, request, {**base, **context},
+                                              status=status)
+
+    # --- login ----------------------------------------------------------------------------
+
+    async def login_page(self, request: web.Request) -> web.Response:
+        if not self.api.access.has_token:
+            raise web.HTTPSeeOther("/ui/")
+        return self._render("login.html", request, {"error": None})
+
+    async def login(self, request: web.Request) -> web.StreamResponse:
+        session = _SESSION.get()
+        form = await request.post()
+        csrf, token = form.get("csrf"), form.get("token")
+        if session is None or not session.csrf_ok(csrf if isinstance(csrf, str) else None):
+            return self._refusal(request, 403, "the form's CSRF token is missing or wrong: "
+                                 "reload the login page and try again")
+        expected = self.api.settings.token
+        if not expected or not isinstance(token, str) or not same_token(token, expected):
+            return self._render("login.html", request, {"error": "wrong token"}, status=401)
+        fresh = self.sessions.login(session)
+        response = web.HTTPSeeOther("/ui/")
+        self._with_cookie(response, fresh)
+        raise response
+
+    async def logout(self, request: web.Request) -> web.StreamResponse:
+        session = _SESSION.get()
+        if session is not None:
+            self.sessions.drop(session.id)
+        response = web.HTTPSeeOther("/ui/login" if self.api.access.has_token else "/ui/")
+        response.del_cookie(COOKIE, path="/ui/")
+        raise response
+
+    # --- overview -------------------------------------------------------------------------
+
+    def overview_data(self) -> dict[str, Any]:
+        """Everything the overview shows, as plain data (its page and its JSON)."""
+        now = time.time()
+        link = self.link() if self.link is not None else LinkView()
+        try:
+            api = self.api
+            location = api.settings.identity_location or api.settings.identity_path
+            stores: dict[str, Any] = stats_data(api.graph, location, api.msgids,
+                                                api.settings.msgid_path)
+            stores["openid_map"]["map"] = _map_use(api.graph.store)
+            stores["msgid_map"]["map"] = _map_use(api.msgids.store)
+            store_error = None
+        except (IdmapError, OSError) as err:
+            stores, store_error = {}, getattr(err, "message", None) or str(err)
+        problems = self.tail.problems_since(now - HOUR)
+        totals = _totals()
+        return {
+            "version": __version__,
+            "started": self.started,
+            "uptime_seconds": round(now - self.started),
+            "link": {
+                "gateway": None if link.gateway is None else {
+                    "session_id": link.gateway.session_id, "seq": link.gateway.seq,
+                    "resumes": link.gateway.resumes, "identifies": link.gateway.identifies,
+                    "pauses": link.gateway.pauses},
+                "webhook": link.webhook,
+                "last_webhook": None if link.last_webhook is None else {
+                    "event_type": link.last_webhook.event_type, "at": link.last_webhook.at},
+            },
+            "frameworks": [{"transport": f.transport, "name": f.name, "connected": f.connected,
+                            "owed": f.owed, "durable": f.durable} for f in link.frameworks],
+            "totals": totals,
+            "rates": self.rates.latest(),
+            "problems": {"errors": sum(line.level in ("error", "critical") for line in problems),
+                         "warnings": sum(line.level == "warning" for line in problems),
+                         "latest": [line.text for line in problems[-5:]]},
+            "stores": stores,
+            "store_error": store_error,
+            "migration": stores.get("openid_map", {}).get("migrated_from_legacy"),
+        }
+
+    async def overview(self, request: web.Request) -> web.Response:
+        return self._render("overview.html", request, {"o": self.overview_data(),
+                                                       "page": "overview"})
+
+    async def overview_json(self, request: web.Request) -> web.Response:
+        return web.json_response(self.overview_data(), dumps=_dumps)
+
+    async def chart(self, request: web.Request) -> web.Response:
+        svg = rate_chart(self.rates.series(), self.rates.step, self.rates.span)
+        return web.Response(text=svg, content_type="image/svg+xml")
+
+    # --- identities -------------------------------------------------------------------------
+
+    async def identities(self, request: web.Request) -> web.Response:
+        query = request.query.get("q", "")
+        error, status = None, 200
+        if query.strip():
+            try:
+                _, vuin = self.api.find_vuin(query)
+            except IdmapError as err:
+                error, status = err.message, err.http_status
+            else:
+                raise web.HTTPSeeOther(f"/ui/identities/{vuin}")
+        return self._render("identities.html", request, {
+            "page": "identities", "q": query, "error": error,
+            "binds": [line.text for line in self.tail.binds()]}, status=status)
+
+    async def vuin_page(self, request: web.Request) -> web.Response:
+        try:
+            view = vuin_data(self.api.graph.show(parse_vuin(request.match_info["vuin"])))
+        except IdmapError as err:
+            return self._render("identities.html", request, {
+                "page": "identities", "q": request.match_info["vuin"], "error": err.message,
+                "binds": []}, status=err.http_status)
+        return self._render("vuin.html", request, {"page": "identities", "v": view,
+                                                   "error": None})
+
+    async def bind(self, request: web.Request) -> web.Response:
+        form = await request.post()
+        key_text, vuin_text = str(form.get("key", "")), str(form.get("vuin", ""))
+        app_id = self.api.settings.app_id or None
+        try:
+            key = parse_identity_input(key_text, app_id, "key")
+            vuin = parse_vuin(vuin_text, "vuin")
+            if form.get("confirm") != "yes":
+                return self._render("confirm.html", request, {
+                    "page": "identities", "op": "bind",
+                    "fields": {"key": key_text, "vuin": vuin_text},
+                    "what": f"bind {key.key} to vUIN {vuin}",
+                    "before": {"current vUIN of the key": self.api.graph.lookup(key),
+                               "vUIN it will join": self.api.graph.canonical(vuin)}})
+            result = bind_data(await self.api.graph.bind(key, vuin))
+        except IdmapError as err:
+            return self._form_error(request, vuin_text, "bind", err)
+        return self._render("result.html", request, {
+            "page": "identities", "op": "bind", "result": result, "vuin": result["vuin"]})
+
+    async def rebind(self, request: web.Request) -> web.Response:
+        form = await request.post()
+        old_text, new_text = str(form.get("old", "")), str(form.get("new", ""))
+        try:
+            old, new = parse_vuin(old_text, "old"), parse_vuin(new_text, "new")
+            if form.get("confirm") != "yes":
+                moving = self.api.graph.show(old).identities
+                return self._render("confirm.html", request, {
+                    "page": "identities", "op": "rebind",
+                    "fields": {"old": old_text, "new": new_text},
+                    "what": f"move the identity set of vUIN {old} to vUIN {new} "
+                            f"({old} stays as an alias)",
+                    "before": {"identities that move": ", ".join(moving) or "none",
+                               "vUIN the set joins": self.api.graph.canonical(new)}})
+            result = rebind_data(await self.api.graph.rebind(old, new))
+        except IdmapError as err:
+            return self._form_error(request, old_text, "rebind", err)
+        return self._render("result.html", request, {
+            "page": "identities", "op": "rebind", "result": result, "vuin": result["new"]})
+
+    def _form_error(self, request: web.Request, vuin_text: str, op: str,
+                    err: IdmapError) -> web.Response:
+        """The vUIN page again (or the search page), the error shown; nothing was written."""
+        try:
+            view: dict[str, Any] | None = vuin_data(self.api.graph.show(parse_vuin(vuin_text)))
+        except IdmapError:
+            view = None
+        message = f"{op} refused: {err.message}"
+        if view is None:
+            return self._render("identities.html", request, {
+                "page": "identities", "q": "", "error": message, "binds": []},
+                status=err.http_status)
+        return self._render("vuin.html", request, {"page": "identities", "v": view,
+                                                   "error": message}, status=err.http_status)
+
+    # --- messages ---------------------------------------------------------------------------
+
+    async def messages(self, request: web.Request) -> web.Response:
+        query = request.query.get("q", "").strip()
+        record, error, status = None, None, 200
+        if query:
+            try:
+                record = self._message(query)
+            except IdmapError as err:
+                error, status = err.message, err.http_status
+        return self._render("messages.html", request, {
+            "page": "messages", "q": query, "record": record, "error": error,
+            "now_ms": int(time.time() * 1000)}, status=status)
+
+    def _message(self, query: str) -> dict[str, Any]:
+        """A virtual id (digits) or a real id, as ``/v1/msgids`` reads them."""
+        msgids = self.api.msgids
+        if query.isascii() and query.isdigit():
+            virtual_id: int | None = check_virtual_id(query, "virtual id")
+        else:
+            virtual_id = msgids.virtual_of(query)
+            if virtual_id is None:
+                raise NotFoundError(f"real message id {query!r} is unknown or expired")
+        record = msgids.lookup(virtual_id) if virtual_id is not None else None
+        if record is None:
+            raise NotFoundError(f"virtual message id {query} is unknown or expired")
+        return record_data(record)
+
+    # --- logs -----------------------------------------------------------------------------
+
+    async def logs(self, request: web.Request) -> web.Response:
+        level = request.query.get("level", "info")
+        if level not in LEVELS:
+            level = "info"
+        return self._render("logs.html", request, {"page": "logs", "level": level,
+                                                   "levels": LEVELS})
+
+    async def log_stream(self, request: web.Request) -> web.StreamResponse:
+        """Server-sent events: the newest lines first, then each new one at the chosen
+        level or above (``?level=``), until the browser leaves or the daemon stops."""
+        level = request.query.get("level", "info")
+        if level not in LEVELS:
+            raise BadInputError("level", level, f"must be one of {', '.join(LEVELS)}")
+        last = request.headers.get("Last-Event-ID", "")
+        seq = int(last) if last.isdigit() else max(0, self.tail.last_seq - TAIL_BACKLOG)
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream",
+                                               **_HEADERS})
+        await response.prepare(request)
+        try:
+            while not self._closing.is_set():
+                for line in self.tail.since(seq, level):
+                    payload = _dumps({"level": line.level, "at": line.at, "text": line.text})
+                    await response.write(f"id: {line.seq}\ndata: {payload}\n\n".encode())
+                    seq = line.seq
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._closing.wait(), TAIL_POLL_SECONDS)
+        except ConnectionError:
+            pass  # the browser left
+        return response
+
+
+def _dumps(value: Any) -> str:
+    return jsonio.dumps(value)
+
+
+def _map_use(store: object) -> dict[str, int] | None:
+    """The map of a store on LMDB: its size and the bytes of the pages in use (None for a
+    store on a server). LMDB's own figures, read without a transaction."""
+    if not isinstance(store, LmdbEnv):
+        return None
+    info, stat = store.env.info(), store.env.stat()
+    used = (int(info["last_pgno"]) + 1) * int(stat["psize"])
+    return {"size": int(info["map_size"]), "used": used}

@@ -1,0 +1,46 @@
+"""Per-second rates of the daemon's counters over the last hour (pure: numbers and a clock).
+
+The counters (``gensokyo_idmap.counters``, ``metrics``) only grow; the console samples their
+totals every ``step`` seconds and keeps an hour of samples, so a rate is the difference of
+two samples over the time between them. No second set of counters is kept.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from itertools import pairwise
+
+__all__ = ["RateHistory"]
+
+
+class RateHistory:
+    def __init__(self, read: Callable[[], Mapping[str, float]], step: float = 10.0,
+                 span: float = 3600.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.step = step
+        self.span = span
+        self._read = read
+        self._clock = clock
+        self._samples: deque[tuple[float, Mapping[str, float]]] = deque(
+            maxlen=int(span // step) + 1)
+
+    def sample(self) -> None:
+        self._samples.append((self._clock(), dict(self._read())))
+
+    def series(self) -> dict[str, list[float]]:
+        """Per name, the rate (per second) between each two samples, oldest first; a count
+        that went down (a restarted source) shows as 0, not as a negative rate."""
+        samples = list(self._samples)
+        names = list(samples[-1][1]) if samples else []
+        out: dict[str, list[float]] = {name: [] for name in names}
+        for (t0, before), (t1, after) in pairwise(samples):
+            seconds = t1 - t0
+            for name in names:
+                delta = after.get(name, 0.0) - before.get(name, 0.0)
+                out[name].append(max(0.0, delta) / seconds if seconds > 0 else 0.0)
+        return out
+
+    def latest(self) -> dict[str, float]:
+        """The rate of each name between the last two samples (0 before there are two)."""
+        return {name: (rates[-1] if rates else 0.0) for name, rates in self.series().items()}

@@ -1,0 +1,66 @@
+"""The console's view of the platform link and the framework connections (composition side).
+
+The console (``api/console``) may not import the QQ side, the OneBot side or the bridge;
+the daemon makes one :class:`LinkWatch`, fills it in as it starts each part, and hands it
+to the API as its :data:`~gensokyo_idmap.api.console.status.LinkStatus`. Reads only what
+the parts already keep (the gateway's session, seq and counts; each framework's queue and
+outbox count): nothing is counted twice.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from gensokyo_idmap.api.console.status import (
+    FrameworkLink,
+    GatewayLink,
+    LinkView,
+    WebhookEvent,
+)
+from gensokyo_idmap.bridge.outbox import Outbox
+from gensokyo_idmap.onebot.forward_ws import ForwardWsServer
+from gensokyo_idmap.onebot.http_post import HttpPostTarget
+from gensokyo_idmap.onebot.reverse_ws import ReverseWsClient
+from gensokyo_idmap.qq.events import QQEvent
+from gensokyo_idmap.qq.gateway import GatewayClient
+from gensokyo_idmap.redaction import redact_url
+
+__all__ = ["LinkWatch"]
+
+
+class LinkWatch:
+    """The parts of one daemon the console describes; set as the daemon makes them."""
+
+    def __init__(self, outbox: Outbox) -> None:
+        self.outbox = outbox
+        self.gateway: GatewayClient | None = None
+        self.webhook = False
+        self.last_webhook: WebhookEvent | None = None
+        self.clients: Sequence[ReverseWsClient] = ()
+        self.posts: Sequence[HttpPostTarget] = ()
+        self.forward: ForwardWsServer | None = None
+
+    def saw_webhook(self, event: QQEvent) -> None:
+        self.last_webhook = WebhookEvent(event.event_type, time.time())
+
+    def __call__(self) -> LinkView:
+        gateway = self.gateway
+        frameworks = [
+            FrameworkLink("reverse_ws", redact_url(client.url), client.connected.is_set(),
+                          len(client.queue), self.outbox.durable_count(client.outbox_name))
+            for client in self.clients]
+        frameworks += [
+            FrameworkLink("http_post", redact_url(post.url), None, len(post.queue),
+                          self.outbox.durable_count(post.outbox_name))
+            for post in self.posts]
+        if self.forward is not None:
+            count = self.forward.connections
+            frameworks.append(FrameworkLink("forward_ws", f"{count} connection(s)",
+                                            count > 0, 0, 0))
+        return LinkView(
+            gateway=None if gateway is None else GatewayLink(
+                gateway.session_id, gateway.seq, gateway.resumes, gateway.identifies,
+                gateway.pauses),
+            webhook=self.webhook, last_webhook=self.last_webhook,
+            frameworks=tuple(frameworks))

@@ -1,0 +1,29 @@
+from __future__ import annotations
+
+from gensokyo_idmap.api.console.chart import rate_chart
+from gensokyo_idmap.api.console.rates import RateHistory
+
+
+def test_rates_are_differences_over_time_and_an_hour_is_kept() -> None:
+    now = [0.0]
+    totals = {"events in": 0.0}
+    history = RateHistory(lambda: totals, step=10, span=60, clock=lambda: now[0])
+    assert history.latest() == {}
+    for value in (0, 50, 150, 150, 100):  # the last: a count that went down
+        totals["events in"] = value
+        history.sample()
+        now[0] += 10
+    assert history.series() == {"events in": [5.0, 10.0, 0.0, 0.0]}
+    assert history.latest() == {"events in": 0.0}
+    for _ in range(10):
+        history.sample()
+        now[0] += 10
+    assert len(history.series()["events in"]) == 6  # 60 s of 10 s steps
+
+
+def test_the_chart_draws_one_line_per_series_with_the_latest_rate() -> None:
+    svg = rate_chart({"events in": [1.0, 3.0], "actions": [], "<x>": [0.5]}, 10, 3600)
+    assert svg.startswith("<svg") and svg.endswith("</svg>")
+    assert svg.count("<polyline") == 2
+    assert "events in 3.00/s" in svg and "&lt;x&gt;" in svg and "<x>" not in svg
+    assert ">5/s<" in svg  # the axis top: the next of 1, 2, 5 x 10^n above the peak
