@@ -59,6 +59,8 @@ def rate_chart(series: Mapping[str, Sequence[float]], step: float, span: float,
         if coords:
             parts.append(f'<polyline fill="none" stroke="{colour}" stroke-width="1.6" '
                          f'points={quoteattr(" ".join(coords))}/>')
+            cx, cy = coords[-1].split(",")  # the newest point, seen even while it is alone
+            parts.append(f'<circle cx="{cx}" cy="{cy}" r="2.5" fill="{colour}"/>')
         legend_x = left + 8 + index * 180
         parts.append(f'<rect x="{legend_x}" y="6" width="10" height="10" fill="{colour}"/>')
         latest = f" {values[-1]:.2f}/s" if values else ""

@@ -45,7 +45,7 @@ from gensokyo_idmap.store.lmdb_env import LmdbEnv
 if TYPE_CHECKING:
     from gensokyo_idmap.api.server import ApiServer
 
-__all__ = ["CSP", "Console"]
+__all__ = ["CSP", "Console", "human_size"]
 
 #: Everything from the console itself, nothing inline, no framing, forms only to itself.
 CSP: Final = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; "
@@ -100,7 +100,8 @@ class Console:
         """The console as an aiohttp sub-application, to be mounted at ``/ui/``."""
         app = web.Application(middlewares=[self._guard])
         aiohttp_jinja2.setup(app, loader=jinja2.PackageLoader(__package__, "templates"),
-                             autoescape=True, undefined=jinja2.StrictUndefined)
+                             autoescape=True, undefined=jinja2.StrictUndefined,
+                             filters={"size": human_size})
         static = Path(str(resources.files(__package__).joinpath("static")))
         app.add_routes([
             web.get("/", self.overview),
@@ -289,7 +290,7 @@ class Console:
         return web.json_response(self.overview_data(), dumps=_dumps)
 
     async def chart(self, request: web.Request) -> web.Response:
-        svg = rate_chart(self.rates.series(), self.rates.step, self.rates.span)
+        svg = rate_chart(self.rates.series(to_now=True), self.rates.step, self.rates.span)
         return web.Response(text=svg, content_type="image/svg+xml")
 
     # --- identities -------------------------------------------------------------------------
@@ -432,6 +433,18 @@ class Console:
         except ConnectionError:
             pass  # the browser left
         return response
+
+
+def human_size(count: int | None) -> str:
+    """Bytes as people read them (``56.0 KiB``); the console's script writes the same."""
+    if count is None:
+        return "—"
+    size = float(count)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    raise AssertionError("unreachable")
 
 
 def _dumps(value: Any) -> str:

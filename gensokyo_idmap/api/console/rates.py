@@ -28,10 +28,15 @@ class RateHistory:
     def sample(self) -> None:
         self._samples.append((self._clock(), dict(self._read())))
 
-    def series(self) -> dict[str, list[float]]:
+    def series(self, *, to_now: bool = False) -> dict[str, list[float]]:
         """Per name, the rate (per second) between each two samples, oldest first; a count
-        that went down (a restarted source) shows as 0, not as a negative rate."""
+        that went down (a restarted source) shows as 0, not as a negative rate.
+
+        ``to_now``: and a last point from the newest sample to the totals now (read, not
+        kept), so a chart shows the current step before it is complete."""
         samples = list(self._samples)
+        if to_now and samples and self._clock() - samples[-1][0] >= 1.0:
+            samples.append((self._clock(), dict(self._read())))
         names = list(samples[-1][1]) if samples else []
         out: dict[str, list[float]] = {name: [] for name in names}
         for (t0, before), (t1, after) in pairwise(samples):
@@ -42,5 +47,7 @@ class RateHistory:
         return out
 
     def latest(self) -> dict[str, float]:
-        """The rate of each name between the last two samples (0 before there are two)."""
-        return {name: (rates[-1] if rates else 0.0) for name, rates in self.series().items()}
+        """The rate of each name since the newest sample (or between the last two, within
+        a second of a sample; 0 before there are two)."""
+        return {name: (rates[-1] if rates else 0.0)
+                for name, rates in self.series(to_now=True).items()}

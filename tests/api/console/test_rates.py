@@ -27,3 +27,20 @@ def test_the_chart_draws_one_line_per_series_with_the_latest_rate() -> None:
     assert svg.count("<polyline") == 2
     assert "events in 3.00/s" in svg and "&lt;x&gt;" in svg and "<x>" not in svg
     assert ">5/s<" in svg  # the axis top: the next of 1, 2, 5 x 10^n above the peak
+
+
+def test_to_now_adds_the_step_in_progress() -> None:
+    now = [0.0]
+    totals = {"events in": 0.0}
+    history = RateHistory(lambda: totals, step=10, clock=lambda: now[0])
+    history.sample()
+    now[0], totals["events in"] = 4.0, 8.0
+    assert history.series() == {"events in": []}
+    assert history.series(to_now=True) == {"events in": [2.0]}
+    assert history.latest() == {"events in": 2.0}
+
+
+def test_sizes_read_as_people_read_them() -> None:
+    from gensokyo_idmap.api.console.pages import human_size
+    assert [human_size(n) for n in (None, 0, 1023, 57344, 67108864)] == [
+        "—", "0 B", "1023 B", "56.0 KiB", "64.0 MiB"]

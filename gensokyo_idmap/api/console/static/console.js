@@ -14,6 +14,18 @@ function showTime(seconds) {
   return new Date(n * 1000).toLocaleString();
 }
 
+function humanSize(count) {
+  var size = Number(count);
+  var units = ["B", "KiB", "MiB", "GiB"];
+  for (var i = 0; i < units.length; i++) {
+    if (size < 1024 || i === units.length - 1) {
+      return i === 0 ? size.toFixed(0) + " B" : size.toFixed(1) + " " + units[i];
+    }
+    size /= 1024;
+  }
+  return String(count);
+}
+
 function showValue(value) {
   if (value === null || value === undefined) { return "—"; }
   if (value === true) { return "yes"; }
@@ -44,7 +56,7 @@ function refreshOverview(root) {
       });
       root.querySelectorAll("[data-live-bytes]").forEach(function (el) {
         var value = pick(data, el.getAttribute("data-live-bytes"));
-        if (value !== undefined && value !== null) { el.textContent = String(value); }
+        if (value !== undefined && value !== null) { el.textContent = humanSize(value); }
       });
       root.querySelectorAll("[data-live-time]").forEach(function (el) {
         el.textContent = showTime(pick(data, el.getAttribute("data-live-time")));
