@@ -280,13 +280,13 @@ def test_token_login_csrf_and_the_live_log(tmp_path: Path) -> None:
             await live.chat(2)
             await page.wait_for_function(
                 "() => document.getElementById('tail').textContent.includes('[qq]')")
+            await shoot(page, "logs")
             await page.select_option("#level", "warning")
             await page.wait_for_url("**/ui/logs?level=warning")
             await asyncio.sleep(1)
             levels = await page.evaluate(
                 "[...document.querySelectorAll('#tail .line')].map(e => e.className)")
             assert all("level-info" not in name for name in levels)
-            await shoot(page, "logs")
             assert TOKEN not in await page.content()
 
     run(asyncio.wait_for(main(), 120))

@@ -370,3 +370,32 @@ def test_log_stream_sends_lines_at_the_level_asked(serve_console: ServeConsole,
 
     assert TAIL is not None
     scenario(serve_console, body)
+
+
+def test_an_open_log_stream_ends_when_the_listener_stops(
+        graph: IdentityGraph, msgids: MsgIdMap, identity_db_path: Any,
+        msgid_db_path: Any) -> None:
+    """A browser left on the Logs page must not hold the daemon's stop: the stream ends at
+    the listener's shutdown, not at aiohttp's shutdown timeout (here a minute)."""
+    import aiohttp
+    from aiohttp import web
+
+    from gensokyo_idmap.api.server import ApiServer, ApiSettings
+
+    async def main() -> None:
+        server = ApiServer(graph, msgids, ApiSettings(
+            app_id=APP_ID, identity_path=identity_db_path, msgid_path=msgid_db_path))
+        runner = web.AppRunner(server.application(), access_log=None, shutdown_timeout=60)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = runner.addresses[0][1]
+        async with aiohttp.ClientSession() as session:
+            async with session.get(f"http://127.0.0.1:{port}/ui/logs/stream") as resp:
+                assert resp.status == 200
+                stopping = asyncio.create_task(runner.cleanup())
+                async for _ in resp.content:
+                    pass  # until the server ends the stream
+                await asyncio.wait_for(stopping, 20)
+
+    run(asyncio.wait_for(main(), 30))
