@@ -67,6 +67,8 @@ _OPEN_PATHS: Final = ("/ui/login", "/ui/static/")
 TAIL_POLL_SECONDS: Final = 0.5
 TAIL_BACKLOG: Final = 200
 HOUR: Final = 3600.0
+#: How long the overview shows the same store figures when a store is on a server.
+SERVER_STATS_SECONDS: Final = 15.0
 
 
 def _totals() -> dict[str, float]:
@@ -93,6 +95,7 @@ class Console:
         self.started = time.time()
         self.rates = RateHistory(_totals, step=sample_seconds, span=HOUR)
         self._closing = asyncio.Event()
+        self._stores_cache: tuple[float, tuple[dict[str, Any], str | None]] | None = None
 
     # --- the sub-application ----------------------------------------------------------------
 
@@ -147,7 +150,11 @@ class Console:
     async def _guard(self, request: web.Request,
                      handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
                      ) -> web.StreamResponse:
-        response = await self._admit(request, handler)
+        try:
+            response = await self._admit(request, handler)
+        except web.HTTPException as exc:  # a redirect (to the login page, after a form)
+            exc.headers.update(_HEADERS)
+            raise
         response.headers.update(_HEADERS)
         return response
 
@@ -167,7 +174,9 @@ class Console:
         if access.has_token:
             if session is None or not session.authenticated:
                 if access.token_ok(request.headers.get("Authorization")):
-                    session = self.sessions.new(authenticated=True)
+                    # a script's request: a session for it alone, kept nowhere (a script
+                    # calling often must not push browsers' sessions out)
+                    session = Sessions.transient()
                 elif request.method == "GET":
                     raise web.HTTPSeeOther("/ui/login")
                 else:
@@ -241,20 +250,36 @@ class Console:
 
     # --- overview -------------------------------------------------------------------------
 
-    def overview_data(self) -> dict[str, Any]:
+    def _read_stores(self) -> tuple[dict[str, Any], str | None]:
+        """(``/v1/stats``' figures and the LMDB map use, None) or ({}, why not)."""
+        api = self.api
+        location = api.settings.identity_location or api.settings.identity_path
+        try:
+            stores: dict[str, Any] = stats_data(api.graph, location, api.msgids,
+                                                api.settings.msgid_path)
+        except (IdmapError, OSError) as err:
+            return {}, getattr(err, "message", None) or str(err)
+        stores["openid_map"]["map"] = _map_use(api.graph.store)
+        stores["msgid_map"]["map"] = _map_use(api.msgids.store)
+        return stores, None
+
+    async def _stores(self) -> tuple[dict[str, Any], str | None]:
+        """The store figures: read for each overview when both stores are LMDB files (a
+        few page reads); else at most every :data:`SERVER_STATS_SECONDS`, in a worker
+        thread, as counting asks PostgreSQL ``count(*)`` and Redis a ``SCAN``."""
+        api = self.api
+        if isinstance(api.graph.store, LmdbEnv) and isinstance(api.msgids.store, LmdbEnv):
+            return self._read_stores()
+        now = time.monotonic()
+        if self._stores_cache is None or now - self._stores_cache[0] >= SERVER_STATS_SECONDS:
+            self._stores_cache = (now, await asyncio.to_thread(self._read_stores))
+        return self._stores_cache[1]
+
+    async def overview_data(self) -> dict[str, Any]:
         """Everything the overview shows, as plain data (its page and its JSON)."""
         now = time.time()
         link = self.link() if self.link is not None else LinkView()
-        try:
-            api = self.api
-            location = api.settings.identity_location or api.settings.identity_path
-            stores: dict[str, Any] = stats_data(api.graph, location, api.msgids,
-                                                api.settings.msgid_path)
-            stores["openid_map"]["map"] = _map_use(api.graph.store)
-            stores["msgid_map"]["map"] = _map_use(api.msgids.store)
-            store_error = None
-        except (IdmapError, OSError) as err:
-            stores, store_error = {}, getattr(err, "message", None) or str(err)
+        stores, store_error = await self._stores()
         problems = self.tail.problems_since(now - HOUR)
         totals = _totals()
         return {
@@ -283,11 +308,11 @@ class Console:
         }
 
     async def overview(self, request: web.Request) -> web.Response:
-        return self._render("overview.html", request, {"o": self.overview_data(),
+        return self._render("overview.html", request, {"o": await self.overview_data(),
                                                        "page": "overview"})
 
     async def overview_json(self, request: web.Request) -> web.Response:
-        return web.json_response(self.overview_data(), dumps=_dumps)
+        return web.json_response(await self.overview_data(), dumps=_dumps)
 
     async def chart(self, request: web.Request) -> web.Response:
         svg = rate_chart(self.rates.series(to_now=True), self.rates.step, self.rates.span)

@@ -58,6 +58,11 @@ class Sessions:
             self._sessions.popitem(last=False)
         return session
 
+    @staticmethod
+    def transient() -> Session:
+        """An authenticated session that is not kept (a request with the Bearer token)."""
+        return Session(secrets.token_urlsafe(32), secrets.token_urlsafe(32), True, 0.0)
+
     def get(self, session_id: str | None) -> Session | None:
         """The live session of ``session_id`` (its idle time restarts), or None."""
         if not session_id:

@@ -75,10 +75,11 @@ def serve_console(graph: IdentityGraph, msgids: MsgIdMap, identity_db_path: Path
                   msgid_db_path: Path) -> ServeConsole:
     @asynccontextmanager
     async def serving(token: str = "", host: str = "127.0.0.1",
-                      link: LinkStatus | None = None) -> AsyncIterator[Browser]:
+                      link: LinkStatus | None = None,
+                      identity_location: str = "") -> AsyncIterator[Browser]:
         server = ApiServer(graph, msgids, ApiSettings(
             app_id=APP_ID, identity_path=identity_db_path, msgid_path=msgid_db_path,
-            token=token), link=link)
+            token=token, identity_location=identity_location), link=link)
         runner = web.AppRunner(server.application(), access_log=None, shutdown_timeout=2)
         await runner.setup()
         site = web.TCPSite(runner, host, 0)

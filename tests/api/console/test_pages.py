@@ -254,6 +254,7 @@ def test_with_a_token_every_page_needs_the_login(serve_console: ServeConsole,
                      "/ui/overview.json", "/ui/logs/stream"):
             status, _, resp = await browser.get(path, allow_redirects=False)
             assert status == 303 and resp.headers["Location"] == "/ui/login", path
+            assert resp.headers["Content-Security-Policy"] == CSP
         status, page, _ = await browser.post("/ui/rebind", {"old": str(alice),
                                                             "new": str(bob)})
         assert status == 401
@@ -284,9 +285,11 @@ def test_with_a_token_every_page_needs_the_login(serve_console: ServeConsole,
 
 def test_a_bearer_header_opens_the_console_too(serve_console: ServeConsole) -> None:
     async def body(browser: Browser) -> None:
-        status, _, _ = await browser.get("/ui/overview.json",
-                                         headers={"Authorization": f"Bearer {TOKEN}"})
-        assert status == 200
+        for _ in range(3):
+            status, _, resp = await browser.get("/ui/overview.json",
+                                                headers={"Authorization": f"Bearer {TOKEN}"})
+            assert status == 200 and COOKIE not in resp.cookies
+        assert len(browser.server.console.sessions) == 0  # none kept for a script
         status, _, _ = await browser.get("/ui/overview.json",
                                          headers={"Authorization": "Bearer nope"},
                                          allow_redirects=False)
