@@ -55,9 +55,11 @@ class LinkWatch:
                           self.outbox.durable_count(post.outbox_name))
             for post in self.posts]
         if self.forward is not None:
-            count = self.forward.connections
-            frameworks.append(FrameworkLink("forward_ws", f"{count} connection(s)",
-                                            count > 0, 0, 0))
+            owed = self.forward.owed()
+            frameworks += [FrameworkLink("forward_ws", f"connection {n}", True, events, 0)
+                           for n, events in enumerate(owed, 1)]
+            if not owed:
+                frameworks.append(FrameworkLink("forward_ws", "no connection", False, 0, 0))
         return LinkView(
             gateway=None if gateway is None else GatewayLink(
                 gateway.session_id, gateway.seq, gateway.resumes, gateway.identifies,

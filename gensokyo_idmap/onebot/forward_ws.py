@@ -85,6 +85,11 @@ class ForwardWsServer:
     def connections(self) -> int:
         return len(self._queues)
 
+    def owed(self) -> list[int]:
+        """Per connection, the events handed to it and not yet confirmed (the console's
+        overview shows them)."""
+        return [len(queue) for queue in self._queues]
+
     def routes(self) -> list[web.RouteDef]:
         return [web.get("/", self.handle)]
 
