@@ -1,11 +1,12 @@
-# Two commands do all the set-up: `make run` and `make test`.
+# Two commands do all the set-up: `make run` and `make test` (`make demo`: try it without
+# QQ credentials, docs/demo.md).
 # Each creates .venv when it is missing and installs the project with its test extras.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 CONFIG ?= examples/config.yml
 
-.PHONY: run test bench soak lint venv clean
+.PHONY: run demo test bench soak lint venv clean
 
 $(BIN)/gensokyo-idmap: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -17,6 +18,10 @@ venv: $(BIN)/gensokyo-idmap
 
 run: venv
 	$(BIN)/gensokyo-idmap serve --config $(CONFIG)
+
+# the daemon with $(CONFIG)'s listeners, fed by an emulated QQ platform; data in ./data-demo
+demo: venv
+	$(BIN)/gensokyo-idmap demo --config $(CONFIG)
 
 test: venv
 	$(BIN)/python -m pytest
@@ -48,4 +53,4 @@ lint: $(VENV)/.lint-installed
 	$(BIN)/mypy gensokyo_idmap migrate
 
 clean:
-	rm -rf $(VENV) data .pytest_cache .hypothesis
+	rm -rf $(VENV) data data-demo .pytest_cache .hypothesis

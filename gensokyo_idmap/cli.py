@@ -180,6 +180,35 @@ def serve(config_path: Path) -> None:
         runner.run(run_daemon(config, prepare=migrate_if_found))
 
 
+@main.command()
+@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
+              default=Path("examples/config.yml"), show_default=True,
+              help="YAML config file: its listeners, OneBot and log settings (the bot's "
+                   "credentials, platform and stores are the demo's own).")
+@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("data-demo"), show_default=True,
+              help="The demo's data dir (never the config's, unless given here).")
+@click.option("--seed", type=int, default=None,
+              help="Seed of the users' script (default: a new one each run, printed).")
+@click.option("--pace", type=click.FloatRange(min=0.0), default=2.0, show_default=True,
+              help="Mean seconds between two things the users do.")
+def demo(config_path: Path, data_dir: Path, seed: int | None, pace: float) -> None:
+    """Run the daemon fed by an emulated QQ platform: simulated users chat, join and leave;
+    a bot connected to it answers them (no QQ credentials needed; docs/demo.md)."""
+    import secrets
+
+    from gensokyo_idmap.demo.run import DemoOptions, run_demo
+    from gensokyo_idmap.executor import DaemonThreadExecutor
+
+    config: Config = load_config(config_path)
+    configure_logging(config.log.level, config.log.format)
+    options = DemoOptions(data_dir=data_dir, pace=pace,
+                          seed=secrets.randbelow(10_000) if seed is None else seed)
+    with asyncio.Runner() as runner:
+        runner.get_loop().set_default_executor(DaemonThreadExecutor())
+        runner.run(run_demo(config, options, click.echo))
+
+
 @main.group()
 def identity() -> None:
     """Resolve, look up, show and bind identities in openid-map.db."""

@@ -12,7 +12,7 @@ import asyncio
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -62,26 +62,31 @@ def write_config(path: Path, config: Mapping[str, Any]) -> Path:
     return path
 
 
-def daemon_command(config: Path) -> list[str]:
+def daemon_command(config: Path, command: Sequence[str] = ("serve",)) -> list[str]:
     """The command line of ``gensokyo-idmap serve --config config`` in this environment: the
-    console script beside this interpreter, or the CLI through ``-c`` where none is."""
+    console script beside this interpreter, or the CLI through ``-c`` where none is.
+    ``command``: another subcommand and its options (``("demo", "--pace", "0.2")``)."""
     script = Path(sys.executable).with_name("gensokyo-idmap")
     if script.exists():
-        return [str(script), "serve", "--config", str(config)]
+        return [str(script), *command, "--config", str(config)]
     return [sys.executable, "-c", "from gensokyo_idmap.cli import main; main()",
-            "serve", "--config", str(config)]
+            *command, "--config", str(config)]
 
 
 class DaemonProcess:
     """``gensokyo-idmap serve`` on one config file, run as often as the test says: each run
-    is a new process with its stderr (the daemon's log) in a file of its own.
+    is a new process with its stderr (the daemon's log) in a file of its own, and its
+    stdout in another (:attr:`output`). ``command``: another subcommand and its options
+    (``("demo", "--pace", "0.2")``: the demo, whose stdout is what its users and the bot
+    said), ``--config`` added.
 
     The process gets this environment without the ``GSK_…`` variables, so its settings are
     the config file's alone (a developer's shell may set them for a daemon of their own)."""
 
-    def __init__(self, config: Path, logs: Path) -> None:
+    def __init__(self, config: Path, logs: Path, command: Sequence[str] = ("serve",)) -> None:
         self.config = config
         self.logs = logs
+        self.command = tuple(command)
         self.runs = 0
         self.proc: asyncio.subprocess.Process | None = None
 
@@ -89,6 +94,11 @@ class DaemonProcess:
     def log(self) -> Path:
         """The log file of the current (or last) run."""
         return self.logs / f"daemon-{self.runs}.log"
+
+    @property
+    def output(self) -> Path:
+        """The stdout of the current (or last) run."""
+        return self.logs / f"daemon-{self.runs}.out"
 
     @property
     def returncode(self) -> int | None:
@@ -101,9 +111,9 @@ class DaemonProcess:
         self.runs += 1
         env = {name: value for name, value in os.environ.items()
                if not name.startswith("GSK_")}
-        with self.log.open("wb") as log:
+        with self.log.open("wb") as log, self.output.open("wb") as output:
             self.proc = await asyncio.create_subprocess_exec(
-                *daemon_command(self.config), stdout=asyncio.subprocess.DEVNULL, stderr=log,
+                *daemon_command(self.config, self.command), stdout=output, stderr=log,
                 env=env)
         return self.proc
 

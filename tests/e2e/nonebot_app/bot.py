@@ -9,8 +9,9 @@ environment:
 - ``NB_RECORD_FILE`` (required): JSON lines appended by this app and its plugin
   (:mod:`nb_recorder`, through :mod:`record_file`):
 
-  - ``{"raw": {...}}`` every event frame exactly as it came off the socket, before
-    NoneBot's pydantic models coerce any types;
+  - ``{"raw": {...}}`` every message event frame exactly as it came off the socket (in
+    the order it came), before NoneBot's pydantic models coerce any types;
+    ``{"raw_notice": {...}}`` the same for a notice event frame;
   - ``{"event": {...}}`` every message event a plugin received, as NoneBot parsed it;
   - ``{"call_api": "<action>", "params": {...}}`` every action NoneBot sent to the daemon;
   - ``{"send_result": ...}`` / ``{"send_error": "..."}`` the outcome of answering ``ping``.
@@ -46,6 +47,8 @@ class RecordingAdapter(Adapter):
     def json_to_event(cls, json_data: Any) -> Event | None:
         if isinstance(json_data, dict) and json_data.get("post_type") == "message":
             record({"raw": json_data})
+        elif isinstance(json_data, dict) and json_data.get("post_type") == "notice":
+            record({"raw_notice": json_data})
         return super().json_to_event(json_data)
 
     async def _call_api(self, bot: Bot, api: str, **data: Any) -> Any:

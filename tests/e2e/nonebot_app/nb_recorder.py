@@ -4,19 +4,26 @@ Each message event is appended to ``NB_RECORD_FILE`` as ``{"event": {...}}`` (th
 NoneBot parsed it: ``user_id``, ``group_id``, ``message_id``, ``self_id``, ``message`` …).
 A message whose plain text is exactly ``ping`` is answered with ``pong`` through
 ``bot.send`` (NoneBot's ``send_msg`` action); the outcome is recorded as
-``{"send_result": ...}`` or ``{"send_error": "<exception>"}``.
+``{"send_result": ...}`` or ``{"send_error": "<exception>"}``. Each notice event is
+appended as ``{"notice": {...}}`` (group_increase / group_decrease … as NoneBot parsed it).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from nonebot import on_message
-from nonebot.adapters.onebot.v11 import Bot, MessageEvent
+from nonebot import on_message, on_notice
+from nonebot.adapters.onebot.v11 import Bot, MessageEvent, NoticeEvent
 
 from record_file import record
 
 recorder = on_message(priority=1, block=False)
+notices = on_notice(priority=1, block=False)
+
+
+@notices.handle()
+async def record_notice(event: NoticeEvent) -> None:
+    record({"notice": event.model_dump(mode="json")})
 
 
 def _segments(message: Any) -> list[dict[str, Any]]:
