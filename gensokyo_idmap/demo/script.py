@@ -15,7 +15,7 @@ import random
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 __all__ = [
     "CAST",
@@ -42,23 +42,27 @@ def openid_of(name: str) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class Person:
+class _Named:
+    """Someone or somewhere the platform names by an OpenID of ``KIND``."""
+
+    KIND: ClassVar[str] = ""
     name: str
 
     @property
     def openid(self) -> str:
-        return openid_of(f"user:{self.name}")
+        return openid_of(f"{self.KIND}:{self.name}")
 
 
 @dataclass(frozen=True, slots=True)
-class Chat:
+class Person(_Named):
+    KIND: ClassVar[str] = "user"
+
+
+@dataclass(frozen=True, slots=True)
+class Chat(_Named):
     """A group."""
 
-    name: str
-
-    @property
-    def openid(self) -> str:
-        return openid_of(f"group:{self.name}")
+    KIND: ClassVar[str] = "group"
 
 
 @dataclass(frozen=True, slots=True)

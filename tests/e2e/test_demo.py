@@ -14,10 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import os
 import re
 import signal
-import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -35,7 +33,7 @@ from gensokyo_idmap.testing import (
     write_config,
 )
 
-from .test_nonebot import NONEBOT_APP, Records, nonebot_missing
+from .test_nonebot import Records, nonebot_missing, start_nonebot
 
 TOKEN = "demo-e2e-token-3Kp"
 SEED = 7
@@ -78,19 +76,8 @@ def test_a_nonebot_bot_answers_the_demo_users(tmp_path: Path) -> None:
         return (len(records.of("event")) >= MESSAGES and len(records.of("notice")) >= NOTICES
                 and len(records.of("send_result")) >= PONGS and len(pongs()) >= PONGS)
 
-    async def pump(stream: asyncio.StreamReader) -> None:
-        async for raw in stream:
-            nb_lines.append(raw.decode("utf-8", "replace").rstrip())
-
     async def main() -> int:
-        env = {**os.environ, "HOST": "127.0.0.1", "PORT": str(nb_port),
-               "ONEBOT_ACCESS_TOKEN": TOKEN, "NB_RECORD_FILE": str(records.path),
-               "API_TIMEOUT": "5", "LOG_LEVEL": "INFO", "PYTHONUNBUFFERED": "1"}
-        nonebot = await asyncio.create_subprocess_exec(
-            sys.executable, str(NONEBOT_APP), cwd=tmp_path, env=env,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
-        assert nonebot.stdout is not None
-        pumping = asyncio.create_task(pump(nonebot.stdout))
+        nonebot, pumping = await start_nonebot(nb_port, TOKEN, records, tmp_path, nb_lines)
         try:
             await until_listening(nb_port, 20)
             await demo.start()

@@ -79,6 +79,26 @@ class Records:
         return [entry[kind] for entry in self.all() if kind in entry]
 
 
+async def start_nonebot(port: int, token: str, records: Records, cwd: Path,
+                        lines: list[str]) -> tuple[asyncio.subprocess.Process, asyncio.Task[None]]:
+    """NoneBot's app as a process on 127.0.0.1:``port`` (reverse WS at /onebot/v11/ws,
+    ``token`` required), recording into ``records``, started in ``cwd`` (an empty dir: it
+    reads .env files there); the task returned appends its output to ``lines``."""
+    env = {**os.environ, "HOST": "127.0.0.1", "PORT": str(port),
+           "ONEBOT_ACCESS_TOKEN": token, "NB_RECORD_FILE": str(records.path),
+           "API_TIMEOUT": "5", "LOG_LEVEL": "INFO", "PYTHONUNBUFFERED": "1"}
+    nonebot = await asyncio.create_subprocess_exec(
+        sys.executable, str(NONEBOT_APP), cwd=cwd, env=env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+    assert nonebot.stdout is not None
+
+    async def pump(stream: asyncio.StreamReader) -> None:
+        async for raw in stream:
+            lines.append(raw.decode("utf-8", "replace").rstrip())
+
+    return nonebot, asyncio.create_task(pump(nonebot.stdout))
+
+
 @pytest.mark.slow
 def test_nonebot_gets_group_and_private_messages_with_durable_vuins(tmp_path: Path) -> None:
     missing = nonebot_missing()
@@ -103,10 +123,6 @@ def test_nonebot_gets_group_and_private_messages_with_durable_vuins(tmp_path: Pa
     def nb_connections() -> int:
         return sum(1 for line in nb_lines if re.search(rf"Bot {APP}\b.* connected", line))
 
-    async def pump(stream: asyncio.StreamReader) -> None:
-        async for raw in stream:
-            nb_lines.append(raw.decode("utf-8", "replace").rstrip())
-
     async def main() -> None:
         platform = EmulatedPlatform()
         await platform.start()
@@ -114,14 +130,7 @@ def test_nonebot_gets_group_and_private_messages_with_durable_vuins(tmp_path: Pa
             data_dir, platform=platform, onebot={
                 "reverse_ws": [f"ws://127.0.0.1:{nb_port}/onebot/v11/ws"],
                 "access_token": TOKEN, "reconnect_interval_seconds": 0.2})), tmp_path)
-        env = {**os.environ, "HOST": "127.0.0.1", "PORT": str(nb_port),
-               "ONEBOT_ACCESS_TOKEN": TOKEN, "NB_RECORD_FILE": str(records.path),
-               "API_TIMEOUT": "5", "LOG_LEVEL": "INFO", "PYTHONUNBUFFERED": "1"}
-        nonebot = await asyncio.create_subprocess_exec(
-            sys.executable, str(NONEBOT_APP), cwd=tmp_path, env=env,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
-        assert nonebot.stdout is not None
-        pumping = asyncio.create_task(pump(nonebot.stdout))
+        nonebot, pumping = await start_nonebot(nb_port, TOKEN, records, tmp_path, nb_lines)
         async def stop_daemon() -> None:
             try:
                 code = await daemon.stop(signal.SIGTERM, WAIT)
