@@ -183,18 +183,16 @@ async def _drive(script: Iterator[Step], sender: WebhookSender, write: Write,
     did not take (not 200) is posted again, as the platform retries its callbacks."""
     run = secrets.token_hex(4)  # message ids unique across runs: a restart is no repeat
     for n, step in enumerate(script, 1):
-        try:
-            await asyncio.wait_for(stop.wait(), step.delay)
+        if await _stopped(stop, step.delay):
             return
-        except TimeoutError:
-            pass
         now = time.time()
         t, d = event_of(step.action, f"ROBOT1.0_demo{run}{n}", now)
         prepared = sender.build(t, d, event_id=f"demo-{run}-{n}")
         write(step_line(step.action, now))
         while not stop.is_set():
-            try:
-                delivery = await sender.post(prepared)
+            try:  # signed anew each time: a retry must not age past webhook.max_age_seconds
+                delivery = await sender.post_raw(prepared.body, sender.headers(prepared.body),
+                                                  seq=prepared.seq)
             except (aiohttp.ClientError, TimeoutError) as err:
                 log.warning("[demo] webhook not reached", reason=type(err).__name__)
             else:
@@ -205,3 +203,15 @@ async def _drive(script: Iterator[Step], sender: WebhookSender, write: Write,
             sender.deliveries.clear()
             await asyncio.sleep(1.0)
         sender.deliveries.clear()  # recorded for tests; a demo runs for days
+
+
+async def _stopped(stop: asyncio.Event, delay: float) -> bool:
+    """Wait ``delay`` seconds: whether ``stop`` was set meanwhile (or before: a zero delay
+    must not miss it)."""
+    if stop.is_set():
+        return True
+    try:
+        await asyncio.wait_for(stop.wait(), delay)
+    except TimeoutError:
+        return False
+    return True

@@ -14,17 +14,33 @@ from typing import Any
 import pytest
 import structlog
 from aiohttp import WSMsgType, web
+from aiohttp.test_utils import TestServer
 from click.testing import CliRunner
 
 from gensokyo_idmap.cli import main
 from gensokyo_idmap.config import Config
-from gensokyo_idmap.demo.run import DemoOptions, banner, console_url, demo_config, run_demo
-from gensokyo_idmap.demo.script import CAST
+from gensokyo_idmap.demo.run import (
+    DemoOptions,
+    _drive,
+    banner,
+    console_url,
+    demo_config,
+    run_demo,
+)
+from gensokyo_idmap.demo.script import CAST, conversation
 from gensokyo_idmap.errors import BadInputError
 from gensokyo_idmap.identity import OpenId
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
-from gensokyo_idmap.testing import APP, SECRET, EmulatedPlatform, framework_server, free_port
-from gensokyo_idmap.testing import until, ws_url
+from gensokyo_idmap.testing import (
+    APP,
+    SECRET,
+    EmulatedPlatform,
+    WebhookSender,
+    framework_server,
+    free_port,
+    until,
+    ws_url,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -132,3 +148,35 @@ def test_the_cli_refuses_a_config_it_cannot_use(tmp_path: Path) -> None:
     assert not (tmp_path / "d").exists()
     negative = runner.invoke(main, ["demo", "--pace", "-1"])
     assert negative.exit_code == 2
+
+
+def test_an_event_the_webhook_did_not_take_is_posted_again(tmp_path: Path) -> None:
+    """As the platform retries: the same event (same body) again, then the next one."""
+    bodies: list[bytes] = []
+    answers = [503]
+
+    async def webhook(request: web.Request) -> web.Response:
+        bodies.append(await request.read())
+        return web.Response(status=answers.pop(0) if answers else 200)
+
+    async def scenario() -> list[str]:
+        app = web.Application()
+        app.router.add_post("/qqbot", webhook)
+        server = TestServer(app, host="127.0.0.1")
+        await server.start_server()
+        lines: list[str] = []
+        stop = asyncio.Event()
+        try:
+            async with WebhookSender(str(server.make_url("/qqbot")), APP, SECRET) as sender:
+                driving = asyncio.create_task(_drive(conversation(1, 0.0), sender,
+                                                     lines.append, stop))
+                await until(lambda: len(bodies) >= 3, 20)
+                stop.set()
+                await asyncio.wait_for(driving, 20)
+        finally:
+            await server.close()
+        return lines
+
+    lines = asyncio.run(scenario())
+    assert bodies[0] == bodies[1] != bodies[2]  # refused once, posted again, then the next
+    assert len(lines) >= 2  # one line per step, not per post
