@@ -2,8 +2,8 @@
 adapter (``tests/e2e/nonebot_app``), started the usual way, the demo dialling it by reverse
 WebSocket as it dials NoneBot's default URL in ``make demo``.
 
-The demo runs as a process (the console script, SIGINT to stop, as Ctrl-C does) on a
-config like examples/config.yml but on free ports. It runs until NoneBot has had enough of
+The demo runs as a process (the console script, SIGINT to stop, as Ctrl-C does) on
+examples/config.yml with its listeners moved to free ports. It runs until NoneBot has had enough of
 the simulated users' messages and notices and its ``pong`` answers to ``ping`` reached the
 emulated platform (the demo prints each as ``[chat] bot: pong``), at most a minute; the
 script is seeded, so what NoneBot got is checked against the script itself, per chat, in
@@ -20,6 +20,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
+import yaml
 
 from gensokyo_idmap.demo.script import CAST, GroupSay, Join, PrivateSay, conversation
 from gensokyo_idmap.identity import OpenId
@@ -35,6 +36,7 @@ from gensokyo_idmap.testing import (
 
 from .test_nonebot import Records, nonebot_missing, start_nonebot
 
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "config.yml"
 TOKEN = "demo-e2e-token-3Kp"
 SEED = 7
 PACE = "0.2"
@@ -50,13 +52,14 @@ def test_a_nonebot_bot_answers_the_demo_users(tmp_path: Path) -> None:
     records = Records(tmp_path / "nonebot-records.jsonl")
     data_dir = tmp_path / "data-demo"
     nb_port, webhook, forward, api = (free_port() for _ in range(4))
-    config = write_config(tmp_path / "config.yml", {
-        "bot": {"app_id": "102000001", "secret": ""},
-        "webhook": {"listen": f"127.0.0.1:{webhook}"},
-        "onebot": {"reverse_ws": [f"ws://127.0.0.1:{nb_port}/onebot/v11/ws"],
-                   "forward_ws": f"127.0.0.1:{forward}", "access_token": TOKEN,
-                   "reconnect_interval_seconds": 0.2},
-        "api": {"listen": f"127.0.0.1:{api}"}})
+    # examples/config.yml (what `make demo` runs), its listeners moved to free ports
+    example = yaml.safe_load(EXAMPLE.read_text("utf-8"))
+    example["webhook"]["listen"] = f"127.0.0.1:{webhook}"
+    example["onebot"].update({"reverse_ws": [f"ws://127.0.0.1:{nb_port}/onebot/v11/ws"],
+                              "forward_ws": f"127.0.0.1:{forward}", "access_token": TOKEN,
+                              "reconnect_interval_seconds": 0.2})
+    example["api"]["listen"] = f"127.0.0.1:{api}"
+    config = write_config(tmp_path / "config.yml", example)
     demo = DaemonProcess(config, tmp_path, command=(
         "demo", "--data-dir", str(data_dir), "--seed", str(SEED), "--pace", PACE))
     nb_lines: list[str] = []
