@@ -926,7 +926,7 @@ def store_copy(ctx: _Context, to: str, source_file: Path | None, postgres_dsn: s
 # --- --json after the subcommand too ---------------------------------------------------------
 
 #: Commands without JSON output: no ``--json`` of their own.
-_NO_JSON_OUTPUT = frozenset({"serve"})
+_NO_JSON_OUTPUT = frozenset({"serve", "demo"})
 
 
 def _json_after_subcommand(click_ctx: click.Context, _param: click.Parameter,
