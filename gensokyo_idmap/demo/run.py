@@ -60,8 +60,8 @@ class DemoPlatform(EmulatedPlatform):
     """The emulated platform, telling ``write`` (a line per call) what the bot sent."""
 
     def __init__(self, write: Write) -> None:
-        super().__init__()
-        self.overlapping_tokens = True  # a token stays valid until it expires, as on QQ
+        # a token stays valid until it expires, as on QQ, however often one is fetched
+        super().__init__(overlapping_tokens=True)
         self._write = write
         self.names = CAST.names()
 
