@@ -347,6 +347,20 @@ def slope_per_10(samples: list[Sample], figure: Callable[[Sample], float]) -> fl
     return 10 * sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / var if var else 0.0
 
 
+def window_medians(samples: list[Sample], minutes: float = 10.0
+                   ) -> list[tuple[float, float, float]]:
+    """Median RssAnon of each ``minutes``-long window of ``samples`` (first minute, last
+    minute, MiB): a leak raises every window; a load peak shows in one sample only."""
+    out: list[tuple[float, float, float]] = []
+    start = samples[0].minute
+    while start <= samples[-1].minute:
+        window = sorted(s.anon_mib for s in samples if start <= s.minute < start + minutes)
+        if window:
+            out.append((round(start), round(start + minutes), window[len(window) // 2]))
+        start += minutes
+    return out
+
+
 def region_growth(samples: list[Sample], turnover_minutes: float, limit: int = 8) -> list[str]:
     """The mappings whose anonymous memory grew or shrank most after the turnover."""
     steady = [s for s in samples if s.minute >= turnover_minutes and s.anon_regions]
@@ -409,6 +423,8 @@ def growth(samples: list[Sample], turnover_minutes: float, what: str) -> list[st
         f"data {(last.data_bytes - first.data_bytes) * per10 / 1024:+.0f} KiB",
         f"    rss range after the turnover {min(s.rss_mib for s in steady):.2f} .. "
         f"{max(s.rss_mib for s in steady):.2f} MiB",
+        f"    median anon per 10 minutes (a load spike moves one sample, not the median): "
+        + "  ".join(f"{a:g}-{b:g} min {m:.2f}" for a, b, m in window_medians(steady)),
         f"    least-squares slope per 10 minutes: rss "
         f"{slope_per_10(steady, lambda s: s.rss_mib):+.2f} MiB   anon "
         f"{slope_per_10(steady, lambda s: s.anon_mib):+.2f} MiB   file "
