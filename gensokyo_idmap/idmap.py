@@ -67,7 +67,13 @@ from gensokyo_idmap.identity import (
     parse_key,
 )
 from gensokyo_idmap.recent_cache import RecentCache
-from gensokyo_idmap.store.base import IdentityReader, IdentityStore, IdentityWriter, LastSeen
+from gensokyo_idmap.store.base import (
+    IdentityReader,
+    IdentityStore,
+    IdentityWriter,
+    LastSeen,
+    ProbesTogether,
+)
 
 __all__ = [
     "ANY_IDENTITY",
@@ -368,16 +374,33 @@ class IdentityGraph:
         # decided here so the hot path does not even build the call.
         self._log = log.bind()
         self._log_hits = self._log.is_enabled_for(logging.DEBUG)
+        # a store whose probe is a round trip: resolve asks it together with other callers
+        self._together = store if isinstance(store, ProbesTogether) else None
 
-    def known(self, keys: Sequence[IdentityKey], scene: str | None = None) -> int | None:
+    def known(self, keys: Sequence[IdentityKey], scene: str | None = None, *,
+              ask_store: bool = True,
+              probed: tuple[int | None, bool] | None = None) -> int | None:
         """The vUIN of ``keys`` if resolving them would change nothing (one known key, last
         seen in ``scene`` already), else None: the hot path of :meth:`resolve`, without a
         coroutine, so callers with several people can skip the machinery when all are known.
+        ``ask_store=False``: a store whose probe is a round trip (:class:`ProbesTogether`)
+        answers from memory only, and a key it does not hold is None; :meth:`resolve` then
+        asks for it together with the other callers of the turn, instead of a round trip
+        per key blocking the loop here. ``probed``: the probe's answer, already asked for
+        (by :meth:`resolve`, with the other callers of its turn).
         """
         if len(keys) != 1 or (scene is not None and not 0 < len(scene) <= _HOT_SCENE_CHARS):
             return None
         key = keys[0].key
-        vuin, seen_here = self.store.probe(key, scene)  # one snapshot, two gets at most
+        if probed is not None:
+            vuin, seen_here = probed
+        elif ask_store or self._together is None:
+            vuin, seen_here = self.store.probe(key, scene)  # one snapshot, two gets at most
+        else:
+            cached = self._together.probe_cached(key, scene)
+            if cached is None:
+                return None
+            vuin, seen_here = cached
         if vuin is None or not (scene is None or seen_here):
             return None
         _IDENTITY_HIT.inc()
@@ -398,7 +421,11 @@ class IdentityGraph:
         """
         if len(keys) == 1 and scene_identity is None and (
                 scene is None or 0 < len(scene) <= _HOT_SCENE_CHARS):
-            vuin = self.known(keys, scene)
+            if self._together is None:
+                vuin = self.known(keys, scene)
+            else:  # with the other resolves of this turn: one round trip for all
+                vuin = self.known(keys, scene, probed=await self._together.probe_soon(
+                    keys[0].key, scene))
             if vuin is not None:
                 return _hit(vuin)
             texts = [keys[0].key]

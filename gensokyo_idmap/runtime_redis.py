@@ -23,9 +23,9 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Generic, TypeVar, cast
+from typing import TypeVar, cast
 
 import redis
 import structlog
@@ -58,13 +58,13 @@ from gensokyo_idmap.qq.passive_reply import (
 )
 from gensokyo_idmap.store.base import MsgIdCounts, MsgRecord
 from gensokyo_idmap.store.redis_msgid import RedisMsgIds, StoreItem
+from gensokyo_idmap.store.redis_trips import Together, concatenated, distinct, own, whole
 
 __all__ = ["IN_FLIGHT_SECONDS", "RedisClaims", "RedisMsgIdMap", "RedisReplyBudget"]
 
 log = structlog.get_logger("gensokyo_idmap.msgid")
 
 T = TypeVar("T")
-R = TypeVar("R")
 M = TypeVar("M", bound=Received)
 
 #: How long an event stays marked in flight on the daemon delivering it: far longer than a
@@ -98,6 +98,11 @@ class RedisMsgIdMap:
         self._clock = clock
         self._ttl_ms = int(ttl_seconds * 1000)
         self._log = log.bind()
+        # stores asked for while one is on the wire go out together in the next script
+        self._stores: Together[StoreItem, list[tuple[int, bool] | None],
+                                list[tuple[int, bool] | None]] = Together(
+            lambda wanted: self.ids.store(wanted, self._now_ms(), self._ttl_ms),
+            concatenated, own)
 
     def _now_ms(self) -> int:
         return int(self._clock() * 1000)
@@ -138,15 +143,20 @@ class RedisMsgIdMap:
         return virtual_id
 
     async def store_many(self, items: Sequence[tuple[str, MsgContext]]) -> list[int]:
-        """As :meth:`MsgIdMap.store_many`, in one script (one round trip) for the batch;
-        a Redis that does not answer raises :class:`StoreError` (not acknowledged)."""
+        """As :meth:`MsgIdMap.store_many`, in one atomic script (one round trip) with the
+        stores of every other caller asked for while the previous script was on the wire
+        (each webhook call stores one event: one script per event cost more than the
+        event's other work together). The script takes the items in the order the calls
+        came, so each chat keeps its order, and hands each caller its own ids. A Redis
+        that does not answer raises :class:`StoreError` for every caller of the script
+        (not acknowledged: the platform sends those events again)."""
         wanted, contexts = self._items(items)
         if not wanted:
             return []
         if not self.store.available():
             raise self._unavailable()
         try:
-            outcomes = await self.ids.store(wanted, self._now_ms(), self._ttl_ms)
+            outcomes = await self._stores(wanted)
         except redis.RedisError as exc:
             raise self._unavailable(exc) from exc
         self.store.answered()
@@ -225,50 +235,6 @@ class RedisMsgIdMap:
         await stop.wait()
 
 
-class _Together(Generic[R]):
-    """Claim calls made while one is on the wire go out together in the next: under a
-    flood of one-event webhook calls, one round trip per turn instead of one per event
-    (a round trip's Python cost in redis-py is most of an event's). The sending is a task
-    of its own, so no caller waits for others' calls after its own answer came. ``send``
-    takes the keys of every caller at once; each caller gets the answer for all."""
-
-    def __init__(self, send: Callable[[list[str]], Awaitable[R]]) -> None:
-        self._send = send
-        self._queue: list[tuple[list[str], asyncio.Future[R]]] = []
-        self._sender: asyncio.Task[None] | None = None
-
-    async def __call__(self, keys: list[str]) -> R:
-        loop = asyncio.get_running_loop()
-        if self._sender is not None and self._sender.get_loop() is not loop:
-            self._sender, self._queue = None, []  # a loop that ended uncleanly (tests)
-        answer: asyncio.Future[R] = loop.create_future()
-        self._queue.append((keys, answer))
-        if self._sender is None:
-            self._sender = asyncio.create_task(self._send_all())
-        return await answer
-
-    async def _send_all(self) -> None:
-        try:
-            while self._queue:
-                batch, self._queue = self._queue, []
-                try:
-                    result = await self._send(
-                        list(dict.fromkeys(key for keys, _ in batch for key in keys)))
-                except Exception as exc:  # noqa: BLE001 - each caller decides (softly)
-                    for _, answer in batch:
-                        if not answer.done():
-                            answer.set_exception(exc)
-                    continue
-                for _, answer in batch:
-                    if not answer.done():
-                        answer.set_result(result)
-        finally:
-            self._sender = None
-            for _, answer in self._queue:  # cancelled (the loop ends): nobody hangs
-                answer.cancel()
-            self._queue = []
-
-
 class RedisClaims:
     """Delivery claims on Redis (:class:`~gensokyo_idmap.bridge.dedup.ClaimStore`): shared
     by every daemon on the prefix, so a webhook retry landing on another daemon is a known
@@ -287,10 +253,14 @@ class RedisClaims:
         self._in_flight_ms = int(in_flight_seconds * 1000)
         self._clock = clock
         self._token = f"busy:{uuid.uuid4().hex}"  # this daemon's in-flight marks
-        self._start = _Together(lambda keys: self._ids.start_claims(
-            keys, int(self._clock() * 1000), self._in_flight_ms, self._token))
-        self._record = _Together(lambda keys: self._ids.put_claims(
-            keys, int(self._clock() * 1000) + self._window_ms, self._window_ms))
+        self._start: Together[str, tuple[set[str], set[str]], tuple[set[str], set[str]]] = \
+            Together(lambda keys: self._ids.start_claims(
+                keys, int(self._clock() * 1000), self._in_flight_ms, self._token),
+                distinct, whole)
+        self._record: Together[str, None, None] = Together(
+            lambda keys: self._ids.put_claims(
+                keys, int(self._clock() * 1000) + self._window_ms, self._window_ms),
+            distinct, whole)
 
     async def known(self, keys: Sequence[str]) -> set[str]:
         stored = {stored_key(key): key for key in keys}

@@ -191,6 +191,83 @@ def test_claims_asked_at_once_go_out_in_one_round_trip_and_are_decided_in_arriva
     run(main())
 
 
+def test_stores_asked_at_once_go_out_in_one_round_trip_and_each_caller_gets_its_own_ids(
+        daemons: Daemons) -> None:
+    """A flood of one-event webhook calls: their message ids share one script call, in the
+    order the calls came (each chat's newest message is the last one stored), and one real
+    id asked for twice gets one virtual id."""
+    msgids = daemons.msgids()
+
+    async def main() -> None:
+        await msgids.store_real("warm", GROUP)  # connection open, script loaded
+        trips = scraped("gensokyo_backend_round_trips", "redis")
+        calls = [[(f"r{n}", GROUP)] for n in range(20)]
+        calls.append([("r3", GROUP), ("r-last", GROUP)])
+        answers = await asyncio.gather(*(msgids.store_many(call) for call in calls))
+        assert scraped("gensokyo_backend_round_trips", "redis") == trips + 1
+        assert [len(answer) for answer in answers] == [len(call) for call in calls]
+        firsts = [answer[0] for answer in answers[:20]]
+        assert firsts == sorted(firsts) and len(set(firsts)) == 20  # in call order
+        assert answers[20][0] == answers[3][0]  # the same real id: the same virtual id
+        for call, answer in zip(calls, answers, strict=True):
+            for (real, _), virtual in zip(call, answer, strict=True):
+                assert msgids.real_id_of(virtual) == real
+        newest = msgids.latest_inbound(APP, "group", "G1", 300)
+        assert newest is not None and newest.virtual_id == answers[20][1]
+
+    run(main())
+
+
+def test_marks_stores_and_claims_asked_at_once_share_one_round_trip(
+        daemons: Daemons) -> None:
+    """What a flood asks for at one moment (events arriving, events translated, events
+    delivered) goes to Redis in one pipeline, each with its own answer."""
+    clock = FakeClock()
+    ids = RedisMsgIds(daemons.runtime())
+    msgids = RedisMsgIdMap(ids, clock=clock)
+    claims = RedisClaims(ids, 300, clock=clock)
+
+    async def main() -> None:
+        await asyncio.gather(claims.start(["msg:warm"]), claims.record(["msg:warm"]),
+                             msgids.store_real("warm", GROUP))  # scripts loaded
+        trips = scraped("gensokyo_backend_round_trips", "redis")
+        started, _, stored = await asyncio.gather(
+            claims.start(["msg:new", "msg:warm"]), claims.record(["msg:done"]),
+            msgids.store_many([("r1", GROUP)]))
+        assert scraped("gensokyo_backend_round_trips", "redis") == trips + 1
+        assert started == ({"msg:warm"}, set())
+        assert msgids.real_id_of(stored[0]) == "r1"
+        assert await claims.known(["msg:done", "msg:other"]) == {"msg:done"}
+
+    run(main())
+
+
+def test_a_store_failing_fails_every_caller_it_held_and_nothing_is_acknowledged(
+        private_redis: PrivateRedis) -> None:
+    """Stores that went out together fail together: each caller hears StoreError (its
+    event is not acknowledged and comes again), logged once; none gets an id."""
+    group = Daemons(private_redis.url)
+    clock = FakeClock()
+    runtime = group.runtime(clock=clock)
+    msgids = RedisMsgIdMap(RedisMsgIds(runtime), clock=clock)
+
+    async def main() -> list[list[int] | BaseException]:
+        await msgids.store_real("warm", GROUP)
+        private_redis.stop()
+        return await asyncio.gather(
+            *(msgids.store_many([(f"r{n}", GROUP)]) for n in range(5)),
+            return_exceptions=True)
+
+    try:
+        with capture_logs() as logs:
+            answers = run(main())
+        assert all(isinstance(answer, StoreError) for answer in answers), answers
+        down = [e for e in logs if e["event"] == "[redis] unreachable, running degraded"]
+        assert len(down) == 1
+    finally:
+        group.close()
+
+
 def test_a_repeat_while_another_daemon_delivers_is_refused_until_that_one_ends(
         daemons: Daemons) -> None:
     """Dedup rule 6: not acknowledged (the platform retries), never delivered twice; free

@@ -172,7 +172,8 @@ class InboundBridge:
         unknown: dict[tuple[tuple[IdentityKey, ...], str | None], int] = {}
         for event, persons in zip(events, people, strict=True):
             scene = event.scene
-            vuins = [self.graph.known(keys, scene) for keys in persons]
+            # memory only on a networked store: the misses are asked together below
+            vuins = [self.graph.known(keys, scene, ask_store=False) for keys in persons]
             for keys, vuin in zip(persons, vuins, strict=True):
                 if vuin is None:
                     unknown[(tuple(keys), scene)] = 0

@@ -42,6 +42,7 @@ __all__ = [
     "OutboxReader",
     "OutboxStore",
     "OutboxWriter",
+    "ProbesTogether",
     "TableCounts",
 ]
 
@@ -120,6 +121,21 @@ class IdentityStore(Protocol):
         known without touching the store (``/healthz``)."""
         ...
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class ProbesTogether(Protocol):
+    """An :class:`IdentityStore` whose probe is a network round trip (PostgreSQL): the
+    probes asked for in one turn of the event loop are answered together, in one."""
+
+    def probe_cached(self, key: str, scene: str | None) -> tuple[int, bool] | None:
+        """The probe's answer if it is known without asking the server (a cache), else
+        None."""
+        ...
+    def probe_soon(self, key: str, scene: str | None) -> Awaitable[tuple[int | None, bool]]:
+        """:meth:`IdentityStore.probe`, answered with every other probe asked for in this
+        turn of the event loop (one round trip for all)."""
+        ...
 
 
 # --- the old daemon's config and UserInfo buckets -------------------------------------------

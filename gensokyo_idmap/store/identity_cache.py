@@ -45,6 +45,7 @@ from gensokyo_idmap.store.base import (
     IdentityWriter,
     LastSeen,
     LegacyTables,
+    ProbesTogether,
     TableCounts,
 )
 
@@ -108,19 +109,20 @@ class IdentityCache:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def lookup(self, key: str, scene: str | None) -> int | None:
-        """The vUIN of ``key`` if it is known here (and, with ``scene``, last seen there)."""
+    def lookup(self, key: str, scene: str | None, *, count_miss: bool = True) -> int | None:
+        """The vUIN of ``key`` if it is known here (and, with ``scene``, last seen there).
+        ``count_miss=False``: a miss is not counted (the caller asks again, counted)."""
         with self._lock:
             entry = self._entries.get(key)
             if entry is None or not self._live:
-                self.misses += 1
+                self.misses += count_miss
                 return None
             if self._clock() - entry.born > self.max_age:
                 self._drop(key)
-                self.misses += 1
+                self.misses += count_miss
                 return None
             if scene is not None and scene not in entry.scenes:
-                self.misses += 1
+                self.misses += count_miss
                 return None
             self.hits += 1
             return entry.vuin
@@ -321,15 +323,42 @@ class CachedIdentityStore:
         return self.backing.read()
 
     def probe(self, key: str, scene: str | None) -> tuple[int | None, bool]:
-        cache = self.cache
-        vuin = cache.lookup(key, scene)
-        if vuin is not None:
-            return vuin, scene is not None
-        generation = cache.generation
-        born = self._clock()
-        vuin, seen_here = self.backing.probe(key, scene)
+        hit = self._hit(key, scene)
+        if hit is not None:
+            return hit
+        generation, born = self.cache.generation, self._clock()
+        return self._filled(key, scene, *self.backing.probe(key, scene), born, generation)
+
+    def probe_cached(self, key: str, scene: str | None) -> tuple[int, bool] | None:
+        """The probe's answer if this cache holds it (a miss is counted by the probe that
+        follows it)."""
+        return self._hit(key, scene, count_miss=False)
+
+    async def probe_soon(self, key: str, scene: str | None) -> tuple[int | None, bool]:
+        """:meth:`probe`, with a miss asked of the store together with the other probes of
+        this turn when the store can (:class:`ProbesTogether`); filled as :meth:`probe`
+        fills (the generation is taken before the question goes out: rule 4)."""
+        backing = self.backing
+        if not isinstance(backing, ProbesTogether):
+            return self.probe(key, scene)
+        hit = self._hit(key, scene)
+        if hit is not None:
+            return hit
+        generation, born = self.cache.generation, self._clock()
+        return self._filled(key, scene, *await backing.probe_soon(key, scene), born,
+                            generation)
+
+    def _hit(self, key: str, scene: str | None, *,
+             count_miss: bool = True) -> tuple[int, bool] | None:
+        vuin = self.cache.lookup(key, scene, count_miss=count_miss)
+        return None if vuin is None else (vuin, scene is not None)
+
+    def _filled(self, key: str, scene: str | None, vuin: int | None, seen_here: bool,
+                born: float, generation: int) -> tuple[int | None, bool]:
+        """A probe's answer, kept when resolve would write nothing on it (rule 1) and it
+        was read since ``born``, in generation ``generation`` (rule 4)."""
         if vuin is not None and (scene is None or seen_here):
-            cache.fill(key, scene, vuin, born, generation)
+            self.cache.fill(key, scene, vuin, born, generation)
         return vuin, seen_here
 
     def write(self, fn: Callable[[IdentityWriter], T]) -> Awaitable[T]:

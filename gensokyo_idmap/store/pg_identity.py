@@ -22,7 +22,9 @@ PostgreSQL gets from its transactions:
   (:mod:`pg_connect`); a waiter is woken only after ``COMMIT`` answered.
 - **Reads** run in a ``REPEATABLE READ READ ONLY`` transaction (one snapshot for the whole
   ``with store.read()``) on a pooled connection; :meth:`PgIdentityStore.probe` is one
-  statement in autocommit (its own snapshot), the one round trip of a known identity.
+  statement in autocommit (its own snapshot), the one round trip of a known identity, and
+  :meth:`PgIdentityStore.probe_soon` asks the probes of one turn of the event loop in one
+  (resolve of new identities: 64 callers cost one round trip before their batch, not 64).
 
 The schema is managed by :mod:`pg_migrate`: opening applies pending migrations (as LMDB
 upgrades an older file), ``readonly`` refuses a database that needs one.
@@ -30,6 +32,7 @@ upgrades an older file), ``readonly`` refuses a database that needs one.
 
 from __future__ import annotations
 
+import asyncio
 import random
 import threading
 import time
@@ -68,6 +71,13 @@ _BEGIN_WRITE: Final = "BEGIN ISOLATION LEVEL SERIALIZABLE, READ WRITE"
 _BEGIN_READ: Final = "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"
 _PROBE: Final = ("SELECT i.vuin, l.identity FROM identity_to_vuin i LEFT JOIN last_seen l "
                  "ON l.vuin = i.vuin AND l.scene = %s WHERE i.key = %s")
+#: :data:`_PROBE` for many (key, scene) pairs at once: a row per pair whose key is known.
+_PROBE_MANY: Final = (
+    "SELECT q.n, i.vuin, l.identity FROM unnest(%s::text[], %s::text[]) WITH ORDINALITY "
+    "AS q(key, scene, n) JOIN identity_to_vuin i ON i.key = q.key "
+    "LEFT JOIN last_seen l ON l.vuin = i.vuin AND l.scene = q.scene")
+
+ProbeAnswer = tuple[int | None, bool]
 
 
 class _Reading:
@@ -156,6 +166,9 @@ class PgIdentityStore:
             (BACKEND,), lambda: pool.get_stats().get("requests_queued", 0))
         self._down = False  # the server failed us; set again by a connection that worked
         self._committer = GroupCommitter(self._run_batch, name="writer:postgres")
+        # probe_soon: the probes asked for in this turn of each event loop
+        self._probing: dict[asyncio.AbstractEventLoop,
+                            list[tuple[str, str | None, asyncio.Future[ProbeAnswer]]]] = {}
         self.retries = 0
 
     # connections
@@ -209,6 +222,55 @@ class PgIdentityStore:
         if row is None:
             return None, False
         return int(row[0]), scene is not None and row[1] == key
+
+    def probe_many(self, wanted: Sequence[tuple[str, str | None]]) -> list[ProbeAnswer]:
+        """:meth:`probe` of each (key, scene) of ``wanted``: one statement for all."""
+        conn = self.getconn()
+        try:
+            rows = conn.execute(_PROBE_MANY, ([key for key, _ in wanted],
+                                              [scene for _, scene in wanted])).fetchall()
+        except psycopg.Error as exc:
+            raise self.failed(exc) from exc
+        finally:
+            self.putconn(conn)
+        answers: list[ProbeAnswer] = [(None, False)] * len(wanted)
+        for n, vuin, identity in rows:
+            key, scene = wanted[n - 1]
+            answers[n - 1] = (int(vuin), scene is not None and identity == key)
+        return answers
+
+    def probe_cached(self, key: str, scene: str | None) -> tuple[int, bool] | None:
+        """Nothing is known here without asking the server (a cache wraps this store)."""
+        return None
+
+    def probe_soon(self, key: str, scene: str | None) -> asyncio.Future[ProbeAnswer]:
+        """:meth:`probe`, answered at the end of this turn of the event loop together with
+        every other probe asked for in it: one round trip for all. New identities are
+        looked up first and then written by the writer thread, whose batch commits while
+        the loop waits; 64 callers probing one round trip each, one after the other,
+        made that lookup cost as much as the batch itself. The round trip blocks the
+        loop, as :meth:`probe` does (bounded by ``WAIT_LIMIT``), once per turn."""
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[ProbeAnswer] = loop.create_future()
+        asked = self._probing.get(loop)
+        if asked is None:
+            asked = self._probing[loop] = []
+            loop.call_soon(self._probe_asked, loop)
+        asked.append((key, scene, answer))
+        return answer
+
+    def _probe_asked(self, loop: asyncio.AbstractEventLoop) -> None:
+        asked = [item for item in self._probing.pop(loop, ()) if not item[2].done()]
+        if not asked:
+            return
+        try:
+            answers = self.probe_many([(key, scene) for key, scene, _ in asked])
+        except Exception as exc:  # noqa: BLE001 - every caller of the round trip hears it
+            for _, _, answer in asked:
+                answer.set_exception(exc)
+            return
+        for (_, _, answer), found in zip(asked, answers, strict=True):
+            answer.set_result(found)
 
     # writes
     def write(self, fn: Callable[[PgView], T]) -> Awaitable[T]:

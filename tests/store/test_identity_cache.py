@@ -3,6 +3,7 @@ each write takes out of it, and its bounds (size, age, the channel being down)."
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Iterator
 from functools import partial
@@ -14,6 +15,7 @@ import pytest
 from gensokyo_idmap import metrics
 from gensokyo_idmap.identity import OpenId
 from gensokyo_idmap.idmap import IdentityGraph
+from gensokyo_idmap.store.base import ProbesTogether
 from gensokyo_idmap.store.identity_cache import CachedIdentityStore, Changes, IdentityCache
 from gensokyo_idmap.store.pg_view import keys_looked_up
 from gensokyo_idmap.store.redis_invalidation import decode_changes, encode_changes
@@ -224,6 +226,35 @@ def test_a_wrapped_write_keeps_the_keys_a_backend_fetches_for_a_batch(cached: Ca
     run(IdentityGraph(spy).resolve([ALICE, BOB]))
     assert keys_looked_up(seen) == [ALICE.key, BOB.key]
     assert keys_looked_up([partial(print)]) == []
+
+
+def test_a_miss_asked_with_the_turn_fills_what_it_found(cached: Cached) -> None:
+    """The inbound bridge asks memory only (``ask_store=False``); resolve then asks the
+    store for the misses of the turn together, and fills the cache as probe does."""
+    vuin = run(cached.graph.resolve([ALICE], scene=GROUP)).vuin
+    assert cached.graph.known([ALICE], GROUP, ask_store=False) is None  # not asked
+    assert run(cached.store.probe_soon(ALICE.key, GROUP)) == (vuin, True)
+    assert run(cached.store.probe_soon(BOB.key, GROUP)) == (None, False)
+    assert cached.graph.known([ALICE], GROUP, ask_store=False) == vuin  # from memory
+
+
+def test_a_miss_asked_with_the_turn_is_not_kept_past_an_invalidation_meanwhile(
+        cached: Cached) -> None:
+    """Rule 4 for a probe that waits for the end of the turn (PostgreSQL): any
+    invalidation applied while it waits (it may have been the commit of what the answer
+    read) means its answer is not kept. A store that answers at once (LMDB) has filled
+    before the invalidation came."""
+    vuin = run(cached.graph.resolve([ALICE], scene=GROUP)).vuin
+
+    async def raced() -> tuple[int | None, bool]:
+        asked = asyncio.ensure_future(cached.store.probe_soon(ALICE.key, GROUP))
+        await asyncio.sleep(0)  # the probe is asked (on PostgreSQL: not answered yet)
+        cached.cache.invalidate([BOB.key], [])
+        return await asked
+
+    assert run(raced()) == (vuin, True)
+    waited = isinstance(cached.store.backing, ProbesTogether)
+    assert cached.graph.known([ALICE], GROUP, ask_store=False) == (None if waited else vuin)
 
 
 def cache_metric(event: str) -> float:

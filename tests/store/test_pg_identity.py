@@ -4,19 +4,22 @@ and a server that does not answer is a clear error without the password."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Iterator
 
 import pytest
 
 from gensokyo_idmap.errors import BadInputError, SchemaVersionError, StoreError
-from gensokyo_idmap.idmap import allocate_vuin
-from gensokyo_idmap.store.base import LegacyCounts, LegacyTables, legacy_counts
+from gensokyo_idmap.identity import RawId
+from gensokyo_idmap.idmap import IdentityGraph, allocate_vuin
+from gensokyo_idmap.store.base import LastSeen, LegacyCounts, LegacyTables, legacy_counts
 from gensokyo_idmap.store.pg_connect import connect
 from gensokyo_idmap.store.pg_identity import PgIdentityStore, PgView
 from gensokyo_idmap.store.pg_migrate import known_migrations, migration_status
 
 from ..conftest import run
+from ..test_backend_metrics import scraped
 from ..store_backends import PG_DSN, fresh_schema, set_both
 
 
@@ -235,3 +238,53 @@ def test_a_write_the_server_fails_is_told_by_health_until_one_goes_through(
         assert store.health() is None
         with store.read() as view:
             assert view.vuin_of("raw:A") == 1
+
+
+def test_probes_asked_in_one_turn_go_as_one_statement_with_each_callers_answer(
+        schema: str) -> None:
+    """probe_soon: what probe answers, for every caller of the turn, in one round trip."""
+    with PgIdentityStore(PG_DSN, schema=schema) as store:
+        store.write_sync(lambda view: set_both(view, "raw:A", 1))
+        store.write_sync(lambda view: view.set_last_seen(1, "S1", LastSeen("raw:A", 0.0)))
+        wanted = [("raw:A", "S1"), ("raw:A", "S2"), ("raw:A", None), ("raw:new", "S1"),
+                  ("raw:A", "S1")]
+
+        async def together() -> list[tuple[int | None, bool]]:
+            return list(await asyncio.gather(*(store.probe_soon(key, scene)
+                                               for key, scene in wanted)))
+
+        trips = scraped("gensokyo_backend_round_trips", "postgres")
+        answers = run(together())
+        assert scraped("gensokyo_backend_round_trips", "postgres") == trips + 1
+        assert answers == [store.probe(key, scene) for key, scene in wanted]
+        assert answers[:4] == [(1, True), (1, False), (1, False), (None, False)]
+
+
+def test_new_identities_resolved_at_once_are_looked_up_in_one_round_trip(
+        schema: str) -> None:
+    """64 callers resolving new keys: one lookup for all, then their batch (one more),
+    instead of a lookup each before it."""
+    with PgIdentityStore(PG_DSN, schema=schema) as store:
+        graph = IdentityGraph(store)
+        keys = [RawId(f"new{n}") for n in range(64)]
+
+        async def together() -> list[int]:
+            return [r.vuin for r in await asyncio.gather(
+                *(graph.resolve([key], scene="S") for key in keys))]
+
+        trips = scraped("gensokyo_backend_round_trips", "postgres")
+        assert sorted(run(together())) == list(range(1, 65))
+        assert scraped("gensokyo_backend_round_trips", "postgres") == trips + 2
+        assert store.commit_stats[0] == 1
+
+
+def test_a_lookup_the_server_fails_fails_every_caller_of_the_turn(schema: str) -> None:
+    with PgIdentityStore(PG_DSN, schema=schema) as store:
+        _run(schema, "DROP TABLE last_seen")
+
+        async def together() -> list[object]:
+            return list(await asyncio.gather(*(store.probe_soon(f"raw:{n}", "S")
+                                               for n in range(3)), return_exceptions=True))
+
+        answers = run(together())
+        assert all(isinstance(answer, StoreError) for answer in answers), answers
