@@ -78,15 +78,18 @@ class DaemonProcess:
     is a new process with its stderr (the daemon's log) in a file of its own, and its
     stdout in another (:attr:`output`). ``command``: another subcommand and its options
     (``("demo", "--pace", "0.2")``: the demo, whose stdout is what its users and the bot
-    said), ``--config`` added.
+    said), ``--config`` added. ``cwd``: the directory it runs in (else the test's), where
+    relative paths in its options and config are read.
 
     The process gets this environment without the ``GSK_…`` variables, so its settings are
     the config file's alone (a developer's shell may set them for a daemon of their own)."""
 
-    def __init__(self, config: Path, logs: Path, command: Sequence[str] = ("serve",)) -> None:
+    def __init__(self, config: Path, logs: Path, command: Sequence[str] = ("serve",),
+                 cwd: Path | None = None) -> None:
         self.config = config
         self.logs = logs
         self.command = tuple(command)
+        self.cwd = cwd
         self.runs = 0
         self.proc: asyncio.subprocess.Process | None = None
 
@@ -114,7 +117,7 @@ class DaemonProcess:
         with self.log.open("wb") as log, self.output.open("wb") as output:
             self.proc = await asyncio.create_subprocess_exec(
                 *daemon_command(self.config, self.command), stdout=output, stderr=log,
-                env=env)
+                env=env, cwd=self.cwd)
         return self.proc
 
     def send_signal(self, signum: int) -> None:

@@ -3,8 +3,8 @@
 signed webhook deliveries) and a reverse-WS framework.
 
 Screenshots go to ``build/screenshots/console/`` at the top of the checkout (the README's
-overview picture is made here). Skipped only where the browser is absent, saying so;
-``.ci/run`` installs it.
+overview picture is made with the demo running, by ``test_demo_console.py``). Skipped only
+where the browser is absent, saying so; ``.ci/run`` installs it.
 """
 
 from __future__ import annotations
@@ -12,16 +12,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
-import shutil
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from gensokyo_idmap.testing import (
     APP,
@@ -41,20 +37,11 @@ from gensokyo_idmap.testing import (
 )
 
 from ..conftest import run
+from .browser import BROWSER, SCREENSHOT_ROOT, chromium, script_errors, shoot
 
-CHROMIUM = os.environ.get("GSK_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu",
-                 "--disable-background-networking", "--disable-component-update",
-                 "--no-first-run"]
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "build" / "screenshots" / "console"
+SCREENSHOTS = SCREENSHOT_ROOT / "console"
 
-pytestmark = [
-    pytest.mark.skipif(not Path(CHROMIUM).exists(),
-                       reason=f"no Chromium at {CHROMIUM}: `apt-get install chromium` "
-                              "(.ci/run installs it)"),
-]
-async_api = pytest.importorskip("playwright.async_api",
-                                reason="playwright is not installed (pip install -e '.[test]')")
+pytestmark = [BROWSER]
 
 ALICE = "0F1E2D3C4B5A69788796A5B4C3D2E1F0"
 BOB = "9F3A0C55E1B24D7A8C6E0F1D2B3A4C5D"
@@ -113,35 +100,6 @@ async def bridge(workdir: Path, **api: Any) -> AsyncIterator[Bridge]:
         await server.close()
 
 
-@asynccontextmanager
-async def chromium() -> AsyncIterator[Any]:
-    async with async_api.async_playwright() as playwright:
-        browser = await playwright.chromium.launch(executable_path=CHROMIUM,
-                                                   args=CHROMIUM_ARGS, headless=True)
-        try:
-            page = await browser.new_page(viewport={"width": 1280, "height": 1000})
-            page.set_default_timeout(20_000)
-            errors: list[str] = []
-            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            page.console_errors = errors
-            yield page
-        finally:
-            await browser.close()
-
-
-def script_errors(page: Any) -> list[str]:
-    """Script errors and Content-Security-Policy refusals the page met (a page answered
-    with an error status on purpose is not one)."""
-    return [text for text in page.console_errors
-            if not text.startswith("Failed to load resource: the server responded")]
-
-
-async def shoot(page: Any, name: str) -> None:
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    await page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
-
-
 async def settled(page: Any, live: Bridge, identities: int) -> None:
     """Until the overview counts ``identities`` identities (the events were processed)."""
     await page.goto(live.console + "/")
@@ -189,7 +147,7 @@ def test_overview_figures_move_while_the_platform_sends(tmp_path: Path) -> None:
             assert "yes" in await page.locator("#frameworks").inner_text()  # connected
             svg = await page.evaluate("fetch('/ui/chart.svg').then(r => r.text())")
             assert svg.startswith("<svg")
-            await shoot(page, "overview")
+            await shoot(page, SCREENSHOTS, "overview")
             assert script_errors(page) == []  # no script error, no CSP refusal
 
     run(asyncio.wait_for(main(), 120))
@@ -212,7 +170,7 @@ def test_search_then_rebind_through_the_form(tmp_path: Path) -> None:
             assert ALICE in await page.locator("#identities").inner_text()
             assert f"group:{GROUP}" in await page.locator("#last-seen").inner_text() or \
                 "c2c" in await page.locator("#last-seen").inner_text()
-            await shoot(page, "identity")
+            await shoot(page, SCREENSHOTS, "identity")
             bob = await vuin_of(f"openid:QQ:{APP}:{BOB}")  # a typed key finds it too
             assert bob != alice
 
@@ -224,10 +182,10 @@ def test_search_then_rebind_through_the_form(tmp_path: Path) -> None:
             await page.click("#rebind button")
             assert ALICE in await page.locator("#what").inner_text() or \
                 ALICE in await page.content()
-            await shoot(page, "rebind-confirm")
+            await shoot(page, SCREENSHOTS, "rebind-confirm")
             await page.click("#confirm button")
             assert await page.locator("#outcome").inner_text() == "moved"
-            await shoot(page, "rebind-done")
+            await shoot(page, SCREENSHOTS, "rebind-done")
             await page.click("#to-vuin")
             shown = await page.locator("#identities").inner_text()
             assert ALICE in shown and BOB in shown
@@ -256,7 +214,7 @@ def test_token_login_csrf_and_the_live_log(tmp_path: Path) -> None:
             await page.fill("input[name=token]", "wrong-token")
             await page.click("#login button")
             assert await page.locator("#error").inner_text() == "wrong token"
-            await shoot(page, "login-refused")
+            await shoot(page, SCREENSHOTS, "login-refused")
             await page.fill("input[name=token]", TOKEN)
             await page.click("#login button")
             await page.wait_for_url("**/ui/")
@@ -280,7 +238,7 @@ def test_token_login_csrf_and_the_live_log(tmp_path: Path) -> None:
             await live.chat(2)
             await page.wait_for_function(
                 "() => document.getElementById('tail').textContent.includes('[qq]')")
-            await shoot(page, "logs")
+            await shoot(page, SCREENSHOTS, "logs")
             await page.select_option("#level", "warning")
             await page.wait_for_url("**/ui/logs?level=warning")
             await asyncio.sleep(1)

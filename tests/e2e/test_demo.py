@@ -18,6 +18,7 @@ import re
 import signal
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -44,6 +45,19 @@ RUN_FOR = 60.0  # the whole run is bounded by this; it ends as soon as the count
 MESSAGES, PONGS, NOTICES = 30, 5, 2  # what must have flowed
 
 
+def example_on_free_ports(workdir: Path, reverse_ws: str, **onebot: Any) -> tuple[Path, int]:
+    """examples/config.yml (what ``make demo`` runs) as ``workdir/config.yml``, its
+    listeners moved to free ports and its reverse WebSocket to ``reverse_ws``; ``onebot``:
+    more of that section. Returns the file and the identity API's (the console's) port."""
+    webhook, forward, api = (free_port() for _ in range(3))
+    example = yaml.safe_load(EXAMPLE.read_text("utf-8"))
+    example["webhook"]["listen"] = f"127.0.0.1:{webhook}"
+    example["onebot"].update({"reverse_ws": [reverse_ws], "forward_ws": f"127.0.0.1:{forward}",
+                              "reconnect_interval_seconds": 0.2, **onebot})
+    example["api"]["listen"] = f"127.0.0.1:{api}"
+    return write_config(workdir / "config.yml", example), api
+
+
 @pytest.mark.slow
 def test_a_nonebot_bot_answers_the_demo_users(tmp_path: Path) -> None:
     missing = nonebot_missing()
@@ -51,15 +65,9 @@ def test_a_nonebot_bot_answers_the_demo_users(tmp_path: Path) -> None:
         pytest.skip(f"NoneBot2 / nonebot-adapter-onebot not importable: {missing}")
     records = Records(tmp_path / "nonebot-records.jsonl")
     data_dir = tmp_path / "data-demo"
-    nb_port, webhook, forward, api = (free_port() for _ in range(4))
-    # examples/config.yml (what `make demo` runs), its listeners moved to free ports
-    example = yaml.safe_load(EXAMPLE.read_text("utf-8"))
-    example["webhook"]["listen"] = f"127.0.0.1:{webhook}"
-    example["onebot"].update({"reverse_ws": [f"ws://127.0.0.1:{nb_port}/onebot/v11/ws"],
-                              "forward_ws": f"127.0.0.1:{forward}", "access_token": TOKEN,
-                              "reconnect_interval_seconds": 0.2})
-    example["api"]["listen"] = f"127.0.0.1:{api}"
-    config = write_config(tmp_path / "config.yml", example)
+    nb_port = free_port()
+    config, api = example_on_free_ports(tmp_path, f"ws://127.0.0.1:{nb_port}/onebot/v11/ws",
+                                        access_token=TOKEN)
     demo = DaemonProcess(config, tmp_path, command=(
         "demo", "--data-dir", str(data_dir), "--seed", str(SEED), "--pace", PACE))
     nb_lines: list[str] = []
