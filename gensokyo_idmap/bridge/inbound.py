@@ -32,7 +32,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Literal, Protocol, cast
+from typing import Any, Final, Literal, Protocol, cast, runtime_checkable
 
 import structlog
 
@@ -423,6 +423,16 @@ class EventSink(Protocol):
     def publish(self, event: dict[str, Any]) -> asyncio.Future[Any] | None: ...
 
 
+@runtime_checkable
+class FanOutSink(Protocol):
+    """A sink that hands each event to every connection it has at the moment (the forward
+    WS server): none when no framework is connected. The events-out counter counts what was
+    handed over, so an event it had nobody to hand to is not counted."""
+
+    @property
+    def connections(self) -> int: ...
+
+
 #: An event published to a tracked framework: (its backlog, entry id, future)
 _Owed = tuple[EventBacklog, int, "asyncio.Future[bool]"]
 
@@ -455,7 +465,8 @@ class InboundPipeline:
         # decided once: a runtime protocol check per event and sink costs more than the rest
         self._tracked = [isinstance(sink, TrackedSink) and sink.backlog is not None
                          for sink in self.sinks]
-        self._sent = [metrics.EVENTS_OUT.labels(metrics.transport_of(s)) for s in self.sinks]
+        self._sent = [(metrics.EVENTS_OUT.labels(metrics.transport_of(s)),
+                       s if isinstance(s, FanOutSink) else None) for s in self.sinks]
         self.duplicates = 0
         self.delivery_wait = 2.0
 
@@ -535,8 +546,8 @@ class InboundPipeline:
             translated = await self.bridge.translate_many(events)
             for onebot_events, key in zip(translated, keys, strict=True):
                 for onebot_event in onebot_events:
-                    for sent in self._sent:
-                        sent.inc()
+                    for sent, fan_out in self._sent:
+                        sent.inc(1 if fan_out is None else fan_out.connections)
                     for sink, tracked in zip(self.sinks, self._tracked, strict=True):
                         if tracked:
                             durable = cast(TrackedSink, sink)

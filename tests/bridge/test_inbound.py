@@ -536,3 +536,33 @@ def test_a_delivery_that_failed_after_its_message_id_was_stored_is_not_claimed(
     restarted, sink, _ = _durable_pipeline(identity_store, msgid_store)
     run(restarted.process_batch([_group_msg("ROBOT1.0_a")]))  # the platform's redelivery
     assert sink.seen == [("ROBOT1.0_a", False)] and restarted.duplicates == 0
+
+
+class FanOutCollect(Collect):
+    """A sink fanning out to however many connections it has (as the forward-WS server)."""
+
+    def __init__(self, connections: int) -> None:
+        super().__init__()
+        self.connections = connections
+
+
+def test_events_out_counts_what_each_sink_handed_to_a_connection(
+        identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore) -> None:
+    from gensokyo_idmap import metrics
+
+    bridge = InboundBridge(IdentityGraph(identity_store), MsgIdMap(msgid_store),
+                           BridgeSettings(app_id=APP, self_id=SELF))
+    plain, fan_out = Collect(), FanOutCollect(connections=0)
+    pipeline = InboundPipeline(bridge, [plain, fan_out])
+    plain_count = metrics.EVENTS_OUT.labels(metrics.transport_of(plain))
+    fan_count = metrics.EVENTS_OUT.labels(metrics.transport_of(fan_out))
+    plain_before, fan_before = plain_count.value, fan_count.value
+
+    run(pipeline(_group_msg("ROBOT1.0_nobody_on_the_fan_out")))
+    assert plain_count.value - plain_before == 1  # a framework of its own: handed over
+    assert fan_count.value - fan_before == 0  # nobody connected: nothing handed over
+
+    fan_out.connections = 3
+    run(pipeline(_group_msg("ROBOT1.0_three_on_the_fan_out")))
+    assert plain_count.value - plain_before == 2
+    assert fan_count.value - fan_before == 3  # one per connection
