@@ -228,15 +228,19 @@ async def main(run: Run, tmp: Path) -> None:
                     raise RuntimeError("the daemon never identified on the gateway")
                 await asyncio.sleep(0.02)
 
-            async def fresh_message() -> int:
+            async def message_in(group: str) -> dict[str, Any]:
+                """One @-message pushed to ``group``; the OneBot event the bot got for it."""
                 nonlocal seq
                 seq += 1
                 await platform.push("GROUP_AT_MESSAGE_CREATE", {
                     "id": f"ROBOT1.0_bench{seq}", "content": " ping",
-                    "timestamp": "2025-01-01T12:00:00+08:00", "group_openid": GROUP,
+                    "timestamp": "2025-01-01T12:00:00+08:00", "group_openid": group,
                     "author": {"id": USER, "member_openid": USER}})
-                event = await asyncio.wait_for(client.events.get(), WAIT)
-                return int(event["group_id"])
+                event: dict[str, Any] = await asyncio.wait_for(client.events.get(), WAIT)
+                return event
+
+            async def fresh_message() -> int:
+                return int((await message_in(GROUP))["group_id"])
 
             async def via_daemon(call: Any) -> None:
                 if isinstance(call, int):  # the warm-up: a group id
@@ -248,16 +252,10 @@ async def main(run: Run, tmp: Path) -> None:
                                ) -> list[tuple[int, str]]:
                 """``each`` messages pushed to every group of ``groups`` (in turns); the
                 sends that answer all of them: five per message, round the groups."""
-                nonlocal seq
                 targets: dict[str, tuple[int, str]] = {}
                 for _ in range(each):
                     for group in groups:
-                        seq += 1
-                        await platform.push("GROUP_AT_MESSAGE_CREATE", {
-                            "id": f"ROBOT1.0_bench{seq}", "content": " ping",
-                            "timestamp": "2025-01-01T12:00:00+08:00", "group_openid": group,
-                            "author": {"id": USER, "member_openid": USER}})
-                        event = await asyncio.wait_for(client.events.get(), WAIT)
+                        event = await message_in(group)
                         text = f"[CQ:at,qq={event['user_id']}] pong" if with_at else "pong"
                         targets[group] = (int(event["group_id"]), text)
                 return [targets[group] for _ in range(each * REPLIES) for group in groups]
