@@ -288,10 +288,7 @@ class GatewayClient:
             if self._resume_at_once:
                 self._resume_at_once = False
                 continue
-            try:
-                await asyncio.wait_for(self._stop.wait(), self._delay)
-            except TimeoutError:
-                pass
+            await self._stopped_within(self._delay)
             self._delay = min(self._delay * 2, self._max_delay)
 
     async def _send(self, ws: _Socket, op: int, d: Any) -> None:
