@@ -58,7 +58,8 @@ _MAX_PROBES: Final = 1 << 16
 _SWEEP_BATCH: Final = 2_000  # per transaction: a sweep never holds the writer long
 #: The chat kind under which a chat's reply-able non-message events (their envelope ids)
 #: are kept, per chat kind of its messages.
-EVENT_KINDS: Final = {"group": "group-event", "c2c": "c2c-event"}
+EVENT_KINDS: Final = {"group": "group-event", "c2c": "c2c-event",
+                       "channel": "channel-event", "dms": "dms-event"}
 
 
 class MsgContext:

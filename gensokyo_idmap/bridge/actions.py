@@ -22,6 +22,7 @@ import structlog
 
 from gensokyo_idmap import metrics
 from gensokyo_idmap.bridge.chat import Chat, ChatKind
+from gensokyo_idmap.bridge.guild_actions import GuildActions
 from gensokyo_idmap.bridge.outbound import OutboundSender, Target
 from gensokyo_idmap.errors import BadInputError, IdmapError, NotFoundError, PlatformError
 from gensokyo_idmap.identity import RUin, VUin, openid_prefix, parse_key
@@ -91,7 +92,10 @@ class ActionService:
             ".handle_quick_operation": self.handle_quick_operation,
             "bind_identity": self.bind_identity,
             "get_identity": self.get_identity,
+            "send_guild_channel_msg": self.send_guild_channel_msg,
         }
+        self.guild = GuildActions(sender)
+        self.handlers.update(self.guild.handlers())
 
     # --- dispatch -------------------------------------------------------------------------
 
@@ -178,6 +182,11 @@ class ActionService:
 
     async def send_private_msg(self, params: Params) -> dict[str, int]:
         return await self._send(params, "private")
+
+    async def send_guild_channel_msg(self, params: Params) -> dict[str, int]:
+        """go-cqhttp's channel send: ``channel_id`` (and ``guild_id``) are the platform's
+        ids, as channel events carry them."""
+        return await self.guild.send_guild_channel_msg(params, self._message(params))
 
     async def delete_msg(self, params: Params) -> None:
         await self.sender.recall(check_virtual_id(params.get("message_id") or ""))

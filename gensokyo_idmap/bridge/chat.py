@@ -18,18 +18,23 @@ from gensokyo_idmap.identity import QQ_PLATFORM, chat_scene, parse_scene
 from gensokyo_idmap.msgid import EVENT_KINDS, MsgContext
 from gensokyo_idmap.qq.passive_reply import REPLY_WINDOW_SECONDS
 
-__all__ = ["CHAT_KINDS", "Chat", "ChatKind", "Direction"]
+__all__ = ["CHAT_KINDS", "GUILD_CHAT_KINDS", "Chat", "ChatKind", "Direction"]
 
-ChatKind = Literal["group", "c2c"]
+ChatKind = Literal["group", "c2c", "channel", "dms"]
 Direction = Literal["in", "out"]
-#: The kinds of chat the platform delivers messages of and takes passive replies in.
-CHAT_KINDS: Final[tuple[ChatKind, ...]] = ("group", "c2c")
+#: The kinds of chat the platform delivers messages of and takes passive replies in: groups
+#: and C2C (named by OpenIDs), guild channels (by channel id) and guild direct-message
+#: sessions (by the session's guild id).
+CHAT_KINDS: Final[tuple[ChatKind, ...]] = ("group", "c2c", "channel", "dms")
+#: The guild-side kinds: their targets are platform ids (``raw:`` keys), not OpenIDs.
+GUILD_CHAT_KINDS: Final[frozenset[str]] = frozenset({"channel", "dms"})
 
 
 @dataclass(frozen=True, slots=True)
 class Chat:
-    """A group (``openid``: its group OpenID) or a C2C chat (the user's OpenID) of
-    ``app_id`` on ``platform``."""
+    """A group (``openid``: its group OpenID), a C2C chat (the user's OpenID), a guild
+    channel (its channel id) or a guild DM session (its guild id) of ``app_id`` on
+    ``platform``."""
 
     app_id: str
     kind: ChatKind

@@ -40,9 +40,17 @@ from gensokyo_idmap import metrics
 from gensokyo_idmap.bridge.chat import Chat, ChatKind
 from gensokyo_idmap.bridge.chat_turns import ChatTurns, wait_all
 from gensokyo_idmap.bridge.dedup import DeliveryLog, delivery_key
+from gensokyo_idmap.bridge.guild_inbound import (
+    GUILD_EVENTS,
+    config_entries,
+    guild_msgid,
+    guild_onebot,
+    guild_people,
+)
+from gensokyo_idmap.bridge.guilds import directory_of
 from gensokyo_idmap.bridge.outbox import TrackedSink
 from gensokyo_idmap.errors import IdmapError, StoreError
-from gensokyo_idmap.identity import IdentityKey, OpenId
+from gensokyo_idmap.identity import IdentityKey, OpenId, RawId
 from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.msgid import MessageIds, MsgContext
 from gensokyo_idmap.onebot import events as ob
@@ -121,6 +129,7 @@ class InboundBridge:
         self.settings = settings
         self._clock = clock
         self._log = log.bind()
+        self.guilds = directory_of(graph)
         # (chat kind, target, of an event) → its inbound MsgContext: the same chats come back
         # event after event, and building one checks every field again (chats gone quiet
         # are forgotten)
@@ -161,6 +170,8 @@ class InboundBridge:
         if isinstance(event, Interaction):
             return [[key] for key in (event.group, event.group_member or event.user)
                     if key is not None]
+        if isinstance(event, GUILD_EVENTS):
+            return guild_people(event)
         return []
 
     async def _resolve_people(self, events: Sequence[QQEvent]) -> list[list[int]]:
@@ -221,6 +232,8 @@ class InboundBridge:
             return event.message_id, self._context("group", event.group.openid)
         if isinstance(event, C2CMessage):
             return event.message_id, self._context("c2c", event.user.openid)
+        if isinstance(event, GUILD_EVENTS):
+            return guild_msgid(event, self.settings.app_id)
         chat = self._reply_chat(event)
         if chat is not None and event.event_id is not None:
             # a reply-able event's id, so a send to that chat can answer it (rule 5)
@@ -251,11 +264,21 @@ class InboundBridge:
         vuins = await self._resolve_people(events)
         wanted = [self._msgid_of(event) for event in events]
         stored = iter(await self.msgids.store_many([item for item in wanted if item]))
+        entries = [entry for event, people in zip(events, vuins, strict=True)
+                   for entry in config_entries(event, people)]
+        if entries:  # where a channel or DM lives, before a framework can answer it
+            await self.guilds.record(entries)
         now = int(self._clock())
         translated = []
+        s = self.settings
         for event, people, item in zip(events, vuins, wanted, strict=True):
             virtual_id = next(stored) if item else 0
-            if isinstance(event, (GroupMessage, C2CMessage)):
+            if isinstance(event, GUILD_EVENTS):
+                self._log.info("[message] guild mapped", type=event.event_type,
+                               vuins=people, message_id=virtual_id)
+                onebot = guild_onebot(event, people, virtual_id, now, s.self_id,
+                                      s.message_format, s.extensions, attachment_segment)
+            elif isinstance(event, (GroupMessage, C2CMessage)):
                 onebot = self._message(event, people, virtual_id, now)
             else:
                 onebot = self._notices(event, people, now)
@@ -286,6 +309,11 @@ class InboundBridge:
         """vUIN → what ``op_userid_type`` sends instead, for the OpenIDs of ``event``."""
         ids: dict[int, int | str] = {}
         for key in event.identities():
+            if isinstance(key, RawId) and self.settings.op_userid_type == "raw":
+                vuin = self.graph.lookup(key)
+                if vuin is not None:
+                    ids.setdefault(vuin, key.value)  # a guild-side id: the platform's own
+                continue
             if not isinstance(key, OpenId):
                 continue
             vuin = self.graph.lookup(key)

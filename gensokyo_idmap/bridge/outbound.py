@@ -15,6 +15,11 @@ Rules:
    answers, and its refusal is the action's failure.
 3. **What was sent is remembered**: each platform message id goes into the msgid map
    (direction out) and the first one's virtual id is the action's ``message_id``.
+5. **Guild-side chats** (docs/wire-mapping.md): a ``group_id`` whose vUIN holds no OpenID
+   of this AppID but a ``raw:`` channel id is that channel (``/channels/{id}/messages``);
+   a ``user_id`` that is a guild user goes to the DM session they opened
+   (``/dms/{guild_id}/messages``, found in the legacy config table as the old daemon kept
+   it). Channels take images by URL in the message itself (no upload).
 4. **A server's answer is never awaited on the event loop**: with the graph on PostgreSQL
    or the message ids on Redis (``reads_off_loop``), the choice of identity (its recency
    reads), of the message to reply to and of its ``msg_seq`` run on a worker thread, so a
@@ -31,14 +36,21 @@ from typing import Any, Final, Literal, Protocol, TypeVar
 
 import structlog
 
-from gensokyo_idmap.bridge.chat import Chat, ChatKind
+from gensokyo_idmap.bridge.chat import CHAT_KINDS, GUILD_CHAT_KINDS, Chat, ChatKind
+from gensokyo_idmap.bridge.guilds import directory_of
 from gensokyo_idmap.bridge.plan import plan_message
-from gensokyo_idmap.errors import BadInputError, IdmapError, NotFoundError, PlatformError
-from gensokyo_idmap.identity import IdentityKey, OpenId, RUin, VUin, parse_client_input
-from gensokyo_idmap.idmap import IdentityGraph, openid_of_app
+from gensokyo_idmap.errors import (
+    BadInputError,
+    IdmapError,
+    NotFoundError,
+    NoUsableIdentityError,
+    PlatformError,
+)
+from gensokyo_idmap.identity import IdentityKey, OpenId, RawId, RUin, VUin, parse_client_input
+from gensokyo_idmap.idmap import IdentityGraph, Usable, openid_of_app
 from gensokyo_idmap.msgid import MessageIds, check_virtual_id
 from gensokyo_idmap.onebot.message import Segment
-from gensokyo_idmap.qq.outgoing import message_body
+from gensokyo_idmap.qq.outgoing import channel_message_body, check_channel_parts, message_body
 from gensokyo_idmap.qq.passive_reply import ReplyBudget, ReplyTo
 from gensokyo_idmap.recency import chat_recency
 
@@ -50,6 +62,8 @@ T = TypeVar("T")
 UserIdType = Literal["vuin", "raw", "ruin"]
 _SEND_ATTEMPTS: Final = 4
 _DUPLICATE_SEQ: Final = 40054005
+#: A guild-side id (channel, guild user): what a channel or guild DM send can use.
+GUILD_ID: Final = Usable("a guild-side id (raw:)", lambda key: isinstance(key, RawId))
 #: Platform codes saying "this msg_id / event_id / msg_seq cannot be used (any more)".
 _SPENT_CODES: Final = frozenset({
     22009,  # reply limit of this msg_id reached
@@ -107,6 +121,7 @@ class OutboundSender:
         self.budget = budget or ReplyBudget()
         self._usable = openid_of_app(settings.app_id)
         self._recency = chat_recency(msgids)
+        self.guilds = directory_of(graph)
         # bound once, as the inbound bridge does: a module-level lazy logger re-reads the
         # configuration on every call, which doubled the cost of the line each send logs
         self._log = log.bind()
@@ -178,10 +193,19 @@ class OutboundSender:
                 raise BadInputError("openid", explicit, "must name an identity, not a vUIN")
             override = named
         prefix = Chat.kind_prefix(self.settings.app_id, chat_kind)  # this kind of chat
+        if isinstance(wanted, RawId) and override is None:
+            return self._guild_target(chat_kind, wanted, self.graph.lookup(wanted), value,
+                                      field)
         if isinstance(wanted, VUin):
             vuin: int | None = wanted.value
-            chosen = self.graph.pick_identity(wanted.value, scene, override, self._usable,
-                                              scene_prefix=prefix, recency=self._recency)
+            try:
+                chosen = self.graph.pick_identity(wanted.value, scene, override, self._usable,
+                                                  scene_prefix=prefix, recency=self._recency)
+            except NoUsableIdentityError:
+                guild_side = self._guild_identity(wanted.value, chat_kind)
+                if guild_side is None:
+                    raise
+                return self._guild_target(chat_kind, guild_side, vuin, value, field)
         else:
             vuin = self.graph.lookup(wanted)
             if override is not None or isinstance(wanted, OpenId):
@@ -195,6 +219,33 @@ class OutboundSender:
             raise BadInputError(field, value, f"{chosen.key} is not {self._usable.description}")
         return Target(chat_kind, chosen.openid, vuin)
 
+    def _guild_identity(self, vuin: int, chat_kind: ChatKind) -> RawId | None:
+        """The guild-side id of a vUIN with no usable OpenID (rule 5), if it has one."""
+        if chat_kind not in ("group", "c2c"):
+            return None
+        kind: ChatKind = "channel" if chat_kind == "group" else "dms"
+        try:
+            key = self.graph.pick_identity(
+                vuin, usable=GUILD_ID,
+                scene_prefix=Chat.kind_prefix(self.settings.app_id, kind))
+        except NotFoundError:
+            return None
+        return key if isinstance(key, RawId) else None
+
+    def _guild_target(self, chat_kind: ChatKind, key: RawId, vuin: int | None, value: object,
+                      field: str) -> Target:
+        """Where a send to a guild-side id goes: the channel itself for a group, the DM
+        session a guild user opened for a private chat (rule 5)."""
+        if chat_kind in ("group", "channel"):
+            return Target("channel", key.value, vuin)
+        if chat_kind == "dms":
+            return Target("dms", key.value, vuin)
+        dm_guild = self.guilds.dm_guild_of_user(key.value)
+        if dm_guild is None:
+            raise NotFoundError(f"{field} {value}: guild user {key.value} has opened no direct "
+                                "message session with the bot (a DM goes to that session)")
+        return Target("dms", dm_guild, vuin)
+
     def mention(self, target: Target, qq: str) -> str:
         """An ``at`` segment as the platform renders it: a member mention in groups, naming
         the identity of that person last seen in this group (rule 1).
@@ -203,6 +254,8 @@ class OutboundSender:
         it in markdown for sure, in plain text messages it is UNCONFIRMED (the reference
         does not say). C2C has no mentions; ``all`` and the bot itself are dropped.
         """
+        if target.chat_kind == "channel" and qq not in ("all", str(self.settings.self_id)):
+            return self._channel_mention(qq)
         if target.chat_kind != "group" or qq in ("all", str(self.settings.self_id)):
             return ""
         try:
@@ -212,6 +265,18 @@ class OutboundSender:
             self._log.info("[message] at left as text", qq=qq, reason=err.message)
             return f"@{qq}"
         return f'<qqbot-at-user id="{member.openid}" />'
+
+    def _channel_mention(self, qq: str) -> str:
+        """``<@id>``: a guild user mentioned in a channel, by their guild user id."""
+        try:
+            wanted = self.client_id(qq, "at.qq")
+            key = (wanted if isinstance(wanted, RawId) else
+                   self.graph.pick_identity(wanted.value, usable=GUILD_ID)
+                   if isinstance(wanted, VUin) else None)
+        except IdmapError as err:
+            self._log.info("[message] at left as text", qq=qq, reason=err.message)
+            return f"@{qq}"
+        return f"<@{key.value}>" if isinstance(key, RawId) else f"@{qq}"
 
     # --- replies --------------------------------------------------------------------------
 
@@ -255,19 +320,25 @@ class OutboundSender:
         """Send a OneBot message; the virtual id of the first platform message sent."""
         plan = await self.off_loop(plan_message, segments, target.chat_kind,
                                    lambda qq: self.mention(target, qq))
+        if target.chat_kind in GUILD_CHAT_KINDS:
+            check_channel_parts(plan.parts)  # refused whole, before any part is sent
         openapi = self._platform()
         chat = self.chat(target)
         context = chat.context("out")
         first: int | None = None
         for part in plan.parts:
             file_info = None
-            if part.media is not None:
+            guild_side = target.chat_kind in GUILD_CHAT_KINDS
+            if part.media is not None and not guild_side:
                 file_info = await openapi.upload_media(target.chat_kind, target.openid,
                                                        part.media.upload_body())
             reply, seq = await self.off_loop(self.choose_reply, target, plan.reply_to)
             for attempt in range(1, _SEND_ATTEMPTS + 1):
-                body = message_body(part, msg_id=reply.msg_id, event_id=reply.event_id,
-                                    msg_seq=seq, file_info=file_info)
+                body = (channel_message_body(part, msg_id=reply.msg_id,
+                                             event_id=reply.event_id, msg_seq=seq)
+                        if guild_side else
+                        message_body(part, msg_id=reply.msg_id, event_id=reply.event_id,
+                                     msg_seq=seq, file_info=file_info))
                 try:
                     answer = await openapi.send_message(target.chat_kind, target.openid, body)
                     break
@@ -304,7 +375,7 @@ class OutboundSender:
         record = await self.off_loop(self.msgids.lookup, virtual_id)
         if record is None:
             raise NotFoundError(f"message_id {virtual_id} is unknown or expired")
-        if record.direction != "out" or record.chat_kind not in ("group", "c2c"):
+        if record.direction != "out" or record.chat_kind not in CHAT_KINDS:
             raise BadInputError("message_id", virtual_id,
                                 "only messages the bot sent can be recalled")
         await self._platform().recall(record.chat_kind, record.target, record.real_id)

@@ -19,9 +19,11 @@ from gensokyo_idmap.onebot.message import Segment, segments_to_cq, segments_to_j
 __all__ = [
     "MessageFormat",
     "friend_add",
+    "friend_recall",
     "group_decrease",
     "group_increase",
     "group_message",
+    "group_recall",
     "heartbeat",
     "lifecycle",
     "private_message",
@@ -154,3 +156,19 @@ def heartbeat(*, self_id: int, time: int, interval_ms: int, good: bool = True) -
         "status": {"online": True, "good": bool(good)},
         "interval": int(interval_ms),
     }
+
+
+def group_recall(*, self_id: int, time: int, group_id: int, user_id: int, operator_id: int,
+                 message_id: int) -> dict[str, Any]:
+    """A group message was recalled (``operator_id``: who did it)."""
+    return _base(self_id, time, "notice") | {
+        "notice_type": "group_recall", "group_id": _id("group_id", group_id),
+        "user_id": _id("user_id", user_id), "operator_id": _id("operator_id", operator_id),
+        "message_id": _message_id(message_id)}
+
+
+def friend_recall(*, self_id: int, time: int, user_id: int, message_id: int) -> dict[str, Any]:
+    """A private message was recalled."""
+    return _base(self_id, time, "notice") | {
+        "notice_type": "friend_recall", "user_id": _id("user_id", user_id),
+        "message_id": _message_id(message_id)}

@@ -16,6 +16,13 @@ member, C2C user, operator); ``author.union_openid`` becomes a
 graph and ``event.scene`` names the chat for ``last_seen`` (``QQ:<app>:group:<group_openid>``,
 ``QQ:<app>:c2c:<user_openid>``).
 
+Guild-side ids (channels, guilds, guild users: ``AT_MESSAGE_CREATE``, ``MESSAGE_CREATE``,
+``DIRECT_MESSAGE_CREATE``, their deletes, ``GUILD_MEMBER_*``) are not OpenIDs: the platform
+gives every bot the same ones, and the old daemon stored them verbatim, so they become
+:class:`~gensokyo_idmap.identity.RawId` (``raw:<id>``), which keeps the numbers migrated
+from an old ``idmap.db``. Their scenes are ``QQ:<app>:channel:<channel_id>`` and
+``QQ:<app>:dms:<dm guild_id>``.
+
 Rejections raise :class:`~gensokyo_idmap.errors.BadInputError` naming the path of the field
 (``d.group_openid``, ``d.author.member_openid``, ``d.attachments[0].url`` …). Fields the
 reference marks UNCONFIRMED are read leniently: absent or ``null`` is fine, and a value of
@@ -44,6 +51,7 @@ from gensokyo_idmap.identity import (
     MAX_OPENID_LEN,
     IdentityKey,
     OpenId,
+    RawId,
     UnionId,
     chat_scene,
     check_app_id,
@@ -54,11 +62,16 @@ __all__ = [
     "DISPATCH",
     "Attachment",
     "C2CMessage",
+    "ChannelMessage",
+    "DirectMessage",
     "Envelope",
     "FriendEvent",
     "GroupMemberEvent",
     "GroupMessage",
     "GroupRobotEvent",
+    "GuildMember",
+    "GuildMemberEvent",
+    "GuildMessageDelete",
     "Interaction",
     "QQEvent",
     "Ready",
@@ -82,10 +95,17 @@ _GROUP_ROBOT_TYPES: Final = frozenset(
 )
 _GROUP_MEMBER_TYPES: Final = frozenset({"GROUP_MEMBER_ADD", "GROUP_MEMBER_REMOVE"})
 _FRIEND_TYPES: Final = frozenset({"FRIEND_ADD", "FRIEND_DEL", "C2C_MSG_REJECT", "C2C_MSG_RECEIVE"})
+#: Channel (guild) messages: public bots get the @bot ones (intent 1<<30), private bots
+#: every one (1<<9).
+_CHANNEL_MESSAGE_TYPES: Final = frozenset({"AT_MESSAGE_CREATE", "MESSAGE_CREATE"})
+_DELETE_TYPES: Final = frozenset({"PUBLIC_MESSAGE_DELETE", "MESSAGE_DELETE",
+                                  "DIRECT_MESSAGE_DELETE"})
+_GUILD_MEMBER_TYPES: Final = frozenset({"GUILD_MEMBER_ADD", "GUILD_MEMBER_REMOVE"})
 #: Event types with a model of their own (``RESUMED`` has no body worth reading).
 _MODELLED_TYPES: Final = (
     _GROUP_MESSAGE_TYPES | _GROUP_ROBOT_TYPES | _GROUP_MEMBER_TYPES | _FRIEND_TYPES
-    | {"C2C_MESSAGE_CREATE", "INTERACTION_CREATE", "READY"}
+    | _CHANNEL_MESSAGE_TYPES | _DELETE_TYPES | _GUILD_MEMBER_TYPES
+    | {"C2C_MESSAGE_CREATE", "DIRECT_MESSAGE_CREATE", "INTERACTION_CREATE", "READY"}
 )
 
 
@@ -164,6 +184,17 @@ def _group_scene(group: OpenId) -> str:
 
 def _c2c_scene(user: OpenId) -> str:
     return chat_scene(user.app_id, "c2c", user.openid, user.platform)
+
+
+def channel_scene(app_id: str, channel: RawId) -> str:
+    """The ``last_seen`` scene of a guild channel (``QQ:<app>:channel:<channel_id>``)."""
+    return chat_scene(app_id, "channel", channel.value)
+
+
+def dms_scene(app_id: str, dm_guild: RawId) -> str:
+    """The scene of a guild direct-message session, named by its own guild id (the one
+    ``/dms/{guild_id}/messages`` takes): ``QQ:<app>:dms:<guild_id>``."""
+    return chat_scene(app_id, "dms", dm_guild.value)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -305,6 +336,117 @@ class Interaction(_Event):
         return None
 
 
+@dataclass(frozen=True, slots=True)
+class GuildMember:
+    """A guild user as a channel event names them: ``id`` is the platform's guild user id
+    (not an OpenID: the same for every bot), kept as a ``raw:`` key like the old daemon."""
+
+    user: RawId
+    username: str = ""
+    nick: str = ""
+    avatar: str = ""
+    bot: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChannelMessage(_Event):
+    """``AT_MESSAGE_CREATE`` (public guilds) / ``MESSAGE_CREATE`` (private bots): a message
+    in a guild's text channel. ``mentions`` are the users ``<@!id>`` in the content names
+    (the bot among them when it was @-mentioned). ``app_id``: the serving AppID, for the
+    scene (channel ids are the same for every bot, scenes are per AppID)."""
+
+    app_id: str
+    message_id: str
+    channel: RawId
+    guild: RawId
+    author: GuildMember
+    content: str = ""
+    timestamp: str = ""
+    attachments: tuple[Attachment, ...] = ()
+    mentions: tuple[GuildMember, ...] = ()
+
+    def identities(self) -> tuple[IdentityKey, ...]:
+        return (self.channel, self.author.user,
+                *(m.user for m in self.mentions if not m.bot and m.user != self.author.user))
+
+    @property
+    def scene(self) -> str:
+        return channel_scene(self.app_id, self.channel)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DirectMessage(_Event):
+    """``DIRECT_MESSAGE_CREATE``: a guild user's direct message to the bot. ``dm_guild`` is
+    the session's own guild id (where replies go: ``/dms/{guild_id}/messages``),
+    ``channel`` its channel, ``source_guild`` the guild it was started from."""
+
+    app_id: str
+    message_id: str
+    dm_guild: RawId
+    channel: RawId
+    author: GuildMember
+    source_guild: str | None = None
+    content: str = ""
+    timestamp: str = ""
+    attachments: tuple[Attachment, ...] = ()
+
+    def identities(self) -> tuple[IdentityKey, ...]:
+        return (self.author.user,)
+
+    @property
+    def scene(self) -> str:
+        return dms_scene(self.app_id, self.dm_guild)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GuildMessageDelete(_Event):
+    """``PUBLIC_MESSAGE_DELETE`` / ``MESSAGE_DELETE`` / ``DIRECT_MESSAGE_DELETE``: a message
+    was recalled; ``operator`` who did it (the author, or an admin). ``deleted_id`` is the
+    recalled message's id (not ``message_id``: this event is no message, and de-duplication
+    must not take it for the message it names)."""
+
+    app_id: str
+    deleted_id: str
+    channel: RawId
+    guild: RawId
+    author: RawId
+    operator: RawId | None = None
+    direct: bool = False
+
+    def identities(self) -> tuple[IdentityKey, ...]:
+        keys: tuple[IdentityKey, ...] = (self.author,) if self.direct else (
+            self.channel, self.author)
+        return keys if self.operator is None or self.operator == self.author else (
+            *keys, self.operator)
+
+    @property
+    def scene(self) -> str:
+        if self.direct:
+            return dms_scene(self.app_id, self.guild)
+        return channel_scene(self.app_id, self.channel)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GuildMemberEvent(_Event):
+    """``GUILD_MEMBER_ADD`` / ``GUILD_MEMBER_REMOVE`` (intent 1<<1); ``operator`` is
+    ``op_user_id`` (who added or removed them; the member themselves when they left)."""
+
+    app_id: str
+    guild: RawId
+    member: GuildMember
+    operator: RawId | None = None
+    joined_at: str = ""
+
+    def identities(self) -> tuple[IdentityKey, ...]:
+        keys: tuple[IdentityKey, ...] = (self.guild, self.member.user)
+        return keys if self.operator is None or self.operator == self.member.user else (
+            *keys, self.operator)
+
+    @property
+    def scene(self) -> str:
+        return chat_scene(self.app_id, "guild", self.guild.value)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Ready(_Event):
     """``READY``: the gateway session is open; ``session_id`` is what a Resume needs."""
@@ -330,7 +472,8 @@ class UnknownEvent(_Event):
 
 QQEvent: TypeAlias = (
     GroupMessage | C2CMessage | GroupRobotEvent | GroupMemberEvent | FriendEvent
-    | Interaction | Ready | Resumed | UnknownEvent
+    | Interaction | ChannelMessage | DirectMessage | GuildMessageDelete | GuildMemberEvent
+    | Ready | Resumed | UnknownEvent
 )
 
 
@@ -504,6 +647,82 @@ def _mentions_bot(d: Mapping[str, Any]) -> bool:
     return any(_is_object(m) and m.get("is_you") is True for m in mentions)
 
 
+def _raw(value: object, path: str) -> RawId:
+    """A channel-side id (channel, guild, guild user): text or a number, kept as ``raw:``."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        value = str(value)
+    if not isinstance(value, str) or not value:
+        raise BadInputError(path, value, "must be a non-empty id")
+    try:
+        return RawId(value)
+    except BadInputError as err:
+        raise BadInputError(path, value, err.reason) from None
+
+
+def _guild_user(user: Mapping[str, Any], path: str,
+                member: Mapping[str, Any] | None = None) -> GuildMember:
+    nick = _text(member, "nick", path + ".member.nick") if member is not None else None
+    return GuildMember(
+        user=_raw(user.get("id"), path + ".id"),
+        username=_text(user, "username", path + ".username") or "",
+        nick=nick or "",
+        avatar=_text(user, "avatar", path + ".avatar") or "",
+        bot=user.get("bot") is True,
+    )
+
+
+def _guild_mentions(d: Mapping[str, Any]) -> tuple[GuildMember, ...]:
+    """``mentions[]`` (users): entries that are not objects with an id are skipped."""
+    mentions = d.get("mentions")
+    if not isinstance(mentions, list):
+        return ()
+    found = []
+    for index, item in enumerate(mentions):
+        if _is_object(item) and not _absent(item.get("id")):
+            found.append(_guild_user(item, f"d.mentions[{index}]"))
+    return tuple(found)
+
+
+def _parse_guild(t: str, d: Mapping[str, Any], app_id: str,
+                 common: dict[str, Any]) -> QQEvent:
+    """The guild-side events (channels, their DMs, members): ids are ``raw:`` keys."""
+    if t in _CHANNEL_MESSAGE_TYPES or t == "DIRECT_MESSAGE_CREATE":
+        author = _guild_user(_object(d, "author", "d.author", required=True), "d.author",
+                             _object(d, "member", "d.member", required=False))
+        fields: dict[str, Any] = {
+            "app_id": app_id, "message_id": _required_text(d, "id", "d.id"),
+            "channel": _raw(d.get("channel_id"), "d.channel_id"), "author": author,
+            "content": _text(d, "content", "d.content") or "",
+            "timestamp": _text_timestamp(d, "timestamp", "d.timestamp"),
+            "attachments": _attachments(d)}
+        if t == "DIRECT_MESSAGE_CREATE":
+            return DirectMessage(**common, **fields,
+                                 dm_guild=_raw(d.get("guild_id"), "d.guild_id"),
+                                 source_guild=_text(d, "src_guild_id", "d.src_guild_id"))
+        return ChannelMessage(**common, **fields, guild=_raw(d.get("guild_id"), "d.guild_id"),
+                              mentions=_guild_mentions(d))
+    if t in _DELETE_TYPES:
+        message = _object(d, "message", "d.message", required=True)
+        deleted_by = _object(message, "author", "d.message.author", required=True)
+        op_user = _object(d, "op_user", "d.op_user", required=False)
+        return GuildMessageDelete(
+            **common, app_id=app_id,
+            deleted_id=_required_text(message, "id", "d.message.id"),
+            channel=_raw(message.get("channel_id"), "d.message.channel_id"),
+            guild=_raw(message.get("guild_id"), "d.message.guild_id"),
+            author=_raw(deleted_by.get("id"), "d.message.author.id"),
+            operator=None if _absent(op_user.get("id")) else _raw(op_user["id"],
+                                                                   "d.op_user.id"),
+            direct=t == "DIRECT_MESSAGE_DELETE" or message.get("direct_message") is True)
+    # GUILD_MEMBER_ADD / GUILD_MEMBER_REMOVE
+    return GuildMemberEvent(
+        **common, app_id=app_id, guild=_raw(d.get("guild_id"), "d.guild_id"),
+        member=_guild_user(_object(d, "user", "d.user", required=True), "d.user", d),
+        operator=None if _absent(d.get("op_user_id")) else _raw(d["op_user_id"],
+                                                               "d.op_user_id"),
+        joined_at=_text_timestamp(d, "joined_at", "d.joined_at"))
+
+
 # --------------------------------------------------------------------------- dispatch
 
 
@@ -527,6 +746,9 @@ def parse_dispatch(envelope: Envelope, app_id: str) -> QQEvent:
     if not _is_object(d):
         raise BadInputError("d", d, f"the body of {t} must be an object")
 
+    if t in _CHANNEL_MESSAGE_TYPES or t in _DELETE_TYPES or t in _GUILD_MEMBER_TYPES or (
+            t == "DIRECT_MESSAGE_CREATE"):
+        return _parse_guild(t, d, app_id, common)
     if t in _GROUP_MESSAGE_TYPES:
         author = _object(d, "author", "d.author", required=True)
         return GroupMessage(

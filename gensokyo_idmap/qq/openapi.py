@@ -27,7 +27,8 @@ __all__ = ["CHAT_PATHS", "OpenApiClient"]
 log = structlog.get_logger("gensokyo_idmap.qq.openapi")
 
 #: Path prefix of each chat kind's endpoints.
-CHAT_PATHS: Final = {"group": "/v2/groups/", "c2c": "/v2/users/"}
+CHAT_PATHS: Final = {"group": "/v2/groups/", "c2c": "/v2/users/", "channel": "/channels/",
+                     "dms": "/dms/"}
 _ERROR_STATUSES: Final = range(400, 600)
 
 
@@ -35,7 +36,7 @@ def _chat_path(chat_kind: str, target: str) -> str:
     try:
         return CHAT_PATHS[chat_kind] + target
     except KeyError:
-        raise BadInputError("chat_kind", chat_kind, "must be group or c2c") from None
+        raise BadInputError("chat_kind", chat_kind, "must be group, c2c, channel or dms") from None
 
 
 class OpenApiClient:
@@ -120,3 +121,36 @@ class OpenApiClient:
         """``DELETE …/messages/{id}`` (only the bot's own, within 2 minutes)."""
         path = f"{_chat_path(chat_kind, target)}/messages/{quote(message_id, safe='')}"
         await self.request("DELETE", path)
+
+    # --- guilds (channels): what the go-cqhttp guild actions answer with ---------------
+
+    async def me(self) -> dict[str, Any]:
+        """``GET /users/@me``: the bot's own guild user (``id``, ``username``, ``avatar``)."""
+        answer = await self.request("GET", "/users/@me")
+        if not isinstance(answer, dict):
+            raise PlatformError(f"GET /users/@me answered {str(answer)[:120]!r}")
+        return answer
+
+    async def me_guilds(self, limit: int = 100) -> list[dict[str, Any]]:
+        """``GET /users/@me/guilds``: the guilds the bot is in, every page (``after`` the
+        last id of the page before, ``limit`` per page)."""
+        guilds: list[dict[str, Any]] = []
+        after = ""
+        while True:
+            query = f"?limit={limit}" + (f"&after={quote(after, safe='')}" if after else "")
+            page = await self.request("GET", "/users/@me/guilds" + query)
+            if not isinstance(page, list):
+                raise PlatformError(f"GET /users/@me/guilds answered {str(page)[:120]!r}")
+            items = [g for g in page if isinstance(g, dict) and isinstance(g.get("id"), str)]
+            guilds.extend(items)
+            if len(page) < limit or not items or len(guilds) >= 10_000:
+                return guilds
+            after = items[-1]["id"]
+
+    async def guild_channels(self, guild_id: str) -> list[dict[str, Any]]:
+        """``GET /guilds/{guild_id}/channels``: the guild's channels."""
+        answer = await self.request("GET", f"/guilds/{quote(guild_id, safe='')}/channels")
+        if not isinstance(answer, list):
+            raise PlatformError(f"GET /guilds/{guild_id}/channels answered "
+                                f"{str(answer)[:120]!r}")
+        return [c for c in answer if isinstance(c, dict) and isinstance(c.get("id"), str)]

@@ -8,6 +8,7 @@ plain data: which platform messages a OneBot message becomes is the bridge's pla
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -23,6 +24,8 @@ __all__ = [
     "MSG_TEXT",
     "Media",
     "OutgoingPart",
+    "channel_message_body",
+    "check_channel_parts",
     "message_body",
 ]
 
@@ -74,6 +77,13 @@ def message_body(part: OutgoingPart, *, msg_id: str | None, event_id: str | None
         if file_info is None:
             raise BadInputError("media", None, "upload the file before sending it")
         body["media"] = {"file_info": file_info}
+    return _with_rich_parts_and_reply(body, part, msg_id, event_id)
+
+
+def _with_rich_parts_and_reply(body: dict[str, Any], part: OutgoingPart, msg_id: str | None,
+                               event_id: str | None) -> dict[str, Any]:
+    """``body`` with the part's markdown / keyboard, and what it answers: ``msg_id``, else
+    ``event_id`` (a passive reply), else neither (an active message)."""
     if part.markdown is not None:
         body["markdown"] = part.markdown
     if part.keyboard is not None:
@@ -83,3 +93,37 @@ def message_body(part: OutgoingPart, *, msg_id: str | None, event_id: str | None
     elif event_id is not None:
         body["event_id"] = event_id
     return body
+
+
+# --- guild channels and guild DMs (``/channels/{id}/messages``, ``/dms/{guild}/messages``) ---
+
+
+def check_channel_parts(parts: Sequence[OutgoingPart]) -> None:
+    """Refuse what a channel or guild DM cannot take, before anything is sent: there is no
+    ``/files`` upload there, an image goes in the message by its URL (``image``); voice,
+    video and inline (base64) data have no such form."""
+    for part in parts:
+        media = part.media
+        if media is None:
+            continue
+        if media.file_type != FILE_IMAGE:
+            raise BadInputError("message", {FILE_VIDEO: "video", FILE_RECORD: "record"}.get(
+                media.file_type, "file"), "guild channels and DMs take images only")
+        if media.url is None:
+            raise BadInputError("message", "image", "guild channels and DMs take an image by "
+                                "its http(s) URL (base64:// data cannot be sent there)")
+
+
+def channel_message_body(part: OutgoingPart, *, msg_id: str | None, event_id: str | None,
+                         msg_seq: int) -> dict[str, Any]:
+    """The JSON body of a channel or guild DM message: text in ``content``, an image by
+    its URL in ``image`` (:func:`check_channel_parts` first), markdown and keyboard as in
+    groups; ``msg_id`` makes it a passive reply."""
+    body: dict[str, Any] = {"content": part.content.strip() if part.media else part.content,
+                            "msg_seq": msg_seq}
+    if part.msg_type == MSG_MARKDOWN:
+        body["msg_type"] = MSG_MARKDOWN
+    if part.media is not None:
+        check_channel_parts([part])
+        body["image"] = part.media.url
+    return _with_rich_parts_and_reply(body, part, msg_id, event_id)

@@ -43,7 +43,7 @@ __all__ = [
 ]
 
 #: How long a received message can be replied to, per chat kind.
-REPLY_WINDOW_SECONDS: Final = {"group": 5 * 60, "c2c": 60 * 60}
+REPLY_WINDOW_SECONDS: Final = {"group": 5 * 60, "c2c": 60 * 60, "channel": 5 * 60, "dms": 5 * 60}
 #: Replies the platform accepts per ``msg_id``.
 MAX_REPLIES: Final = 5
 _REMEMBERED: Final = 100_000

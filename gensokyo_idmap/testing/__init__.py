@@ -6,8 +6,9 @@ gateway with Identify / Resume / heartbeats, the OpenAPI send, upload and recall
 with the platform's refusals, and Ed25519-signed webhook callbacks), so a bot's own tests can
 run the real daemon between the emulated platform and the bot.
 
-- :mod:`.platform_emulator`: :class:`EmulatedPlatform` (token, gateway, OpenAPI) and the
-  ``d`` payloads of a group and a C2C message.
+- :mod:`.platform_emulator`: :class:`EmulatedPlatform` (token, gateway, OpenAPI, guilds)
+  and the ``d`` payloads of a group and a C2C message and of the guild events (a channel
+  message, a guild DM, a recall, a member change).
 - :mod:`.webhook_sender`: :class:`WebhookSender`, signed webhook deliveries as the platform
   posts them.
 - :mod:`.loopback`: free ports, a framework's reverse-WS endpoint in the test's process and
@@ -43,7 +44,11 @@ from gensokyo_idmap.testing.platform_emulator import (
     SECRET,
     EmulatedPlatform,
     c2c_message,
+    channel_message,
+    direct_message,
     group_message,
+    guild_member,
+    message_delete,
 )
 from gensokyo_idmap.testing.wait import until, until_listening
 from gensokyo_idmap.testing.webhook_sender import Delivery, Prepared, Validation, WebhookSender
@@ -60,11 +65,15 @@ __all__ = [
     "Validation",
     "WebhookSender",
     "c2c_message",
+    "channel_message",
     "daemon_command",
     "daemon_config",
+    "direct_message",
     "framework_server",
     "free_port",
     "group_message",
+    "guild_member",
+    "message_delete",
     "running_daemon",
     "until",
     "until_listening",

@@ -25,6 +25,18 @@ platform's rules: a send needs ``msg_id`` or ``event_id`` (active messages are r
 per ``msg_id`` (22009), ``msg_type`` 7 needs a ``media.file_info`` this platform issued, and
 only the bot's own messages can be recalled. ``fail_next`` queues (status, body) answers and
 ``delay_next`` a stall, for the error paths.
+
+Guilds (QQ channels): ``guilds`` holds the guilds the bot is in with their channels, served
+by ``GET /users/@me/guilds`` (``limit`` / ``after`` pages) and ``GET /guilds/{id}/channels``;
+``GET /users/@me`` is the bot's own guild user (:data:`BOT_USER`). Channel and guild DM
+sends (``POST /channels/{channel_id}/messages``, ``POST /dms/{guild_id}/messages``) answer a
+message object; a ``msg_id`` there follows the group rules (5 replies, one ``msg_seq`` each),
+a send without one is an active message, which channels allow. An ``image`` must be an
+http(s) URL (the platform fetches it). ``DELETE`` of either recalls the bot's own message.
+:func:`channel_message`, :func:`direct_message`, :func:`message_delete` and
+:func:`guild_member` build the ``d`` of each guild event the way the platform sends it, for
+:meth:`EmulatedPlatform.push` and :meth:`~gensokyo_idmap.testing.WebhookSender.dispatch`
+alike.
 """
 
 from __future__ import annotations
@@ -45,6 +57,12 @@ from gensokyo_idmap.qq.token import AccessTokenManager
 
 APP = "102000001"
 SECRET = "emulator-secret"
+#: The bot's own guild user (``GET /users/@me``; ``READY``'s ``user``).
+BOT_USER: dict[str, Any] = {"id": "1", "username": "bot", "bot": True,
+                            "avatar": "https://thirdqq.qlogo.cn/g?b=oidb&k=bot"}
+GUILD = "7000000001"
+CHANNEL = "8000000001"
+GUILD_USER = "144115218677563300"
 
 
 def shard_of(d: Any, count: int) -> int:
@@ -115,6 +133,15 @@ class EmulatedPlatform:
         self.sent_messages: dict[str, str] = {}  # bot message id → chat path
         self.file_infos: set[str] = set()
         self._replies: dict[str, set[int]] = {}  # msg_id / event_id → msg_seqs used
+        #: guild id → the guild object (``channels``: its channel objects)
+        self.guilds: dict[str, dict[str, Any]] = {GUILD: {
+            "id": GUILD, "name": "Test guild", "icon": "", "owner_id": GUILD_USER,
+            "owner": False, "member_count": 3, "max_members": 1000,
+            "description": "", "joined_at": "2025-01-01T12:00:00+08:00",
+            "channels": [{"id": CHANNEL, "guild_id": GUILD, "name": "general", "type": 0,
+                          "sub_type": 0, "position": 1, "parent_id": "0",
+                          "owner_id": GUILD_USER, "private_type": 0,
+                          "speak_permission": 1}]}}
 
     # token endpoint
     async def token(self, request: web.Request) -> web.Response:
@@ -202,6 +229,59 @@ class EmulatedPlatform:
         seqs.add(seq)
         return None
 
+    async def send_guild_message(self, request: web.Request) -> web.Response:
+        """``/channels/{channel_id}/messages`` and ``/dms/{guild_id}/messages``."""
+        body, refused = await self._api_gate(request)
+        if refused is not None:
+            return refused
+        if not isinstance(body, dict) or not (body.get("content") or body.get("image")
+                                              or body.get("markdown") or body.get("ark")
+                                              or body.get("embed")):
+            return web.json_response({"code": 50006, "message": "cannot send empty message"},
+                                     status=400)
+        image = body.get("image")
+        if image is not None and not (isinstance(image, str)
+                                      and image.startswith(("http://", "https://"))):
+            return web.json_response({"code": 40011000, "message": "bad request data"},
+                                     status=400)
+        if body.get("msg_id") or body.get("event_id"):
+            error = self._check_send({"msg_type": 0, **body})
+            if error is not None:
+                return web.json_response(error, status=400)
+        message_id = f"08BOTGUILD{len(self.sent_messages) + 1:06d}"
+        self.sent_messages[message_id] = request.path
+        where = request.match_info
+        return web.json_response({
+            "id": message_id, "channel_id": where.get("channel_id", ""),
+            "guild_id": where.get("guild_id", ""), "content": body.get("content", ""),
+            "timestamp": "2025-01-01T12:00:01+08:00", "author": BOT_USER,
+            "direct_message": "guild_id" in where})
+
+    async def me(self, request: web.Request) -> web.Response:
+        _, refused = await self._api_gate(request)
+        return refused or web.json_response(BOT_USER)
+
+    async def me_guilds(self, request: web.Request) -> web.Response:
+        _, refused = await self._api_gate(request)
+        if refused is not None:
+            return refused
+        limit = int(request.query.get("limit", "100"))
+        after = request.query.get("after", "")
+        ordered = sorted(self.guilds)
+        start = ordered.index(after) + 1 if after in ordered else 0
+        return web.json_response([{k: v for k, v in self.guilds[g].items() if k != "channels"}
+                                  for g in ordered[start:start + limit]])
+
+    async def guild_channels(self, request: web.Request) -> web.Response:
+        _, refused = await self._api_gate(request)
+        if refused is not None:
+            return refused
+        guild = self.guilds.get(request.match_info["guild_id"])
+        if guild is None:
+            return web.json_response({"code": 11281, "message": "guild not found"},
+                                     status=404)
+        return web.json_response(guild["channels"])
+
     async def upload_file(self, request: web.Request) -> web.Response:
         body, refused = await self._api_gate(request)
         if refused is not None:
@@ -260,7 +340,7 @@ class EmulatedPlatform:
                 shard.session_id = str(uuid.uuid4())
                 await self._establish(shard, ws, "READY", {
                     "version": 1, "session_id": shard.session_id,
-                    "user": {"id": "1", "username": "bot", "bot": True},
+                    "user": {k: BOT_USER[k] for k in ("id", "username", "bot")},
                     "shard": [shard.index, len(self.shards)]})
             elif op == 6:
                 self.resumes.append(d)
@@ -344,6 +424,12 @@ class EmulatedPlatform:
         app.router.add_get("/websocket", self.gateway)
         app.router.add_get("/gateway/bot", self.gateway_bot)
         app.router.add_put("/interactions/{id}", self.interactions)
+        app.router.add_get("/users/@me", self.me)
+        app.router.add_get("/users/@me/guilds", self.me_guilds)
+        app.router.add_get("/guilds/{guild_id}/channels", self.guild_channels)
+        for where in ("/channels/{channel_id}", "/dms/{guild_id}"):
+            app.router.add_post(f"{where}/messages", self.send_guild_message)
+            app.router.add_delete(f"{where}/messages/{{message_id}}", self.recall_message)
         for chat in ("groups", "users"):
             app.router.add_post(f"/v2/{chat}/{{openid}}/messages", self.send_message)
             app.router.add_post(f"/v2/{chat}/{{openid}}/files", self.upload_file)
@@ -408,3 +494,62 @@ def c2c_message(n: int, user: str = "0F1E2D3C4B5A69788796A5B4C3D2E1F0",
     return {"id": f"ROBOT1.0_c2c{n}", "content": content,
             "timestamp": "2025-01-01T12:00:00+08:00",
             "author": {"id": user, "user_openid": user}}
+
+
+def _guild_author(user: str, username: str) -> dict[str, Any]:
+    return {"id": user, "username": username, "bot": False,
+            "avatar": f"https://thirdqq.qlogo.cn/g?b=oidb&k={user}"}
+
+
+def channel_message(n: int, content: str = "ping", *, channel: str = CHANNEL,
+                    guild: str = GUILD, user: str = GUILD_USER, at_bot: bool = True,
+                    mentions: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The ``d`` of ``AT_MESSAGE_CREATE`` (``at_bot``: content starts ``<@!bot>``, as the
+    platform sends it to public bots) or ``MESSAGE_CREATE``; ``mentions``: other guild
+    users @-mentioned after the content."""
+    mentioned = [{"id": BOT_USER["id"], "username": BOT_USER["username"], "bot": True}] \
+        if at_bot else []
+    mentioned += [{"id": m, "username": f"user{m[-4:]}", "bot": False} for m in mentions]
+    prefix = f"<@!{BOT_USER['id']}> " if at_bot else ""
+    return {"id": f"08f1guild{n:06d}", "channel_id": channel, "guild_id": guild,
+            "content": prefix + content + "".join(f" <@!{m}>" for m in mentions),
+            "timestamp": "2025-01-01T12:00:00+08:00",
+            "author": _guild_author(user, "alice"),
+            "member": {"nick": "Alice", "roles": ["1"],
+                       "joined_at": "2024-01-01T12:00:00+08:00"},
+            "mentions": mentioned, "seq": n, "seq_in_channel": str(n)}
+
+
+def direct_message(n: int, content: str = "ping", *, dm_guild: str = "7000000099",
+                   dm_channel: str = "8000000099", source_guild: str = GUILD,
+                   user: str = GUILD_USER) -> dict[str, Any]:
+    """The ``d`` of ``DIRECT_MESSAGE_CREATE``: ``guild_id`` / ``channel_id`` are the DM
+    session's own, ``src_guild_id`` the guild it was opened from."""
+    return {"id": f"08f1dm{n:06d}", "channel_id": dm_channel, "guild_id": dm_guild,
+            "src_guild_id": source_guild, "direct_message": True, "content": content,
+            "timestamp": "2025-01-01T12:00:00+08:00", "author": _guild_author(user, "alice"),
+            "member": {"joined_at": "2024-01-01T12:00:00+08:00"}, "seq": n,
+            "seq_in_channel": str(n)}
+
+
+def message_delete(message: dict[str, Any], operator: str | None = None) -> dict[str, Any]:
+    """The ``d`` of ``PUBLIC_MESSAGE_DELETE`` / ``MESSAGE_DELETE`` /
+    ``DIRECT_MESSAGE_DELETE`` for a message built above (``operator``: who recalled it,
+    the author by default)."""
+    author = message["author"]
+    deleted = {"id": message["id"], "channel_id": message["channel_id"],
+               "guild_id": message["guild_id"],
+               "author": {"id": author["id"], "username": author["username"],
+                          "bot": author.get("bot", False)}}
+    if message.get("direct_message"):
+        deleted["direct_message"] = True
+    return {"message": deleted, "op_user": {"id": operator or author["id"]}}
+
+
+def guild_member(user: str = GUILD_USER, *, guild: str = GUILD,
+                 operator: str | None = None) -> dict[str, Any]:
+    """The ``d`` of ``GUILD_MEMBER_ADD`` / ``GUILD_MEMBER_REMOVE`` (``op_user_id``: who
+    added or removed them; the member themselves when they joined or left)."""
+    return {"guild_id": guild, "joined_at": "2025-01-01T12:00:00+08:00", "nick": "",
+            "roles": ["1"], "user": _guild_author(user, "alice"),
+            "op_user_id": operator or user}

@@ -229,9 +229,9 @@ def cases(tag: str) -> list[Case]:
             "attachments": [{"content_type": "image/jpeg", "url": jpeg_url}],
         }, lambda k, f: [private_message(k, f, c2c_id, PERSON1, [
             seg("text", text=TRICKY), seg("image", file=jpeg_url, url=jpeg_url)])]),
-        Case("unknown_guild", "AT_MESSAGE_CREATE", {
-            "id": f"guild-{tag}", "content": "guild", "channel_id": "1", "guild_id": "2",
-            "author": {"id": "123", "username": "x"}}, lambda k, f: [], count=0),
+        Case("unknown_guild", "GUILD_CREATE", {
+            "id": f"2{tag == 'g'}", "name": "guild", "owner_id": "123",
+            "op_user_id": "123"}, lambda k, f: [], count=0),
         Case("c2c_union", "C2C_MESSAGE_CREATE", {
             "id": c2c2_id, "content": "hello", "timestamp": ts,
             "author": {"id": C2C2, "user_openid": C2C2, "union_openid": UNION2},
@@ -506,7 +506,7 @@ def test_every_event_type_reaches_the_framework_exactly(
     # Unknown event types were logged, and nothing came of them (the exact sequence above).
     not_forwarded = [entry["type"] for entry in logs
                      if entry["event"] == "[message] not forwarded"]
-    assert not_forwarded == ["AT_MESSAGE_CREATE", "SOMETHING_NEW_2030"]
+    assert not_forwarded == ["GUILD_CREATE", "SOMETHING_NEW_2030"]
 
     # Interactions were acknowledged to the platform with code 0, each once.
     acks = [(i, body) for i, body, _ in platform.interaction_acks]

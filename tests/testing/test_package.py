@@ -26,7 +26,8 @@ def test_the_public_names_are_deliberate() -> None:
     assert sorted(gensokyo_idmap.testing.__all__) == [
         "APP", "DaemonProcess", "Delivery", "EmulatedPlatform", "Prepared",
         "RecordingFramework", "SECRET", "StableVuinFramework", "Validation", "WebhookSender",
-        "c2c_message", "daemon_command", "daemon_config", "framework_server", "free_port", "group_message",
+        "c2c_message", "channel_message", "daemon_command", "daemon_config", "direct_message",
+        "framework_server", "free_port", "group_message", "guild_member", "message_delete",
         "running_daemon", "until", "until_listening", "write_config", "ws_url",
     ]
     for name in gensokyo_idmap.testing.__all__:
