@@ -79,6 +79,27 @@ class Records:
         return [entry[kind] for entry in self.all() if kind in entry]
 
 
+def run_context(tmp_path: Path, nb_lines: list[str], records: Records) -> str:
+    """What a failed wait shows: NoneBot's output, the daemon logs, the last records."""
+    parts = ["--- NoneBot output (tail) ---", *nb_lines[-40:]]
+    for log_file in sorted(tmp_path.glob("daemon-*.log")):
+        parts.append(f"--- {log_file.name} (tail) ---")
+        parts.extend(log_file.read_text("utf-8", "replace").splitlines()[-40:])
+    parts.append("--- records ---")
+    parts.extend(json.dumps(entry) for entry in records.all()[-20:])
+    return "\n".join(parts)
+
+
+def nonebot_daemon(tmp_path: Path, data_dir: Path, platform: EmulatedPlatform, nb_port: int,
+                   token: str) -> DaemonProcess:
+    """``gensokyo-idmap serve`` fed by ``platform``, dialling NoneBot on ``nb_port`` by
+    reverse WS with ``token`` (not started yet)."""
+    return DaemonProcess(write_config(tmp_path / "config.yml", daemon_config(
+        data_dir, platform=platform, onebot={
+            "reverse_ws": [f"ws://127.0.0.1:{nb_port}/onebot/v11/ws"],
+            "access_token": token, "reconnect_interval_seconds": 0.2})), tmp_path)
+
+
 async def start_nonebot(port: int, token: str, records: Records, cwd: Path,
                         lines: list[str]) -> tuple[asyncio.subprocess.Process, asyncio.Task[None]]:
     """NoneBot's app as a process on 127.0.0.1:``port`` (reverse WS at /onebot/v11/ws,
@@ -112,13 +133,7 @@ def test_nonebot_gets_group_and_private_messages_with_durable_vuins(tmp_path: Pa
     nb_lines: list[str] = []
 
     def context() -> str:
-        parts = ["--- NoneBot output (tail) ---", *nb_lines[-40:]]
-        for log_file in sorted(tmp_path.glob("daemon-*.log")):
-            parts.append(f"--- {log_file.name} (tail) ---")
-            parts.extend(log_file.read_text("utf-8", "replace").splitlines()[-40:])
-        parts.append("--- records ---")
-        parts.extend(json.dumps(entry) for entry in records.all()[-20:])
-        return "\n".join(parts)
+        return run_context(tmp_path, nb_lines, records)
 
     def nb_connections() -> int:
         return sum(1 for line in nb_lines if re.search(rf"Bot {APP}\b.* connected", line))
@@ -126,10 +141,7 @@ def test_nonebot_gets_group_and_private_messages_with_durable_vuins(tmp_path: Pa
     async def main() -> None:
         platform = EmulatedPlatform()
         await platform.start()
-        daemon = DaemonProcess(write_config(tmp_path / "config.yml", daemon_config(
-            data_dir, platform=platform, onebot={
-                "reverse_ws": [f"ws://127.0.0.1:{nb_port}/onebot/v11/ws"],
-                "access_token": TOKEN, "reconnect_interval_seconds": 0.2})), tmp_path)
+        daemon = nonebot_daemon(tmp_path, data_dir, platform, nb_port, TOKEN)
         nonebot, pumping = await start_nonebot(nb_port, TOKEN, records, tmp_path, nb_lines)
         async def stop_daemon() -> None:
             try:
