@@ -214,7 +214,8 @@ class ActionService:
         kind = context.get("message_type")
         target = await self._chat(context, kind if isinstance(kind, str) else None,
                                   context.get("message_id"))
-        if target.chat_kind == "group" and bool_param(operation, "at_sender", default=True):
+        if target.chat_kind in ("group", "channel") and bool_param(operation, "at_sender",
+                                                                    default=True):
             user = context.get("user_id")
             if user is not None:
                 segments = [Segment("at", (("qq", str(user)),)), Segment.text(" "), *segments]

@@ -69,7 +69,9 @@ def shard_of(d: Any, count: int) -> int:
     """The shard (of ``count``) whose session gets an event with body ``d`` (module doc)."""
     if count == 1 or not isinstance(d, Mapping):
         return 0
-    guild = d.get("guild_id")
+    message = d.get("message")  # a recall names its guild inside the message
+    guild = d.get("guild_id") or (message.get("guild_id") if isinstance(message, Mapping)
+                                  else None)
     if isinstance(guild, str) and guild.isdigit():
         return (int(guild) >> 22) % count
     author = d.get("author")

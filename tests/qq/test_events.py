@@ -15,15 +15,20 @@ from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
 from gensokyo_idmap.errors import BadInputError
-from gensokyo_idmap.identity import MAX_OPENID_LEN, OpenId, UnionId
+from gensokyo_idmap.identity import MAX_OPENID_LEN, OpenId, RawId, UnionId
 from gensokyo_idmap.qq.events import (
     Attachment,
     C2CMessage,
+    ChannelMessage,
+    DirectMessage,
     Envelope,
     FriendEvent,
     GroupMemberEvent,
     GroupMessage,
     GroupRobotEvent,
+    GuildMember,
+    GuildMemberEvent,
+    GuildMessageDelete,
     Interaction,
     QQEvent,
     Ready,
@@ -31,6 +36,12 @@ from gensokyo_idmap.qq.events import (
     UnknownEvent,
     parse_dispatch,
     parse_envelope,
+)
+from gensokyo_idmap.testing.platform_emulator import (
+    channel_message,
+    direct_message,
+    guild_member,
+    message_delete,
 )
 
 APP = "102000001"
@@ -774,3 +785,47 @@ def test_every_example_parses_the_same_from_text_and_dict(example: dict[str, Any
     event = parse(example)
     assert event == parse(json.dumps(example)) == parse(json.dumps(example).encode())
     assert not isinstance(event, UnknownEvent)
+
+
+# --------------------------------------------------------------------------- guilds
+
+
+def test_a_channel_message_names_raw_ids_and_its_scene() -> None:
+    d = channel_message(1, "hi", mentions=("144115218677563301",))
+    d["guild_id"] = 7000000001  # a number where text is usual: the same id
+    event = parse({"op": 0, "s": 1, "t": "AT_MESSAGE_CREATE", "id": "AT:1", "d": d})
+    assert isinstance(event, ChannelMessage)
+    assert (event.channel, event.guild) == (RawId("8000000001"), RawId("7000000001"))
+    assert event.author == GuildMember(RawId("144115218677563300"), "alice", "Alice",
+                                       d["author"]["avatar"], False)
+    # the bot's own mention is no identity; the other user's is
+    assert event.identities() == (RawId("8000000001"), RawId("144115218677563300"),
+                                  RawId("144115218677563301"))
+    assert event.scene == f"QQ:{APP}:channel:8000000001"
+
+
+def test_mentions_that_are_not_users_are_skipped() -> None:
+    d = channel_message(1) | {"mentions": ["x", {"username": "no id"}, None]}
+    event = parse({"op": 0, "t": "MESSAGE_CREATE", "d": d})
+    assert isinstance(event, ChannelMessage) and event.mentions == ()
+
+
+def test_a_dm_and_its_recall_are_scened_by_the_session_guild() -> None:
+    dm = parse({"op": 0, "t": "DIRECT_MESSAGE_CREATE", "id": "DM:1", "d": direct_message(1)})
+    assert isinstance(dm, DirectMessage)
+    assert (dm.dm_guild, dm.channel, dm.source_guild) == (
+        RawId("7000000099"), RawId("8000000099"), "7000000001")
+    assert dm.identities() == (RawId("144115218677563300"),)
+    gone = parse({"op": 0, "t": "DIRECT_MESSAGE_DELETE", "id": "DD:1",
+                  "d": message_delete(direct_message(1))})
+    assert isinstance(gone, GuildMessageDelete) and gone.direct
+    assert gone.scene == dm.scene == f"QQ:{APP}:dms:7000000099"
+    # the recalled message's id is not this event's message id (de-duplication keys on it)
+    assert gone.deleted_id == dm.message_id and not hasattr(gone, "message_id")
+
+
+def test_a_member_who_left_is_their_own_operator() -> None:
+    event = parse({"op": 0, "t": "GUILD_MEMBER_REMOVE", "d": guild_member()})
+    assert isinstance(event, GuildMemberEvent)
+    assert event.operator == event.member.user
+    assert event.identities() == (RawId("7000000001"), RawId("144115218677563300"))

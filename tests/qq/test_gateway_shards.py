@@ -107,3 +107,9 @@ def test_a_session_saved_by_another_shard_is_not_resumed(tmp_path: Path) -> None
     path.write_text('{"session_id": "old", "seq": 3}')  # written before shards existed
     assert GatewayState(path).load() == ("old", 3)
     assert GatewayState(path, (0, 2)).load() == (None, None)
+
+
+def test_a_recall_goes_to_the_shard_of_its_guild() -> None:
+    guild = str((3 << 22) + 7)
+    assert shard_of({"message": {"id": "m", "guild_id": guild}, "op_user": {"id": "1"}},
+                    4) == 3

@@ -81,3 +81,23 @@ def test_pipeline_acknowledges_interactions(identity_store: LmdbIdentityStore,
         assert notice["notice_type"] == "interaction" and notice["button_id"] == "b1"
 
     with_api(scenario)
+
+
+def test_guild_reads_walk_every_page_and_name_a_missing_guild() -> None:
+    async def scenario(platform: EmulatedPlatform, api: OpenApiClient) -> None:
+        for n in range(2, 151):  # 150 guilds: two pages of 100
+            platform.guilds[f"70000{n:05d}"] = {"id": f"70000{n:05d}", "name": f"g{n}",
+                                                 "channels": []}
+        guilds = await api.me_guilds()
+        assert len(guilds) == 150 and len({g["id"] for g in guilds}) == 150
+        pages = [path for method, path, _ in platform.api_calls
+                 if path.startswith("/users/@me/guilds")]
+        assert len(pages) == 2
+        assert (await api.me())["id"] == "1"
+        [channel] = await api.guild_channels("7000000001")
+        assert channel["name"] == "general"
+        with pytest.raises(PlatformError) as err:
+            await api.guild_channels("7999999999")
+        assert err.value.status == 404 and err.value.platform_code == 11281
+
+    with_api(scenario)

@@ -1,11 +1,24 @@
-"""The platform's outgoing message bodies (qq/outgoing.py): the upload and the message body."""
+"""The platform's outgoing message bodies (qq/outgoing.py): the upload and the message body,
+and the body of a guild channel or DM message."""
 
 from __future__ import annotations
 
 import pytest
 
 from gensokyo_idmap.errors import BadInputError
-from gensokyo_idmap.qq.outgoing import Media, OutgoingPart, message_body
+from gensokyo_idmap.qq.outgoing import (
+    FILE_IMAGE,
+    FILE_RECORD,
+    FILE_VIDEO,
+    MSG_MARKDOWN,
+    MSG_MEDIA,
+    MSG_TEXT,
+    Media,
+    OutgoingPart,
+    channel_message_body,
+    check_channel_parts,
+    message_body,
+)
 
 
 def test_upload_body_by_url_and_by_data() -> None:
@@ -61,3 +74,39 @@ def test_text_body_ignores_file_info() -> None:
     body = message_body(OutgoingPart(0, content="t"), msg_id="m", event_id=None, msg_seq=1,
                         file_info="FI")
     assert "media" not in body
+
+
+# --- guild channels and DMs ----------------------------------------------------------------
+
+
+def test_channel_text_body_is_content_with_the_reply() -> None:
+    part = OutgoingPart(MSG_TEXT, content="pong")
+    assert channel_message_body(part, msg_id="m1", event_id=None, msg_seq=2) == {
+        "content": "pong", "msg_seq": 2, "msg_id": "m1"}
+    assert channel_message_body(part, msg_id=None, event_id=None, msg_seq=1) == {
+        "content": "pong", "msg_seq": 1}  # an active message: channels allow a few a day
+
+
+def test_channel_image_goes_by_url_in_the_message() -> None:
+    part = OutgoingPart(MSG_MEDIA, content=" ", media=Media(FILE_IMAGE,
+                                                            url="https://e.com/a.png"))
+    assert channel_message_body(part, msg_id="m1", event_id=None, msg_seq=1) == {
+        "content": "", "image": "https://e.com/a.png", "msg_seq": 1, "msg_id": "m1"}
+
+
+def test_channel_markdown_keeps_its_type_and_keyboard() -> None:
+    part = OutgoingPart(MSG_MARKDOWN, markdown={"content": "# hi"}, keyboard={"id": "k"})
+    assert channel_message_body(part, msg_id=None, event_id="e1", msg_seq=1) == {
+        "content": "", "msg_type": MSG_MARKDOWN, "markdown": {"content": "# hi"},
+        "keyboard": {"id": "k"}, "msg_seq": 1, "event_id": "e1"}
+
+
+@pytest.mark.parametrize(("media", "said"), [
+    (Media(FILE_RECORD, url="https://e.com/a.silk"), "images only"),
+    (Media(FILE_VIDEO, url="https://e.com/a.mp4"), "images only"),
+    (Media(FILE_IMAGE, file_data="aGk="), "http(s) URL")])
+def test_what_channels_cannot_take_is_refused_whole(media: Media, said: str) -> None:
+    parts = [OutgoingPart(MSG_TEXT, content="first"), OutgoingPart(MSG_MEDIA, media=media)]
+    with pytest.raises(BadInputError) as err:
+        check_channel_parts(parts)
+    assert said in err.value.message

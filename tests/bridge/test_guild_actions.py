@@ -1,0 +1,114 @@
+"""Guild sends and the go-cqhttp guild actions on real stores and the emulated platform:
+what is refused (and that nothing is sent then), the lists when the platform cannot be
+asked, quick replies and ``op_userid_type: raw`` in channels."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from gensokyo_idmap.bridge.actions import ActionService
+from gensokyo_idmap.bridge.outbound import OutboundSender, OutboundSettings
+from gensokyo_idmap.idmap import IdentityGraph
+from gensokyo_idmap.msgid import MsgIdMap
+from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
+from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore
+from gensokyo_idmap.testing.platform_emulator import (
+    APP,
+    CHANNEL,
+    GUILD,
+    GUILD_USER,
+    channel_message,
+)
+
+from ..conftest import FakeClock, run
+from .test_outbound import Harness, with_daemon
+
+
+async def sent_to_channel(h: Harness, action: str, **params: Any) -> Any:
+    """The body of the one message ``action`` sent, which went to the channel."""
+    answer = await h.call(action, **params)
+    assert answer["retcode"] == 0, answer
+    [(path, body)] = h.sends()
+    assert path == f"/channels/{CHANNEL}/messages"
+    return body
+
+
+def test_refusals_send_nothing(identity_store: LmdbIdentityStore,
+                               msgid_store: LmdbMsgIdStore, clock: FakeClock) -> None:
+    async def scenario(h: Harness) -> None:
+        event = await h.inbound("AT_MESSAGE_CREATE", channel_message(1))
+        # a guild user who never opened a DM with the bot has no DM to send to
+        answer = await h.call("send_private_msg", user_id=event["user_id"], message="hi")
+        assert answer["retcode"] == 100 and "no direct message session" in answer["message"]
+        wrong_guild = await h.call("send_guild_channel_msg", guild_id="7000000002",
+                                   channel_id=CHANNEL, message="hi")
+        assert wrong_guild["retcode"] == 100 and f"in guild {GUILD}" in wrong_guild["message"]
+        no_channel = await h.call("send_guild_channel_msg", guild_id=GUILD, message="hi")
+        assert no_channel["retcode"] == 100 and "channel_id" in no_channel["message"]
+        base64_image = await h.call("send_group_msg", group_id=event["group_id"],
+                                    message="a[CQ:image,file=base64://aGk=]")
+        assert base64_image["retcode"] == 100 and "URL" in base64_image["message"]
+        assert h.sends() == []
+
+    with_daemon(scenario, identity_store, msgid_store, clock)
+
+
+def test_quick_reply_in_a_channel_mentions_the_author(
+        identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore,
+        clock: FakeClock) -> None:
+    async def scenario(h: Harness) -> None:
+        event = await h.inbound("AT_MESSAGE_CREATE", channel_message(1))
+        body = await sent_to_channel(h, ".handle_quick_operation", context=event,
+                                     operation={"reply": "pong"})
+        assert (body["content"], body["msg_id"]) == (f"<@{GUILD_USER}> pong",
+                                                     channel_message(1)["id"])
+
+    with_daemon(scenario, identity_store, msgid_store, clock)
+
+
+def test_raw_ids_are_the_platforms_own_and_sends_take_them(
+        identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore,
+        clock: FakeClock) -> None:
+    async def scenario(h: Harness) -> None:
+        event = await h.inbound("AT_MESSAGE_CREATE", channel_message(1))
+        assert (event["group_id"], event["user_id"]) == (CHANNEL, GUILD_USER)
+        await sent_to_channel(h, "send_group_msg", group_id=f"raw:{CHANNEL}", message="pong")
+
+    with_daemon(scenario, identity_store, msgid_store, clock, op_userid_type="raw")
+
+
+def test_guild_lists_fall_back_to_what_was_seen(
+        identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore,
+        clock: FakeClock) -> None:
+    async def scenario(h: Harness) -> None:
+        event = await h.inbound("AT_MESSAGE_CREATE", channel_message(1))
+        # the platform refuses every attempt: the lists answer what the daemon has seen
+        h.platform.fail_next = [(500, {"code": 1, "message": "busy"})] * 6
+        guilds = await h.call("get_guild_list")
+        assert guilds["data"] == [{"guild_id": GUILD, "guild_name": "",
+                                   "guild_display_id": GUILD}]
+        channels = await h.call("get_guild_channel_list", guild_id=GUILD)
+        [channel] = channels["data"]
+        assert (channel["channel_id"], channel["group_id"]) == (CHANNEL, event["group_id"])
+
+    with_daemon(scenario, identity_store, msgid_store, clock)
+
+
+def test_without_platform_access(identity_store: LmdbIdentityStore,
+                                 msgid_store: LmdbMsgIdStore, clock: FakeClock) -> None:
+    async def main() -> None:
+        graph = IdentityGraph(identity_store, clock=clock)
+        sender = OutboundSender(graph, MsgIdMap(msgid_store, clock=clock), None,
+                                OutboundSettings(app_id=APP, self_id=int(APP)))
+        actions = ActionService(sender, clock=clock)
+
+        async def call(action: str, **params: Any) -> dict[str, Any]:
+            return await actions({"action": action, "params": params})
+
+        assert (await call("get_guild_list"))["data"] == []
+        assert (await call("get_guild_channel_list", guild_id=GUILD))["data"] == []
+        profile = await call("get_guild_service_profile")
+        assert profile["retcode"] == 103 and "platform access" in profile["message"]
+
+    run(asyncio.wait_for(main(), 10))
