@@ -1,5 +1,6 @@
 """Where guild-side chats live (bridge/guilds.py): the old daemon's config entries, read and
-written on a real identity store, and in memory for a store without the legacy tables."""
+written on each real identity store (LMDB, PostgreSQL), and in memory for a store without
+the legacy tables."""
 
 from __future__ import annotations
 
@@ -8,15 +9,19 @@ from typing import Any
 import pytest
 
 from gensokyo_idmap.bridge.guilds import GuildDirectory, channel_entries, dm_entries
-from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
 
+from .. import store_backends
 from ..conftest import run
+
+# one run per backend
+open_store = store_backends.open_store
+identity_store = store_backends.identity_store
 
 
 class CountingTables:
     """The real store's legacy tables, counting the write transactions asked of them."""
 
-    def __init__(self, store: LmdbIdentityStore) -> None:
+    def __init__(self, store: Any) -> None:
         self.store = store
         self.writes = 0
 
@@ -29,7 +34,7 @@ class CountingTables:
 
 
 @pytest.mark.parametrize("kept", ["store", "memory"])
-def test_entries_are_written_once_and_read_back(identity_store: LmdbIdentityStore,
+def test_entries_are_written_once_and_read_back(identity_store: Any,
                                                 kept: str) -> None:
     tables = CountingTables(identity_store)
     guilds = GuildDirectory(tables if kept == "store" else None)
@@ -56,7 +61,7 @@ def test_entries_are_written_once_and_read_back(identity_store: LmdbIdentityStor
 
 
 def test_channels_seen_reads_the_old_daemons_forum_channels_too(
-        identity_store: LmdbIdentityStore) -> None:
+        identity_store: Any) -> None:
     def put(view: Any) -> None:
         for key, value in ((b"9:type", b"forum"), (b"9:guild_id", b"7000000003"),
                            (b"10:type", b"group"), (b"8000000009:guild_id", b"7000000003"),
