@@ -15,16 +15,17 @@ Rules:
    answers, and its refusal is the action's failure.
 3. **What was sent is remembered**: each platform message id goes into the msgid map
    (direction out) and the first one's virtual id is the action's ``message_id``.
-5. **Guild-side chats** (docs/wire-mapping.md): a ``group_id`` whose vUIN holds no OpenID
-   of this AppID but a ``raw:`` channel id is that channel (``/channels/{id}/messages``);
-   a ``user_id`` that is a guild user goes to the DM session they opened
-   (``/dms/{guild_id}/messages``, found in the legacy config table as the old daemon kept
-   it). Channels take images by URL in the message itself (no upload).
 4. **A server's answer is never awaited on the event loop**: with the graph on PostgreSQL
    or the message ids on Redis (``reads_off_loop``), the choice of identity (its recency
    reads), of the message to reply to and of its ``msg_seq`` run on a worker thread, so a
    slow or hung server holds up this send, not every other event of the daemon. On LMDB
    they stay on the loop: a read there is a few microseconds, less than a thread hop.
+5. **Guild-side chats** (docs/wire-mapping.md): a ``group_id`` whose vUIN holds no OpenID
+   of this AppID but the ``raw:`` id of a channel (one the legacy config table places in a
+   guild, as the old daemon kept it) is that channel (``/channels/{id}/messages``); a
+   ``user_id`` that is a guild user goes to the DM session they opened
+   (``/dms/{guild_id}/messages``, from the same table). Any other ``raw:`` id is no chat:
+   the send fails as rule 1 says. Channels take images by URL in the message itself.
 """
 
 from __future__ import annotations
@@ -220,7 +221,9 @@ class OutboundSender:
         return Target(chat_kind, chosen.openid, vuin)
 
     def _guild_identity(self, vuin: int, chat_kind: ChatKind) -> RawId | None:
-        """The guild-side id of a vUIN with no usable OpenID (rule 5), if it has one."""
+        """The channel (``group``: a ``raw:`` id the config table places in a guild) or the
+        guild user (``c2c``: a ``raw:`` id) a vUIN with no usable OpenID stands for (rule 5),
+        else None."""
         if chat_kind not in ("group", "c2c"):
             return None
         kind: ChatKind = "channel" if chat_kind == "group" else "dms"
@@ -230,7 +233,13 @@ class OutboundSender:
                 scene_prefix=Chat.kind_prefix(self.settings.app_id, kind))
         except NotFoundError:
             return None
-        return key if isinstance(key, RawId) else None
+        if not isinstance(key, RawId):
+            return None
+        if chat_kind == "c2c":
+            return key  # its DM session is looked up next, and its absence said plainly
+        placed = self.guilds.is_channel(vuin) or self.guilds.guild_of_channel(
+            key.value) is not None
+        return key if placed else None
 
     def _guild_target(self, chat_kind: ChatKind, key: RawId, vuin: int | None, value: object,
                       field: str) -> Target:

@@ -9,6 +9,7 @@ from typing import Any
 
 from gensokyo_idmap.bridge.actions import ActionService
 from gensokyo_idmap.bridge.outbound import OutboundSender, OutboundSettings
+from gensokyo_idmap.identity import RawId
 from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.msgid import MsgIdMap
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
@@ -112,3 +113,16 @@ def test_without_platform_access(identity_store: LmdbIdentityStore,
         assert profile["retcode"] == 103 and "platform access" in profile["message"]
 
     run(asyncio.wait_for(main(), 10))
+
+
+def test_a_raw_id_that_is_no_channel_is_no_group(
+        identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore,
+        clock: FakeClock) -> None:
+    async def scenario(h: Harness) -> None:
+        # a legacy raw id the old daemon stored (a message id, say): no guild places it
+        resolved = await h.bridge.graph.resolve([RawId("ROBOT1.0_legacy")])
+        answer = await h.call("send_group_msg", group_id=resolved.vuin, message="hi")
+        assert answer["retcode"] == 100 and "OpenID" in answer["message"], answer
+        assert h.sends() == []
+
+    with_daemon(scenario, identity_store, msgid_store, clock)
