@@ -21,6 +21,10 @@ Rules:
    ``operator_id`` carry: the vUIN (default), the platform's own OpenID (``raw``: text, for
    frameworks that take string ids), or the person's QQ number when an rUIN is bound
    (``ruin``, else the vUIN).
+7. **Guild-side events** (channels, guild DMs, their recalls, guild members) name ``raw:``
+   ids and are shown as Gensokyo shows them (:mod:`gensokyo_idmap.bridge.guild_inbound`);
+   where each channel and DM lives is recorded in the legacy config table
+   (:mod:`gensokyo_idmap.bridge.guilds`) before their events go out, so a reply finds it.
 
 Transports and the platform clients live elsewhere and call :meth:`InboundPipeline.process_batch`
 (the gateway: every frame of one read) or the pipeline itself (the webhook: one delivery).
