@@ -13,6 +13,10 @@ the reference and ``cryptography`` alone: it must not share code with the daemon
   says an emulator should); the answer must be ``{"plain_token", "signature"}`` where the
   signature verifies over ``event_ts + plain_token`` with the public key.
 
+Any event type goes the same way: :meth:`WebhookSender.dispatch` takes the ``t`` and ``d``
+the emulated platform's builders make (group and C2C messages, and the guild events:
+``channel_message``, ``direct_message``, ``message_delete``, ``guild_member``).
+
 Every delivery is recorded (seq, status, response body). A body can be built and signed
 ahead of time (:meth:`WebhookSender.build`) and posted later (:meth:`WebhookSender.post`),
 so a benchmark does not time the signing.
