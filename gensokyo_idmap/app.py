@@ -190,7 +190,8 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
         app_id=config.bot.app_id, self_id=config.self_id,
         op_userid_type=config.onebot.op_userid_type,
         reads_off_loop=(config.idmap.backend == "postgres"
-                        or config.idmap.runtime_backend == "redis")), budget))
+                        or config.idmap.runtime_backend == "redis"),
+        unsupported_segments=config.onebot.unsupported_segments), budget))
     services.push_async_callback(actions.drain)  # queued (_async) sends, before http
 
     clients = _reverse_ws_clients(config, actions, outbox)

@@ -217,6 +217,10 @@ class OneBotConfig(_Section):
     op_userid_type: Literal["vuin", "raw", "ruin"] = Field(
         default="vuin",
         description="what user_id/group_id carry downstream (docs/identities.md)")
+    unsupported_segments: Literal["refuse", "drop"] = Field(
+        default="refuse",
+        description="a segment the platform cannot carry (face in a group, poke, share…): "
+                    "refuse the send naming it, or drop it with a warning")
 
     @field_validator("forward_ws", "http_api")
     @classmethod

@@ -32,7 +32,7 @@ from typing import Any, Final, Literal, Protocol, TypeVar
 import structlog
 
 from gensokyo_idmap.bridge.chat import Chat, ChatKind
-from gensokyo_idmap.bridge.plan import plan_message
+from gensokyo_idmap.bridge.plan import UnsupportedSegments, plan_message
 from gensokyo_idmap.errors import BadInputError, IdmapError, NotFoundError, PlatformError
 from gensokyo_idmap.identity import IdentityKey, OpenId, RUin, VUin, parse_client_input
 from gensokyo_idmap.idmap import IdentityGraph, openid_of_app
@@ -86,6 +86,8 @@ class OutboundSettings:
     self_id: int
     op_userid_type: UserIdType = "vuin"
     reads_off_loop: bool = False  # rule 4: the graph or the message ids are on a server
+    #: a segment the platform cannot carry: refuse the send, or drop it with a warning
+    unsupported_segments: UnsupportedSegments = "refuse"
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,7 +256,12 @@ class OutboundSender:
     async def send(self, target: Target, segments: list[Segment]) -> int:
         """Send a OneBot message; the virtual id of the first platform message sent."""
         plan = await self.off_loop(plan_message, segments, target.chat_kind,
-                                   lambda qq: self.mention(target, qq))
+                                   lambda qq: self.mention(target, qq),
+                                   self.settings.unsupported_segments)
+        if plan.dropped:
+            self._log.warning("[message] segments the platform cannot carry left out",
+                              chat_kind=target.chat_kind, target=target.vuin,
+                              segments=list(plan.dropped))
         openapi = self._platform()
         chat = self.chat(target)
         context = chat.context("out")

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import ClientSession
+from structlog.testing import capture_logs
 
 from gensokyo_idmap.bridge.actions import ActionService
 from gensokyo_idmap.bridge.inbound import BridgeSettings, InboundBridge
@@ -72,7 +73,7 @@ class Harness:
 
 def with_daemon(scenario: Callable[[Harness], Awaitable[None]], identity_store: LmdbIdentityStore,
                 msgid_store: LmdbMsgIdStore, clock: FakeClock, *,
-                op_userid_type: Any = "vuin") -> None:
+                op_userid_type: Any = "vuin", unsupported_segments: Any = "refuse") -> None:
     async def main() -> None:
         platform = EmulatedPlatform()
         await platform.start()
@@ -84,7 +85,8 @@ def with_daemon(scenario: Callable[[Harness], Awaitable[None]], identity_store: 
                 bridge = InboundBridge(graph, msgids, BridgeSettings(
                     app_id=APP, self_id=SELF, op_userid_type=op_userid_type), clock=clock)
                 sender = OutboundSender(graph, msgids, api, OutboundSettings(
-                    app_id=APP, self_id=SELF, op_userid_type=op_userid_type))
+                    app_id=APP, self_id=SELF, op_userid_type=op_userid_type,
+                    unsupported_segments=unsupported_segments))
                 harness = Harness(platform, bridge, ActionService(sender, clock=clock), clock)
                 await asyncio.wait_for(scenario(harness), 20)
         finally:
@@ -311,6 +313,34 @@ def test_delete_msg_and_get_msg(
         assert (await h.call("get_msg", message_id="x"))["retcode"] == 100
 
     with_daemon(scenario, identity_store, msgid_store, clock)
+
+
+def test_a_face_in_a_group_refuses_the_send_naming_it_and_nothing_goes_out(
+        identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore, clock: FakeClock) -> None:
+    async def scenario(h: Harness) -> None:
+        event = await h.group_message("ROBOT1.0_f")
+        answer = await h.call("send_group_msg", group_id=event["group_id"],
+                              message="hi [CQ:face,id=14]")
+        assert answer["status"] == "failed" and answer["retcode"] == 100
+        assert "message[1].type" in answer["message"] and "face" in answer["message"]
+        assert h.sends() == []
+
+    with_daemon(scenario, identity_store, msgid_store, clock)
+
+
+def test_drop_sends_the_rest_and_logs_a_warning_naming_the_segment(
+        identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore, clock: FakeClock) -> None:
+    async def scenario(h: Harness) -> None:
+        event = await h.c2c_message("ROBOT1.0_p")
+        with capture_logs() as logs:
+            answer = await h.call("send_private_msg", user_id=event["user_id"],
+                                  message="hi [CQ:face,id=14][CQ:poke,qq=1]")
+        assert answer["status"] == "ok", answer
+        assert [body["content"] for _, body in h.sends()] == ["hi "]
+        [warning] = [line for line in logs if line["log_level"] == "warning"]
+        assert warning["segments"] == ["message[1] face", "message[2] poke"]
+
+    with_daemon(scenario, identity_store, msgid_store, clock, unsupported_segments="drop")
 
 
 def test_information_actions_answer_from_the_graph(
