@@ -14,7 +14,8 @@ Rules:
    left, else the newest non-message event of the chat; with no usable id the platform
    answers, and its refusal is the action's failure.
 3. **What was sent is remembered**: each platform message id goes into the msgid map
-   (direction out) and the first one's virtual id is the action's ``message_id``.
+   (direction out, the bot's ``self_id`` its author, the OneBot message as asked its
+   content, for ``get_msg``) and the first one's virtual id is the action's ``message_id``.
 4. **A server's answer is never awaited on the event loop**: with the graph on PostgreSQL
    or the message ids on Redis (``reads_off_loop``), the choice of identity (its recency
    reads), of the message to reply to and of its ``msg_seq`` run on a worker thread, so a
@@ -36,8 +37,8 @@ from gensokyo_idmap.bridge.plan import UnsupportedSegments, plan_message
 from gensokyo_idmap.errors import BadInputError, IdmapError, NotFoundError, PlatformError
 from gensokyo_idmap.identity import IdentityKey, OpenId, RUin, VUin, parse_client_input
 from gensokyo_idmap.idmap import IdentityGraph, openid_of_app
-from gensokyo_idmap.msgid import MessageIds, check_virtual_id
-from gensokyo_idmap.onebot.message import Segment
+from gensokyo_idmap.msgid import MAX_CONTENT_BYTES, MessageIds, check_virtual_id
+from gensokyo_idmap.onebot.message import Segment, segments_to_cq_within
 from gensokyo_idmap.qq.outgoing import message_body
 from gensokyo_idmap.qq.passive_reply import ReplyBudget, ReplyTo
 from gensokyo_idmap.recency import chat_recency
@@ -264,7 +265,8 @@ class OutboundSender:
                               segments=list(plan.dropped))
         openapi = self._platform()
         chat = self.chat(target)
-        context = chat.context("out")
+        context = chat.context("out").about(
+            self.settings.self_id, segments_to_cq_within(segments, MAX_CONTENT_BYTES))
         first: int | None = None
         for part in plan.parts:
             file_info = None
