@@ -262,7 +262,11 @@ class OutboundSender:
         if plan.dropped:
             self._log.warning("[message] segments the platform cannot carry left out",
                               chat_kind=target.chat_kind, target=target.vuin,
-                              segments=list(plan.dropped))
+                              segments=[f"message[{index}] {kind}"
+                                        for index, kind in plan.dropped])
+            left_out = {index for index, _ in plan.dropped}
+            segments = [segment for index, segment in enumerate(segments)
+                        if index not in left_out]  # what get_msg shows is what was sent
         openapi = self._platform()
         chat = self.chat(target)
         context = chat.context("out").about(

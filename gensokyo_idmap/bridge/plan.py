@@ -64,8 +64,8 @@ class MessagePlan:
 
     parts: tuple[OutgoingPart, ...]
     reply_to: int | None  # the virtual message id a ``reply`` segment named
-    #: segments left out (``unsupported_segments: drop``), as ``message[i] <type>``
-    dropped: tuple[str, ...] = ()
+    #: segments left out (``unsupported_segments: drop``): (index in the message, type)
+    dropped: tuple[tuple[int, str], ...] = ()
 
 
 def _media(segment: Segment, index: int) -> Media:
@@ -141,7 +141,7 @@ def plan_message(segments: Sequence[Segment], chat_kind: str,
     A segment the platform cannot carry in ``chat_kind`` raises a :class:`BadInputError`
     naming it (``unsupported`` refuse), or is left out and named in the plan (drop).
     """
-    dropped: list[str] = []
+    dropped: list[tuple[int, str]] = []
     text: list[str] = []
     media: list[Media] = []
     markdown: dict[str, Any] | None = None
@@ -171,7 +171,7 @@ def plan_message(segments: Sequence[Segment], chat_kind: str,
         elif kind == "face" and chat_kind in EMOJI_TEXT_CHATS:
             text.append(_face(segment, index))
         elif unsupported == "drop":
-            dropped.append(f"message[{index}] {kind}")
+            dropped.append((index, kind))
         else:
             raise BadInputError(
                 f"message[{index}].type", kind,
@@ -190,7 +190,8 @@ def plan_message(segments: Sequence[Segment], chat_kind: str,
         parts.append(OutgoingPart(MSG_MEDIA, content=caption, media=item))
     if markdown is None and not media:
         if not body.strip():
-            left_out = f"; left out: {', '.join(dropped)}" if dropped else ""
+            left_out = "; left out: " + ", ".join(
+                f"message[{index}] {kind}" for index, kind in dropped) if dropped else ""
             raise BadInputError("message", body,
                                 f"nothing to send (the message is empty{left_out})")
         parts.append(OutgoingPart(MSG_TEXT, content=body))

@@ -435,6 +435,8 @@ def test_drop_sends_the_rest_and_logs_a_warning_naming_the_segment(
         assert [body["content"] for _, body in h.sends()] == ["hi "]
         [warning] = [line for line in logs if line["log_level"] == "warning"]
         assert warning["segments"] == ["message[1] face", "message[2] poke"]
+        got = (await h.call("get_msg", message_id=answer["data"]["message_id"]))["data"]
+        assert got["raw_message"] == "hi "  # what was sent, not what was left out
 
     with_daemon(scenario, identity_store, msgid_store, clock, unsupported_segments="drop")
 

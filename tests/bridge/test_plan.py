@@ -220,7 +220,7 @@ def test_drop_leaves_the_segment_out_and_names_it(kind: str) -> None:
     result = plan_message(normalize_message([seg(kind, id="1"), seg("text", text="after")]),
                           "group", no_mention, "drop")
     assert result.parts == (OutgoingPart(0, content="after"),)
-    assert result.dropped == (f"message[0] {kind}",)
+    assert result.dropped == ((0, kind),)
 
 
 def test_refuse_is_the_default() -> None:
