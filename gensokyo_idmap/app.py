@@ -190,7 +190,8 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
         app_id=config.bot.app_id, self_id=config.self_id,
         op_userid_type=config.onebot.op_userid_type,
         reads_off_loop=(config.idmap.backend == "postgres"
-                        or config.idmap.runtime_backend == "redis")), budget))
+                        or config.idmap.runtime_backend == "redis"),
+        unsupported_segments=config.onebot.unsupported_segments), budget))
     services.push_async_callback(actions.drain)  # queued (_async) sends, before http
 
     clients = _reverse_ws_clients(config, actions, outbox)
@@ -315,6 +316,7 @@ def _runtime_state(config: Config, msgid_store: LmdbMsgIdStore, window: float,
     at start degrades the daemon as it would later (:mod:`gensokyo_idmap.runtime_redis`)."""
     seq_base = seq_base_for_process(time.time())
     ttl = config.idmap.msgid_ttl_seconds
+    keep = config.idmap.keep_message_content
     if config.idmap.runtime_backend == "redis":
         # imported here: redis-py is an optional extra, needed only by this backend
         from gensokyo_idmap.runtime_redis import RedisClaims, RedisMsgIdMap, RedisReplyBudget
@@ -324,10 +326,10 @@ def _runtime_state(config: Config, msgid_store: LmdbMsgIdStore, window: float,
         runtime = RedisRuntime(config.idmap.redis_url, config.idmap.redis_prefix)
         stack.push_async_callback(runtime.aclose)
         ids = RedisMsgIds(runtime)
-        return (RedisMsgIdMap(ids, ttl_seconds=ttl), RedisClaims(ids, window),
-                RedisReplyBudget(ids, seq_base=seq_base))
-    return (MsgIdMap(msgid_store, ttl_seconds=ttl), DurableClaims(msgid_store, window),
-            ReplyBudget(seq_base=seq_base))
+        return (RedisMsgIdMap(ids, ttl_seconds=ttl, keep_content=keep),
+                RedisClaims(ids, window), RedisReplyBudget(ids, seq_base=seq_base))
+    return (MsgIdMap(msgid_store, ttl_seconds=ttl, keep_content=keep),
+            DurableClaims(msgid_store, window), ReplyBudget(seq_base=seq_base))
 
 
 def _limit_server_waits(config: Config) -> None:

@@ -122,6 +122,10 @@ class IdmapConfig(_Section):
         default=30.0, gt=0,
         description="longest a cached identity is used without asking PostgreSQL again: "
                     "the bound on a stale answer if an invalidation was lost")
+    keep_message_content: bool = Field(
+        default=True,
+        description="keep each message's OneBot content beside its message id (for "
+                    "get_msg, until msgid_ttl_seconds); false keeps no text, only the author")
 
     @model_validator(mode="after")
     def _backend_has_its_server(self) -> IdmapConfig:
@@ -217,6 +221,10 @@ class OneBotConfig(_Section):
     op_userid_type: Literal["vuin", "raw", "ruin"] = Field(
         default="vuin",
         description="what user_id/group_id carry downstream (docs/identities.md)")
+    unsupported_segments: Literal["refuse", "drop"] = Field(
+        default="refuse",
+        description="a segment the platform cannot carry (face in a group, poke, share…): "
+                    "refuse the send naming it, or drop it with a warning")
 
     @field_validator("forward_ws", "http_api")
     @classmethod

@@ -13,6 +13,10 @@ Rules this module keeps:
 4. **The sweep costs what expired**, not what is stored: it walks ``expires_at`` from the
    start and stops at the first key in the future.
 5. **Time is a parameter** (``clock``), so tests move it instead of sleeping.
+6. **A message's author and content live and die with its record** (``get_msg``): written
+   in the same step, deleted with it (sweep, purge), kept on a hit. The content is OneBot
+   CQ text of at most ``MAX_CONTENT_BYTES`` (the bridge cuts longer messages); with
+   ``keep_content`` off no text is written, the author still is.
 
 Write functions validate before their first write (the store's batch contract).
 """
@@ -33,13 +37,20 @@ from gensokyo_idmap.errors import BadInputError, IdmapError, NotFoundError, Stor
 from gensokyo_idmap.health import HealthSource
 from gensokyo_idmap.identity import MAX_OPENID_LEN
 from gensokyo_idmap.periodic import every
-from gensokyo_idmap.store.base import MsgIdCounts, MsgIdStore, MsgIdWriter, MsgRecord
+from gensokyo_idmap.store.base import (
+    MsgContent,
+    MsgIdCounts,
+    MsgIdStore,
+    MsgIdWriter,
+    MsgRecord,
+)
 
 __all__ = [
     "DEFAULT_MSGID_TTL_SECONDS",
     "DEFAULT_SWEEP_INTERVAL_SECONDS",
     "EVENT_KINDS",
     "INT32_MAX",
+    "MAX_CONTENT_BYTES",
     "InboundWalk",
     "MessageIds",
     "MsgContext",
@@ -54,6 +65,8 @@ DEFAULT_SWEEP_INTERVAL_SECONDS: Final = 60
 MAX_REAL_ID_BYTES: Final = 400
 #: A message's AppID, chat kind and target (an OpenID, MAX_OPENID_LEN) in characters.
 MAX_CONTEXT_LEN: Final = MAX_OPENID_LEN
+#: The most a message's OneBot content (CQ text, UTF-8) takes beside its id mapping.
+MAX_CONTENT_BYTES: Final = 4096
 _MAX_PROBES: Final = 1 << 16
 _SWEEP_BATCH: Final = 2_000  # per transaction: a sweep never holds the writer long
 #: The chat kind under which a chat's reply-able non-message events (their envelope ids)
@@ -63,9 +76,13 @@ EVENT_KINDS: Final = {"group": "group-event", "c2c": "c2c-event",
 
 
 class MsgContext:
-    """Where a message belongs: AppID, chat kind and target, and which way it went."""
+    """Where a message belongs: AppID, chat kind and target, and which way it went; and,
+    once :meth:`about` names them, who wrote it and what it said (rule 6)."""
 
-    __slots__ = ("app_id", "chat_kind", "direction", "target")
+    __slots__ = ("app_id", "author", "chat_kind", "direction", "message", "target")
+
+    author: int
+    message: str | None
 
     def __init__(
         self,
@@ -85,6 +102,33 @@ class MsgContext:
         self.chat_kind = chat_kind
         self.target = target
         self.direction = direction
+        self.author = 0
+        self.message = None
+
+    def about(self, author: int, message: str | None) -> MsgContext:
+        """This chat's context for one message: its author's vUIN (0: unknown) and its
+        OneBot content as CQ text (None: not kept). The chat fields are not checked again
+        (a chat's context is built once and reused for each of its messages)."""
+        if isinstance(author, bool) or not isinstance(author, int) or author < 0:
+            raise BadInputError("author", author, "must be a vUIN (0: unknown)")
+        if message is not None:
+            if not isinstance(message, str):
+                raise BadInputError("message", message, "must be text")
+            _check_utf8("message", message)
+            if len(message.encode("utf-8")) > MAX_CONTENT_BYTES:
+                raise BadInputError("message", message[:80],
+                                    f"longer than {MAX_CONTENT_BYTES} bytes")
+        one = object.__new__(MsgContext)
+        one.app_id, one.chat_kind, one.target = self.app_id, self.chat_kind, self.target
+        one.direction, one.author, one.message = self.direction, author, message
+        return one
+
+    def content(self, keep_text: bool = True) -> MsgContent | None:
+        """What is kept beside the record (rule 6): None when nothing is known."""
+        message = self.message if keep_text else None
+        if not self.author and message is None:
+            return None
+        return MsgContent(self.author, message)
 
 
 def _check_utf8(field: str, value: str) -> None:
@@ -142,14 +186,16 @@ def _allocate(writer: MsgIdWriter, now_ms: int) -> int:
 
 
 def _apply_store(
-    writer: MsgIdWriter, real_id: str, context: MsgContext, now_ms: int, ttl_ms: int
+    writer: MsgIdWriter, real_id: str, context: MsgContext, now_ms: int, ttl_ms: int,
+    keep_text: bool = True,
 ) -> tuple[int, bool]:
     known = writer.virtual_of(real_id)
     if known is not None:
         record = writer.record(known)
         if record is not None and record.real_id == real_id and record.expires_ms > now_ms:
+            kept = writer.content(known)  # rule 6: a hit keeps what the first store kept
             writer.delete_record(record)
-            writer.put_record(replace(record, expires_ms=now_ms + ttl_ms))
+            writer.put_record(replace(record, expires_ms=now_ms + ttl_ms), kept)
             return known, True
     else:
         record = None
@@ -158,7 +204,8 @@ def _apply_store(
         writer.delete_record(record)  # expired: invisible, so it starts afresh
     writer.put_record(
         MsgRecord(virtual_id, real_id, context.app_id, context.chat_kind, context.target,
-                  context.direction, now_ms, now_ms + ttl_ms)
+                  context.direction, now_ms, now_ms + ttl_ms),
+        context.content(keep_text),
     )
     return virtual_id, False
 
@@ -258,6 +305,8 @@ class MessageIds(Protocol):
     async def store_many(self, items: Sequence[tuple[str, MsgContext]]) -> list[int]: ...
     def store_real_sync(self, real_id: str, context: MsgContext | None = None) -> int: ...
     def lookup(self, virtual_id: int) -> MsgRecord | None: ...
+    def lookup_content(self, virtual_id: int
+                       ) -> tuple[MsgRecord, MsgContent | None] | None: ...
     def real_id_of(self, virtual_id: int) -> str: ...
     def virtual_of(self, real_id: str) -> int | None: ...
     def latest_inbound(self, app_id: str, chat_kind: str, target: str, window_seconds: float,
@@ -281,12 +330,15 @@ class MsgIdMap:
         store: MsgIdStore,
         clock: Callable[[], float] = time.time,
         ttl_seconds: float = DEFAULT_MSGID_TTL_SECONDS,
+        *,
+        keep_content: bool = True,
     ) -> None:
         if ttl_seconds <= 0:
             raise BadInputError("msgid_ttl_seconds", ttl_seconds, "must be positive")
         self.store = store
         self._clock = clock
         self._ttl_ms = int(ttl_seconds * 1000)
+        self._keep_content = keep_content  # idmap.keep_message_content (rule 6)
         self._log = log.bind()
 
     def _now_ms(self) -> int:
@@ -346,7 +398,7 @@ class MsgIdMap:
         now_ms = self._now_ms()
 
         def store(view: MsgIdWriter) -> tuple[int, bool]:
-            return _apply_store(view, real_id, ctx, now_ms, self._ttl_ms)
+            return _apply_store(view, real_id, ctx, now_ms, self._ttl_ms, self._keep_content)
 
         return store, ctx
 
@@ -359,6 +411,17 @@ class MsgIdMap:
         with self.store.read() as view:
             record = _alive(view.record(vid), self._now_ms())
         return looked_up(self._log, vid, record)
+
+    def lookup_content(self, virtual_id: int) -> tuple[MsgRecord, MsgContent | None] | None:
+        """The live record of a virtual id and the author and content kept beside it (None:
+        none were, e.g. a record from before they were kept), in one read; None when the id
+        is unknown or expired."""
+        vid = check_virtual_id(virtual_id)
+        with self.store.read() as view:
+            record = _alive(view.record(vid), self._now_ms())
+            content = None if record is None else view.content(vid)
+        looked_up(self._log, vid, record)
+        return None if record is None else (record, content)
 
     def real_id_of(self, virtual_id: int) -> str:
         """The real id of a live virtual id; NotFoundError names the id otherwise."""

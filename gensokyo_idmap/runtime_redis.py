@@ -56,7 +56,7 @@ from gensokyo_idmap.qq.passive_reply import (
     Received,
     ReplyBudget,
 )
-from gensokyo_idmap.store.base import MsgIdCounts, MsgRecord
+from gensokyo_idmap.store.base import MsgContent, MsgIdCounts, MsgRecord
 from gensokyo_idmap.store.redis_msgid import RedisMsgIds, StoreItem
 from gensokyo_idmap.store.redis_trips import Together, concatenated, distinct, own, whole
 
@@ -90,10 +90,12 @@ class RedisMsgIdMap:
     the same prefix. No sweeper: every key has a native TTL."""
 
     def __init__(self, ids: RedisMsgIds, clock: Callable[[], float] = time.time,
-                 ttl_seconds: float = DEFAULT_MSGID_TTL_SECONDS) -> None:
+                 ttl_seconds: float = DEFAULT_MSGID_TTL_SECONDS, *,
+                 keep_content: bool = True) -> None:
         if ttl_seconds <= 0:
             raise BadInputError("msgid_ttl_seconds", ttl_seconds, "must be positive")
         self.ids = ids
+        self._keep_content = keep_content  # idmap.keep_message_content
         self.store = ids.runtime  # what /healthz asks
         self._clock = clock
         self._ttl_ms = int(ttl_seconds * 1000)
@@ -118,8 +120,11 @@ class RedisMsgIdMap:
             ctx = context or MsgContext()
             contexts.append(ctx)
             window = _REPLY_WINDOWS_MS.get(ctx.chat_kind, 0) if ctx.direction == "in" else 0
+            content = ctx.content(self._keep_content)
+            author = 0 if content is None else content.author
+            text = None if content is None else content.message
             wanted.append((real_id, ctx.app_id, ctx.chat_kind, ctx.target, ctx.direction,
-                           window))
+                           window, author, int(text is not None), text or ""))
         return wanted, contexts
 
     def _outcomes(self, wanted: list[StoreItem], contexts: list[MsgContext],
@@ -178,6 +183,14 @@ class RedisMsgIdMap:
         vid = check_virtual_id(virtual_id)
         record = self.store.softly(lambda: self.ids.record(vid), None, _LOOKUP_FAILED)
         return looked_up(self._log, vid, _alive(record, self._now_ms()))
+
+    def lookup_content(self, virtual_id: int) -> tuple[MsgRecord, MsgContent | None] | None:
+        vid = check_virtual_id(virtual_id)
+        nothing: tuple[MsgRecord | None, MsgContent | None] = (None, None)
+        record, content = self.store.softly(lambda: self.ids.record_and_content(vid),
+                                            nothing, _LOOKUP_FAILED)
+        record = looked_up(self._log, vid, _alive(record, self._now_ms()))
+        return None if record is None else (record, content)
 
     def real_id_of(self, virtual_id: int) -> str:
         return real_id_of(virtual_id, self.lookup(virtual_id))

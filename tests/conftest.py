@@ -173,13 +173,14 @@ def msgid_backend(request: pytest.FixtureRequest) -> str:
 
 
 def msgid_map(backend: str, request: pytest.FixtureRequest, clock: Any,
-              ttl_seconds: float) -> MessageIds:
+              ttl_seconds: float, *, keep_content: bool = True) -> MessageIds:
     """A message-id map on ``backend``: msgid-map.db in tmp, or a Redis prefix of its own."""
     if backend == "redis":
         runtime = request.getfixturevalue("redis_runtime")
-        return RedisMsgIdMap(RedisMsgIds(runtime), clock=clock, ttl_seconds=ttl_seconds)
+        return RedisMsgIdMap(RedisMsgIds(runtime), clock=clock, ttl_seconds=ttl_seconds,
+                             keep_content=keep_content)
     return MsgIdMap(request.getfixturevalue("msgid_store"), clock=clock,
-                    ttl_seconds=ttl_seconds)
+                    ttl_seconds=ttl_seconds, keep_content=keep_content)
 
 
 class FakeClock:

@@ -283,3 +283,21 @@ def test_the_identity_cache_bounds_are_sizes_and_positive_ages(tmp_path: Path) -
     for bad in ("{identity_cache_size: -1}", "{identity_cache_max_age_seconds: 0}"):
         with pytest.raises(BadInputError, match="identity_cache"):
             load_config(write(tmp_path, f"idmap: {bad}"))
+
+
+def test_unsupported_segments_are_refused_by_default_or_dropped(tmp_path: Path) -> None:
+    assert load_config(EXAMPLE).onebot.unsupported_segments == "refuse"
+    assert Config().onebot.unsupported_segments == "refuse"
+    config = load_config(write(tmp_path, "onebot: {unsupported_segments: drop}\n"))
+    assert config.onebot.unsupported_segments == "drop"
+    with pytest.raises(BadInputError, match="onebot.unsupported_segments"):
+        load_config(write(tmp_path, "onebot: {unsupported_segments: ignore}\n"))
+
+
+def test_message_content_is_kept_by_default_and_can_be_switched_off(tmp_path: Path) -> None:
+    assert load_config(EXAMPLE).idmap.keep_message_content is True
+    assert Config().idmap.keep_message_content is True
+    config = load_config(write(tmp_path, "idmap: {keep_message_content: false}\n"))
+    assert config.idmap.keep_message_content is False
+    with pytest.raises(BadInputError, match="idmap.keep_message_content"):
+        load_config(write(tmp_path, "idmap: {keep_message_content: sometimes}\n"))

@@ -15,8 +15,14 @@ import pytest
 from structlog.testing import capture_logs
 
 from gensokyo_idmap.errors import BadInputError, NotFoundError, StoreError
-from gensokyo_idmap.msgid import INT32_MAX, MsgContext, MsgIdMap, check_virtual_id
-from gensokyo_idmap.store.base import MsgRecord
+from gensokyo_idmap.msgid import (
+    INT32_MAX,
+    MAX_CONTENT_BYTES,
+    MsgContext,
+    MsgIdMap,
+    check_virtual_id,
+)
+from gensokyo_idmap.store.base import MsgContent, MsgRecord
 from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore
 
 from .conftest import MSGID_BACKENDS, FakeClock, msgid_map, run
@@ -301,6 +307,100 @@ def test_a_sweep_larger_than_one_batch_takes_everything(
     clock.advance(TTL)
     assert run(msgids.sweep()) == batch + 5
     assert msgids.counts().live_or_unswept == 0
+
+
+# --- authors and content (get_msg) -------------------------------------------------------
+
+
+def test_the_author_and_content_are_kept_beside_the_record(msgids: MsgIdMap,
+                                                           clock: FakeClock) -> None:
+    said = GROUP.about(42, "hi [CQ:at,qq=7] &#91;x&#93;")
+    vid = msgids.store_real_sync("R1", said)
+    found = msgids.lookup_content(vid)
+    assert found == (MsgRecord(vid, "R1", APP, "group", "G1", "in", now_ms(clock),
+                               now_ms(clock) + TTL_MS),
+                     MsgContent(42, "hi [CQ:at,qq=7] &#91;x&#93;"))
+    assert msgids.lookup(vid) == found[0]  # type: ignore[index]
+    # the chat's context itself stays without them: it is reused for every message
+    assert (GROUP.author, GROUP.message) == (0, None)
+    assert msgids.lookup_content(msgids.store_real_sync("R2", GROUP))[1] is None  # type: ignore[index]
+
+
+def test_a_hit_keeps_the_first_content_and_it_expires_with_the_record(
+        msgids: MsgIdMap, clock: FakeClock) -> None:
+    vid = msgids.store_real_sync("R1", GROUP.about(42, "first"))
+    clock.advance(TTL * 0.75)
+    assert run(msgids.store_many([("R1", GROUP.about(43, "again"))])) == [vid]
+    clock.advance(TTL * 0.5)  # past the first expiry, inside the refreshed one
+    assert msgids.lookup_content(vid)[1] == MsgContent(42, "first")  # type: ignore[index]
+    clock.advance(TTL)
+    assert msgids.lookup_content(vid) is None
+
+
+def test_an_id_handed_out_again_does_not_carry_the_content_of_its_earlier_holder(
+        msgids: MsgIdMap, clock: FakeClock, request: pytest.FixtureRequest) -> None:
+    assert msgids.store_real_sync("old", GROUP.about(42, "secret")) == 1
+    clock.advance(TTL + 1)  # expired, not swept
+    if isinstance(msgids, MsgIdMap):
+        msgids.store.write_sync(lambda view: view.set_msg_counter(0))
+    else:  # Redis: the counter key of this test's prefix
+        runtime = request.getfixturevalue("redis_runtime")
+        runtime.sync.set(runtime.prefix + "m:ctr", 0)
+    assert msgids.store_real_sync("new", OUT) == 1
+    assert msgids.lookup_content(1) == (msgids.lookup(1), None)
+    assert msgids.store_real_sync("new2", OUT.about(9, "mine")) == 2
+    assert msgids.lookup_content(2)[1] == MsgContent(9, "mine")  # type: ignore[index]
+
+
+@pytest.mark.parametrize("msgid_backend", list(MSGID_BACKENDS), indirect=True)
+def test_keep_content_off_keeps_the_author_and_no_text(
+        msgid_backend: str, request: pytest.FixtureRequest, clock: FakeClock) -> None:
+    msgids = msgid_map(msgid_backend, request, clock, TTL, keep_content=False)
+    vid = msgids.store_real_sync("R1", GROUP.about(42, "private words"))
+    [other] = run(msgids.store_many([("R2", OUT.about(7, "mine too"))]))
+    assert msgids.lookup_content(vid)[1] == MsgContent(42, None)  # type: ignore[index]
+    assert msgids.lookup_content(other)[1] == MsgContent(7, None)  # type: ignore[index]
+
+
+def test_the_sweep_deletes_the_content_with_the_record(
+        msgids: MsgIdMap, store: LmdbMsgIdStore, clock: FakeClock) -> None:
+    vid = msgids.store_real_sync("R1", GROUP.about(42, "hi"))
+    clock.advance(TTL + 1)
+    assert msgids.sweep_sync() == 1
+    with store.read() as view:
+        assert view.content(vid) is None
+
+
+@pytest.mark.parametrize(("author", "message", "field"), [
+    (-1, None, "author"), (True, None, "author"), ("42", None, "author"),
+    (1, "x" * 4097, "message"), (1, "é" * 2049, "message"), (1, "\ud800", "message"),
+    (1, b"bytes", "message"),
+])
+def test_a_bad_author_or_content_is_refused_naming_it(author: Any, message: Any,
+                                                      field: str) -> None:
+    with pytest.raises(BadInputError) as err:
+        GROUP.about(author, message)
+    assert err.value.field == field
+
+
+def test_content_of_exactly_the_bound_is_kept(msgids: MsgIdMap) -> None:
+    text = "é" * (MAX_CONTENT_BYTES // 2)
+    vid = msgids.store_real_sync("R1", GROUP.about(1, text))
+    assert msgids.lookup_content(vid)[1] == MsgContent(1, text)  # type: ignore[index]
+
+
+def test_a_record_written_before_content_was_kept_answers_without_it(
+        msgids: MsgIdMap, clock: FakeClock, request: pytest.FixtureRequest) -> None:
+    """What an older daemon wrote (LMDB: no msg_content entry; Redis: no u / m fields)."""
+    record = MsgRecord(5, "OLD", APP, "group", "G1", "in", now_ms(clock), now_ms(clock) + TTL_MS)
+    if isinstance(msgids, MsgIdMap):
+        msgids.store.write_sync(lambda view: view.put_record(record))
+    else:
+        runtime = request.getfixturevalue("redis_runtime")
+        runtime.sync.hset(runtime.prefix + "m:v:5", mapping={
+            "r": "OLD", "a": APP, "k": "group", "t": "G1", "d": "in",
+            "c": record.created_ms, "e": record.expires_ms})
+    assert msgids.lookup_content(5) == (record, None)
 
 
 # --- wrap-around at int32 -----------------------------------------------------------------

@@ -12,7 +12,9 @@ the counter. After every step it reads every table of the file and checks:
   to two virtual ids;
 - the file holds exactly the model's records and counter (so allocation, TTL refresh, purge
   on reuse and the sweep do exactly what the rules say);
-- lookups agree with the model: a live record is found, an expired one is not.
+- lookups agree with the model: a live record is found, an expired one is not;
+- the author and content kept beside a record are the ones its first store gave (a hit
+  keeps them) and go with it: no ``msg_content`` entry outlives its record.
 
 Orphans: none are allowed. ``delete_record`` removes every index key of a record (the
 ``expires_at`` key with the record's own expiry, the ``chat_recent`` key with its own
@@ -39,6 +41,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from gensokyo_idmap.errors import NotFoundError
 from gensokyo_idmap.msgid import INT32_MAX, MsgContext, MsgIdMap
 from gensokyo_idmap.runtime_redis import RedisMsgIdMap
+from gensokyo_idmap.store.base import MsgContent
 from gensokyo_idmap.store.codec import decode_u64, decode_value
 from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore, open_msgid_store
 from gensokyo_idmap.store.redis_msgid import RedisMsgIds
@@ -81,6 +84,7 @@ class MsgIdMachine(RuleBasedStateMachine):
         self.store = LmdbMsgIdStore(self.path, map_size=1024 * 1024)
         self.msgids = MsgIdMap(self.store, clock=self.clock, ttl_seconds=TTL)
         self.records: dict[int, Rec] = {}  # the model: every record the file must hold
+        self.contents: dict[int, MsgContent | None] = {}  # what each record keeps beside it
         self.counter = 0
 
     def teardown(self) -> None:
@@ -108,13 +112,17 @@ class MsgIdMachine(RuleBasedStateMachine):
                 break
             if held.expires_ms <= now:
                 del self.records[candidate]  # purged before reuse
+                self.contents.pop(candidate, None)
                 break
         self.counter = candidate
         return candidate
 
     # rules
-    @rule(real=st.sampled_from(REALS), ctx=st.sampled_from(CONTEXTS), use_async=st.booleans())
-    def store_real(self, real: str, ctx: MsgContext, use_async: bool) -> None:
+    @rule(real=st.sampled_from(REALS), ctx=st.sampled_from(CONTEXTS), use_async=st.booleans(),
+          author=st.integers(0, 2))
+    def store_real(self, real: str, ctx: MsgContext, use_async: bool, author: int) -> None:
+        if author:  # a message with its author and content (0: a bare context)
+            ctx = ctx.about(author, f"said [{author}]")
         now = self.now_ms()
         live = self.live_vid_of(real)
         if live is not None:
@@ -125,9 +133,11 @@ class MsgIdMachine(RuleBasedStateMachine):
         else:
             for vid in [v for v, r in self.records.items() if r.real == real]:
                 del self.records[vid]  # an expired record of the same real id starts afresh
+                self.contents.pop(vid, None)
             expected = self.model_allocate()
             self.records[expected] = Rec(real, ctx.app_id, ctx.chat_kind, ctx.target,
                                          ctx.direction, now, now + TTL_MS)
+            self.contents[expected] = ctx.content()
         if use_async:
             got = asyncio.run(self.msgids.store_real(real, ctx))
         else:
@@ -184,6 +194,7 @@ class MsgIdMachine(RuleBasedStateMachine):
         expired = [vid for vid, rec in self.records.items() if rec.expires_ms <= now]
         for vid in expired:
             del self.records[vid]
+            self.contents.pop(vid, None)
         swept = asyncio.run(self.msgids.sweep()) if use_async else self.msgids.sweep_sync()
         assert swept == len(expired)
 
@@ -217,6 +228,7 @@ class MsgIdMachine(RuleBasedStateMachine):
             expiry_keys = [(decode_u64(k[:8]), int.from_bytes(k[8:], "big"))
                            for k, _ in txn.cursor(t.expires_at)]
             chat_keys = {k for k, _ in txn.cursor(t.chat_recent)}
+            content_keys = {int.from_bytes(k, "big") for k, _ in txn.cursor(t.msg_content)}
             counter = view.msg_counter()
 
         # every record has all its index entries
@@ -235,6 +247,7 @@ class MsgIdMachine(RuleBasedStateMachine):
             assert vid in v2m and v2m[vid].expires_ms == expires, f"orphan expiry {vid}"
         expected_chat = {chat_key(rec, vid) for vid, rec in v2m.items() if rec.direction == "in"}
         assert chat_keys == expected_chat
+        assert content_keys == {vid for vid, kept in self.contents.items() if kept is not None}
 
         # ... and the file holds exactly the model
         assert v2m == self.records
@@ -249,6 +262,16 @@ class MsgIdMachine(RuleBasedStateMachine):
     def lookups_agree_with_the_model(self) -> None:
         for real in REALS:
             assert self.msgids.virtual_of(real) == self.live_vid_of(real)
+
+    @invariant()
+    def contents_agree_with_the_model(self) -> None:
+        now = self.now_ms()
+        for vid, rec in self.records.items():
+            found = self.msgids.lookup_content(vid)
+            if rec.expires_ms > now:
+                assert found is not None and found[1] == self.contents[vid], vid
+            else:
+                assert found is None
 
 
 MsgIdMachine.TestCase.settings = settings(
@@ -282,6 +305,7 @@ class RedisMsgIdMachine(MsgIdMachine):
         self.msgids = RedisMsgIdMap(RedisMsgIds(self.runtime), clock=self.clock,
                                     ttl_seconds=TTL)  # type: ignore[assignment]
         self.records = {}
+        self.contents = {}
         self.counter = 0
 
     def teardown(self) -> None:

@@ -25,7 +25,7 @@ from gensokyo_idmap.bridge.chat import Chat, ChatKind
 from gensokyo_idmap.bridge.guild_actions import GuildActions
 from gensokyo_idmap.bridge.outbound import OutboundSender, Target
 from gensokyo_idmap.errors import BadInputError, IdmapError, NotFoundError, PlatformError
-from gensokyo_idmap.identity import RUin, VUin, openid_prefix, parse_key
+from gensokyo_idmap.identity import OpenId, RawId, RUin, VUin, openid_prefix, parse_key
 from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.msgid import MessageIds, check_virtual_id
 from gensokyo_idmap.onebot.actions import (
@@ -40,7 +40,13 @@ from gensokyo_idmap.onebot.actions import (
     str_param,
     unknown_action,
 )
-from gensokyo_idmap.onebot.message import Segment, normalize_message
+from gensokyo_idmap.onebot.message import (
+    Segment,
+    normalize_message,
+    parse_cq,
+    segments_to_cq,
+    segments_to_json,
+)
 
 __all__ = ["ActionService"]
 
@@ -224,16 +230,46 @@ class ActionService:
     # --- messages -------------------------------------------------------------------------
 
     async def get_msg(self, params: Params) -> dict[str, Any]:
+        """A message within its message-id TTL as a message event shows it: its content
+        (array form, and ``raw_message``), ``sender.user_id`` (the author's vUIN; the bot
+        for what it sent), ``group_id`` for a group's, ``time``. A message stored before
+        authors and content were kept answers with what is known (C2C: the chat is the
+        author); with ``idmap.keep_message_content`` off the content is empty."""
         virtual_id = check_virtual_id(params.get("message_id") or "")
-        record = await self.sender.off_loop(self.msgids.lookup, virtual_id)
-        if record is None:
+        found = await self.sender.off_loop(self.msgids.lookup_content, virtual_id)
+        if found is None:
             raise NotFoundError(f"message_id {virtual_id} is unknown or expired")
-        kind = "group" if record.chat_kind.startswith("group") else "private"
-        sender = {"user_id": self.self_id} if record.direction == "out" else {}
-        return {"time": record.created_ms // 1000, "message_type": kind,
-                "message_id": virtual_id, "real_id": virtual_id,
-                "real_message_id": record.real_id, "direction": record.direction,
-                "sender": sender, "message": []}
+        record, content = found
+        group = record.chat_kind.startswith("group") or record.chat_kind == "channel"
+        author = content.author if content is not None else 0
+        if not author:
+            author = (self.self_id if record.direction == "out"
+                      else 0 if group else self._vuin_of(record.app_id, record.target) or 0)
+        segments = _stored_segments(None if content is None else content.message)
+        answer: dict[str, Any] = {
+            "time": record.created_ms // 1000, "message_type": "group" if group else "private",
+            "message_id": virtual_id, "real_id": virtual_id,
+            "real_message_id": record.real_id, "direction": record.direction,
+            "sender": {"user_id": author, "nickname": ""} if author else {},
+            "message": segments_to_json(segments), "raw_message": segments_to_cq(segments),
+            "font": 0}
+        if author:
+            answer["user_id"] = author
+        group_vuin = (self._vuin_of(record.app_id, record.target, record.chat_kind)
+                      if group else None)
+        if group_vuin is not None:
+            answer["group_id"] = group_vuin
+        return answer
+
+    def _vuin_of(self, app_id: str, openid: str, chat_kind: str = "") -> int | None:
+        """The vUIN of a chat's OpenID as a msgid record names it (a channel's: its raw
+        channel id; None: unknown)."""
+        try:
+            if chat_kind == "channel":
+                return self.graph.lookup(RawId(openid))
+            return self.graph.lookup(OpenId(app_id, openid))
+        except BadInputError:  # not an OpenID of this platform: no vUIN to show
+            return None
 
     # --- information ----------------------------------------------------------------------
 
@@ -354,6 +390,17 @@ class ActionService:
         if found is None:
             raise NotFoundError(f"{key.key} has no vUIN")
         return {"key": key.key, "vuin": found}
+
+
+def _stored_segments(message: str | None) -> list[Segment]:
+    """The segments of content kept as CQ text (none when none was kept); text that does
+    not parse (it never should: the map keeps whole codes) is shown as text."""
+    if not message:
+        return []
+    try:
+        return parse_cq(message)
+    except BadInputError:
+        return [Segment.text(message)]
 
 
 def _external(key: str) -> str:

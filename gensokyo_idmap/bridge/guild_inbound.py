@@ -52,14 +52,18 @@ def guild_people(event: GuildEvent) -> list[list[IdentityKey]]:
     return [[key] for key in event.identities()]
 
 
-def guild_msgid(event: GuildEvent, app_id: str) -> tuple[str, MsgContext] | None:
+def guild_msgid(event: GuildEvent, app_id: str,
+                people: Sequence[int]) -> tuple[str, MsgContext] | None:
     """The real id the event puts in the message-id map: a message under its chat (so a
-    reply can answer it); a recalled message only under its id (it must never be answered;
-    an id already known keeps its own record)."""
+    reply can answer it) with its author (``people`` in :func:`guild_people`'s order, so
+    ``get_msg`` names who wrote it); a recalled message only under its id (it must never be
+    answered; an id already known keeps its own record)."""
     if isinstance(event, ChannelMessage):
-        return event.message_id, MsgContext(app_id, "channel", event.channel.value, "in")
+        return event.message_id, MsgContext(
+            app_id, "channel", event.channel.value, "in").about(people[1], None)
     if isinstance(event, DirectMessage):
-        return event.message_id, MsgContext(app_id, "dms", event.dm_guild.value, "in")
+        return event.message_id, MsgContext(
+            app_id, "dms", event.dm_guild.value, "in").about(people[0], None)
     if isinstance(event, GuildMessageDelete):
         return event.deleted_id, MsgContext()
     return None

@@ -11,7 +11,8 @@ Rules:
    ``union_openid`` is resolved together with the OpenID, so the operator's other AppIDs
    land on the same vUIN.
 3. **Real message ids become int32 virtual ids** in the msgid map (inbound, with the chat),
-   which is also what the reply path reads back for passive replies.
+   which is also what the reply path reads back for passive replies; the author's vUIN and
+   the OneBot content go beside it (cut to the map's bound), for ``get_msg``.
 4. **Unknown or non-chat events produce no OneBot event**; they are logged, never raised.
 
 5. **Non-message events a reply may name** (``event_id``: GROUP_ADD_ROBOT,
@@ -56,10 +57,10 @@ from gensokyo_idmap.bridge.outbox import TrackedSink
 from gensokyo_idmap.errors import IdmapError, StoreError
 from gensokyo_idmap.identity import IdentityKey, OpenId, RawId
 from gensokyo_idmap.idmap import IdentityGraph
-from gensokyo_idmap.msgid import MessageIds, MsgContext
+from gensokyo_idmap.msgid import MAX_CONTENT_BYTES, MessageIds, MsgContext
 from gensokyo_idmap.onebot import events as ob
 from gensokyo_idmap.onebot.event_queue import EventBacklog
-from gensokyo_idmap.onebot.message import Segment
+from gensokyo_idmap.onebot.message import Segment, segments_to_cq_within
 from gensokyo_idmap.qq.events import (
     Attachment,
     C2CMessage,
@@ -230,14 +231,26 @@ class InboundBridge:
         for vuin, scene in mixed:
             await self.graph.resolve(last[(vuin, scene)], scene=scene)
 
-    def _msgid_of(self, event: QQEvent) -> tuple[str, MsgContext] | None:
-        """The real id ``event`` puts in the msgid map (rules 3 and 5), if any."""
+    def _message_segments(self, event: QQEvent) -> list[Segment] | None:
+        """The OneBot content of a message event (None for other events)."""
         if isinstance(event, GroupMessage):
-            return event.message_id, self._context("group", event.group.openid)
+            at_self = event.event_type == "GROUP_AT_MESSAGE_CREATE" or event.mentioned_bot
+            return self._segments(event.content, event.attachments, at_self)
         if isinstance(event, C2CMessage):
-            return event.message_id, self._context("c2c", event.user.openid)
+            return self._segments(event.content, event.attachments, False)
+        return None
+
+    def _msgid_of(self, event: QQEvent, people: list[int],
+                  segments: list[Segment] | None) -> tuple[str, MsgContext] | None:
+        """The real id ``event`` puts in the msgid map (rules 3 and 5), if any; a message's
+        with its author (the last vUIN of ``people``) and content."""
+        if isinstance(event, GroupMessage | C2CMessage):
+            kind: ChatKind = "group" if isinstance(event, GroupMessage) else "c2c"
+            target = event.group.openid if isinstance(event, GroupMessage) else event.user.openid
+            content = segments_to_cq_within(segments or (), MAX_CONTENT_BYTES)
+            return event.message_id, self._context(kind, target).about(people[-1], content)
         if isinstance(event, GUILD_EVENTS):
-            return guild_msgid(event, self.settings.app_id)
+            return guild_msgid(event, self.settings.app_id, people)
         chat = self._reply_chat(event)
         if chat is not None and event.event_id is not None:
             # a reply-able event's id, so a send to that chat can answer it (rule 5)
@@ -266,7 +279,9 @@ class InboundBridge:
         If any of it fails the batch raises and no OneBot event of it is built (identities
         already committed stay: the graph only ever adds)."""
         vuins = await self._resolve_people(events)
-        wanted = [self._msgid_of(event) for event in events]
+        contents = [self._message_segments(event) for event in events]
+        wanted = [self._msgid_of(event, people, segments)
+                  for event, people, segments in zip(events, vuins, contents, strict=True)]
         stored = iter(await self.msgids.store_many([item for item in wanted if item]))
         entries = [entry for event, people in zip(events, vuins, strict=True)
                    for entry in config_entries(event, people)]
@@ -275,7 +290,7 @@ class InboundBridge:
         now = int(self._clock())
         translated = []
         s = self.settings
-        for event, people, item in zip(events, vuins, wanted, strict=True):
+        for event, people, item, segments in zip(events, vuins, wanted, contents, strict=True):
             virtual_id = next(stored) if item else 0
             if isinstance(event, GUILD_EVENTS):
                 self._log.info("[message] guild mapped", type=event.event_type,
@@ -283,7 +298,7 @@ class InboundBridge:
                 onebot = guild_onebot(event, people, virtual_id, now, s.self_id,
                                       s.message_format, s.extensions, attachment_segment)
             elif isinstance(event, (GroupMessage, C2CMessage)):
-                onebot = self._message(event, people, virtual_id, now)
+                onebot = self._message(event, people, virtual_id, now, segments or [])
             else:
                 onebot = self._notices(event, people, now)
             if onebot and self.settings.op_userid_type != "vuin":
@@ -330,24 +345,23 @@ class InboundBridge:
         return ids
 
     def _message(self, event: GroupMessage | C2CMessage, vuins: list[int], virtual_id: int,
-                 now: int) -> list[dict[str, Any]]:
+                 now: int, segments: list[Segment]) -> list[dict[str, Any]]:
         s = self.settings
         if isinstance(event, GroupMessage):
             group_vuin, user_vuin = vuins
             self._log.info("[message] group mapped", group=group_vuin, user=user_vuin,
                            message_id=virtual_id)
-            at_self = event.event_type == "GROUP_AT_MESSAGE_CREATE" or event.mentioned_bot
             return [ob.group_message(
                 self_id=s.self_id, time=now, message_id=virtual_id, group_id=group_vuin,
                 user_id=user_vuin, fmt=s.message_format,
                 extra=self._extensions("group", event.author, event.group),
-                segments=self._segments(event.content, event.attachments, at_self))]
+                segments=segments)]
         [user_vuin] = vuins
         self._log.info("[message] c2c mapped", user=user_vuin, message_id=virtual_id)
         return [ob.private_message(
             self_id=s.self_id, time=now, message_id=virtual_id, user_id=user_vuin,
             fmt=s.message_format, extra=self._extensions("private", event.user, None),
-            segments=self._segments(event.content, event.attachments, False))]
+            segments=segments)]
 
     def _notices(self, event: QQEvent, vuins: list[int], now: int) -> list[dict[str, Any]]:
         s = self.settings

@@ -14,7 +14,8 @@ Rules:
    left, else the newest non-message event of the chat; with no usable id the platform
    answers, and its refusal is the action's failure.
 3. **What was sent is remembered**: each platform message id goes into the msgid map
-   (direction out) and the first one's virtual id is the action's ``message_id``.
+   (direction out, the bot's ``self_id`` its author, the OneBot message as asked its
+   content, for ``get_msg``) and the first one's virtual id is the action's ``message_id``.
 4. **A server's answer is never awaited on the event loop**: with the graph on PostgreSQL
    or the message ids on Redis (``reads_off_loop``), the choice of identity (its recency
    reads), of the message to reply to and of its ``msg_seq`` run on a worker thread, so a
@@ -39,7 +40,7 @@ import structlog
 
 from gensokyo_idmap.bridge.chat import CHAT_KINDS, GUILD_CHAT_KINDS, Chat, ChatKind
 from gensokyo_idmap.bridge.guilds import directory_of
-from gensokyo_idmap.bridge.plan import plan_message
+from gensokyo_idmap.bridge.plan import UnsupportedSegments, plan_message
 from gensokyo_idmap.errors import (
     BadInputError,
     IdmapError,
@@ -49,8 +50,8 @@ from gensokyo_idmap.errors import (
 )
 from gensokyo_idmap.identity import IdentityKey, OpenId, RawId, RUin, VUin, parse_client_input
 from gensokyo_idmap.idmap import IdentityGraph, Usable, openid_of_app
-from gensokyo_idmap.msgid import MessageIds, check_virtual_id
-from gensokyo_idmap.onebot.message import Segment
+from gensokyo_idmap.msgid import MAX_CONTENT_BYTES, MessageIds, check_virtual_id
+from gensokyo_idmap.onebot.message import Segment, segments_to_cq_within
 from gensokyo_idmap.qq.outgoing import channel_message_body, check_channel_parts, message_body
 from gensokyo_idmap.qq.passive_reply import ReplyBudget, ReplyTo
 from gensokyo_idmap.recency import chat_recency
@@ -101,6 +102,8 @@ class OutboundSettings:
     self_id: int
     op_userid_type: UserIdType = "vuin"
     reads_off_loop: bool = False  # rule 4: the graph or the message ids are on a server
+    #: a segment the platform cannot carry: refuse the send, or drop it with a warning
+    unsupported_segments: UnsupportedSegments = "refuse"
 
 
 @dataclass(frozen=True, slots=True)
@@ -328,12 +331,22 @@ class OutboundSender:
     async def send(self, target: Target, segments: list[Segment]) -> int:
         """Send a OneBot message; the virtual id of the first platform message sent."""
         plan = await self.off_loop(plan_message, segments, target.chat_kind,
-                                   lambda qq: self.mention(target, qq))
+                                   lambda qq: self.mention(target, qq),
+                                   self.settings.unsupported_segments)
         if target.chat_kind in GUILD_CHAT_KINDS:
             check_channel_parts(plan.parts)  # refused whole, before any part is sent
+        if plan.dropped:
+            self._log.warning("[message] segments the platform cannot carry left out",
+                              chat_kind=target.chat_kind, target=target.vuin,
+                              segments=[f"message[{index}] {kind}"
+                                        for index, kind in plan.dropped])
+            left_out = {index for index, _ in plan.dropped}
+            segments = [segment for index, segment in enumerate(segments)
+                        if index not in left_out]  # what get_msg shows is what was sent
         openapi = self._platform()
         chat = self.chat(target)
-        context = chat.context("out")
+        context = chat.context("out").about(
+            self.settings.self_id, segments_to_cq_within(segments, MAX_CONTENT_BYTES))
         first: int | None = None
         for part in plan.parts:
             file_info = None

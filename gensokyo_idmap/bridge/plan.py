@@ -9,6 +9,11 @@ uploaded ``file_info``.
 
 Mentions need the identity graph, so the planner takes a ``mention`` callback that turns
 the ``at`` segment's ``qq`` value into the text the platform renders (or ``""`` to drop it).
+
+No segment is lost silently: one the platform has no form for in this kind of chat (a
+``face`` in a group, ``poke``, ``share``, a type nobody knows…) refuses the whole message,
+naming it, or with ``onebot.unsupported_segments: drop`` is left out and named in
+:attr:`MessagePlan.dropped`, for the sender to log.
 """
 
 from __future__ import annotations
@@ -17,9 +22,10 @@ import base64
 import binascii
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from gensokyo_idmap import jsonio
+from gensokyo_idmap.bridge.chat import GUILD_CHAT_KINDS
 from gensokyo_idmap.errors import BadInputError
 from gensokyo_idmap.msgid import check_virtual_id
 from gensokyo_idmap.onebot.message import Segment
@@ -35,16 +41,22 @@ from gensokyo_idmap.qq.outgoing import (
     OutgoingPart,
 )
 
-__all__ = ["FILE_TYPES", "MessagePlan", "plan_message"]
+__all__ = ["EMOJI_TEXT_CHATS", "FILE_TYPES", "MessagePlan", "UnsupportedSegments",
+           "plan_message"]
 
 #: ``/files`` ``file_type`` per OneBot segment type.
 FILE_TYPES: Final = {"image": FILE_IMAGE, "video": FILE_VIDEO, "record": FILE_RECORD,
                      "file": FILE_ANY}
 _BASE64: Final = "base64://"
-#: Segments with nothing the platform can show; dropped quietly (clients add them freely).
-_IGNORED: Final = frozenset({"face", "anonymous", "shake", "poke", "contact", "location",
-                             "share", "music", "forward", "node", "json", "xml", "dice",
-                             "rps"})
+#: What a segment the platform cannot carry does to a send: refuse it (naming the segment),
+#: or leave the segment out (the plan names it, the sender logs a warning).
+UnsupportedSegments = Literal["refuse", "drop"]
+#: Chat kinds whose message text shows a QQ system face written ``<emoji:ID>`` (the
+#: platform's embedded format, bot-docs ``message_format.md``: channel messages and channel
+#: DMs). Groups and C2C have no documented form: the ``<faceType=…>`` tag the platform
+#: delivers to a bot shows as plain text when a bot sends it there (nonebot/adapter-qq#113),
+#: so a ``face`` to them is a segment the platform cannot carry.
+EMOJI_TEXT_CHATS: Final = GUILD_CHAT_KINDS
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +65,8 @@ class MessagePlan:
 
     parts: tuple[OutgoingPart, ...]
     reply_to: int | None  # the virtual message id a ``reply`` segment named
+    #: segments left out (``unsupported_segments: drop``): (index in the message, type)
+    dropped: tuple[tuple[int, str], ...] = ()
 
 
 def _media(segment: Segment, index: int) -> Media:
@@ -110,9 +124,25 @@ def _passthrough(segment: Segment, index: int, short_form: str) -> dict[str, Any
     return found
 
 
+def _face(segment: Segment, index: int) -> str:
+    """A ``face`` segment as the embedded ``<emoji:ID>`` text (a system face: its id is a
+    number, the platform's EmojiType 1)."""
+    face_id = segment.get("id") or ""
+    if not (face_id.isascii() and face_id.isdigit()):
+        raise BadInputError(f"message[{index}].id", face_id or None,
+                            "a face segment needs the number of a QQ system face")
+    return f"<emoji:{int(face_id)}>"
+
+
 def plan_message(segments: Sequence[Segment], chat_kind: str,
-                 mention: Callable[[str], str]) -> MessagePlan:
-    """Split a OneBot message into the platform messages that carry it, in order."""
+                 mention: Callable[[str], str],
+                 unsupported: UnsupportedSegments = "refuse") -> MessagePlan:
+    """Split a OneBot message into the platform messages that carry it, in order.
+
+    A segment the platform cannot carry in ``chat_kind`` raises a :class:`BadInputError`
+    naming it (``unsupported`` refuse), or is left out and named in the plan (drop).
+    """
+    dropped: list[tuple[int, str]] = []
     text: list[str] = []
     media: list[Media] = []
     markdown: dict[str, Any] | None = None
@@ -139,8 +169,15 @@ def plan_message(segments: Sequence[Segment], chat_kind: str,
             markdown = _passthrough(segment, index, "content")
         elif kind == "keyboard":
             keyboard = _passthrough(segment, index, "id")
-        elif kind not in _IGNORED:
-            raise BadInputError(f"message[{index}].type", kind, "segment type not supported")
+        elif kind == "face" and chat_kind in EMOJI_TEXT_CHATS:
+            text.append(_face(segment, index))
+        elif unsupported == "drop":
+            dropped.append((index, kind))
+        else:
+            raise BadInputError(
+                f"message[{index}].type", kind,
+                f"the platform cannot carry a {kind} segment in a {chat_kind} message "
+                "(onebot.unsupported_segments: drop sends the rest without it)")
     body = "".join(text)
     if keyboard is not None and markdown is None:
         raise BadInputError("message", "keyboard", "a keyboard is sent with a markdown segment")
@@ -154,7 +191,10 @@ def plan_message(segments: Sequence[Segment], chat_kind: str,
         parts.append(OutgoingPart(MSG_MEDIA, content=caption, media=item))
     if markdown is None and not media:
         if not body.strip():
-            raise BadInputError("message", body, "nothing to send (the message is empty)")
+            left_out = "; left out: " + ", ".join(
+                f"message[{index}] {kind}" for index, kind in dropped) if dropped else ""
+            raise BadInputError("message", body,
+                                f"nothing to send (the message is empty{left_out})")
         parts.append(OutgoingPart(MSG_TEXT, content=body))
-    return MessagePlan(tuple(parts), reply_to)
+    return MessagePlan(tuple(parts), reply_to, tuple(dropped))
 

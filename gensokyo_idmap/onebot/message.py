@@ -27,6 +27,7 @@ __all__ = [
     "normalize_message",
     "parse_cq",
     "segments_to_cq",
+    "segments_to_cq_within",
     "segments_to_json",
     "unescape",
 ]
@@ -124,6 +125,42 @@ def segments_to_cq(segments: Sequence[Segment]) -> str:
         params = "".join(f",{key}={escape_param(value)}" for key, value in segment.data)
         out.append(f"[CQ:{segment.type}{params}]")
     return "".join(out)
+
+
+def segments_to_cq_within(segments: Sequence[Segment], max_bytes: int) -> str:
+    """:func:`segments_to_cq` of at most ``max_bytes`` UTF-8 bytes: the segments that fit
+    whole, then as much of a text segment as fits (never half a code, so the result parses
+    back); characters UTF-8 cannot hold (lone surrogates) become ``?``."""
+    pieces: list[str] = []
+    room = max_bytes
+    for segment in segments:
+        piece = _utf8(segments_to_cq([segment]))
+        size = len(piece.encode("utf-8"))
+        if size <= room:
+            pieces.append(piece)
+            room -= size
+            continue
+        if segment.type == "text":
+            pieces.append(_text_within(_utf8(segment.get("text") or ""), room))
+        break
+    return "".join(pieces)
+
+
+def _utf8(text: str) -> str:
+    return text.encode("utf-8", "replace").decode("utf-8")
+
+
+def _text_within(text: str, max_bytes: int) -> str:
+    """The longest escaped start of ``text`` within ``max_bytes`` (binary search: the
+    escaped length only grows with the characters taken)."""
+    low, high = 0, len(text)
+    while low < high:
+        middle = (low + high + 1) // 2
+        if len(escape_text(text[:middle]).encode("utf-8")) <= max_bytes:
+            low = middle
+        else:
+            high = middle - 1
+    return escape_text(text[:low])
 
 
 def segments_to_json(segments: Sequence[Segment]) -> list[dict[str, Any]]:

@@ -34,6 +34,7 @@ __all__ = [
     "LegacyReader",
     "LegacyTables",
     "LegacyWriter",
+    "MsgContent",
     "MsgIdCounts",
     "MsgIdReader",
     "MsgIdStore",
@@ -207,6 +208,20 @@ class MsgRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class MsgContent:
+    """Who wrote a message and what it said, kept beside its id mapping and expiring with
+    it, so ``get_msg`` can answer with the message itself.
+
+    ``author`` is the vUIN of whoever wrote it (the bot's ``self_id`` for what it sent; 0:
+    not known). ``message`` is its OneBot content as CQ-code text (bounded by the caller),
+    or None when the text was not kept (``idmap.keep_message_content: false``).
+    """
+
+    author: int
+    message: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class MsgIdCounts:
     live_or_unswept: int
     counter: int
@@ -215,6 +230,10 @@ class MsgIdCounts:
 class MsgIdReader(Protocol):
     def virtual_of(self, real_id: str) -> int | None: ...
     def record(self, virtual_id: int) -> MsgRecord | None: ...
+    def content(self, virtual_id: int) -> MsgContent | None:
+        """The author and content kept with the record of ``virtual_id``; None when none
+        were (a record written before they were kept)."""
+        ...
     def expired(self, now_ms: int, limit: int) -> list[tuple[int, int]]:
         """(expires_ms, virtual_id) of entries expired at ``now_ms``, oldest first."""
         ...
@@ -241,8 +260,12 @@ class MsgIdReader(Protocol):
 
 
 class MsgIdWriter(MsgIdReader, Protocol):
-    def put_record(self, record: MsgRecord) -> None: ...
-    def delete_record(self, record: MsgRecord) -> None: ...
+    def put_record(self, record: MsgRecord, content: MsgContent | None = None) -> None:
+        """Write ``record`` and its index entries, and ``content`` beside it (None: none)."""
+        ...
+    def delete_record(self, record: MsgRecord) -> None:
+        """Delete ``record``, its index entries and the content kept beside it."""
+        ...
     def delete_expiry(self, expires_ms: int, virtual_id: int) -> None: ...
     def set_msg_counter(self, value: int) -> None: ...
     def put_claims(self, keys: Sequence[str], expires_ms: int) -> None:

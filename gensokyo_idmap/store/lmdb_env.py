@@ -59,11 +59,16 @@ _META_SCHEMA: Final = b"schema_version"
 
 @dataclass(frozen=True, slots=True)
 class Table:
-    """One named database: its name in the file, the attribute views use, dupsort or not."""
+    """One named database: its name in the file, the attribute views use, dupsort or not.
+
+    ``added_later``: a table a later version added without a schema upgrade (a writer
+    creates it on open); a read-only open of a file from before finds none, and its views
+    read the handle None as an empty table."""
 
     name: bytes
     attr: str
     dupsort: bool = False
+    added_later: bool = False
 
 
 class CounterView:
@@ -299,6 +304,9 @@ class LmdbEnv(Generic[V]):
                 # so the handle outlives it (one opened in our own read transaction would not)
                 handles[t.attr] = self.env.open_db(t.name, dupsort=t.dupsort, create=False)
             except lmdb.NotFoundError:
+                if t.added_later:
+                    handles[t.attr] = None
+                    continue
                 raise StoreError(f"{self.path} has no table {t.name.decode()}: not a store of "
                                  "this kind, or damaged") from None
         tables = SimpleNamespace(**handles)

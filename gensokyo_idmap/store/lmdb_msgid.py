@@ -11,9 +11,13 @@ Tables (docs/stores.md):
 | ``chat_recent`` | AppID NUL kind NUL target NUL + created ms + virtual id → empty (inbound only): the newest message of a chat is one cursor step away |
 | ``claims`` | delivery key (``msg:<id>`` / ``evt:<id>``) → expires ms (8 bytes): events processed within the de-duplication window, so a repeat after a restart is known |
 | ``claims_expiry`` | expires ms (8 bytes) + delivery key → empty: a sweep reads only what expired |
+| ``msg_content`` | virtual id → cbor [author vUIN (0: unknown), OneBot content as CQ text or null]: what ``get_msg`` answers; written and deleted with the record |
 
-The claim tables came after schema_version 1 and need no upgrade: LMDB creates a named
-table that is missing when the store opens, and an older daemon never opens them.
+The claim tables and ``msg_content`` came after schema_version 1 and need no upgrade: LMDB
+creates a named table that is missing when the store opens, and an older daemon never opens
+them (a record without a ``msg_content`` entry, one written before, has no content). An
+entry an older daemon left behind when it deleted a record is replaced or deleted when its
+virtual id is handed out again.
 
 Commits do not fsync (``sync=False``): after ``kill -9`` the page cache still holds them,
 after a power cut the last seconds of reply context may be gone, and that is acceptable here
@@ -33,7 +37,7 @@ import lmdb
 import structlog
 
 from gensokyo_idmap.errors import StoreError
-from gensokyo_idmap.store.base import MsgIdCounts, MsgIdWriter, MsgRecord
+from gensokyo_idmap.store.base import MsgContent, MsgIdCounts, MsgIdWriter, MsgRecord
 from gensokyo_idmap.store.codec import decode_u64, decode_value, encode_u64, encode_value
 from gensokyo_idmap.store.lmdb_env import CounterView, LmdbEnv, Table
 
@@ -52,6 +56,7 @@ _TABLES: Final = (
     Table(b"chat_recent", "chat_recent"),
     Table(b"claims", "claims"),
     Table(b"claims_expiry", "claims_expiry"),
+    Table(b"msg_content", "msg_content", added_later=True),
 )
 _META_COUNTER: Final = b"msg_counter"
 
@@ -81,6 +86,15 @@ class MsgIdView(CounterView, MsgIdWriter):
             return None
         real, app_id, kind, target, direction, created, expires = decode_value(raw)
         return MsgRecord(virtual_id, real, app_id, kind, target, direction, created, expires)
+
+    def content(self, virtual_id: int) -> MsgContent | None:
+        if self._t.msg_content is None:  # a file from before, opened read-only
+            return None
+        raw = self._txn.get(_u32(virtual_id), db=self._t.msg_content)
+        if raw is None:
+            return None
+        author, message = decode_value(raw)
+        return MsgContent(author, message)
 
     def _expired_keys(self, table: Any, now_ms: int, limit: int) -> list[tuple[int, bytes]]:
         """(expires ms, the rest of the key) of an expiry index's keys due at ``now_ms``."""
@@ -138,12 +152,17 @@ class MsgIdView(CounterView, MsgIdWriter):
         )
 
     # writes
-    def put_record(self, record: MsgRecord) -> None:
+    def put_record(self, record: MsgRecord, content: MsgContent | None = None) -> None:
         vid = _u32(record.virtual_id)
         value = encode_value([record.real_id, record.app_id, record.chat_kind, record.target,
                               record.direction, record.created_ms, record.expires_ms])
         self._txn.put(record.real_id.encode("utf-8"), vid, db=self._t.msg_to_virtual)
         self._txn.put(vid, value, db=self._t.virtual_to_msg)
+        if content is not None:
+            self._txn.put(vid, encode_value([content.author, content.message]),
+                          db=self._t.msg_content)
+        else:  # an entry an older daemon left for an earlier holder of this id
+            self._txn.delete(vid, db=self._t.msg_content)
         self._txn.put(encode_u64(record.expires_ms) + vid, b"", db=self._t.expires_at)
         if record.direction == "in":
             chat = _chat_prefix(record.app_id, record.chat_kind, record.target)
@@ -155,6 +174,7 @@ class MsgIdView(CounterView, MsgIdWriter):
         if self._txn.get(real, db=self._t.msg_to_virtual) == vid:
             self._txn.delete(real, db=self._t.msg_to_virtual)
         self._txn.delete(vid, db=self._t.virtual_to_msg)
+        self._txn.delete(vid, db=self._t.msg_content)
         self._txn.delete(encode_u64(record.expires_ms) + vid, db=self._t.expires_at)
         if record.direction == "in":
             chat = _chat_prefix(record.app_id, record.chat_kind, record.target)
@@ -213,7 +233,10 @@ class LmdbMsgIdStore(LmdbEnv[MsgIdView]):
         try:
             with self.read() as view:
                 for table in _TABLES:
-                    cur = view._txn.cursor(getattr(view._t, table.attr))
+                    handle = getattr(view._t, table.attr)
+                    if handle is None:  # added later, absent from a file opened read-only
+                        continue
+                    cur = view._txn.cursor(handle)
                     for _ in cur.iternext(keys=True, values=False):
                         pass
         except lmdb.Error as exc:

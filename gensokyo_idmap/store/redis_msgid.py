@@ -5,7 +5,7 @@ Keys, each under the prefix (``gsk:`` by default):
 | key | type | what |
 |---|---|---|
 | ``m:ctr`` | string | the last virtual id handed out (``INCR``; wraps at int32) |
-| ``m:v:<virtual id>`` | hash | the record: ``r`` real id, ``a`` AppID, ``k`` chat kind, ``t`` target, ``d`` direction, ``c`` created ms, ``e`` expires ms |
+| ``m:v:<virtual id>`` | hash | the record: ``r`` real id, ``a`` AppID, ``k`` chat kind, ``t`` target, ``d`` direction, ``c`` created ms, ``e`` expires ms; and what ``get_msg`` answers: ``u`` the author's vUIN (0: unknown), ``m`` the OneBot content as CQ text (absent: not kept). A record written before these were kept has neither |
 | ``m:r:<real id>`` | string | the virtual id of a real id |
 | ``m:c:<AppID>\\0<kind>\\0<target>`` | sorted set | inbound messages of a chat, members ``<created ms, 16 hex><virtual id, 8 hex>`` (lexical order is time order), the newest 256 |
 | ``d:<delivery key>`` | string | a delivery claim: its expiry ms; while a daemon delivers the event, ``<that daemon's token>:<until ms>`` (a short TTL) |
@@ -40,7 +40,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Final
 
-from gensokyo_idmap.store.base import MsgIdCounts, MsgRecord
+from gensokyo_idmap.store.base import MsgContent, MsgIdCounts, MsgRecord
 from gensokyo_idmap.store.redis_runtime import RedisRuntime
 from gensokyo_idmap.store.redis_trips import ScriptTrips
 
@@ -67,8 +67,10 @@ end
 
 _STORE_LUA: Final = _LUA_COMMON + r"""
 -- ARGV: prefix, now ms, ttl ms, int32 max, probes, chat kept, then per item
--- real id, AppID, chat kind, target, direction, reply window ms (0: none). Returns per
--- item {virtual id, hit} ({0, 0}: no free id within the probes; nothing written for it).
+-- real id, AppID, chat kind, target, direction, reply window ms (0: none), author vUIN,
+-- content kept ('1' / '0'), content. Returns per item {virtual id, hit} ({0, 0}: no free
+-- id within the probes; nothing written for it). A hit keeps the author and content of
+-- the first store.
 local now, ttl = tonumber(ARGV[2]), tonumber(ARGV[3])
 local top, probes, kept = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local function extend(key)
@@ -84,9 +86,10 @@ local function purge(vid, rec)
   end
 end
 local out = {}
-for i = 7, #ARGV, 6 do
+for i = 7, #ARGV, 9 do
   local real, app, kind, target, dir = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
   local window = tonumber(ARGV[i + 5])
+  local author, has_text, text = ARGV[i + 6], ARGV[i + 7], ARGV[i + 8]
   local rkey = p .. 'm:r:' .. real
   local known = redis.call('GET', rkey)
   local result = nil
@@ -118,7 +121,8 @@ for i = 7, #ARGV, 6 do
     if vid then
       local vkey = p .. 'm:v:' .. vid
       redis.call('HSET', vkey, 'r', real, 'a', app, 'k', kind, 't', target, 'd', dir,
-                 'c', now, 'e', now + ttl)
+                 'c', now, 'e', now + ttl, 'u', author)
+      if has_text == '1' then redis.call('HSET', vkey, 'm', text) end
       redis.call('PEXPIRE', vkey, ttl)
       redis.call('SET', rkey, vid, 'PX', ttl)
       if dir == 'in' then
@@ -239,6 +243,7 @@ return 0
 """
 
 _RECORD_FIELDS: Final = (b"r", b"a", b"k", b"t", b"d", b"c", b"e")
+_CONTENT_FIELDS: Final = (b"u", b"m")
 
 
 def _member(created_ms: int, virtual_id: int) -> str:
@@ -257,8 +262,17 @@ def _record(virtual_id: int, fields: Sequence[bytes | str | None]) -> MsgRecord 
                      _text(target or b""), _text(direction or b""), int(created), int(expires))
 
 
-#: real id, AppID, chat kind, target, direction, reply window ms (0: not replied to)
-StoreItem = tuple[str, str, str, str, str, int]
+def _content(fields: Sequence[bytes | str | None]) -> MsgContent | None:
+    author, message = fields
+    if message is None and (author is None or int(author) == 0):
+        return None  # nothing known (or a record from before authors were kept)
+    return MsgContent(0 if author is None else int(author),
+                      None if message is None else _text(message))
+
+
+#: real id, AppID, chat kind, target, direction, reply window ms (0: not replied to),
+#: author vUIN (0: unknown), content kept (1 / 0), content
+StoreItem = tuple[str, str, str, str, str, int, int, int, str]
 
 
 class RedisMsgIds:
@@ -306,6 +320,15 @@ class RedisMsgIds:
     def record(self, virtual_id: int) -> MsgRecord | None:
         fields = self.runtime.sync.hmget(self.runtime.key("m:v", virtual_id), _RECORD_FIELDS)
         return _record(virtual_id, fields)
+
+    def record_and_content(self, virtual_id: int
+                           ) -> tuple[MsgRecord | None, MsgContent | None]:
+        """The record of ``virtual_id`` and the author and content kept with it (one
+        ``HMGET``)."""
+        fields = self.runtime.sync.hmget(self.runtime.key("m:v", virtual_id),
+                                         _RECORD_FIELDS + _CONTENT_FIELDS)
+        record = _record(virtual_id, fields[:len(_RECORD_FIELDS)])
+        return record, None if record is None else _content(fields[len(_RECORD_FIELDS):])
 
     def virtual_of(self, real_id: str) -> int | None:
         raw = self.runtime.sync.get(self._prefix + "m:r:" + real_id)

@@ -14,16 +14,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import ClientSession
+from structlog.testing import capture_logs
 
 from gensokyo_idmap.bridge.actions import ActionService
 from gensokyo_idmap.bridge.inbound import BridgeSettings, InboundBridge
 from gensokyo_idmap.identity import OpenId, RUin
 from gensokyo_idmap.idmap import IdentityGraph
-from gensokyo_idmap.msgid import MsgIdMap
+from gensokyo_idmap.msgid import MAX_CONTENT_BYTES, MsgIdMap
 from gensokyo_idmap.bridge.outbound import OutboundSender, OutboundSettings
 from gensokyo_idmap.qq.passive_reply import ReplyBudget
 from gensokyo_idmap.qq.events import parse_dispatch, parse_envelope
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
+from gensokyo_idmap.store.base import MsgRecord
 from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore
 
 from gensokyo_idmap.testing.platform_emulator import APP, EmulatedPlatform
@@ -72,7 +74,8 @@ class Harness:
 
 def with_daemon(scenario: Callable[[Harness], Awaitable[None]], identity_store: LmdbIdentityStore,
                 msgid_store: LmdbMsgIdStore, clock: FakeClock, *,
-                op_userid_type: Any = "vuin") -> None:
+                op_userid_type: Any = "vuin", unsupported_segments: Any = "refuse",
+                keep_content: bool = True) -> None:
     async def main() -> None:
         platform = EmulatedPlatform()
         await platform.start()
@@ -80,11 +83,12 @@ def with_daemon(scenario: Callable[[Harness], Awaitable[None]], identity_store: 
             async with ClientSession() as session:
                 api = platform.openapi(session, backoff_seconds=0.01, timeout_seconds=1.0)
                 graph = IdentityGraph(identity_store, clock=clock)
-                msgids = MsgIdMap(msgid_store, clock=clock)
+                msgids = MsgIdMap(msgid_store, clock=clock, keep_content=keep_content)
                 bridge = InboundBridge(graph, msgids, BridgeSettings(
                     app_id=APP, self_id=SELF, op_userid_type=op_userid_type), clock=clock)
                 sender = OutboundSender(graph, msgids, api, OutboundSettings(
-                    app_id=APP, self_id=SELF, op_userid_type=op_userid_type))
+                    app_id=APP, self_id=SELF, op_userid_type=op_userid_type,
+                    unsupported_segments=unsupported_segments))
                 harness = Harness(platform, bridge, ActionService(sender, clock=clock), clock)
                 await asyncio.wait_for(scenario(harness), 20)
         finally:
@@ -299,7 +303,7 @@ def test_delete_msg_and_get_msg(
         virtual = sent["data"]["message_id"]
         got = await h.call("get_msg", message_id=virtual)
         assert got["data"]["message_type"] == "group" and got["data"]["message_id"] == virtual
-        assert got["data"]["sender"] == {"user_id": SELF}
+        assert got["data"]["sender"] == {"user_id": SELF, "nickname": ""}
         assert (await h.call("delete_msg", message_id=virtual))["status"] == "ok"
         assert h.platform.api_requests("DELETE") == [
             (f"/v2/groups/{GROUP}/messages/BOT000001", None)]
@@ -311,6 +315,130 @@ def test_delete_msg_and_get_msg(
         assert (await h.call("get_msg", message_id="x"))["retcode"] == 100
 
     with_daemon(scenario, identity_store, msgid_store, clock)
+
+
+def test_get_msg_answers_a_received_message_as_its_event_showed_it(
+        identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore, clock: FakeClock) -> None:
+    async def scenario(h: Harness) -> None:
+        event = await h.inbound("GROUP_AT_MESSAGE_CREATE", {
+            "id": "ROBOT1.0_q", "content": " look [x] & see", "group_openid": GROUP,
+            "timestamp": "2025-01-01T12:00:00+08:00",
+            "author": {"id": USER, "member_openid": USER},
+            "attachments": [{"content_type": "image/png", "url": "https://x/a.png"}]})
+        clock.advance(30)
+        got = await h.call("get_msg", message_id=event["message_id"])
+        assert got["status"] == "ok", got
+        data = got["data"]
+        assert data["message"] == event["message"] and len(data["message"]) == 3
+        assert data["raw_message"] == event["raw_message"]
+        assert data["sender"] == {"user_id": event["user_id"], "nickname": ""}
+        assert (data["user_id"], data["group_id"]) == (event["user_id"], event["group_id"])
+        assert (data["time"], data["message_type"], data["message_id"]) == (
+            event["time"], "group", event["message_id"])
+
+        private = await h.c2c_message("ROBOT1.0_c")
+        got = (await h.call("get_msg", message_id=private["message_id"]))["data"]
+        assert got["message"] == private["message"] and got["message_type"] == "private"
+        assert got["sender"]["user_id"] == private["user_id"] and "group_id" not in got
+
+    with_daemon(scenario, identity_store, msgid_store, clock)
+
+
+def test_get_msg_of_a_long_message_answers_its_start_within_the_bound(
+        identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore, clock: FakeClock) -> None:
+    async def scenario(h: Harness) -> None:
+        text = "[é]" * 3000  # 12,000 bytes escaped: the event carries it all
+        event = await h.inbound("C2C_MESSAGE_CREATE", {
+            "id": "ROBOT1.0_long", "content": text, "timestamp": "2025-01-01T12:00:00+08:00",
+            "author": {"id": USER, "user_openid": USER}})
+        assert event["message"] == [{"type": "text", "data": {"text": text}}]
+        got = (await h.call("get_msg", message_id=event["message_id"]))["data"]
+        [kept] = got["message"]
+        assert text.startswith(kept["data"]["text"]) and len(kept["data"]["text"]) > 1000
+        assert len(got["raw_message"].encode()) <= MAX_CONTENT_BYTES
+
+    with_daemon(scenario, identity_store, msgid_store, clock)
+
+
+def test_get_msg_answers_what_the_bot_sent_with_the_bot_as_its_sender(
+        identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore, clock: FakeClock) -> None:
+    async def scenario(h: Harness) -> None:
+        event = await h.group_message("ROBOT1.0_s")
+        message = [{"type": "reply", "data": {"id": str(event["message_id"])}},
+                   {"type": "text", "data": {"text": "pong "}},
+                   {"type": "at", "data": {"qq": str(event["user_id"])}}]
+        sent = await h.call("send_group_msg", group_id=event["group_id"], message=message)
+        got = (await h.call("get_msg", message_id=sent["data"]["message_id"]))["data"]
+        assert got["message"] == message
+        assert got["raw_message"] == f"[CQ:reply,id={event['message_id']}]pong " \
+                                     f"[CQ:at,qq={event['user_id']}]"
+        assert got["sender"] == {"user_id": SELF, "nickname": ""}
+        assert (got["group_id"], got["direction"]) == (event["group_id"], "out")
+
+    with_daemon(scenario, identity_store, msgid_store, clock)
+
+
+def test_get_msg_of_a_message_stored_before_content_was_kept_answers_what_is_known(
+        identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore, clock: FakeClock) -> None:
+    async def scenario(h: Harness) -> None:
+        group_event = await h.group_message("ROBOT1.0_g")
+        private = await h.c2c_message("ROBOT1.0_c")
+        now = int(clock() * 1000)
+        # what an older daemon wrote: the records alone, no author, no content
+        msgid_store.write_sync(lambda view: [view.put_record(MsgRecord(
+            vid, real, APP, kind, target, "in", now, now + 60_000)) for vid, real, kind, target
+            in ((50, "OLD_g", "group", GROUP), (51, "OLD_c", "c2c", USER))])
+        old_group = (await h.call("get_msg", message_id=50))["data"]
+        assert (old_group["sender"], old_group["message"], old_group["raw_message"]) == (
+            {}, [], "")
+        assert old_group["group_id"] == group_event["group_id"]
+        old_private = (await h.call("get_msg", message_id=51))["data"]
+        assert old_private["sender"] == {"user_id": private["user_id"], "nickname": ""}
+        assert old_private["message"] == []
+
+    with_daemon(scenario, identity_store, msgid_store, clock)
+
+
+def test_get_msg_without_kept_content_still_names_the_author(
+        identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore, clock: FakeClock) -> None:
+    async def scenario(h: Harness) -> None:
+        event = await h.group_message("ROBOT1.0_k")
+        got = (await h.call("get_msg", message_id=event["message_id"]))["data"]
+        assert (got["message"], got["raw_message"]) == ([], "")
+        assert got["sender"] == {"user_id": event["user_id"], "nickname": ""}
+        assert got["group_id"] == event["group_id"]
+
+    with_daemon(scenario, identity_store, msgid_store, clock, keep_content=False)
+
+
+def test_a_face_in_a_group_refuses_the_send_naming_it_and_nothing_goes_out(
+        identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore, clock: FakeClock) -> None:
+    async def scenario(h: Harness) -> None:
+        event = await h.group_message("ROBOT1.0_f")
+        answer = await h.call("send_group_msg", group_id=event["group_id"],
+                              message="hi [CQ:face,id=14]")
+        assert answer["status"] == "failed" and answer["retcode"] == 100
+        assert "message[1].type" in answer["message"] and "face" in answer["message"]
+        assert h.sends() == []
+
+    with_daemon(scenario, identity_store, msgid_store, clock)
+
+
+def test_drop_sends_the_rest_and_logs_a_warning_naming_the_segment(
+        identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore, clock: FakeClock) -> None:
+    async def scenario(h: Harness) -> None:
+        event = await h.c2c_message("ROBOT1.0_p")
+        with capture_logs() as logs:
+            answer = await h.call("send_private_msg", user_id=event["user_id"],
+                                  message="hi [CQ:face,id=14][CQ:poke,qq=1]")
+        assert answer["status"] == "ok", answer
+        assert [body["content"] for _, body in h.sends()] == ["hi "]
+        [warning] = [line for line in logs if line["log_level"] == "warning"]
+        assert warning["segments"] == ["message[1] face", "message[2] poke"]
+        got = (await h.call("get_msg", message_id=answer["data"]["message_id"]))["data"]
+        assert got["raw_message"] == "hi "  # what was sent, not what was left out
+
+    with_daemon(scenario, identity_store, msgid_store, clock, unsupported_segments="drop")
 
 
 def test_information_actions_answer_from_the_graph(

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from gensokyo_idmap.errors import BadInputError
 from gensokyo_idmap.onebot.message import Segment, normalize_message
-from gensokyo_idmap.bridge.plan import FILE_TYPES, MessagePlan, plan_message
+from gensokyo_idmap.bridge.plan import EMOJI_TEXT_CHATS, FILE_TYPES, MessagePlan, plan_message
 from gensokyo_idmap.qq.outgoing import Media, OutgoingPart
 
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\nfake").decode()
@@ -127,8 +127,11 @@ def test_empty_or_blank_message_is_refused(message: object) -> None:
     assert "empty" in err.reason
 
 
-def test_message_of_only_ignored_segments_is_refused_as_empty() -> None:
-    assert refused([seg("face", id="178")]).field == "message"
+def test_message_of_only_dropped_segments_is_refused_as_empty_naming_them() -> None:
+    with pytest.raises(BadInputError) as err:
+        plan_message(normalize_message([seg("face", id="178")]), "group", no_mention, "drop")
+    assert err.value.field == "message"
+    assert "message[0] face" in err.value.reason
 
 
 # --- reply and at -------------------------------------------------------------------------
@@ -196,10 +199,49 @@ def test_unknown_segment_type_is_refused_naming_its_index(kind: str) -> None:
     assert err.value == kind
 
 
-@pytest.mark.parametrize("kind", ["face", "poke", "shake", "share", "json", "xml", "dice"])
-def test_ignorable_segments_are_dropped(kind: str) -> None:
-    result = plan([seg(kind, id="1"), seg("text", text="after")])
+UNCARRIED = ["face", "poke", "shake", "share", "music", "json", "xml", "dice", "anonymous",
+             "mystery"]
+
+
+@pytest.mark.parametrize("kind", UNCARRIED)
+@pytest.mark.parametrize("chat_kind", ["group", "c2c"])
+def test_a_segment_the_platform_cannot_carry_refuses_the_send_naming_it(
+        kind: str, chat_kind: str) -> None:
+    with pytest.raises(BadInputError) as err:
+        plan([seg("text", text="x"), seg(kind, id="1")], chat_kind=chat_kind)
+    assert err.value.field == "message[1].type"
+    assert err.value.value == kind
+    assert f"cannot carry a {kind} segment in a {chat_kind} message" in err.value.reason
+    assert "unsupported_segments" in err.value.reason
+
+
+@pytest.mark.parametrize("kind", UNCARRIED)
+def test_drop_leaves_the_segment_out_and_names_it(kind: str) -> None:
+    result = plan_message(normalize_message([seg(kind, id="1"), seg("text", text="after")]),
+                          "group", no_mention, "drop")
     assert result.parts == (OutgoingPart(0, content="after"),)
+    assert result.dropped == ((0, kind),)
+
+
+def test_refuse_is_the_default() -> None:
+    with pytest.raises(BadInputError):
+        plan_message(normalize_message("[CQ:face,id=14]hi"), "c2c", no_mention)
+
+
+@pytest.mark.parametrize("chat_kind", sorted(EMOJI_TEXT_CHATS))
+def test_a_face_where_the_text_shows_emoji_is_sent_in_the_embedded_form(
+        chat_kind: str) -> None:
+    result = plan("hi[CQ:face,id=14] there[CQ:face,id=076]", chat_kind=chat_kind)
+    assert result.parts == (OutgoingPart(0, content="hi<emoji:14> there<emoji:76>"),)
+    assert result.dropped == ()
+
+
+@pytest.mark.parametrize("face_id", ["", "abc", "1.5", "١٢"])
+def test_a_face_id_that_is_not_a_number_is_refused(face_id: str) -> None:
+    chat_kind = sorted(EMOJI_TEXT_CHATS)[0]
+    with pytest.raises(BadInputError) as err:
+        plan([seg("face", id=face_id)], chat_kind=chat_kind)
+    assert err.value.field == "message[0].id"
 
 
 def test_file_segment_is_refused() -> None:

@@ -18,7 +18,6 @@ carrying the original ``msg_id``, and NoneBot gets an int ``message_id`` back.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import re
 import signal
@@ -26,7 +25,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -46,6 +44,8 @@ from gensokyo_idmap.testing import (
     write_config,
 )
 
+from .jsonl_records import Records, run_context
+
 NONEBOT_APP = Path(__file__).resolve().parent / "nonebot_app" / "bot.py"
 GROUP = "A1B2C3D4E5F60718293A4B5C6D7E8F90"
 USER = "0F1E2D3C4B5A69788796A5B4C3D2E1F0"
@@ -62,32 +62,6 @@ def nonebot_missing() -> str | None:
     if probe.returncode == 0:
         return None
     return (probe.stderr.strip().splitlines() or ["import failed"])[-1]
-
-
-class Records:
-    """The JSON lines NoneBot's app wrote (``{"raw"|"event"|"call_api"|"send_…": …}``)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def all(self) -> list[dict[str, Any]]:
-        if not self.path.exists():
-            return []
-        return [json.loads(line) for line in self.path.read_text("utf-8").splitlines() if line]
-
-    def of(self, kind: str) -> list[Any]:
-        return [entry[kind] for entry in self.all() if kind in entry]
-
-
-def run_context(tmp_path: Path, nb_lines: list[str], records: Records) -> str:
-    """What a failed wait shows: NoneBot's output, the daemon logs, the last records."""
-    parts = ["--- NoneBot output (tail) ---", *nb_lines[-40:]]
-    for log_file in sorted(tmp_path.glob("daemon-*.log")):
-        parts.append(f"--- {log_file.name} (tail) ---")
-        parts.extend(log_file.read_text("utf-8", "replace").splitlines()[-40:])
-    parts.append("--- records ---")
-    parts.extend(json.dumps(entry) for entry in records.all()[-20:])
-    return "\n".join(parts)
 
 
 def nonebot_daemon(tmp_path: Path, data_dir: Path, platform: EmulatedPlatform, nb_port: int,
@@ -133,7 +107,7 @@ def test_nonebot_gets_group_and_private_messages_with_durable_vuins(tmp_path: Pa
     nb_lines: list[str] = []
 
     def context() -> str:
-        return run_context(tmp_path, nb_lines, records)
+        return run_context("NoneBot", nb_lines, tmp_path, records)
 
     def nb_connections() -> int:
         return sum(1 for line in nb_lines if re.search(rf"Bot {APP}\b.* connected", line))

@@ -27,14 +27,8 @@ from gensokyo_idmap.testing import (
 )
 from gensokyo_idmap.testing.platform_emulator import CHANNEL, GUILD, GUILD_USER
 
-from .test_nonebot import (
-    WAIT,
-    Records,
-    nonebot_daemon,
-    nonebot_missing,
-    run_context,
-    start_nonebot,
-)
+from .jsonl_records import Records, run_context
+from .test_nonebot import WAIT, nonebot_daemon, nonebot_missing, start_nonebot
 
 TOKEN = "nb-guild-token-4Kd"
 
@@ -50,7 +44,7 @@ def test_nonebot_answers_in_a_channel(tmp_path: Path) -> None:
     nb_lines: list[str] = []
 
     def context() -> str:
-        return run_context(tmp_path, nb_lines, records)
+        return run_context("NoneBot", nb_lines, tmp_path, records)
 
     message = channel_message(1, "ping")
 

@@ -14,6 +14,7 @@ from gensokyo_idmap.onebot.message import (
     normalize_message,
     parse_cq,
     segments_to_cq,
+    segments_to_cq_within,
     segments_to_json,
     unescape,
 )
@@ -125,3 +126,27 @@ def test_any_string_parses_or_names_the_problem(text: str) -> None:
         parse_cq(text)
     except BadInputError as err:
         assert err.field == "message" and err.value == text and err.reason
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(segments, max_size=6), st.integers(min_value=0, max_value=120))
+def test_cq_within_a_bound_fits_parses_back_and_is_a_start_of_the_whole(
+        items: list[Segment], max_bytes: int) -> None:
+    message = _merged(items)
+    whole = segments_to_cq(message)
+    cut = segments_to_cq_within(message, max_bytes)
+    assert len(cut.encode("utf-8")) <= max_bytes
+    assert whole.startswith(cut)
+    kept = parse_cq(cut)  # never half a code
+    assert kept == message[:len(kept)] or kept[-1].type == "text"
+    if len(whole.encode("utf-8")) <= max_bytes:
+        assert cut == whole
+
+
+def test_cq_within_cuts_text_never_an_escape_and_replaces_lone_surrogates() -> None:
+    message = [Segment.text("ab&c"), Segment("face", (("id", "1"),))]
+    assert segments_to_cq_within(message, 3) == "ab"  # "&amp;" does not fit: not cut in half
+    assert segments_to_cq_within(message, 7) == "ab&amp;"
+    assert segments_to_cq_within(message, 8) == "ab&amp;c"  # the face code does not fit
+    assert segments_to_cq_within(message, 100) == "ab&amp;c[CQ:face,id=1]"
+    assert segments_to_cq_within([Segment.text("x\ud800y")], 100) == "x?y"

@@ -14,7 +14,7 @@ from structlog.testing import capture_logs
 from gensokyo_idmap.identity import OpenId
 from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.msgid import MsgContext, MsgIdMap
-from gensokyo_idmap.store.base import MsgIdWriter
+from gensokyo_idmap.store.base import MsgContent, MsgIdWriter
 from gensokyo_idmap.store.codec import decode_value, encode_u64, encode_value
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
 from gensokyo_idmap.store.lmdb_msgid import (
@@ -28,7 +28,7 @@ from ..conftest import FakeClock
 TTL = 100.0
 APP = "102000001"
 MSGID_TABLES = {b"meta", b"msg_to_virtual", b"virtual_to_msg", b"expires_at", b"chat_recent",
-                b"claims", b"claims_expiry"}
+                b"claims", b"claims_expiry", b"msg_content"}
 IDENTITY_ONLY_TABLES = {b"identity_to_vuin", b"vuin_to_identity", b"last_seen"}
 ALICE = OpenId(APP, "A11CE000000000000000000000000000")
 MOVED_ASIDE = "[idmap] msgid-map.db unreadable, moved aside"
@@ -359,7 +359,7 @@ def test_claims_keep_one_expiry_per_key_and_list_the_expired_oldest_first(
 
 def test_a_file_from_before_the_claim_tables_opens_and_gains_them(tmp_path: Path) -> None:
     path = tmp_path / "msgid-map.db"
-    old_tables = MSGID_TABLES - {b"claims", b"claims_expiry"}
+    old_tables = MSGID_TABLES - {b"claims", b"claims_expiry", b"msg_content"}
     env = lmdb.open(str(path), subdir=False, max_dbs=8)
     try:
         with env.begin(write=True) as txn:
@@ -373,6 +373,53 @@ def test_a_file_from_before_the_claim_tables_opens_and_gains_them(tmp_path: Path
         store.write_sync(lambda view: view.put_claims(["msg:a"], 1_000))
         with store.read() as view:
             assert view.claim_expiry("msg:a") == 1_000
+    finally:
+        store.close()
+    assert table_names(path) == MSGID_TABLES and aside_files(tmp_path) == []
+
+
+def old_file_with_one_message(path: Path, clock: FakeClock) -> int:
+    """A msgid-map.db as a daemon from before msg_content wrote it: its tables, one live
+    inbound message (the 7-field record of then); its virtual id."""
+    now = int(clock() * 1000)
+    env = lmdb.open(str(path), subdir=False, max_dbs=8)
+    try:
+        with env.begin(write=True) as txn:
+            dbs = {name: env.open_db(name, txn=txn)
+                   for name in MSGID_TABLES - {b"msg_content"}}
+            txn.put(b"schema_version", encode_value(MSGID_SCHEMA_VERSION), db=dbs[b"meta"])
+            txn.put(b"msg_counter", encode_value(1), db=dbs[b"meta"])
+            vid = (1).to_bytes(4, "big")
+            txn.put(b"ROBOT1.0_old", vid, db=dbs[b"msg_to_virtual"])
+            txn.put(vid, encode_value(["ROBOT1.0_old", APP, "group", "G1", "in", now,
+                                       now + 600_000]), db=dbs[b"virtual_to_msg"])
+            txn.put(encode_u64(now + 600_000) + vid, b"", db=dbs[b"expires_at"])
+    finally:
+        env.close()
+    return 1
+
+
+def test_a_file_from_before_message_content_is_read_as_it_is_and_gains_the_table(
+        tmp_path: Path, clock: FakeClock) -> None:
+    path = tmp_path / "msgid-map.db"
+    vid = old_file_with_one_message(path, clock)
+    before = sha(path)
+    reader = LmdbMsgIdStore(path, readonly=True)  # the CLI's way: nothing written
+    try:
+        found = MsgIdMap(reader, clock=clock).lookup_content(vid)
+        assert found is not None and found[0].real_id == "ROBOT1.0_old" and found[1] is None
+    finally:
+        reader.close()
+    assert sha(path) == before and b"msg_content" not in table_names(path)
+
+    store = open_msgid_store(path)
+    try:
+        msgids = MsgIdMap(store, clock=clock)
+        assert msgids.lookup_content(vid)[1] is None  # type: ignore[index]
+        new = msgids.store_real_sync("ROBOT1.0_new", MsgContext(APP, "group", "G1").about(
+            7, "hello"))
+        assert msgids.lookup_content(new)[1] == MsgContent(7, "hello")  # type: ignore[index]
+        assert msgids.lookup_content(vid)[0].real_id == "ROBOT1.0_old"  # type: ignore[index]
     finally:
         store.close()
     assert table_names(path) == MSGID_TABLES and aside_files(tmp_path) == []

@@ -1,0 +1,55 @@
+// A Koishi bot with koishi-plugin-adapter-onebot dialling the daemon's forward WebSocket.
+// tests/e2e/test_koishi.py starts it (cwd: the npm install dir, NODE_PATH its
+// node_modules) and reads the JSON lines it appends to KOISHI_RECORD_FILE:
+//   {"ready": ...}                the adapter is connected and knows its bot
+//   {"event": ...}                a message session as Koishi built it
+//   {"quoted": ...}               bot.getMessage (get_msg) of that message: what Koishi's
+//                                 adapter does for a quoted message
+//   {"sent": [...]} / {"mine": ...}  the ids of the answer (a quote of the message plus
+//                                 text) and getMessage of the first one
+//   {"error": ...}                anything thrown on the way (the test fails on it)
+// and on "ping" does all of that; Koishi's own log lines go to stdout.
+const fs = require('fs')
+const { App, h } = require('koishi')
+const { OneBotBot } = require('koishi-plugin-adapter-onebot')
+const { HTTP } = require('@koishijs/plugin-http')
+
+const record = (entry) => fs.appendFileSync(process.env.KOISHI_RECORD_FILE,
+                                            JSON.stringify(entry) + '\n')
+const shown = (message) => message && {
+  id: message.id, content: message.content, user: message.user && message.user.id,
+  userName: message.user && message.user.name, timestamp: message.timestamp,
+  guild: message.guild && message.guild.id, channel: message.channel && message.channel.id,
+  elements: (message.elements || []).map((element) => element.type),
+  quote: message.quote ? shown(message.quote) : null,
+}
+
+const app = new App()
+app.plugin(HTTP)  // the service the adapter's WebSocket client is made by
+app.plugin(OneBotBot, {
+  protocol: 'ws',
+  endpoint: process.env.KOISHI_ENDPOINT,
+  selfId: process.env.KOISHI_SELF_ID,
+  token: process.env.KOISHI_TOKEN,
+  retryTimes: 2,
+})
+app.on('login-updated', ({ bot }) => {
+  if (bot.status === 1) record({ ready: { selfId: bot.selfId, user: bot.user && bot.user.id } })
+})
+app.on('message', async (session) => {
+  try {
+    record({ event: { id: session.messageId, content: session.content, userId: session.userId,
+                      channelId: session.channelId, guildId: session.guildId || null } })
+    if (!/\bping$/.test(session.content)) return
+    const quoted = await session.bot.getMessage(session.channelId, session.messageId)
+    record({ quoted: shown(quoted) })
+    const sent = await session.send(h('quote', { id: session.messageId }) + 'pong')
+    record({ sent })
+    const mine = await session.bot.getMessage(session.channelId, sent[0])
+    record({ mine: shown(mine) })
+  } catch (error) {
+    record({ error: String(error && error.stack || error) })
+  }
+})
+process.on('unhandledRejection', (error) => record({ error: String(error && error.stack || error) }))
+app.start().catch((error) => { record({ error: String(error) }); process.exit(1) })
