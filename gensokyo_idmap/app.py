@@ -203,7 +203,7 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
         client.start()
         log.info("[onebot] reverse ws", url=client.url, self_id=client.self_id)
     posts = [HttpPostTarget(target.url, config.self_id,
-                            secret=target.secret.get_secret_value(),
+                            secret=config.onebot.token(target.secret),
                             backlog=partial(Backlog, outbox),
                             on_quick_operation=actions.quick_reply)
              for target in config.onebot.http_post]
@@ -215,11 +215,11 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
         post.start()
         log.info("[onebot] http post", url=post.url)
     sinks: list[EventSink] = [*clients, *posts]
-    token = config.onebot.access_token.get_secret_value()
     forward: ForwardWsServer | None = None
     if config.onebot.forward_ws:
         forward = ForwardWsServer(
-            config.self_id, access_token=token, on_action=actions,
+            config.self_id, access_token=config.onebot.token(
+                config.onebot.forward_ws_access_token), on_action=actions,
             heartbeat_interval=config.onebot.heartbeat_interval_seconds,
             ping_timeout=config.onebot.ping_timeout_seconds,
             confirm_on_write=_bench_confirm_on_write())
@@ -232,7 +232,8 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
         log.info("[onebot] forward ws listening", url=f"ws://{config.onebot.forward_ws}/")
     onebot_api: web.AppRunner | None = None
     if config.onebot.http_api:
-        api = HttpApiServer(actions, access_token=token)
+        api = HttpApiServer(actions, access_token=config.onebot.token(
+            config.onebot.http_api_access_token))
         onebot_api = await _listen(api.routes(), config.onebot.http_api, "onebot.http_api")
         intake.push_async_callback(onebot_api.cleanup)
         log.info("[onebot] http api listening", url=f"http://{config.onebot.http_api}/")
@@ -432,15 +433,14 @@ async def _stop_periodic(task: asyncio.Task[None], stop: asyncio.Event) -> None:
 
 def _reverse_ws_clients(config: Config, actions: ActionService,
                         outbox: Outbox) -> list[ReverseWsClient]:
-    token = config.onebot.access_token.get_secret_value() or None
     return [
-        ReverseWsClient(url, config.self_id, access_token=token, on_action=actions,
+        ReverseWsClient(url, config.self_id, access_token=token or None, on_action=actions,
                         reconnect_interval=config.onebot.reconnect_interval_seconds,
                         heartbeat_interval=config.onebot.heartbeat_interval_seconds,
                         ping_timeout=config.onebot.ping_timeout_seconds,
                         backlog=partial(Backlog, outbox),
                         confirm_on_write=_bench_confirm_on_write())
-        for url in config.onebot.reverse_ws
+        for url, token in config.onebot.reverse_ws_targets()
     ]
 
 

@@ -10,10 +10,11 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import yaml
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -30,7 +31,8 @@ from gensokyo_idmap.errors import BadInputError
 from gensokyo_idmap.hostport import parse_host_port
 from gensokyo_idmap.identity import check_app_id
 
-__all__ = ["ApiConfig", "BotConfig", "Config", "IdmapConfig", "LogConfig", "load_config"]
+__all__ = ["ApiConfig", "BotConfig", "Config", "HttpPostConfig", "IdmapConfig", "LogConfig",
+           "ReverseWsConfig", "load_config"]
 
 
 class _Section(BaseModel):
@@ -190,7 +192,9 @@ class WebhookConfig(_Section):
 
 class HttpPostConfig(_Section):
     url: str = Field(description="framework endpoint events are POSTed to")
-    secret: SecretStr = Field(default=SecretStr(""), description="HMAC-SHA1 key; never logged")
+    secret: SecretStr | None = Field(
+        default=None, description="HMAC-SHA1 key of X-Signature; default onebot.access_token; "
+                                  "empty: unsigned; never logged")
 
     @field_validator("url")
     @classmethod
@@ -200,12 +204,32 @@ class HttpPostConfig(_Section):
         return value
 
 
+def _ws_url(url: str) -> str:
+    if not url.startswith(("ws://", "wss://")):
+        raise ValueError(f"{url!r} is not a ws:// or wss:// URL")
+    return url
+
+
+class ReverseWsConfig(_Section):
+    """A reverse-WS entry with a token of its own (a plain URL entry uses
+    ``onebot.access_token``)."""
+
+    url: Annotated[str, AfterValidator(_ws_url)] = Field(description="framework URL to dial")
+    access_token: SecretStr | None = Field(
+        default=None, description="sent as Authorization: Bearer; default onebot.access_token; "
+                                  "empty: none; never logged")
+
+
 class OneBotConfig(_Section):
     self_id: int | None = Field(default=None, gt=0, description="default: the AppID")
     access_token: SecretStr = Field(default=SecretStr(""), description="never logged")
     message_format: Literal["array", "string"] = "array"
-    reverse_ws: list[str] = Field(default_factory=list, description="framework URLs to dial")
+    reverse_ws: list[str | ReverseWsConfig] = Field(
+        default_factory=list, description="framework URLs to dial (or {url, access_token})")
     forward_ws: str = Field(default="", description="host:port frameworks dial; empty: off")
+    forward_ws_access_token: SecretStr | None = Field(
+        default=None, description="the forward WS's own token; default access_token; "
+                                  "empty: none")
     http_post: list[HttpPostConfig] = Field(default_factory=list)
     reconnect_interval_seconds: float = Field(default=3.0, gt=0)
     heartbeat_interval_seconds: float = Field(default=5.0, gt=0)
@@ -214,6 +238,8 @@ class OneBotConfig(_Section):
                                         "long is frozen: closed, reconnected")
     extensions: bool = Field(default=False, description="add the Go daemon's real_* fields")
     http_api: str = Field(default="", description="host:port of the OneBot HTTP API; empty: off")
+    http_api_access_token: SecretStr | None = Field(
+        default=None, description="the HTTP API's own token; default access_token; empty: none")
     op_userid_type: Literal["vuin", "raw", "ruin"] = Field(
         default="vuin",
         description="what user_id/group_id carry downstream (docs/identities.md)")
@@ -225,11 +251,20 @@ class OneBotConfig(_Section):
 
     @field_validator("reverse_ws")
     @classmethod
-    def _ws_urls(cls, urls: list[str]) -> list[str]:
-        for url in urls:
-            if not url.startswith(("ws://", "wss://")):
-                raise ValueError(f"{url!r} is not a ws:// or wss:// URL")
-        return urls
+    def _ws_urls(cls, entries: list[str | ReverseWsConfig]) -> list[str | ReverseWsConfig]:
+        for entry in entries:
+            if isinstance(entry, str):
+                _ws_url(entry)
+        return entries
+
+    def token(self, own: SecretStr | None) -> str:
+        """A transport's token: its own when set (empty: none), else ``access_token``."""
+        return (self.access_token if own is None else own).get_secret_value()
+
+    def reverse_ws_targets(self) -> list[tuple[str, str]]:
+        """Each reverse-WS entry as (URL, the token it sends; empty: none)."""
+        return [(entry, self.token(None)) if isinstance(entry, str)
+                else (entry.url, self.token(entry.access_token)) for entry in self.reverse_ws]
 
 
 class ApiConfig(_Section):

@@ -283,3 +283,31 @@ def test_the_identity_cache_bounds_are_sizes_and_positive_ages(tmp_path: Path) -
     for bad in ("{identity_cache_size: -1}", "{identity_cache_max_age_seconds: 0}"):
         with pytest.raises(BadInputError, match="identity_cache"):
             load_config(write(tmp_path, f"idmap: {bad}"))
+
+
+def test_each_transport_token_defaults_to_access_token(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, (
+        "onebot:\n  access_token: T0\n  forward_ws_access_token: F1\n"
+        "  http_api_access_token: ''\n"
+        "  reverse_ws: [ws://a/ws, {url: ws://b/ws, access_token: R2}, {url: ws://c/ws}]\n"
+        "  http_post: [{url: http://p/}, {url: http://q/, secret: S3}, "
+        "{url: http://r/, secret: ''}]\n")), {})
+    onebot = config.onebot
+    assert onebot.reverse_ws_targets() == [("ws://a/ws", "T0"), ("ws://b/ws", "R2"),
+                                           ("ws://c/ws", "T0")]
+    assert onebot.token(onebot.forward_ws_access_token) == "F1"
+    assert onebot.token(onebot.http_api_access_token) == ""  # set empty: none
+    assert [onebot.token(post.secret) for post in onebot.http_post] == ["T0", "S3", ""]
+    assert "R2" not in repr(config) and "F1" not in repr(config)
+    assert load_config(write(tmp_path, "onebot: {}\n"), {}).onebot.reverse_ws_targets() == []
+
+
+@pytest.mark.parametrize("entry", ["{url: http://b/ws, access_token: " + SECRET + "}",
+                                   "{access_token: " + SECRET + "}",
+                                   "{url: ws://b/ws, token: " + SECRET + "}"])
+def test_a_bad_reverse_ws_entry_is_refused_without_its_token(tmp_path: Path,
+                                                             entry: str) -> None:
+    with pytest.raises(BadInputError) as err:
+        load_config(write(tmp_path, f"onebot:\n  reverse_ws: [{entry}]\n"), {})
+    assert err.value.field.startswith("onebot.reverse_ws")
+    assert SECRET not in str(err.value)
