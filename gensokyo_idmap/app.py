@@ -205,7 +205,7 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
     posts = [HttpPostTarget(target.url, config.self_id,
                             secret=config.onebot.token(target.secret),
                             backlog=partial(Backlog, outbox),
-                            on_quick_operation=actions.quick_reply)
+                            on_quick_operation=actions.quick_operation)
              for target in config.onebot.http_post]
     for post in reversed(posts):
         posts_side.push_async_callback(post.close)

@@ -7,7 +7,9 @@ Rules:
    to (the chat of the message a ``reply`` answers; for an ``at``, the group it is sent
    to); else the identity of this AppID that spoke last in this kind of chat (by its
    latest event, idmap rule 7); else any OpenID of this AppID in the set; else a
-   :class:`NoUsableIdentityError` naming the vUIN.
+   :class:`NoUsableIdentityError` naming the vUIN. A number that is no known vUIN, or text
+   that is neither a known identity nor a well-formed OpenID (32 hex digits), is refused
+   naming the parameter: nothing is sent.
    A rebound vUIN's alias resolves to the new vUIN first.
 2. **Always a passive reply** (:mod:`gensokyo_idmap.qq.passive_reply`): a ``reply`` segment's
    message, else the newest received message of the chat still in its window with replies
@@ -25,6 +27,7 @@ Rules:
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, Literal, Protocol, TypeVar
@@ -33,7 +36,13 @@ import structlog
 
 from gensokyo_idmap.bridge.chat import Chat, ChatKind
 from gensokyo_idmap.bridge.plan import plan_message
-from gensokyo_idmap.errors import BadInputError, IdmapError, NotFoundError, PlatformError
+from gensokyo_idmap.errors import (
+    BadInputError,
+    IdmapError,
+    NotFoundError,
+    NoUsableIdentityError,
+    PlatformError,
+)
 from gensokyo_idmap.identity import IdentityKey, OpenId, RUin, VUin, parse_client_input
 from gensokyo_idmap.idmap import IdentityGraph, openid_of_app
 from gensokyo_idmap.msgid import MessageIds, check_virtual_id
@@ -50,6 +59,9 @@ T = TypeVar("T")
 UserIdType = Literal["vuin", "raw", "ruin"]
 _SEND_ATTEMPTS: Final = 4
 _DUPLICATE_SEQ: Final = 40054005
+#: An OpenID as the platform issues them (32 hex digits): a client's text that is neither
+#: this nor an identity the graph knows is a mistake (a name, a channel id), never sent.
+_PLATFORM_OPENID: Final = re.compile(r"[0-9A-Fa-f]{32}")
 #: Platform codes saying "this msg_id / event_id / msg_seq cannot be used (any more)".
 _SPENT_CODES: Final = frozenset({
     22009,  # reply limit of this msg_id reached
@@ -180,10 +192,20 @@ class OutboundSender:
         prefix = Chat.kind_prefix(self.settings.app_id, chat_kind)  # this kind of chat
         if isinstance(wanted, VUin):
             vuin: int | None = wanted.value
-            chosen = self.graph.pick_identity(wanted.value, scene, override, self._usable,
-                                              scene_prefix=prefix, recency=self._recency)
+            try:
+                chosen = self.graph.pick_identity(wanted.value, scene, override, self._usable,
+                                                  scene_prefix=prefix, recency=self._recency)
+            except NoUsableIdentityError:
+                raise
+            except NotFoundError:  # no identity at all: a number nobody was given
+                raise NotFoundError(f"{field} {value}: neither a known vUIN nor an OpenID; "
+                                    "not sent") from None
         else:
             vuin = self.graph.lookup(wanted)
+            if (override is None and vuin is None and isinstance(wanted, OpenId)
+                    and not _PLATFORM_OPENID.fullmatch(wanted.openid)):
+                raise BadInputError(field, value, "neither a known vUIN nor a well-formed "
+                                    "OpenID (32 hex digits); not sent")
             if override is not None or isinstance(wanted, OpenId):
                 chosen = override or wanted
             elif vuin is None:

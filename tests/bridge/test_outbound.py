@@ -357,7 +357,7 @@ def test_async_unknown_quick_operation_and_identity_extensions(
                           "wording": "", "echo": {"seq": 5}}
         await h.actions.drain()
         assert h.sends()[-1][1]["content"] == "later"
-        unknown = await h.actions({"action": "set_group_kick", "echo": 7})
+        unknown = await h.actions({"action": "get_cookies", "echo": 7})
         assert (unknown["status"], unknown["retcode"], unknown["echo"]) == ("failed", 1404, 7)
         broken = await h.actions({"params": {}})
         assert broken["retcode"] == 100 and "action" in broken["message"]
