@@ -189,6 +189,7 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
         graph, msgids, None if platform is None else platform.openapi, OutboundSettings(
         app_id=config.bot.app_id, self_id=config.self_id,
         op_userid_type=config.onebot.op_userid_type,
+        send_error=config.onebot.send_error,
         reads_off_loop=(config.idmap.backend == "postgres"
                         or config.idmap.runtime_backend == "redis")), budget))
     services.push_async_callback(actions.drain)  # queued (_async) sends, before http
@@ -204,6 +205,9 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
         log.info("[onebot] reverse ws", url=client.url, self_id=client.self_id)
     posts = [HttpPostTarget(target.url, config.self_id,
                             secret=config.onebot.token(target.secret),
+                            retries=target.max_retries,
+                            retry_delay=target.retry_interval_seconds,
+                            timeout=target.timeout_seconds,
                             backlog=partial(Backlog, outbox),
                             on_quick_operation=actions.quick_operation)
              for target in config.onebot.http_post]
@@ -243,7 +247,10 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
         message_format=config.onebot.message_format,
         link_union_openid=config.idmap.link_union_openid,
         extensions=config.onebot.extensions,
-        op_userid_type=config.onebot.op_userid_type))
+        op_userid_type=config.onebot.op_userid_type,
+        white_prefixes=tuple(config.onebot.white_prefixes),
+        black_prefixes=tuple(config.onebot.black_prefixes),
+        remove_at=config.onebot.remove_at))
     pipeline = InboundPipeline(bridge, sinks, deliveries,
                                acknowledge=None if platform is None else platform.acknowledge)
     webhook: web.AppRunner | None = None

@@ -30,6 +30,7 @@ from gensokyo_idmap.data_dir import DataDir
 from gensokyo_idmap.errors import BadInputError
 from gensokyo_idmap.hostport import parse_host_port
 from gensokyo_idmap.identity import check_app_id
+from gensokyo_idmap.intents import intents_value
 
 __all__ = ["ApiConfig", "BotConfig", "Config", "HttpPostConfig", "IdmapConfig", "LogConfig",
            "ReverseWsConfig", "load_config"]
@@ -147,7 +148,21 @@ class QQConfig(_Section):
     api_base: str = Field(default="https://api.sgroup.qq.com", description="OpenAPI base URL")
     token_url: str = Field(default="https://bots.qq.com/app/getAppAccessToken")
     gateway: bool = Field(default=False, description="connect to the WebSocket gateway")
-    intents: int = Field(default=1 << 25, ge=0, description="default: group and C2C events")
+    intents: int = Field(
+        default=1 << 25, ge=0,
+        description="default: group and C2C events; a number, or a list of intent names "
+                    "(GROUP_AND_C2C_EVENT, PUBLIC_GUILD_MESSAGES, GUILD_MESSAGES, "
+                    "DIRECT_MESSAGE, GUILD_MEMBERS, …)")
+
+    @field_validator("intents", mode="before")
+    @classmethod
+    def _intent_names(cls, value: object) -> object:
+        if isinstance(value, list):
+            try:
+                return intents_value(value)
+            except BadInputError as err:
+                raise ValueError(err.reason) from None
+        return value
     shard: tuple[StrictInt, StrictInt] = Field(
         default=(0, 1),
         description="[index, count] of this daemon's gateway shard (one shard per daemon)")
@@ -195,6 +210,11 @@ class HttpPostConfig(_Section):
     secret: SecretStr | None = Field(
         default=None, description="HMAC-SHA1 key of X-Signature; default onebot.access_token; "
                                   "empty: unsigned; never logged")
+    max_retries: int = Field(default=2, ge=0, description="tries after a failed POST; 0: none")
+    retry_interval_seconds: float = Field(
+        default=0.5, ge=0, description="wait before the first retry (then twice it, …)")
+    timeout_seconds: float = Field(default=10.0, gt=0,
+                                   description="a POST unanswered this long has failed")
 
     @field_validator("url")
     @classmethod
@@ -243,6 +263,23 @@ class OneBotConfig(_Section):
     op_userid_type: Literal["vuin", "raw", "ruin"] = Field(
         default="vuin",
         description="what user_id/group_id carry downstream (docs/identities.md)")
+    white_prefixes: list[str] = Field(
+        default_factory=list,
+        description="forward only messages whose text starts with one of these (after the "
+                    "leading @bot; a leading / ignored); empty: every message")
+    black_prefixes: list[str] = Field(
+        default_factory=list, description="never forward messages whose text starts so")
+    remove_at: bool = Field(default=False,
+                            description="drop the leading @bot from forwarded messages")
+    send_error: bool = Field(
+        default=False, description="when the platform refuses a send, tell the chat why")
+
+    @field_validator("white_prefixes", "black_prefixes")
+    @classmethod
+    def _prefixes(cls, values: list[str]) -> list[str]:
+        if any(not value.strip() for value in values):
+            raise ValueError("an empty prefix would match every message")
+        return values
 
     @field_validator("forward_ws", "http_api")
     @classmethod

@@ -311,3 +311,17 @@ def test_a_bad_reverse_ws_entry_is_refused_without_its_token(tmp_path: Path,
         load_config(write(tmp_path, f"onebot:\n  reverse_ws: [{entry}]\n"), {})
     assert err.value.field.startswith("onebot.reverse_ws")
     assert SECRET not in str(err.value)
+
+
+def test_intents_take_a_number_or_names(tmp_path: Path) -> None:
+    def intents(text: str) -> int:
+        return load_config(write(tmp_path, f"qq:\n  intents: {text}\n"), {}).qq.intents
+
+    assert intents("33554432") == 1 << 25
+    assert intents("[GROUP_AND_C2C_EVENT, public_guild_messages, DIRECT_MESSAGE]") == (
+        (1 << 25) | (1 << 30) | (1 << 12))
+    assert intents("[GUILD_MESSAGES, GUILD_MEMBERS, GUILD_MEMBERS]") == (1 << 9) | (1 << 1)
+    with pytest.raises(BadInputError) as err:
+        intents("[GROUP_AND_C2C_EVENT, GUILD_MESAGES]")
+    assert err.value.field == "qq.intents" and "GUILD_MESAGES" in err.value.message
+    assert "PUBLIC_GUILD_MESSAGES" in err.value.message  # the known names are listed

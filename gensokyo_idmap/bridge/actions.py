@@ -22,7 +22,7 @@ import structlog
 
 from gensokyo_idmap import metrics
 from gensokyo_idmap.bridge.chat import Chat, ChatKind
-from gensokyo_idmap.bridge.outbound import OutboundSender, Target
+from gensokyo_idmap.bridge.outbound import OutboundSender, Target, failure_detail
 from gensokyo_idmap.errors import (
     BadInputError,
     IdmapError,
@@ -140,9 +140,7 @@ class ActionService:
         try:
             data = await handler(request.params)
         except PlatformError as err:
-            detail = (f"platform code {err.platform_code}: {err.platform_message}"
-                      if err.platform_code is not None or err.platform_message
-                      else err.message)
+            detail = failure_detail(err)
             log.warning("[onebot] action failed", action=request.action, reason=err.message)
             return failed(err.retcode, f"{request.action}: {detail}", request.echo)
         except IdmapError as err:

@@ -40,6 +40,7 @@ from gensokyo_idmap import metrics
 from gensokyo_idmap.bridge.chat import Chat, ChatKind
 from gensokyo_idmap.bridge.chat_turns import ChatTurns, wait_all
 from gensokyo_idmap.bridge.dedup import DeliveryLog, delivery_key
+from gensokyo_idmap.bridge.message_filter import MessageFilter
 from gensokyo_idmap.bridge.outbox import TrackedSink
 from gensokyo_idmap.errors import IdmapError, StoreError
 from gensokyo_idmap.identity import IdentityKey, OpenId
@@ -47,7 +48,7 @@ from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.msgid import MessageIds, MsgContext
 from gensokyo_idmap.onebot import events as ob
 from gensokyo_idmap.onebot.event_queue import EventBacklog
-from gensokyo_idmap.onebot.message import Segment
+from gensokyo_idmap.onebot.message import Segment, parse_cq, segments_to_cq, segments_to_json
 from gensokyo_idmap.qq.events import (
     Attachment,
     C2CMessage,
@@ -74,6 +75,10 @@ class BridgeSettings:
     link_union_openid: bool = True
     extensions: bool = False
     op_userid_type: Literal["vuin", "raw", "ruin"] = "vuin"
+    #: :mod:`~gensokyo_idmap.bridge.message_filter`: which messages reach the frameworks
+    white_prefixes: tuple[str, ...] = ()
+    black_prefixes: tuple[str, ...] = ()
+    remove_at: bool = False
 
 
 #: Non-message events whose envelope id the platform accepts as a send's ``event_id``.
@@ -126,6 +131,8 @@ class InboundBridge:
         # are forgotten)
         self._contexts: RecentCache[tuple[ChatKind, str, bool], MsgContext] = RecentCache(
             _CONTEXTS_MAX)
+        self._filter = MessageFilter(settings.self_id, settings.white_prefixes,
+                                     settings.black_prefixes, settings.remove_at)
 
     def _person(self, openid: OpenId, union: IdentityKey | None) -> list[IdentityKey]:
         if union is not None and self.settings.link_union_openid:
@@ -259,11 +266,35 @@ class InboundBridge:
                 onebot = self._message(event, people, virtual_id, now)
             else:
                 onebot = self._notices(event, people, now)
+            if onebot and self._filter.active:
+                onebot = self._filtered(onebot)
             if onebot and self.settings.op_userid_type != "vuin":
                 ids = self._downstream_ids(event)
                 onebot = [_with_ids(item, ids) for item in onebot]
             translated.append(onebot)
         return translated
+
+    def _filtered(self, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``events`` as the message filter lets them through (its rule 4: a message held
+        back keeps its id, only the frameworks do not get it)."""
+        kept = []
+        for event in events:
+            if event.get("post_type") != "message":
+                kept.append(event)
+                continue
+            segments = parse_cq(event["raw_message"])
+            shown = self._filter.apply(segments)
+            if shown is None:
+                self._log.info("[message] not forwarded: prefix filter",
+                               message_id=event.get("message_id"))
+                continue
+            if shown != segments:
+                raw = segments_to_cq(shown)
+                array = isinstance(event["message"], list)
+                event = {**event, "raw_message": raw,
+                         "message": segments_to_json(shown) if array else raw}
+            kept.append(event)
+        return kept
 
     @staticmethod
     def _reply_chat(event: QQEvent) -> tuple[ChatKind, OpenId] | None:

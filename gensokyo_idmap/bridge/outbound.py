@@ -22,6 +22,10 @@ Rules:
    reads), of the message to reply to and of its ``msg_seq`` run on a worker thread, so a
    slow or hung server holds up this send, not every other event of the daemon. On LMDB
    they stay on the loop: a read there is a few microseconds, less than a thread hop.
+5. **A refused send can be told to its chat** (``onebot.send_error``, the Go daemon's
+   ``send_error``): when the platform refuses a send (after its retries), one text message
+   ``send failed: platform code …: …`` goes to the same chat, a passive reply like any other,
+   so users see an answer instead of silence; the action fails all the same.
 """
 
 from __future__ import annotations
@@ -51,7 +55,8 @@ from gensokyo_idmap.qq.outgoing import message_body
 from gensokyo_idmap.qq.passive_reply import ReplyBudget, ReplyTo
 from gensokyo_idmap.recency import chat_recency
 
-__all__ = ["OutboundSender", "OutboundSettings", "PlatformClient", "Target"]
+__all__ = ["OutboundSender", "OutboundSettings", "PlatformClient", "Target",
+           "failure_detail"]
 
 log = structlog.get_logger("gensokyo_idmap.outbound")
 
@@ -69,6 +74,13 @@ _SPENT_CODES: Final = frozenset({
     304027, 40034005,  # reply msg expired / msg_id expired
     40034025,  # invalid event_id
 })
+
+
+def failure_detail(err: PlatformError) -> str:
+    """What a platform refusal says: its code and message when it answered, else ours."""
+    if err.platform_code is not None or err.platform_message:
+        return f"platform code {err.platform_code}: {err.platform_message}"
+    return err.message
 
 
 class PlatformClient(Protocol):
@@ -98,6 +110,7 @@ class OutboundSettings:
     self_id: int
     op_userid_type: UserIdType = "vuin"
     reads_off_loop: bool = False  # rule 4: the graph or the message ids are on a server
+    send_error: bool = False  # rule 5: a refused send is reported to its chat
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,7 +287,27 @@ class OutboundSender:
         return self.openapi
 
     async def send(self, target: Target, segments: list[Segment]) -> int:
-        """Send a OneBot message; the virtual id of the first platform message sent."""
+        """Send a OneBot message; the virtual id of the first platform message sent. A
+        refusal is the caller's; with ``send_error`` the chat is told first (rule 5)."""
+        try:
+            return await self._send(target, segments)
+        except PlatformError as err:
+            if self.settings.send_error and self.openapi is not None:
+                await self._tell_the_chat(target, err)
+            raise
+
+    async def _tell_the_chat(self, target: Target, err: PlatformError) -> None:
+        """Rule 5: one text message saying why a send failed, as a reply like any other;
+        if that fails too, it is logged (the send's own failure is what the caller gets)."""
+        text = f"send failed: {failure_detail(err)}"
+        try:
+            await self._send(target, [Segment.text(text)])
+        except IdmapError as again:
+            self._log.warning("[message] send failure not reported to the chat",
+                              chat_kind=target.chat_kind, target=target.vuin,
+                              reason=again.message)
+
+    async def _send(self, target: Target, segments: list[Segment]) -> int:
         plan = await self.off_loop(plan_message, segments, target.chat_kind,
                                    lambda qq: self.mention(target, qq))
         openapi = self._platform()
