@@ -257,12 +257,6 @@ class OneBotConfig(_Section):
         default=10.0, gt=0, description="a WebSocket framework that answers no ping for this "
                                         "long is frozen: closed, reconnected")
     extensions: bool = Field(default=False, description="add the Go daemon's real_* fields")
-    http_api: str = Field(default="", description="host:port of the OneBot HTTP API; empty: off")
-    http_api_access_token: SecretStr | None = Field(
-        default=None, description="the HTTP API's own token; default access_token; empty: none")
-    op_userid_type: Literal["vuin", "raw", "ruin"] = Field(
-        default="vuin",
-        description="what user_id/group_id carry downstream (docs/identities.md)")
     white_prefixes: list[str] = Field(
         default_factory=list,
         description="forward only messages whose text starts with one of these (after the "
@@ -280,6 +274,12 @@ class OneBotConfig(_Section):
         if any(not value.strip() for value in values):
             raise ValueError("an empty prefix would match every message")
         return values
+    http_api: str = Field(default="", description="host:port of the OneBot HTTP API; empty: off")
+    http_api_access_token: SecretStr | None = Field(
+        default=None, description="the HTTP API's own token; default access_token; empty: none")
+    op_userid_type: Literal["vuin", "raw", "ruin"] = Field(
+        default="vuin",
+        description="what user_id/group_id carry downstream (docs/identities.md)")
 
     @field_validator("forward_ws", "http_api")
     @classmethod

@@ -48,7 +48,7 @@ from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.msgid import MessageIds, MsgContext
 from gensokyo_idmap.onebot import events as ob
 from gensokyo_idmap.onebot.event_queue import EventBacklog
-from gensokyo_idmap.onebot.message import Segment, parse_cq, segments_to_cq, segments_to_json
+from gensokyo_idmap.onebot.message import Segment
 from gensokyo_idmap.qq.events import (
     Attachment,
     C2CMessage,
@@ -267,34 +267,12 @@ class InboundBridge:
             else:
                 onebot = self._notices(event, people, now)
             if onebot and self._filter.active:
-                onebot = self._filtered(onebot)
+                onebot = self._filter.events(onebot)
             if onebot and self.settings.op_userid_type != "vuin":
                 ids = self._downstream_ids(event)
                 onebot = [_with_ids(item, ids) for item in onebot]
             translated.append(onebot)
         return translated
-
-    def _filtered(self, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """``events`` as the message filter lets them through (its rule 4: a message held
-        back keeps its id, only the frameworks do not get it)."""
-        kept = []
-        for event in events:
-            if event.get("post_type") != "message":
-                kept.append(event)
-                continue
-            segments = parse_cq(event["raw_message"])
-            shown = self._filter.apply(segments)
-            if shown is None:
-                self._log.info("[message] not forwarded: prefix filter",
-                               message_id=event.get("message_id"))
-                continue
-            if shown != segments:
-                raw = segments_to_cq(shown)
-                array = isinstance(event["message"], list)
-                event = {**event, "raw_message": raw,
-                         "message": segments_to_json(shown) if array else raw}
-            kept.append(event)
-        return kept
 
     @staticmethod
     def _reply_chat(event: QQEvent) -> tuple[ChatKind, OpenId] | None:

@@ -24,10 +24,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from gensokyo_idmap.onebot.message import Segment
+import structlog
+
+from gensokyo_idmap.onebot.message import Segment, parse_cq, segments_to_cq, segments_to_json
 
 __all__ = ["MessageFilter"]
+
+log = structlog.get_logger("gensokyo_idmap.bridge")
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,3 +92,26 @@ class MessageFilter:
         if not self.forwards(segments):
             return None
         return self.without_at(segments) if self.remove_at else list(segments)
+
+    def events(self, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """OneBot ``events`` as they are forwarded: message events held back (logged) or
+        without their leading @bot, read from and written back to their ``raw_message`` /
+        ``message`` in the format they have; other events as they are."""
+        kept = []
+        for event in events:
+            if event.get("post_type") != "message":
+                kept.append(event)
+                continue
+            segments = parse_cq(event["raw_message"])
+            shown = self.apply(segments)
+            if shown is None:
+                log.info("[message] not forwarded: prefix filter",
+                         message_id=event.get("message_id"))
+                continue
+            if shown != segments:
+                raw = segments_to_cq(shown)
+                array = isinstance(event["message"], list)
+                event = {**event, "raw_message": raw,
+                         "message": segments_to_json(shown) if array else raw}
+            kept.append(event)
+        return kept

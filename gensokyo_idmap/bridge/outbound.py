@@ -108,9 +108,9 @@ class PlatformClient(Protocol):
 class OutboundSettings:
     app_id: str
     self_id: int
+    send_error: bool = False  # rule 5: a refused send is reported to its chat
     op_userid_type: UserIdType = "vuin"
     reads_off_loop: bool = False  # rule 4: the graph or the message ids are on a server
-    send_error: bool = False  # rule 5: a refused send is reported to its chat
 
 
 @dataclass(frozen=True, slots=True)
