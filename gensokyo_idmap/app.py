@@ -189,6 +189,7 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
         graph, msgids, None if platform is None else platform.openapi, OutboundSettings(
         app_id=config.bot.app_id, self_id=config.self_id,
         op_userid_type=config.onebot.op_userid_type,
+        send_error=config.onebot.send_error,
         reads_off_loop=(config.idmap.backend == "postgres"
                         or config.idmap.runtime_backend == "redis"),
         unsupported_segments=config.onebot.unsupported_segments), budget))
@@ -204,9 +205,12 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
         client.start()
         log.info("[onebot] reverse ws", url=client.url, self_id=client.self_id)
     posts = [HttpPostTarget(target.url, config.self_id,
-                            secret=target.secret.get_secret_value(),
+                            secret=config.onebot.token(target.secret),
+                            retries=target.max_retries,
+                            retry_delay=target.retry_interval_seconds,
+                            timeout=target.timeout_seconds,
                             backlog=partial(Backlog, outbox),
-                            on_quick_operation=actions.quick_reply)
+                            on_quick_operation=actions.quick_operation)
              for target in config.onebot.http_post]
     for post in reversed(posts):
         posts_side.push_async_callback(post.close)
@@ -216,11 +220,11 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
         post.start()
         log.info("[onebot] http post", url=post.url)
     sinks: list[EventSink] = [*clients, *posts]
-    token = config.onebot.access_token.get_secret_value()
     forward: ForwardWsServer | None = None
     if config.onebot.forward_ws:
         forward = ForwardWsServer(
-            config.self_id, access_token=token, on_action=actions,
+            config.self_id, access_token=config.onebot.token(
+                config.onebot.forward_ws_access_token), on_action=actions,
             heartbeat_interval=config.onebot.heartbeat_interval_seconds,
             ping_timeout=config.onebot.ping_timeout_seconds,
             confirm_on_write=_bench_confirm_on_write())
@@ -233,7 +237,8 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
         log.info("[onebot] forward ws listening", url=f"ws://{config.onebot.forward_ws}/")
     onebot_api: web.AppRunner | None = None
     if config.onebot.http_api:
-        api = HttpApiServer(actions, access_token=token)
+        api = HttpApiServer(actions, access_token=config.onebot.token(
+            config.onebot.http_api_access_token))
         onebot_api = await _listen(api.routes(), config.onebot.http_api, "onebot.http_api")
         intake.push_async_callback(onebot_api.cleanup)
         log.info("[onebot] http api listening", url=f"http://{config.onebot.http_api}/")
@@ -243,7 +248,10 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
         message_format=config.onebot.message_format,
         link_union_openid=config.idmap.link_union_openid,
         extensions=config.onebot.extensions,
-        op_userid_type=config.onebot.op_userid_type))
+        op_userid_type=config.onebot.op_userid_type,
+        white_prefixes=tuple(config.onebot.white_prefixes),
+        black_prefixes=tuple(config.onebot.black_prefixes),
+        remove_at=config.onebot.remove_at))
     pipeline = InboundPipeline(bridge, sinks, deliveries,
                                acknowledge=None if platform is None else platform.acknowledge)
     webhook: web.AppRunner | None = None
@@ -434,15 +442,14 @@ async def _stop_periodic(task: asyncio.Task[None], stop: asyncio.Event) -> None:
 
 def _reverse_ws_clients(config: Config, actions: ActionService,
                         outbox: Outbox) -> list[ReverseWsClient]:
-    token = config.onebot.access_token.get_secret_value() or None
     return [
-        ReverseWsClient(url, config.self_id, access_token=token, on_action=actions,
+        ReverseWsClient(url, config.self_id, access_token=token or None, on_action=actions,
                         reconnect_interval=config.onebot.reconnect_interval_seconds,
                         heartbeat_interval=config.onebot.heartbeat_interval_seconds,
                         ping_timeout=config.onebot.ping_timeout_seconds,
                         backlog=partial(Backlog, outbox),
                         confirm_on_write=_bench_confirm_on_write())
-        for url in config.onebot.reverse_ws
+        for url, token in config.onebot.reverse_ws_targets()
     ]
 
 

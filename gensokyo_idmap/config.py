@@ -10,10 +10,11 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import yaml
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -29,8 +30,10 @@ from gensokyo_idmap.data_dir import DataDir
 from gensokyo_idmap.errors import BadInputError
 from gensokyo_idmap.hostport import parse_host_port
 from gensokyo_idmap.identity import check_app_id
+from gensokyo_idmap.intents import intents_value
 
-__all__ = ["ApiConfig", "BotConfig", "Config", "IdmapConfig", "LogConfig", "load_config"]
+__all__ = ["ApiConfig", "BotConfig", "Config", "HttpPostConfig", "IdmapConfig", "LogConfig",
+           "ReverseWsConfig", "load_config"]
 
 
 class _Section(BaseModel):
@@ -149,7 +152,21 @@ class QQConfig(_Section):
     api_base: str = Field(default="https://api.sgroup.qq.com", description="OpenAPI base URL")
     token_url: str = Field(default="https://bots.qq.com/app/getAppAccessToken")
     gateway: bool = Field(default=False, description="connect to the WebSocket gateway")
-    intents: int = Field(default=1 << 25, ge=0, description="default: group and C2C events")
+    intents: int = Field(
+        default=1 << 25, ge=0,
+        description="default: group and C2C events; a number, or a list of intent names "
+                    "(GROUP_AND_C2C_EVENT, PUBLIC_GUILD_MESSAGES, GUILD_MESSAGES, "
+                    "DIRECT_MESSAGE, GUILD_MEMBERS, …)")
+
+    @field_validator("intents", mode="before")
+    @classmethod
+    def _intent_names(cls, value: object) -> object:
+        if isinstance(value, list):
+            try:
+                return intents_value(value)
+            except BadInputError as err:
+                raise ValueError(err.reason) from None
+        return value
     shard: tuple[StrictInt, StrictInt] = Field(
         default=(0, 1),
         description="[index, count] of this daemon's gateway shard (one shard per daemon)")
@@ -194,7 +211,14 @@ class WebhookConfig(_Section):
 
 class HttpPostConfig(_Section):
     url: str = Field(description="framework endpoint events are POSTed to")
-    secret: SecretStr = Field(default=SecretStr(""), description="HMAC-SHA1 key; never logged")
+    secret: SecretStr | None = Field(
+        default=None, description="HMAC-SHA1 key of X-Signature; default onebot.access_token; "
+                                  "empty: unsigned; never logged")
+    max_retries: int = Field(default=2, ge=0, description="tries after a failed POST; 0: none")
+    retry_interval_seconds: float = Field(
+        default=0.5, ge=0, description="wait before the first retry (then twice it, …)")
+    timeout_seconds: float = Field(default=10.0, gt=0,
+                                   description="a POST unanswered this long has failed")
 
     @field_validator("url")
     @classmethod
@@ -204,12 +228,32 @@ class HttpPostConfig(_Section):
         return value
 
 
+def _ws_url(url: str) -> str:
+    if not url.startswith(("ws://", "wss://")):
+        raise ValueError(f"{url!r} is not a ws:// or wss:// URL")
+    return url
+
+
+class ReverseWsConfig(_Section):
+    """A reverse-WS entry with a token of its own (a plain URL entry uses
+    ``onebot.access_token``)."""
+
+    url: Annotated[str, AfterValidator(_ws_url)] = Field(description="framework URL to dial")
+    access_token: SecretStr | None = Field(
+        default=None, description="sent as Authorization: Bearer; default onebot.access_token; "
+                                  "empty: none; never logged")
+
+
 class OneBotConfig(_Section):
     self_id: int | None = Field(default=None, gt=0, description="default: the AppID")
     access_token: SecretStr = Field(default=SecretStr(""), description="never logged")
     message_format: Literal["array", "string"] = "array"
-    reverse_ws: list[str] = Field(default_factory=list, description="framework URLs to dial")
+    reverse_ws: list[str | ReverseWsConfig] = Field(
+        default_factory=list, description="framework URLs to dial (or {url, access_token})")
     forward_ws: str = Field(default="", description="host:port frameworks dial; empty: off")
+    forward_ws_access_token: SecretStr | None = Field(
+        default=None, description="the forward WS's own token; default access_token; "
+                                  "empty: none")
     http_post: list[HttpPostConfig] = Field(default_factory=list)
     reconnect_interval_seconds: float = Field(default=3.0, gt=0)
     heartbeat_interval_seconds: float = Field(default=5.0, gt=0)
@@ -217,7 +261,26 @@ class OneBotConfig(_Section):
         default=10.0, gt=0, description="a WebSocket framework that answers no ping for this "
                                         "long is frozen: closed, reconnected")
     extensions: bool = Field(default=False, description="add the Go daemon's real_* fields")
+    white_prefixes: list[str] = Field(
+        default_factory=list,
+        description="forward only messages whose text starts with one of these (after the "
+                    "leading @bot; a leading / ignored); empty: every message")
+    black_prefixes: list[str] = Field(
+        default_factory=list, description="never forward messages whose text starts so")
+    remove_at: bool = Field(default=False,
+                            description="drop the leading @bot from forwarded messages")
+    send_error: bool = Field(
+        default=False, description="when the platform refuses a send, tell the chat why")
+
+    @field_validator("white_prefixes", "black_prefixes")
+    @classmethod
+    def _prefixes(cls, values: list[str]) -> list[str]:
+        if any(not value.strip() for value in values):
+            raise ValueError("an empty prefix would match every message")
+        return values
     http_api: str = Field(default="", description="host:port of the OneBot HTTP API; empty: off")
+    http_api_access_token: SecretStr | None = Field(
+        default=None, description="the HTTP API's own token; default access_token; empty: none")
     op_userid_type: Literal["vuin", "raw", "ruin"] = Field(
         default="vuin",
         description="what user_id/group_id carry downstream (docs/identities.md)")
@@ -233,11 +296,20 @@ class OneBotConfig(_Section):
 
     @field_validator("reverse_ws")
     @classmethod
-    def _ws_urls(cls, urls: list[str]) -> list[str]:
-        for url in urls:
-            if not url.startswith(("ws://", "wss://")):
-                raise ValueError(f"{url!r} is not a ws:// or wss:// URL")
-        return urls
+    def _ws_urls(cls, entries: list[str | ReverseWsConfig]) -> list[str | ReverseWsConfig]:
+        for entry in entries:
+            if isinstance(entry, str):
+                _ws_url(entry)
+        return entries
+
+    def token(self, own: SecretStr | None) -> str:
+        """A transport's token: its own when set (empty: none), else ``access_token``."""
+        return (self.access_token if own is None else own).get_secret_value()
+
+    def reverse_ws_targets(self) -> list[tuple[str, str]]:
+        """Each reverse-WS entry as (URL, the token it sends; empty: none)."""
+        return [(entry, self.token(None)) if isinstance(entry, str)
+                else (entry.url, self.token(entry.access_token)) for entry in self.reverse_ws]
 
 
 class ApiConfig(_Section):

@@ -12,7 +12,9 @@ carries the OneBot ``retcode``, the HTTP status and the CLI exit code that fit i
     │   ├── SchemaVersionError      retcode 102  http 503  exit 1   the file is from a newer version
     │   ├── LegacyDbError           retcode 102  http 503  exit 1   an old idmap.db is damaged
     │   └── DataDirInUseError       retcode 102  http 503  exit 1   another serve holds the data dir
-    └── PlatformError               retcode 103  http 502  exit 1   the QQ platform refused
+    ├── PlatformError               retcode 103  http 502  exit 1   the QQ platform refused
+    └── UnsupportedError            retcode 103  http 501  exit 1   the platform has no way to
+                                                                    do it (ban, kick, approve)
 
 Messages name the field and the value that was wrong, never a secret.
 """
@@ -32,6 +34,7 @@ __all__ = [
     "PlatformError",
     "SchemaVersionError",
     "StoreError",
+    "UnsupportedError",
 ]
 
 
@@ -139,3 +142,12 @@ class PlatformError(IdmapError):
     def retryable(self) -> bool:
         """No answer, a 5xx or a 429: the same request may succeed a moment later."""
         return self.status is None or self.status >= 500 or self.status == 429
+
+
+class UnsupportedError(IdmapError):
+    """What was asked is well formed, but the QQ bot platform offers no way to do it (a bot
+    cannot ban, kick or approve there): refused, never answered as if it had been done."""
+
+    retcode = 103
+    http_status = 501
+    code = "unsupported"

@@ -509,6 +509,21 @@ class IdentityGraph:
                         break
         return found
 
+    def seen_counts(self, key_prefix: str, scene_prefix: str) -> dict[str, int]:
+        """For each scene under ``scene_prefix``, how many keys under ``key_prefix`` were
+        last seen there, a key whose own id ends the scene (a group's own OpenID in its own
+        chat) not counted: how many members of each group the graph knows, in one walk
+        (what :meth:`seen_in_scenes` would find for each scene alone, without a walk per
+        scene)."""
+        counts: dict[str, int] = {}
+        with self.store.read() as view:
+            for key, vuin in view.iter_identities(key_prefix):
+                own = key[len(key_prefix):]
+                for scene, _ in view.last_seen_all(vuin):
+                    if scene.startswith(scene_prefix) and scene[len(scene_prefix):] != own:
+                        counts[scene] = counts.get(scene, 0) + 1
+        return counts
+
     async def bind(self, key: IdentityKey, vuin: int) -> BindResult:
         """Point ``key`` at ``vuin`` (or what it is an alias of), adding it to that set."""
         try:

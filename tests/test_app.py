@@ -385,3 +385,80 @@ def test_a_second_serve_on_one_data_dir_is_refused_and_readers_work_beside_it(
     finally:
         code, _, stderr = _end(third)
     assert code == 0, stderr
+
+
+# --------------------------------------------------------------- a token for each transport
+
+
+def test_each_transport_takes_its_own_token_or_the_default(tmp_path: Path) -> None:
+    """onebot.access_token is every transport's token unless the transport sets its own
+    (empty: none): reverse-WS entries, the forward WS, the HTTP API, HTTP POST secrets."""
+    from contextlib import AsyncExitStack
+
+    from aiohttp import ClientSession, WSServerHandshakeError, web
+
+    from gensokyo_idmap.app import build_daemon
+    from gensokyo_idmap.onebot.http_post import sign_body
+
+    async def scenario() -> None:
+        seen: dict[str, str | None] = {}
+        signatures: list[str | None] = []
+
+        async def framework(request: web.Request) -> web.StreamResponse:
+            if request.method == "POST":
+                signatures.append(request.headers.get("X-Signature"))
+                return web.Response(status=204)
+            seen[request.path] = request.headers.get("Authorization")
+            ws = web.WebSocketResponse()
+            await ws.prepare(request)
+            async for _ in ws:
+                pass
+            return ws
+
+        app = web.Application()
+        app.add_routes([web.get("/{name}", framework), web.post("/{name}", framework)])
+        runner = web.AppRunner(app)
+        await runner.setup()
+        port = free_port()
+        await web.TCPSite(runner, "127.0.0.1", port).start()
+        forward, http_api = free_port(), free_port()
+        config = Config.model_validate({
+            "bot": {"app_id": APP_ID},
+            "idmap": {"data_dir": str(tmp_path / "data"), "map_size_mb": 1},
+            "api": {"listen": ""},
+            "onebot": {
+                "access_token": "default-T", "heartbeat_interval_seconds": 60,
+                "reverse_ws": [f"ws://127.0.0.1:{port}/plain",
+                               {"url": f"ws://127.0.0.1:{port}/own", "access_token": "own-T"},
+                               {"url": f"ws://127.0.0.1:{port}/open", "access_token": ""}],
+                "forward_ws": f"127.0.0.1:{forward}", "forward_ws_access_token": "fwd-T",
+                "http_api": f"127.0.0.1:{http_api}", "http_api_access_token": "",
+                "http_post": [{"url": f"http://127.0.0.1:{port}/signed"},
+                              {"url": f"http://127.0.0.1:{port}/unsigned", "secret": ""}]}})
+        try:
+            async with AsyncExitStack() as stack, ClientSession() as http:
+                daemon = await build_daemon(config, asyncio.Event(), stack)
+                await until(lambda: len(seen) == 3, TIMEOUT, "three reverse WS connections")
+                assert seen == {"/plain": "Bearer default-T", "/own": "Bearer own-T",
+                                "/open": None}
+                with pytest.raises(WSServerHandshakeError) as refused:
+                    await http.ws_connect(f"ws://127.0.0.1:{forward}/",
+                                          headers={"Authorization": "Bearer default-T"})
+                assert refused.value.status == 403
+                async with http.ws_connect(f"ws://127.0.0.1:{forward}/api",
+                                           headers={"Authorization": "Bearer fwd-T"}) as ws:
+                    await ws.send_json({"action": "get_version_info", "echo": 1})
+                    assert (await ws.receive_json(timeout=TIMEOUT))["status"] == "ok"
+                async with http.get(f"http://127.0.0.1:{http_api}/get_status") as resp:
+                    assert resp.status == 200  # its own token is empty: none needed
+                event = {"post_type": "meta_event", "meta_event_type": "heartbeat", "n": 1}
+                for post in daemon.posts:
+                    post.publish(event)
+                await until(lambda: len(signatures) == 2, TIMEOUT, "both HTTP POSTs")
+                body = json.dumps(event, separators=(",", ":"), ensure_ascii=False).encode()
+                assert sorted(signatures, key=str) == sorted(
+                    [sign_body("default-T", body), None], key=str)
+        finally:
+            await runner.cleanup()
+
+    asyncio.run(scenario())

@@ -301,3 +301,45 @@ def test_message_content_is_kept_by_default_and_can_be_switched_off(tmp_path: Pa
     assert config.idmap.keep_message_content is False
     with pytest.raises(BadInputError, match="idmap.keep_message_content"):
         load_config(write(tmp_path, "idmap: {keep_message_content: sometimes}\n"))
+
+
+def test_each_transport_token_defaults_to_access_token(tmp_path: Path) -> None:
+    config = load_config(write(tmp_path, (
+        "onebot:\n  access_token: T0\n  forward_ws_access_token: F1\n"
+        "  http_api_access_token: ''\n"
+        "  reverse_ws: [ws://a/ws, {url: ws://b/ws, access_token: R2}, {url: ws://c/ws}]\n"
+        "  http_post: [{url: http://p/}, {url: http://q/, secret: S3}, "
+        "{url: http://r/, secret: ''}]\n")), {})
+    onebot = config.onebot
+    assert onebot.reverse_ws_targets() == [("ws://a/ws", "T0"), ("ws://b/ws", "R2"),
+                                           ("ws://c/ws", "T0")]
+    assert onebot.token(onebot.forward_ws_access_token) == "F1"
+    assert onebot.token(onebot.http_api_access_token) == ""  # set empty: none
+    assert [onebot.token(post.secret) for post in onebot.http_post] == ["T0", "S3", ""]
+    assert "R2" not in repr(config) and "F1" not in repr(config)
+    assert load_config(write(tmp_path, "onebot: {}\n"), {}).onebot.reverse_ws_targets() == []
+
+
+@pytest.mark.parametrize("entry", ["{url: http://b/ws, access_token: " + SECRET + "}",
+                                   "{access_token: " + SECRET + "}",
+                                   "{url: ws://b/ws, token: " + SECRET + "}"])
+def test_a_bad_reverse_ws_entry_is_refused_without_its_token(tmp_path: Path,
+                                                             entry: str) -> None:
+    with pytest.raises(BadInputError) as err:
+        load_config(write(tmp_path, f"onebot:\n  reverse_ws: [{entry}]\n"), {})
+    assert err.value.field.startswith("onebot.reverse_ws")
+    assert SECRET not in str(err.value)
+
+
+def test_intents_take_a_number_or_names(tmp_path: Path) -> None:
+    def intents(text: str) -> int:
+        return load_config(write(tmp_path, f"qq:\n  intents: {text}\n"), {}).qq.intents
+
+    assert intents("33554432") == 1 << 25
+    assert intents("[GROUP_AND_C2C_EVENT, public_guild_messages, DIRECT_MESSAGE]") == (
+        (1 << 25) | (1 << 30) | (1 << 12))
+    assert intents("[GUILD_MESSAGES, GUILD_MEMBERS, GUILD_MEMBERS]") == (1 << 9) | (1 << 1)
+    with pytest.raises(BadInputError) as err:
+        intents("[GROUP_AND_C2C_EVENT, GUILD_MESAGES]")
+    assert err.value.field == "qq.intents" and "GUILD_MESAGES" in err.value.message
+    assert "PUBLIC_GUILD_MESSAGES" in err.value.message  # the known names are listed

@@ -312,3 +312,23 @@ def test_graph_survives_reopen(open_store: StoreFactory, clock: FakeClock) -> No
         assert run(graph.resolve([BOB])).vuin == 2
     finally:
         store.close()
+
+
+def test_seen_counts_counts_each_groups_members_in_one_walk(graph: IdentityGraph) -> None:
+    """Members last seen in each group scene, the group's own OpenID not among them, in
+    agreement with what seen_in_scenes finds for one scene (both backends)."""
+    scenes = f"QQ:{APP_ID}:group:"
+    g1, g12 = OpenId(APP_ID, "G1"), OpenId(APP_ID, "G12")  # one scene a prefix of the other
+    run(graph.resolve([g1], scene=scenes + "G1"))
+    run(graph.resolve([g12], scene=scenes + "G12"))
+    for person, scene in [(ALICE, "G1"), (BOB, "G1"), (ALICE, "G12"), (CAROL, "G12")]:
+        run(graph.resolve([person], scene=scenes + scene))
+    run(graph.resolve([CAROL], scene=C2C_SCENE))  # not a group scene: not counted
+    run(graph.resolve([OTHER_APP_ALICE], scene=scenes + "G1"))  # another AppID's key
+    key_prefix = f"openid:QQ:{APP_ID}:"
+    counts = graph.seen_counts(key_prefix, scenes)
+    assert counts == {scenes + "G1": 2, scenes + "G12": 2}
+    for name in ("G1", "G12"):
+        one = [key for key, _, _ in graph.seen_in_scenes(key_prefix, lambda _: scenes + name,
+                                                         100) if key != f"{key_prefix}{name}"]
+        assert len(one) == counts[scenes + name]

@@ -23,8 +23,14 @@ import structlog
 from gensokyo_idmap import metrics
 from gensokyo_idmap.bridge.chat import Chat, ChatKind
 from gensokyo_idmap.bridge.guild_actions import GuildActions
-from gensokyo_idmap.bridge.outbound import OutboundSender, Target
-from gensokyo_idmap.errors import BadInputError, IdmapError, NotFoundError, PlatformError
+from gensokyo_idmap.bridge.outbound import OutboundSender, Target, failure_detail
+from gensokyo_idmap.errors import (
+    BadInputError,
+    IdmapError,
+    NotFoundError,
+    PlatformError,
+    UnsupportedError,
+)
 from gensokyo_idmap.identity import OpenId, RawId, RUin, VUin, openid_prefix, parse_key
 from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.msgid import MessageIds, check_virtual_id
@@ -57,6 +63,19 @@ Handler = Callable[[Params], Awaitable[Any]]
 #: The most entries a list action walks (friend, group and member lists).
 LIST_LIMIT: Final = 10_000
 _RETCODE_INTERNAL: Final = 102
+#: Actions the QQ bot platform gives a bot no way to do, and what each would have done:
+#: answered with a failed retcode saying so (never ``ok`` as if it had been done).
+CANNOT: Final = {
+    "set_group_kick": "remove a member from a group",
+    "set_group_ban": "mute a group member",
+    "set_group_whole_ban": "mute a whole group",
+    "set_group_anonymous_ban": "mute an anonymous group member",
+    "set_group_add_request": "answer a request to join a group",
+    "set_friend_add_request": "answer a friend request",
+}
+#: Quick-operation fields (reference §1.2) the platform cannot carry out, and what they ask.
+_QUICK_CANNOT: Final = {"delete": "recall a member's message", "kick": "kick a member",
+                        "ban": "mute a member"}
 #: OneBot message_type → (chat kind, the param naming the chat).
 _CHATS: Final[dict[str, tuple[ChatKind, str]]] = {"group": ("group", "group_id"),
                                                    "private": ("c2c", "user_id")}
@@ -96,6 +115,7 @@ class ActionService:
             "can_send_image": self.can_send,
             "can_send_record": self.can_send,
             ".handle_quick_operation": self.handle_quick_operation,
+            **{action: self._cannot(what) for action, what in CANNOT.items()},
             "bind_identity": self.bind_identity,
             "get_identity": self.get_identity,
             "send_guild_channel_msg": self.send_guild_channel_msg,
@@ -130,9 +150,7 @@ class ActionService:
         try:
             data = await handler(request.params)
         except PlatformError as err:
-            detail = (f"platform code {err.platform_code}: {err.platform_message}"
-                      if err.platform_code is not None or err.platform_message
-                      else err.message)
+            detail = failure_detail(err)
             log.warning("[onebot] action failed", action=request.action, reason=err.message)
             return failed(err.retcode, f"{request.action}: {detail}", request.echo)
         except IdmapError as err:
@@ -197,18 +215,36 @@ class ActionService:
     async def delete_msg(self, params: Params) -> None:
         await self.sender.recall(check_virtual_id(params.get("message_id") or ""))
 
-    async def handle_quick_operation(self, params: Params) -> None:
-        """The quick operations the platform can do: ``reply`` (with ``at_sender``).
+    def _cannot(self, what: str) -> Handler:
+        async def refuse(params: Params) -> None:
+            raise UnsupportedError(f"the QQ bot platform gives a bot no way to {what}")
 
-        Moderation operations (delete, kick, ban, approve) have no platform API; they are
-        ignored, as the spec allows for what an implementation cannot do.
-        """
+        return refuse
+
+    async def handle_quick_operation(self, params: Params) -> None:
+        """A quick operation for the event ``context`` (:meth:`quick_operation`)."""
         context, operation = params.get("context"), params.get("operation")
         if not isinstance(context, Mapping):
             raise BadInputError("context", context, "must be the event (an object)")
         if not isinstance(operation, Mapping):
             raise BadInputError("operation", operation, "must be an object")
-        await self.quick_reply(context, operation)
+        await self.quick_operation(context, operation)
+
+    async def quick_operation(self, context: Mapping[str, Any],
+                              operation: Mapping[str, Any]) -> None:
+        """Carry out what the platform can of a quick operation: its ``reply`` (with
+        ``at_sender``). Moderation (``delete``, ``kick``, ``ban`` set true, ``approve``
+        given) has no platform API: an :class:`UnsupportedError` naming it, after the reply
+        was sent (a framework that asks for both still gets its answer to the chat)."""
+        wanted = [what for field, what in _QUICK_CANNOT.items()
+                  if bool_param(operation, field)]
+        if operation.get("approve") is not None:
+            wanted.append("answer a request")
+        sent = await self.quick_reply(context, operation)
+        if wanted:
+            done = "; the reply was sent" if sent is not None else ""
+            raise UnsupportedError(f"the QQ bot platform gives a bot no way to "
+                                   f"{' or '.join(wanted)}{done}")
 
     async def quick_reply(self, context: Mapping[str, Any],
                           operation: Mapping[str, Any]) -> int | None:
@@ -314,6 +350,12 @@ class ActionService:
         return [member for member in self._openids_seen(lambda key: scene)
                 if member[0] != group.openid]
 
+    def _member_counts(self) -> dict[str, int]:
+        """Members seen, by group scene: the one count both group actions answer, so
+        ``get_group_list`` and ``get_group_info`` agree on every group."""
+        return self.graph.seen_counts(openid_prefix(self.app_id),
+                                      Chat.kind_prefix(self.app_id, "group"))
+
     def _group_info(self, vuin: int, members: int) -> dict[str, Any]:
         return {"group_id": vuin, "group_name": "", "member_count": members,
                 "max_member_count": 0}
@@ -322,12 +364,15 @@ class ActionService:
         group = await self._group(params)
         if group.vuin is None:
             raise NotFoundError(f"group_id {params['group_id']}: no vUIN is known for it")
-        return self._group_info(group.vuin, len(self._members(group)))
+        scene = Chat(self.app_id, "group", group.openid).scene
+        return self._group_info(group.vuin, self._member_counts().get(scene, 0))
 
     async def get_group_list(self, params: Params) -> list[dict[str, Any]]:
         """Groups the bot has seen (each group's own OpenID is last seen in its own chat)."""
-        return [self._group_info(vuin, 0)
-                for _, vuin, _ in self._openids_seen(lambda key: self._scene("group", key))]
+        counts = self._member_counts()
+        groups = self._openids_seen(lambda key: self._scene("group", key))
+        return [self._group_info(vuin, counts.get(self._scene("group", openid), 0))
+                for openid, vuin, _ in groups]
 
     def _member_info(self, group_vuin: int, vuin: int, since: float) -> dict[str, Any]:
         return {"group_id": group_vuin, "user_id": vuin, "nickname": "", "card": "",

@@ -53,6 +53,7 @@ from gensokyo_idmap.bridge.guild_inbound import (
     guild_people,
 )
 from gensokyo_idmap.bridge.guilds import directory_of
+from gensokyo_idmap.bridge.message_filter import MessageFilter
 from gensokyo_idmap.bridge.outbox import TrackedSink
 from gensokyo_idmap.errors import IdmapError, StoreError
 from gensokyo_idmap.identity import IdentityKey, OpenId, RawId
@@ -87,6 +88,10 @@ class BridgeSettings:
     link_union_openid: bool = True
     extensions: bool = False
     op_userid_type: Literal["vuin", "raw", "ruin"] = "vuin"
+    #: :mod:`~gensokyo_idmap.bridge.message_filter`: which messages reach the frameworks
+    white_prefixes: tuple[str, ...] = ()
+    black_prefixes: tuple[str, ...] = ()
+    remove_at: bool = False
 
 
 #: Non-message events whose envelope id the platform accepts as a send's ``event_id``.
@@ -140,6 +145,8 @@ class InboundBridge:
         # are forgotten)
         self._contexts: RecentCache[tuple[ChatKind, str, bool], MsgContext] = RecentCache(
             _CONTEXTS_MAX)
+        self._filter = MessageFilter(settings.self_id, settings.white_prefixes,
+                                     settings.black_prefixes, settings.remove_at)
 
     def _person(self, openid: OpenId, union: IdentityKey | None) -> list[IdentityKey]:
         if union is not None and self.settings.link_union_openid:
@@ -301,6 +308,8 @@ class InboundBridge:
                 onebot = self._message(event, people, virtual_id, now, segments or [])
             else:
                 onebot = self._notices(event, people, now)
+            if onebot and self._filter.active:
+                onebot = self._filter.events(onebot)
             if onebot and self.settings.op_userid_type != "vuin":
                 ids = self._downstream_ids(event)
                 onebot = [_with_ids(item, ids) for item in onebot]

@@ -7,7 +7,9 @@ Rules:
    to (the chat of the message a ``reply`` answers; for an ``at``, the group it is sent
    to); else the identity of this AppID that spoke last in this kind of chat (by its
    latest event, idmap rule 7); else any OpenID of this AppID in the set; else a
-   :class:`NoUsableIdentityError` naming the vUIN.
+   :class:`NoUsableIdentityError` naming the vUIN. A number that is no known vUIN, or text
+   that is neither a known identity nor a well-formed OpenID (32 hex digits), is refused
+   naming the parameter: nothing is sent.
    A rebound vUIN's alias resolves to the new vUIN first.
 2. **Always a passive reply** (:mod:`gensokyo_idmap.qq.passive_reply`): a ``reply`` segment's
    message, else the newest received message of the chat still in its window with replies
@@ -27,11 +29,16 @@ Rules:
    ``user_id`` that is a guild user goes to the DM session they opened
    (``/dms/{guild_id}/messages``, from the same table). Any other ``raw:`` id is no chat:
    the send fails as rule 1 says. Channels take images by URL in the message itself.
+6. **A refused send can be told to its chat** (``onebot.send_error``, the Go daemon's
+   ``send_error``): when the platform refuses a send (after its retries), one text message
+   ``send failed: platform code …: …`` goes to the same chat, a passive reply like any other,
+   so users see an answer instead of silence; the action fails all the same.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, Literal, Protocol, TypeVar
@@ -56,7 +63,8 @@ from gensokyo_idmap.qq.outgoing import channel_message_body, check_channel_parts
 from gensokyo_idmap.qq.passive_reply import ReplyBudget, ReplyTo
 from gensokyo_idmap.recency import chat_recency
 
-__all__ = ["OutboundSender", "OutboundSettings", "PlatformClient", "Target"]
+__all__ = ["OutboundSender", "OutboundSettings", "PlatformClient", "Target",
+           "failure_detail"]
 
 log = structlog.get_logger("gensokyo_idmap.outbound")
 
@@ -66,6 +74,9 @@ _SEND_ATTEMPTS: Final = 4
 _DUPLICATE_SEQ: Final = 40054005
 #: A guild-side id (channel, guild user): what a channel or guild DM send can use.
 GUILD_ID: Final = Usable("a guild-side id (raw:)", lambda key: isinstance(key, RawId))
+#: An OpenID as the platform issues them (32 hex digits): a client's text that is neither
+#: this nor an identity the graph knows is a mistake (a name, a channel id), never sent.
+_PLATFORM_OPENID: Final = re.compile(r"[0-9A-Fa-f]{32}")
 #: Platform codes saying "this msg_id / event_id / msg_seq cannot be used (any more)".
 _SPENT_CODES: Final = frozenset({
     22009,  # reply limit of this msg_id reached
@@ -73,6 +84,13 @@ _SPENT_CODES: Final = frozenset({
     304027, 40034005,  # reply msg expired / msg_id expired
     40034025,  # invalid event_id
 })
+
+
+def failure_detail(err: PlatformError) -> str:
+    """What a platform refusal says: its code and message when it answered, else ours."""
+    if err.platform_code is not None or err.platform_message:
+        return f"platform code {err.platform_code}: {err.platform_message}"
+    return err.message
 
 
 class PlatformClient(Protocol):
@@ -100,6 +118,7 @@ class PlatformClient(Protocol):
 class OutboundSettings:
     app_id: str
     self_id: int
+    send_error: bool = False  # rule 5: a refused send is reported to its chat
     op_userid_type: UserIdType = "vuin"
     reads_off_loop: bool = False  # rule 4: the graph or the message ids are on a server
     #: a segment the platform cannot carry: refuse the send, or drop it with a warning
@@ -210,8 +229,15 @@ class OutboundSender:
                 if guild_side is None:
                     raise
                 return self._guild_target(chat_kind, guild_side, vuin, value, field)
+            except NotFoundError:  # no identity at all: a number nobody was given
+                raise NotFoundError(f"{field} {value}: neither a known vUIN nor an OpenID; "
+                                    "not sent") from None
         else:
             vuin = self.graph.lookup(wanted)
+            if (override is None and vuin is None and isinstance(wanted, OpenId)
+                    and not _PLATFORM_OPENID.fullmatch(wanted.openid)):
+                raise BadInputError(field, value, "neither a known vUIN nor a well-formed "
+                                    "OpenID (32 hex digits); not sent")
             if override is not None or isinstance(wanted, OpenId):
                 chosen = override or wanted
             elif vuin is None:
@@ -329,7 +355,27 @@ class OutboundSender:
         return self.openapi
 
     async def send(self, target: Target, segments: list[Segment]) -> int:
-        """Send a OneBot message; the virtual id of the first platform message sent."""
+        """Send a OneBot message; the virtual id of the first platform message sent. A
+        refusal is the caller's; with ``send_error`` the chat is told first (rule 5)."""
+        try:
+            return await self._send(target, segments)
+        except PlatformError as err:
+            if self.settings.send_error and self.openapi is not None:
+                await self._tell_the_chat(target, err)
+            raise
+
+    async def _tell_the_chat(self, target: Target, err: PlatformError) -> None:
+        """Rule 5: one text message saying why a send failed, as a reply like any other;
+        if that fails too, it is logged (the send's own failure is what the caller gets)."""
+        text = f"send failed: {failure_detail(err)}"
+        try:
+            await self._send(target, [Segment.text(text)])
+        except IdmapError as again:
+            self._log.warning("[message] send failure not reported to the chat",
+                              chat_kind=target.chat_kind, target=target.vuin,
+                              reason=again.message)
+
+    async def _send(self, target: Target, segments: list[Segment]) -> int:
         plan = await self.off_loop(plan_message, segments, target.chat_kind,
                                    lambda qq: self.mention(target, qq),
                                    self.settings.unsupported_segments)

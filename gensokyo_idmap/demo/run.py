@@ -127,7 +127,8 @@ def banner(config: Config, options: DemoOptions) -> list[str]:
     """The lines the demo starts its output with: what runs and where a bot connects."""
     lines = [f"demo: simulated QQ users chat through the daemon (seed {options.seed}, data "
              f"in {options.data_dir}); Ctrl-C stops"]
-    lines += [f"  bot:     the daemon dials {url}" for url in config.onebot.reverse_ws]
+    lines += [f"  bot:     the daemon dials {url}"
+              for url, _ in config.onebot.reverse_ws_targets()]
     if config.onebot.forward_ws:
         lines.append(f"  bot:     or dial ws://{config.onebot.forward_ws}/ (forward WebSocket)")
     if config.onebot.http_api:

@@ -10,12 +10,17 @@ sockets with ``autoping=False`` and this module answers pings itself.
 A framework that answers no ping within ``ping_timeout`` is frozen or unreachable: the
 connection is closed, and when the peer does not even take the close frame, dropped
 (:func:`abort`). What it had in flight is the owner's to requeue or fail.
+
+go-cqhttp's forward WebSocket also serves one-way connections: ``/event`` (events only; an
+action frame sent there is read and ignored, as go-cqhttp never reads that socket:
+``answer_actions=False``) and ``/api`` (actions only: :func:`serve_actions`, no lifecycle
+event, no heartbeat).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final, Protocol
 
 import structlog
@@ -26,7 +31,7 @@ from gensokyo_idmap.onebot import events as ob
 from gensokyo_idmap.onebot.actions import RETCODE_BAD_JSON, failed, unknown_action
 from gensokyo_idmap.onebot.event_queue import EventQueue
 
-__all__ = ["ActionHandler", "EventQueue", "abort", "serve_socket"]
+__all__ = ["ActionHandler", "EventQueue", "abort", "serve_actions", "serve_socket"]
 
 log = structlog.get_logger("gensokyo_idmap.onebot")
 
@@ -133,21 +138,24 @@ async def _answer(ws: _Socket, on_action: ActionHandler | None, frame: Any) -> N
         await ws.send_str(jsonio.dumps(response))
 
 
-async def _receive(ws: _Socket, queue: EventQueue, on_action: ActionHandler | None) -> None:
+async def _receive(ws: _Socket, queue: EventQueue | None, on_action: ActionHandler | None,
+                   answer_actions: bool = True) -> None:
     """Answer every action frame (each on its own, so a slow send, which the platform may
-    take seconds for, never holds up a quick ``get_status``) and every ping; pongs go to the
-    queue."""
+    take seconds for, never holds up a quick ``get_status``; none on an events-only
+    connection) and every ping; pongs go to the queue (an actions-only connection has
+    none)."""
     running: set[asyncio.Task[None]] = set()
     try:
         async for message in ws:
             kind = message.type
             if kind is WSMsgType.PONG:
-                queue.pong(message.data)
+                if queue is not None:
+                    queue.pong(message.data)
                 continue
             if kind is WSMsgType.PING:
                 await ws.pong(message.data)
                 continue
-            if kind is not WSMsgType.TEXT:
+            if kind is not WSMsgType.TEXT or not answer_actions:
                 continue
             try:
                 frame = jsonio.loads(message.data)
@@ -162,6 +170,17 @@ async def _receive(ws: _Socket, queue: EventQueue, on_action: ActionHandler | No
             task.cancel()
 
 
+async def _until_one_ends(tasks: Sequence[asyncio.Task[Any]]) -> None:
+    """Wait until one of a connection's tasks ends (or this wait is cancelled), then cancel
+    the others and wait for them."""
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
 async def serve_socket(
     ws: _Socket,
     queue: EventQueue,
@@ -174,6 +193,7 @@ async def serve_socket(
     stop: asyncio.Event,
     name: str,
     on_open: Callable[[], None] | None = None,
+    answer_actions: bool = True,
 ) -> None:
     """Run one connection until it closes, ``stop`` is set, the queue is ended (its owner
     gave up on the peer: closed with 1013) or a ping goes unanswered for ``ping_timeout``
@@ -187,15 +207,12 @@ async def serve_socket(
     watching = asyncio.create_task(_watch_pongs(queue, ping_timeout))
     tasks = [sending, watching,
              asyncio.create_task(_heartbeats(ws, queue, self_id, heartbeat_interval, clock)),
-             asyncio.create_task(_receive(ws, queue, on_action)),
+             asyncio.create_task(_receive(ws, queue, on_action, answer_actions)),
              asyncio.create_task(stop.wait()),
              asyncio.create_task(queue.ended.wait())]
     try:
-        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        await _until_one_ends(tasks)
     finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
         if watching.done() and not watching.cancelled() and watching.exception() is None:
             log.warning("[onebot] no pong in time: connection dropped", connection=name,
                         ping_timeout=ping_timeout, in_flight=queue.in_flight)
@@ -205,3 +222,15 @@ async def serve_socket(
         else:
             # a peer that stopped reading may never take the close frame: bounded too
             await _close_socket(ws, CLOSE_NORMAL, ping_timeout)
+
+
+async def serve_actions(ws: _Socket, *, on_action: ActionHandler | None, stop: asyncio.Event,
+                        close_patience: float) -> None:
+    """Run an actions-only connection (go-cqhttp's ``/api``) until it closes or ``stop`` is
+    set: actions answered, pings answered; no event, no heartbeat, so nothing to confirm
+    and no ping of ours to wait for."""
+    try:
+        await _until_one_ends([asyncio.create_task(_receive(ws, None, on_action)),
+                               asyncio.create_task(stop.wait())])
+    finally:
+        await _close_socket(ws, CLOSE_NORMAL, close_patience)

@@ -1,10 +1,15 @@
-"""Forward WebSocket (we are the server, Universal at ``/``): frameworks dial in.
+"""Forward WebSocket (we are the server): frameworks dial in, at go-cqhttp's three paths.
 
-The token (``onebot.access_token``) is checked on upgrade, in constant time, from
-``Authorization: Bearer|Token <t>`` or ``?access_token=``; a wrong or missing one is 401 and
-no socket opens. Every connection gets its own bounded queue and runs :func:`serve_socket`
-(events confirmed by ping/pong). Events published while no framework is connected are not
-kept: that is what the reverse direction is for.
+- ``/``: Universal (events and actions on one connection);
+- ``/event``: events only; action frames sent there are ignored, as go-cqhttp does;
+- ``/api``: actions only: no lifecycle event, no heartbeat, no events.
+
+Each path also takes a trailing ``/``. The token (``onebot.forward_ws_access_token``, default
+``onebot.access_token``) is checked on upgrade (:mod:`~gensokyo_idmap.onebot.http_auth`:
+missing 401, wrong 403) and no socket opens without it. Every connection that takes events
+gets its own bounded queue and runs :func:`serve_socket` (events confirmed by ping/pong).
+Events published while no framework is connected are not kept: that is what the reverse
+direction is for.
 
 A client that falls behind never slows the others: once it has not answered a ping for
 :data:`~gensokyo_idmap.onebot.event_queue.LAG_GRACE` its confirmations are no longer waited
@@ -17,16 +22,16 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import structlog
 from aiohttp import web
 
-from gensokyo_idmap.api.access import same_token
-from gensokyo_idmap.onebot.connection import ActionHandler, serve_socket
+from gensokyo_idmap.onebot.connection import ActionHandler, serve_actions, serve_socket
 from gensokyo_idmap.onebot.event_queue import DEFAULT_WINDOW, EventQueue
+from gensokyo_idmap.onebot.http_auth import token_refusal
 
-__all__ = ["ForwardWsServer", "presented_token"]
+__all__ = ["ForwardWsServer", "Role"]
 
 log = structlog.get_logger("gensokyo_idmap.onebot.forward_ws")
 
@@ -35,12 +40,10 @@ log = structlog.get_logger("gensokyo_idmap.onebot.forward_ws")
 FORWARD_QUEUE: Final = 10_000
 
 
-def presented_token(request: web.Request) -> str | None:
-    header = request.headers.get("Authorization", "")
-    scheme, _, value = header.partition(" ")
-    if scheme.lower() in ("bearer", "token") and value:
-        return value.strip()
-    return request.query.get("access_token")
+#: What a connection carries, by the path it was opened on (go-cqhttp's paths).
+Role = Literal["universal", "event", "api"]
+_PATHS: Final[dict[str, Role]] = {"/": "universal", "/event": "event", "/event/": "event",
+                                  "/api": "api", "/api/": "api"}
 
 
 def _peer(request: web.Request) -> str:
@@ -91,7 +94,7 @@ class ForwardWsServer:
         return [len(queue) for queue in self._queues]
 
     def routes(self) -> list[web.RouteDef]:
-        return [web.get("/", self.handle)]
+        return [web.get(path, self.handle) for path in _PATHS]
 
     def publish(self, event: dict[str, Any]) -> asyncio.Future[Any] | None:
         """Queue for every connected framework; the future resolves when every one that is
@@ -120,35 +123,34 @@ class ForwardWsServer:
         queue.fail_all()
         queue.end()
 
-    def _authorised(self, request: web.Request) -> bool:
-        if self._token is None:
-            return True
-        presented = presented_token(request)
-        return presented is not None and same_token(presented, self._token)
-
     async def handle(self, request: web.Request) -> web.StreamResponse:
-        if not self._authorised(request):
+        refusal = token_refusal(request, self._token)
+        if refusal is not None:
             self.refused += 1
             log.warning("[onebot] forward ws refused: wrong or missing access token",
-                        peer=request.remote)
-            return web.json_response({"status": "failed", "retcode": 1401,
-                                      "message": "wrong or missing access token"}, status=401)
+                        peer=request.remote, path=request.path, status=refusal.status)
+            return refusal
+        role = _PATHS.get(request.path, "universal")
         ws = web.WebSocketResponse(autoping=False)
         await ws.prepare(request)
         peer = _peer(request)
+        if role == "api":
+            await self._serve_api(ws, peer)
+            return ws
         queue = EventQueue(self._queue_size, peer, kind="forward_ws", window=self._window,
                            confirm_on_write=self._confirm_on_write)
         self._queues.add(queue)
         task = asyncio.current_task()
         if task is not None:
             self._sessions.add(task)
-        log.info("[onebot] forward ws connected", peer=peer)
+        log.info("[onebot] forward ws connected", peer=peer, role=role)
         try:
             await serve_socket(ws, queue, self_id=self.self_id,
                                heartbeat_interval=self.heartbeat_interval,
                                ping_timeout=self.ping_timeout,
                                on_action=self._on_action, clock=self._clock,
-                               stop=self._closing, name=f"forward ws {peer}")
+                               stop=self._closing, name=f"forward ws {peer}",
+                               answer_actions=role == "universal")
         finally:
             self._queues.discard(queue)
             queue.fail_all()  # a forward client's events die with its connection
@@ -156,6 +158,21 @@ class ForwardWsServer:
                 self._sessions.discard(task)
             log.info("[onebot] forward ws closed", peer=peer)
         return ws
+
+    async def _serve_api(self, ws: web.WebSocketResponse, peer: str) -> None:
+        """An actions-only connection (``/api``): no queue, so it never counts among the
+        connections events are handed to."""
+        task = asyncio.current_task()
+        if task is not None:
+            self._sessions.add(task)
+        log.info("[onebot] forward ws connected", peer=peer, role="api")
+        try:
+            await serve_actions(ws, on_action=self._on_action, stop=self._closing,
+                                close_patience=self.ping_timeout)
+        finally:
+            if task is not None:
+                self._sessions.discard(task)
+            log.info("[onebot] forward ws closed", peer=peer)
 
     async def close(self) -> None:
         """Close every connection with a close frame (before the HTTP server stops)."""

@@ -2,10 +2,12 @@
 ``POST /`` with ``{"action", "params"}`` as go-cqhttp accepts (reference §1.1).
 
 Params come from the query string, a form body or a JSON body (query values are text; the
-action handlers read numbers and booleans leniently). The token is the forward WebSocket's:
-missing → 401, wrong → 403, compared in constant time. An unknown action is HTTP 404 with
-the usual failed body; a malformed body 400; a body type we cannot read 406. Everything else
-is 200 with the action's response, ``status`` telling success from failure.
+action handlers read numbers and booleans leniently). The token
+(``onebot.http_api_access_token``, default ``onebot.access_token``) is checked as on the
+forward WebSocket (:mod:`http_auth`: missing → 401, wrong → 403, in constant time). An
+unknown action is HTTP 404 with the usual failed body; a malformed body 400; a body type we
+cannot read 406. Everything else is 200 with the action's response, ``status`` telling
+success from failure.
 """
 
 from __future__ import annotations
@@ -15,10 +17,9 @@ from typing import Any
 from aiohttp import web
 
 from gensokyo_idmap import jsonio
-from gensokyo_idmap.api.access import same_token
 from gensokyo_idmap.onebot.actions import RETCODE_UNKNOWN_ACTION, failed
 from gensokyo_idmap.onebot.connection import ActionHandler
-from gensokyo_idmap.onebot.forward_ws import presented_token
+from gensokyo_idmap.onebot.http_auth import token_refusal
 
 __all__ = ["HttpApiServer"]
 
@@ -34,14 +35,7 @@ class HttpApiServer:
                 web.route("*", "/{action}/", self.handle)]
 
     def _refusal(self, request: web.Request) -> web.Response | None:
-        if self._token is None:
-            return None
-        presented = presented_token(request)
-        if presented is None:
-            return web.json_response(failed(1401, "access token required"), status=401)
-        if not same_token(presented, self._token):
-            return web.json_response(failed(1403, "access token wrong"), status=403)
-        return None
+        return token_refusal(request, self._token)
 
     async def _body(self, request: web.Request) -> dict[str, Any] | web.Response:
         if request.method not in ("GET", "POST"):

@@ -5,7 +5,10 @@ sha1=<HMAC-SHA1 of the raw body>`` when a secret is set (reference onebot-v11.md
 bounded queue and one sender task per URL: a slow or dead receiver delays nobody; beyond its
 queue, events wait in ``outbox.db`` (:class:`~gensokyo_idmap.bridge.outbox.Backlog`; without an
 outbox its oldest are dropped, logged and counted). A 2xx answer confirms an event. A failed
-POST is retried a few times with a short backoff, then dropped and logged; an event that
+POST (no answer within ``timeout``, or a 5xx) is tried ``retries`` more times, ``retry_delay``
+seconds apart and growing (the entry's ``max_retries`` / ``retry_interval_seconds`` /
+``timeout_seconds``: the Go daemon's ``post_max_retries`` / ``post_retries_interval`` /
+``http_timeout``), then dropped and logged; an event that
 cannot be encoded is dropped at once (:mod:`gensokyo_idmap.onebot.encoding`). A JSON object
 in the answer is a quick operation (``{"reply": …, "at_sender": …}``): it is handed to
 ``on_quick_operation`` with its event, in the background, so the next event is not held up by
@@ -27,11 +30,12 @@ from gensokyo_idmap import jsonio
 from gensokyo_idmap.errors import IdmapError
 from gensokyo_idmap.onebot.event_queue import DEFAULT_QUEUE, EventQueue, MakeBacklog, Tracked
 
-__all__ = ["HttpPostTarget", "sign_body"]
+__all__ = ["DEFAULT_RETRIES", "HttpPostTarget", "sign_body"]
 
 log = structlog.get_logger("gensokyo_idmap.onebot.http_post")
 
-_ATTEMPTS: Final = 3
+#: Tries after the first when none is configured (``http_post[].max_retries``).
+DEFAULT_RETRIES: Final = 2
 QuickOperation = Callable[[dict[str, Any], dict[str, Any]], Awaitable[Any]]
 
 
@@ -53,6 +57,7 @@ class HttpPostTarget:
         backlog: MakeBacklog | None = None,
         timeout: float = 10.0,
         retry_delay: float = 0.5,
+        retries: int = DEFAULT_RETRIES,
         on_quick_operation: QuickOperation | None = None,
     ) -> None:
         self.url = url
@@ -62,6 +67,7 @@ class HttpPostTarget:
         self.backlog = backlog(self.outbox_name, self.queue) if backlog is not None else None
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._retry_delay = retry_delay
+        self._attempts = retries + 1
         self._task: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
         self.delivered = 0
@@ -144,7 +150,7 @@ class HttpPostTarget:
 
     async def _post(self, session: aiohttp.ClientSession, event: dict[str, Any],
                     body: bytes) -> bool:
-        for attempt in range(1, _ATTEMPTS + 1):
+        for attempt in range(1, self._attempts + 1):
             try:
                 async with session.post(self.url, data=body, headers=self._headers(body)) as resp:
                     if resp.status < 500:
@@ -161,7 +167,7 @@ class HttpPostTarget:
             except (TimeoutError, aiohttp.ClientError, OSError) as exc:
                 log.warning("[onebot] http post failed", url=self.url,
                             error=type(exc).__name__, attempt=attempt)
-            if attempt < _ATTEMPTS:
+            if attempt < self._attempts:
                 await asyncio.sleep(self._retry_delay * attempt)
         self.failed += 1
         log.error("[onebot] http post gave up on an event", url=self.url,

@@ -4,20 +4,25 @@ The old file is ``version: 1`` with everything under ``settings`` (key names as 
 daemon's ``template/config_template.go``). The Go daemon dialled the platform's WebSocket
 gateway, so the new config does too (``qq.gateway: true``). What carries over:
 
-| old key | ours |
-|---|---|
-| ``app_id`` | ``bot.app_id`` (as text) |
-| ``uin`` (the bot's QQ number) | ``onebot.self_id`` |
-| ``client_secret`` | ``bot.secret`` |
-| ``ws_address`` (text or list) | ``onebot.reverse_ws`` |
-| ``ws_token``, ``ws_server_token``, ``http_access_token`` | ``onebot.access_token`` (one) |
-| ``enable_ws_server`` + ``port`` | ``onebot.forward_ws`` (``0.0.0.0:<port>``, served at ``/``) |
-| ``http_address`` | ``onebot.http_api`` |
-| ``post_url`` + ``post_secret`` | ``onebot.http_post`` |
-| ``array`` | ``onebot.message_format`` (``array`` / ``string``) |
-| ``heart_beat_interval`` | ``onebot.heartbeat_interval_seconds`` |
-| ``sandbox_mode`` | ``qq.api_base`` (the sandbox API) |
-| ``log_level`` (0–3) | ``log.level`` |
+- ``app_id`` → ``bot.app_id`` (as text); ``uin`` (the bot's QQ number) →
+  ``onebot.self_id``; ``client_secret`` → ``bot.secret``;
+- ``ws_address`` (text or list) → ``onebot.reverse_ws``;
+- ``ws_token``, ``ws_server_token``, ``http_access_token`` → ``onebot.access_token`` (the
+  first set), and a transport's own token where its differs (``{url, access_token}``
+  entries, ``forward_ws_access_token``, ``http_api_access_token``; ``""`` where the Go
+  daemon had none);
+- ``enable_ws_server`` + ``port`` → ``onebot.forward_ws`` (``0.0.0.0:<port>``, served at
+  ``/``); ``http_address`` → ``onebot.http_api``;
+- ``post_url`` + ``post_secret``, ``post_max_retries``, ``post_retries_interval`` (ms),
+  ``http_timeout`` (s, ignored below 5 as there) → ``onebot.http_post`` entries
+  (``secret``, ``max_retries``, ``retry_interval_seconds``, ``timeout_seconds``);
+- ``array`` → ``onebot.message_format``; ``heart_beat_interval`` →
+  ``onebot.heartbeat_interval_seconds``;
+- ``white_prefix_mode`` + ``white_prefixs``, ``black_prefix_mode`` + ``black_prefixs`` →
+  ``onebot.white_prefixes`` / ``black_prefixes`` (when the mode was on); ``remove_at``,
+  ``send_error`` → ``onebot.remove_at`` / ``send_error``;
+- ``text_intent`` (handler names) → ``qq.intents`` (intent names);
+- ``sandbox_mode`` → ``qq.api_base`` (the sandbox API); ``log_level`` (0–3) → ``log.level``.
 
 Every other old key is listed as having no equivalent; template placeholders
 (``<YOUR_CLIENT_SECRET>``) and empty list entries count as unset. Notes never quote a
@@ -26,10 +31,12 @@ secret.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 from gensokyo_idmap.errors import BadInputError
+from gensokyo_idmap.intents import GENSOKYO_HANDLERS
 
 __all__ = ["SECRET_PATHS", "GensokyoImport", "convert_gensokyo", "masked"]
 
@@ -40,21 +47,32 @@ _TOKENS: Final = ("ws_token", "ws_server_token", "http_access_token")
 _USED: Final = frozenset({
     "app_id", "uin", "client_secret", "ws_address", *_TOKENS, "enable_ws_server", "port",
     "ws_server_path", "http_address", "post_url", "post_secret", "array",
-    "heart_beat_interval", "sandbox_mode", "log_level",
+    "heart_beat_interval", "sandbox_mode", "log_level", "post_max_retries",
+    "post_retries_interval", "http_timeout", "white_prefix_mode", "white_prefixs",
+    "black_prefix_mode", "black_prefixs", "remove_at", "send_error", "text_intent",
 })
+#: The Go daemon ignored an ``http_timeout`` below this (seconds).
+_LEAST_HTTP_TIMEOUT: Final = 5
 #: Old keys with no equivalent, and why (the rest get a generic reason).
 _WHY: Final = {
     "token": "the old bot token; the platform's access tokens now come from bot.secret",
     "hash_id": "vUIN numbering is kept by migrating idmap.db; no setting needed",
     "idmap_pro": "several identities per vUIN are always possible; no setting needed",
-    "text_intent": "qq.intents defaults to group and C2C events; guild events are not "
-                   "supported",
+    "remove_prefix": "the prefix check always ignores one leading '/'; the forwarded text "
+                     "keeps it",
+    "white_bypass": "the prefixes apply to every group and user",
+    "white_bypass_reverse": "the prefixes apply to every group and user",
+    "no_white_response": "a message held back by the prefixes gets no answer",
+    "v_white_prefix_mode": "no virtual prefixes",
+    "visual_prefixs": "no virtual prefixes",
     "lazy_message_id": "virtual message ids are always exact here",
     "reconnect_times": "reverse WS reconnects forever (onebot.reconnect_interval_seconds)",
     "launch_reconnect_times": "reverse WS reconnects forever",
 }
 #: Key paths of our config that hold secrets (masked when shown).
-SECRET_PATHS: Final = (("bot", "secret"), ("onebot", "access_token"))
+SECRET_PATHS: Final = (("bot", "secret"), ("onebot", "access_token"),
+                       ("onebot", "forward_ws_access_token"),
+                       ("onebot", "http_api_access_token"))
 
 
 @dataclass(slots=True)
@@ -108,40 +126,47 @@ def convert_gensokyo(old: Any) -> GensokyoImport:
         onebot["self_id"] = uin
     note("the Go daemon's idmap.db: put it at data/idmap.db; it is migrated at the first start")
 
-    reverse = _texts(s.get("ws_address"))
-    onebot["reverse_ws"] = reverse
-    if len(reverse) < len(_texts_raw(s.get("ws_address"))):
-        note("settings.ws_address: placeholder or empty entries were left out")
-
     tokens = [(key, token) for key in _TOKENS for token in _texts(s.get(key))]
-    if tokens:
-        onebot["access_token"] = tokens[0][1]
-        differing = sorted({key for key, token in tokens if token != tokens[0][1]})
-        if differing:
-            note(f"onebot.access_token comes from settings.{tokens[0][0]}; here one token serves "
-                 f"every transport, so the different value(s) of {', '.join(differing)} were "
-                 "not carried over")
+    default = tokens[0][1] if tokens else ""
+    if default:
+        onebot["access_token"] = default
+
+    def own(token: str) -> str | None:
+        """A transport's own token where it is not the default (None: the default)."""
+        return None if token == default else token
+
+    addresses, ws_tokens = _texts_raw(s.get("ws_address")), _texts_raw(s.get("ws_token"))
+    reverse: list[Any] = []
+    for i, url in enumerate(addresses):
+        if not _set(url):
+            continue
+        token = own(str(ws_tokens[i]) if i < len(ws_tokens) and _set(ws_tokens[i]) else "")
+        reverse.append(str(url) if token is None else {"url": str(url), "access_token": token})
+    onebot["reverse_ws"] = reverse
+    if len(reverse) < len(addresses):
+        note("settings.ws_address: placeholder or empty entries were left out")
 
     port = s.get("port")
     if s.get("enable_ws_server") and _set(port):
         onebot["forward_ws"] = f"0.0.0.0:{port}"
         path = s.get("ws_server_path", "ws")
         if _set(path):
-            note(f"onebot.forward_ws serves WebSocket at '/', not '/{path}': point frameworks "
-                 f"at ws://<host>:{port}/")
+            note(f"onebot.forward_ws serves WebSocket at '/' (and '/api', '/event'), not "
+                 f"'/{path}': point frameworks at ws://<host>:{port}/")
+        token = own(str(s["ws_server_token"]) if _set(s.get("ws_server_token")) else "")
+        if token is not None:
+            onebot["forward_ws_access_token"] = token
     else:
         onebot["forward_ws"] = ""
 
     onebot["http_api"] = str(s["http_address"]) if _set(s.get("http_address")) else ""
-    urls, secrets = _texts_raw(s.get("post_url")), _texts_raw(s.get("post_secret"))
-    posts = []
-    for i, url in enumerate(urls):
-        if _set(url):
-            post: dict[str, Any] = {"url": str(url)}
-            if i < len(secrets) and _set(secrets[i]):
-                post["secret"] = str(secrets[i])
-            posts.append(post)
-    onebot["http_post"] = posts
+    if onebot["http_api"]:
+        token = own(str(s["http_access_token"]) if _set(s.get("http_access_token")) else "")
+        if token is not None:
+            onebot["http_api_access_token"] = token
+    onebot["http_post"] = _posts(s, own)
+    _message_switches(s, onebot, note)
+    _intents(s, out.config["qq"], note)
     if "array" in s:
         onebot["message_format"] = "array" if s["array"] else "string"
     beat = s.get("heart_beat_interval")
@@ -162,6 +187,75 @@ def convert_gensokyo(old: Any) -> GensokyoImport:
     return out
 
 
+def _posts(s: dict[str, Any], own: Callable[[str], str | None]) -> list[dict[str, Any]]:
+    """The ``onebot.http_post`` entries: ``post_url`` with its ``post_secret``,
+    ``post_max_retries`` and ``post_retries_interval`` of the same index, and
+    ``http_timeout`` for all."""
+    urls, secrets = _texts_raw(s.get("post_url")), _texts_raw(s.get("post_secret"))
+    retries, intervals = _texts_raw(s.get("post_max_retries")), _texts_raw(
+        s.get("post_retries_interval"))
+    timeout: Any = s.get("http_timeout")
+    posts = []
+    for i, url in enumerate(urls):
+        if not _set(url):
+            continue
+        post: dict[str, Any] = {"url": str(url)}
+        secret = own(str(secrets[i]) if i < len(secrets) and _set(secrets[i]) else "")
+        if secret is not None:
+            post["secret"] = secret
+        if i < len(retries) and _count(retries[i]) and isinstance(retries[i], int):
+            post["max_retries"] = retries[i]
+        if i < len(intervals) and _count(intervals[i]):
+            post["retry_interval_seconds"] = intervals[i] / 1000
+        if _count(timeout) and timeout >= _LEAST_HTTP_TIMEOUT:
+            post["timeout_seconds"] = timeout
+        posts.append(post)
+    return posts
+
+
+def _count(value: Any) -> bool:
+    """A number of the old file (not a bool, not negative)."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and value >= 0
+
+
+def _message_switches(s: dict[str, Any], onebot: dict[str, Any],
+                      note: Callable[[str], None]) -> None:
+    """The prefix lists (only when their mode was on; empty entries dropped: an empty
+    prefix matched every message there), ``remove_at`` and ``send_error``."""
+    for mode, old, ours in (("white_prefix_mode", "white_prefixs", "white_prefixes"),
+                            ("black_prefix_mode", "black_prefixs", "black_prefixes")):
+        prefixes = [text for text in _texts(s.get(old)) if text.strip()]
+        if prefixes and s.get(mode):
+            onebot[ours] = prefixes
+        elif prefixes:
+            note(f"settings.{old} were not carried: settings.{mode} was off")
+    if "white_prefixes" in onebot and s.get("remove_prefix"):
+        note("onebot.white_prefixes: a leading '/' of a message is ignored when compared, "
+             "as with remove_prefix, but the framework still gets it")
+    for key in ("remove_at", "send_error"):
+        if isinstance(s.get(key), bool):
+            onebot[key] = s[key]
+
+
+def _intents(s: dict[str, Any], qq: dict[str, Any], note: Callable[[str], None]) -> None:
+    """``text_intent`` handler names as the intent names they subscribed."""
+    handlers = _texts(s.get("text_intent"))
+    names: list[str] = []
+    for handler in handlers:
+        if handler not in GENSOKYO_HANDLERS:
+            note(f"settings.text_intent: {handler!r} is not a handler the Go daemon knew; "
+                 "left out")
+            continue
+        name = GENSOKYO_HANDLERS[handler]
+        if name is not None and name not in names:
+            names.append(name)
+    if names:
+        qq["intents"] = names
+    elif handlers:
+        note("settings.text_intent names no event handler: qq.intents keeps its default "
+             "(group and C2C events)")
+
+
 def _texts_raw(value: Any) -> list[Any]:
     if value is None:
         return []
@@ -176,7 +270,9 @@ def masked(config: dict[str, Any]) -> dict[str, Any]:
         if shown.get(section, {}).get(key):
             shown[section][key] = "<hidden>"
     onebot = shown.get("onebot", {})
-    if onebot.get("http_post"):
-        onebot["http_post"] = [{**post, "secret": "<hidden>"} if post.get("secret") else post
-                               for post in onebot["http_post"]]
+    for key, name in (("http_post", "secret"), ("reverse_ws", "access_token")):
+        if onebot.get(key):
+            onebot[key] = [{**entry, name: "<hidden>"}
+                           if isinstance(entry, dict) and entry.get(name) else entry
+                           for entry in onebot[key]]
     return shown

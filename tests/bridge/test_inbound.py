@@ -566,3 +566,34 @@ def test_events_out_counts_what_each_sink_handed_to_a_connection(
     run(pipeline(_group_msg("ROBOT1.0_three_on_the_fan_out")))
     assert plain_count.value - plain_before == 2
     assert fan_count.value - fan_before == 3  # one per connection
+
+
+@pytest.mark.parametrize("fmt", ["array", "string"])
+def test_prefixes_and_remove_at_decide_what_frameworks_get(
+        identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore, clock: FakeClock,
+        fmt: Any) -> None:
+    bridge = InboundBridge(IdentityGraph(identity_store, clock=clock),
+                           MsgIdMap(msgid_store, clock=clock),
+                           BridgeSettings(app_id=APP, self_id=SELF, message_format=fmt,
+                                          white_prefixes=("help",), black_prefixes=("help x",),
+                                          remove_at=True), clock=clock)
+
+    def group_at(n: int, content: str) -> Any:
+        raw = json.loads(json.dumps(GROUP_AT))
+        raw["id"], raw["d"]["id"], raw["d"]["content"] = f"E{n}", f"ROBOT1.0_f{n}", content
+        del raw["d"]["attachments"]
+        return frame(raw)
+
+    [kept] = run(bridge.translate(group_at(1, " /help me")))
+    assert kept["raw_message"] == "/help me"  # the @bot and its space are gone
+    assert kept["message"] == ([{"type": "text", "data": {"text": "/help me"}}]
+                               if fmt == "array" else "/help me")
+    assert run(bridge.translate(group_at(2, " hello"))) == []  # no white prefix
+    assert run(bridge.translate(group_at(3, " help x"))) == []  # a black one
+    # held back, yet its id is kept: the bot's sends may still answer it
+    assert bridge.msgids.virtual_of("ROBOT1.0_f2") is not None
+    assert run(bridge.translate(frame(C2C))) == []  # "hi [1]": no white prefix either
+    notices = run(bridge.translate(frame({
+        "op": 0, "s": 9, "t": "GROUP_ADD_ROBOT", "id": "GROUP_ADD_ROBOT:1",
+        "d": {"group_openid": GROUP, "op_member_openid": USER, "timestamp": 1735700000}})))
+    assert [n["notice_type"] for n in notices] == ["group_increase"]  # not a message

@@ -75,7 +75,7 @@ class Harness:
 def with_daemon(scenario: Callable[[Harness], Awaitable[None]], identity_store: LmdbIdentityStore,
                 msgid_store: LmdbMsgIdStore, clock: FakeClock, *,
                 op_userid_type: Any = "vuin", unsupported_segments: Any = "refuse",
-                keep_content: bool = True) -> None:
+                keep_content: bool = True, send_error: bool = False) -> None:
     async def main() -> None:
         platform = EmulatedPlatform()
         await platform.start()
@@ -88,7 +88,8 @@ def with_daemon(scenario: Callable[[Harness], Awaitable[None]], identity_store: 
                     app_id=APP, self_id=SELF, op_userid_type=op_userid_type), clock=clock)
                 sender = OutboundSender(graph, msgids, api, OutboundSettings(
                     app_id=APP, self_id=SELF, op_userid_type=op_userid_type,
-                    unsupported_segments=unsupported_segments))
+                    unsupported_segments=unsupported_segments,
+                    send_error=send_error))
                 harness = Harness(platform, bridge, ActionService(sender, clock=clock), clock)
                 await asyncio.wait_for(scenario(harness), 20)
         finally:
@@ -485,7 +486,7 @@ def test_async_unknown_quick_operation_and_identity_extensions(
                           "wording": "", "echo": {"seq": 5}}
         await h.actions.drain()
         assert h.sends()[-1][1]["content"] == "later"
-        unknown = await h.actions({"action": "set_group_kick", "echo": 7})
+        unknown = await h.actions({"action": "get_cookies", "echo": 7})
         assert (unknown["status"], unknown["retcode"], unknown["echo"]) == ("failed", 1404, 7)
         broken = await h.actions({"params": {}})
         assert broken["retcode"] == 100 and "action" in broken["message"]
@@ -570,3 +571,29 @@ def test_each_process_numbers_msg_seq_from_its_own_offset() -> None:
     budget = ReplyBudget(seq_base=first)
     assert [budget.take("m"), budget.take("m"), budget.take(None)] == [
         first + 1, first + 2, first + 1]
+
+
+def test_send_error_tells_the_chat_why_a_send_failed(
+        identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore, clock: FakeClock) -> None:
+    async def scenario(h: Harness) -> None:
+        event = await h.group_message("ROBOT1.0_se")
+        h.platform.fail_next = [(400, {"code": 40034028, "message": "content not allowed"})]
+        refused = await h.call("send_group_msg", group_id=event["group_id"], message="bad")
+        assert (refused["status"], refused["retcode"]) == ("failed", 103)  # still a failure
+        (_, tried), (path, told) = h.sends()
+        assert path == f"/v2/groups/{GROUP}/messages" and tried["content"] == "bad"
+        assert told["content"] == "send failed: platform code 40034028: content not allowed"
+        assert told["msg_id"] == "ROBOT1.0_se"  # a passive reply, like the send it reports
+        # the report refused as well: logged, and the send's own failure is what is answered
+        h.platform.fail_next = [(400, {"code": 1, "message": "a"}),
+                                (400, {"code": 2, "message": "b"})]
+        again = await h.call("send_group_msg", group_id=event["group_id"], message="x")
+        assert again["status"] == "failed" and "platform code 1: a" in again["message"]
+        assert len(h.sends()) == 4
+        # refused before the platform: nothing to report
+        await h.call("send_group_msg", group_id="not-a-chat", message="x")
+        assert len(h.sends()) == 4
+
+    with_daemon(scenario, identity_store, msgid_store, clock, send_error=True)
+    # without send_error, nothing is reported: test_platform_errors_retries_and_timeouts
+

@@ -76,17 +76,82 @@ def test_right_token_connects_and_every_connection_gets_the_events(how: str) -> 
     serve(server, scenario)
 
 
-@pytest.mark.parametrize("headers", [{}, {"Authorization": "Bearer wrong"},
-                                     {"Authorization": "Basic s3cret"}])
-def test_wrong_or_missing_token_is_refused(headers: dict[str, str]) -> None:
-    server = ForwardWsServer(1, access_token="s3cret")
+@pytest.mark.parametrize("path", ["/", "/api", "/event/"])
+@pytest.mark.parametrize(("headers", "query", "status"), [
+    ({}, "", 401), ({"Authorization": "Basic s3cret"}, "", 401),
+    ({"Authorization": "Bearer wrong"}, "", 403), ({}, "?access_token=wrong", 403),
+    ({"Authorization": "Token s3cret"}, "", 101), ({}, "?access_token=s3cret", 101)])
+def test_missing_token_401_wrong_403_on_every_path(path: str, headers: dict[str, str],
+                                                    query: str, status: int) -> None:
+    server = ForwardWsServer(1, access_token="s3cret", heartbeat_interval=60)
 
     async def scenario(session: ClientSession, url: str) -> None:
-        with pytest.raises(WSServerHandshakeError) as err:
-            async with session.ws_connect(url, headers=headers):
+        target = url.rstrip("/") + path + query
+        if status == 101:
+            async with session.ws_connect(target, headers=headers):
                 pass
-        assert err.value.status == 401
+            return
+        with pytest.raises(WSServerHandshakeError) as err:
+            async with session.ws_connect(target, headers=headers):
+                pass
+        assert err.value.status == status
         assert server.refused == 1 and server.connections == 0
+
+    serve(server, scenario)
+
+
+def test_api_path_answers_actions_and_sends_no_event() -> None:
+    async def on_action(frame: dict[str, Any]) -> dict[str, Any]:
+        return {"status": "ok", "retcode": 0, "data": frame["action"], "echo": frame["echo"]}
+
+    server = ForwardWsServer(1, heartbeat_interval=0.05, on_action=on_action)
+
+    async def scenario(session: ClientSession, url: str) -> None:
+        async with session.ws_connect(url + "api") as api, \
+                session.ws_connect(url + "api/") as api_slash:
+            for n, ws in enumerate((api, api_slash)):
+                await ws.send_json({"action": "get_status", "echo": n})
+                # the first frame is the answer: no lifecycle event, no heartbeat before it
+                message = await asyncio.wait_for(ws.receive(), TIMEOUT)
+                assert json.loads(message.data) == {"status": "ok", "retcode": 0,
+                                                    "data": "get_status", "echo": n}
+            assert server.connections == 0  # events are not handed to /api connections
+            assert server.publish({"post_type": "message"}) is None
+            await asyncio.sleep(0.2)  # several heartbeat intervals: still nothing comes
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(api.receive(), 0.1)
+            closing = asyncio.create_task(server.close())
+            message = await asyncio.wait_for(api.receive(), TIMEOUT)
+            assert message.type.name in ("CLOSE", "CLOSED")
+            await asyncio.wait_for(closing, TIMEOUT)
+
+    serve(server, scenario)
+
+
+def test_event_path_gets_events_and_ignores_actions() -> None:
+    called: list[Any] = []
+
+    async def on_action(frame: dict[str, Any]) -> dict[str, Any]:
+        called.append(frame)
+        return {"status": "ok", "retcode": 0, "data": None, "echo": frame.get("echo")}
+
+    server = ForwardWsServer(1, heartbeat_interval=60, on_action=on_action,
+                             clock=lambda: 1700000000)
+
+    async def scenario(session: ClientSession, url: str) -> None:
+        async with session.ws_connect(url + "event", autoping=False) as ws:
+            assert (await next_json(ws))["sub_type"] == "connect"
+            await until(lambda: server.connections == 1)
+            await ws.send_json({"action": "send_msg", "params": {}, "echo": 1})
+            await ws.send_str("not json")
+            await ws.ping(b"after")  # read in order: once it is answered, so were those
+            message = await asyncio.wait_for(ws.receive(), TIMEOUT)
+            assert (message.type, message.data) == (WSMsgType.PONG, b"after")
+            server.publish({"post_type": "message", "n": 1})
+            # the next frame is the event: the action got no answer, not even an error
+            message = await asyncio.wait_for(ws.receive(), TIMEOUT)
+            assert json.loads(message.data) == {"post_type": "message", "n": 1}
+        assert called == []
 
     serve(server, scenario)
 
@@ -118,7 +183,7 @@ def test_actions_answered_and_close_sends_a_close_frame() -> None:
 
 @pytest.mark.parametrize("token", [b"Authorization: Bearer s3cret\xff\r\n",
                                    b"Authorization: Token \xc3\x28\r\n"])
-def test_a_token_that_is_not_utf8_is_refused_401_not_a_500(token: bytes) -> None:
+def test_a_token_that_is_not_utf8_is_refused_403_not_a_500(token: bytes) -> None:
     server = ForwardWsServer(10001, access_token="s3cret", heartbeat_interval=60)
 
     async def scenario(session: ClientSession, url: str) -> None:
@@ -128,9 +193,10 @@ def test_a_token_that_is_not_utf8_is_refused_401_not_a_500(token: bytes) -> None
             b"GET / HTTP/1.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
             b"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
             + token))
-        assert status == 401
-        assert json.loads(body) == {"status": "failed", "retcode": 1401,
-                                    "message": "wrong or missing access token"}
+        assert status == 403
+        assert json.loads(body) == {"status": "failed", "retcode": 1403, "data": None,
+                                    "message": "access token wrong",
+                                    "wording": "access token wrong", "echo": None}
         assert server.connections == 0 and server.refused == 1
 
     serve(server, scenario)

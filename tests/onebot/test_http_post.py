@@ -6,6 +6,7 @@ import asyncio
 import json
 from typing import Any
 
+import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
@@ -16,6 +17,15 @@ from gensokyo_idmap.onebot.http_post import HttpPostTarget, sign_body
 from ..conftest import unencodable
 
 TIMEOUT = 10
+
+
+async def receiving(receiver: Any) -> TestServer:
+    """A framework on 127.0.0.1 whose every POST ``receiver`` answers (started)."""
+    app = web.Application()
+    app.router.add_post("/{path:.*}", receiver)
+    server = TestServer(app, host="127.0.0.1")
+    await server.start_server()
+    return server
 
 
 def test_reference_signature_vector() -> None:
@@ -34,10 +44,7 @@ def test_events_are_posted_in_order_with_headers_and_a_checkable_signature() -> 
         return web.Response(status=204)
 
     async def main() -> HttpPostTarget:
-        app = web.Application()
-        app.router.add_post("/onebot", receiver)
-        server = TestServer(app, host="127.0.0.1")
-        await server.start_server()
+        server = await receiving(receiver)
         target = HttpPostTarget(str(server.make_url("/onebot")), 10001, secret="s3cret",
                                 retry_delay=0.01)
         target.start()
@@ -148,3 +155,37 @@ def test_a_quick_operation_answer_is_carried_out_with_its_event() -> None:
     assert operations == [({"post_type": "message", "n": 0}, {"reply": "pong",
                                                               "at_sender": False})]
     assert target.delivered == 3
+
+
+@pytest.mark.parametrize(("retries", "slow"), [(0, False), (3, False), (1, True)])
+def test_retries_and_timeout_are_the_configured_ones(retries: int, slow: bool) -> None:
+    """``max_retries`` more tries after a failure (a 5xx, or no answer within
+    ``timeout_seconds``), then the event is given up; the next one is posted."""
+    tries: list[int] = []
+
+    async def receiver(request: web.Request) -> web.Response:
+        n = json.loads(await request.read())["n"]
+        tries.append(n)
+        if n == 0:
+            if slow:
+                await asyncio.sleep(2)  # far beyond the timeout: a failed try
+            return web.Response(status=503)
+        return web.Response(status=204)
+
+    async def main() -> HttpPostTarget:
+        server = await receiving(receiver)
+        target = HttpPostTarget(str(server.make_url("/")), 1, retries=retries,
+                                retry_delay=0.001, timeout=0.2)
+        target.start()
+        try:
+            first, second = target.publish({"n": 0}), target.publish({"n": 1})
+            assert await asyncio.wait_for(first, TIMEOUT) is False
+            assert await asyncio.wait_for(second, TIMEOUT) is True
+        finally:
+            await target.close()
+            await server.close()
+        return target
+
+    target = asyncio.run(main())
+    assert tries == [0] * (retries + 1) + [1]
+    assert (target.failed, target.delivered) == (1, 1)

@@ -13,7 +13,7 @@ import yaml
 from click.testing import CliRunner, Result
 
 from gensokyo_idmap.cli import main
-from gensokyo_idmap.config import load_config
+from gensokyo_idmap.config import Config, load_config
 from gensokyo_idmap.errors import BadInputError
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "config.yml"
@@ -227,22 +227,35 @@ def test_import_gensokyo_writes_a_config_that_loads(tmp_path: Path) -> None:
     assert config.onebot.access_token.get_secret_value() == "sample-ws-token-Q7"
     assert config.onebot.forward_ws == "0.0.0.0:15630"
     assert config.onebot.http_api == "127.0.0.1:5700"
-    assert [(p.url, p.secret.get_secret_value()) for p in config.onebot.http_post] == [
-        ("http://127.0.0.1:5789/onebot", "sample-post-secret-W1")]
+    # each transport keeps the token it had
+    onebot = config.onebot
+    assert onebot.token(onebot.forward_ws_access_token) == "sample-ws-server-token-9"
+    assert onebot.token(onebot.http_api_access_token) == "sample-http-token-M3"
+    assert [(p.url, onebot.token(p.secret), p.max_retries, p.retry_interval_seconds,
+             p.timeout_seconds) for p in config.onebot.http_post] == [
+        ("http://127.0.0.1:5789/onebot", "sample-post-secret-W1", 3, 1.5, 5)]
     assert config.onebot.message_format == "string"  # array: false
     assert config.onebot.heartbeat_interval_seconds == 10
     assert config.log.level == "warning"  # log_level: 2
+    # the Go daemon's switches (the empty white prefix matched everything there: dropped)
+    assert (onebot.white_prefixes, onebot.black_prefixes) == (["help", "/status"], ["查询"])
+    assert (onebot.remove_at, onebot.send_error) == (True, True)
+    assert config.qq.intents == 1 << 25  # GroupAT, C2C, GroupAddRobot: group and C2C events
     assert cli("config", "check", str(out)).exit_code == 0
     # the report: what has no equivalent, and why some values were not carried
     lines = result.stdout.splitlines()
     assert lines[0] == f"wrote {out}"
     unmapped = {line.split()[2] for line in lines if line.startswith("no equivalent: ")}
-    assert {"settings.token", "settings.lotus", "settings.hash_id", "settings.text_intent",
-            "settings.server_user_password", "settings.post_max_retries"} <= unmapped
+    assert {"settings.token", "settings.lotus", "settings.hash_id", "settings.remove_prefix",
+            "settings.server_user_password"} <= unmapped
     assert not unmapped & {"settings.app_id", "settings.client_secret", "settings.ws_address",
                            "settings.port", "settings.http_address", "settings.post_url",
-                           "settings.uin", "settings.log_level"}
-    assert any("http_access_token, ws_server_token were not carried" in line for line in lines)
+                           "settings.uin", "settings.log_level", "settings.text_intent",
+                           "settings.post_max_retries", "settings.post_retries_interval",
+                           "settings.http_timeout", "settings.white_prefixs",
+                           "settings.black_prefixs", "settings.remove_at",
+                           "settings.send_error", "settings.ws_server_token"}
+    assert not any("were not carried" in line for line in lines)
     for secret in OLD_SECRETS:
         assert secret not in result.output
 
@@ -253,6 +266,8 @@ def test_import_gensokyo_to_stdout_hides_secrets(tmp_path: Path) -> None:
     shown: dict[str, Any] = yaml.safe_load(result.stdout)
     assert shown["bot"] == {"app_id": "102000001", "secret": "<hidden>"}
     assert shown["onebot"]["access_token"] == "<hidden>"
+    assert shown["onebot"]["forward_ws_access_token"] == "<hidden>"
+    assert shown["onebot"]["http_api_access_token"] == "<hidden>"
     assert shown["onebot"]["http_post"][0]["secret"] == "<hidden>"
     assert "no equivalent: settings.token" in result.stderr
     for secret in OLD_SECRETS:
@@ -295,3 +310,43 @@ def test_import_of_an_untouched_template() -> None:
     assert result.config["onebot"]["access_token"] == "12345"  # ws_server_token
     assert any("fill in bot.secret" in note for note in result.notes)
     assert ("settings.server_dir", "no equivalent") in result.unmapped
+
+
+def test_import_carries_each_token_and_the_switches_as_the_go_daemon_used_them() -> None:
+    from gensokyo_idmap.ops.gensokyo_config import convert_gensokyo, masked
+
+    old = {"version": 1, "settings": {
+        "ws_address": ["ws://a/ws", "ws://b/ws", "ws://c/ws"],
+        "ws_token": ["T-a", "T-b"], "ws_server_token": "", "enable_ws_server": True,
+        "port": "15630", "http_address": "0.0.0.0:5700", "http_access_token": "T-a",
+        "post_url": ["http://p/", "http://q/"], "post_secret": ["", "S-q"],
+        "post_max_retries": [0], "post_retries_interval": [250, 2000], "http_timeout": 3,
+        "white_prefix_mode": False, "white_prefixs": ["help"],
+        "black_prefix_mode": True, "black_prefixs": ["", " "],
+        "text_intent": ["ATMessageEventHandler", "DirectMessageHandler", "ReadyHandler",
+                        "MemberEventHandler", "NoSuchHandler", "ATMessageEventHandler"]}}
+    result = convert_gensokyo(old)
+    onebot = result.config["onebot"]
+    assert onebot["access_token"] == "T-a"
+    assert onebot["reverse_ws"] == ["ws://a/ws", {"url": "ws://b/ws", "access_token": "T-b"},
+                                    {"url": "ws://c/ws", "access_token": ""}]  # had none
+    assert onebot["forward_ws_access_token"] == ""  # the Go daemon's forward WS was open
+    assert "http_api_access_token" not in onebot  # the same as the default
+    assert onebot["http_post"] == [
+        {"url": "http://p/", "secret": "", "max_retries": 0, "retry_interval_seconds": 0.25},
+        {"url": "http://q/", "secret": "S-q", "retry_interval_seconds": 2.0}]  # timeout < 5
+    assert "white_prefixes" not in onebot and "black_prefixes" not in onebot
+    assert any("white_prefixs were not carried: settings.white_prefix_mode was off" in note
+               for note in result.notes)
+    assert result.config["qq"]["intents"] == ["PUBLIC_GUILD_MESSAGES", "DIRECT_MESSAGE",
+                                              "GUILD_MEMBERS"]
+    assert any("'NoSuchHandler'" in note for note in result.notes)
+    config = Config.model_validate(result.config)
+    assert config.qq.intents == (1 << 30) | (1 << 12) | (1 << 1)
+    assert config.onebot.reverse_ws_targets() == [("ws://a/ws", "T-a"), ("ws://b/ws", "T-b"),
+                                                  ("ws://c/ws", "")]
+    shown = masked(result.config)["onebot"]
+    assert shown["reverse_ws"][1] == {"url": "ws://b/ws", "access_token": "<hidden>"}
+    assert shown["reverse_ws"][2] == {"url": "ws://c/ws", "access_token": ""}
+    assert shown["http_post"][1]["secret"] == "<hidden>"
+    assert "T-b" not in str(masked(result.config)) and "S-q" not in str(masked(result.config))
