@@ -23,6 +23,7 @@ from gensokyo_idmap.identity import (
     RawId,
     RUin,
     chat_scene,
+    is_platform_openid,
     openid_prefix,
     parse_key,
     parse_ruin_text,
@@ -75,7 +76,9 @@ class LegacyIdmap:
         return self.msgids
 
     def legacy_key(self, value: str, field: str = "id") -> IdentityKey:
-        """A legacy id: a typed key or rUIN text as such, else an OpenID of our AppID."""
+        """A legacy id: a typed key or rUIN text as such, a 32-hex id an OpenID of our AppID,
+        anything else (a channel, guild or guild user id, a legacy message id) ``raw:`` as
+        the old store and the migration kept it (:func:`is_platform_openid`)."""
         text = value.strip() if isinstance(value, str) else value
         if not isinstance(text, str) or not text:
             raise BadInputError(field, value, "id is empty")
@@ -83,12 +86,10 @@ class LegacyIdmap:
             return parse_ruin_text(text, field)
         if text.startswith(_KEY_PREFIXES):
             return parse_key(text, field)
-        try:
+        if is_platform_openid(text):
             return OpenId(app_id=self.app_id, openid=text)
-        except BadInputError:
-            pass
         try:
-            return RawId(text)  # not OpenID-shaped (e.g. a guild id with a dot): kept verbatim
+            return RawId(text)
         except BadInputError as err:
             raise BadInputError(field, value, err.reason) from None
 

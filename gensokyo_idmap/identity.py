@@ -49,6 +49,7 @@ __all__ = [
     "chat_scene",
     "check_app_id",
     "format_ruin_text",
+    "is_platform_openid",
     "openid_prefix",
     "parse_client_input",
     "parse_identity_input",
@@ -69,6 +70,19 @@ _APPID = re.compile(r"[0-9]{1,20}")
 _TOKEN = re.compile(r"[A-Za-z0-9_\-]+")  # OpenIDs and union ids: no ':' or spaces
 _DIGITS = re.compile(r"[0-9]+")
 _BASE32 = re.compile(r"[A-Za-z2-7]+=*")
+_PLATFORM_OPENID = re.compile(r"[0-9A-Fa-f]{32}")
+
+
+def is_platform_openid(text: str) -> bool:
+    """Whether ``text`` is shaped as the platform issues OpenIDs (32 hex digits).
+
+    The old daemon's store held OpenIDs beside channel-side ids (channels, guilds, guild
+    users: digits) and legacy message ids, with nothing saying which is which; migration
+    reads a 32-hex id as an OpenID and anything else as ``raw:``. Every other reader of a
+    legacy id (the ``/getid`` API, a send naming an unknown id) uses this one rule, or one
+    channel would get two numbers.
+    """
+    return len(text) == 32 and _PLATFORM_OPENID.fullmatch(text) is not None
 # --- byte caps: every length limit of an identity, a key or a scene is spelled here ------
 
 #: The longest key a store keeps, in bytes: LMDB's limit. Every backend honours it, so data

@@ -40,7 +40,14 @@ from gensokyo_idmap.errors import (
     LegacyDbError,
     StoreError,
 )
-from gensokyo_idmap.identity import MAX_KEY_BYTES, MAX_VUIN, RawId, check_app_id, openid_prefix
+from gensokyo_idmap.identity import (
+    MAX_KEY_BYTES,
+    MAX_VUIN,
+    RawId,
+    check_app_id,
+    is_platform_openid,
+    openid_prefix,
+)
 from gensokyo_idmap.idmap import allocate_vuin, follow_alias, vuin_in_use
 from gensokyo_idmap.msgid import INT32_MAX
 from gensokyo_idmap.store.base import MIGRATION_MARKER
@@ -54,13 +61,12 @@ __all__ = ["MARKER", "MigrationReport", "MigrationVerifyError", "migrate_legacy"
 log = structlog.get_logger("gensokyo_idmap.migrate")
 
 MARKER: Final = MIGRATION_MARKER
-_OPENID: Final = re.compile(r"[0-9A-Fa-f]{32}")
 _ROW: Final = re.compile(r"[1-9][0-9]{0,18}")
 # The same two tests on raw bytes, for the hot loops (cheaper than a regex call): 32 bytes
-# that ``translate(None, _HEX_DIGITS)`` deletes entirely are ``_OPENID``; a row suffix that
-# ``isdigit()`` (ASCII digits, not empty), does not start with "0" and has at most 19
-# digits is ``_ROW``. Either way the bytes are ASCII, so their text is what the str
-# patterns would have seen.
+# that ``translate(None, _HEX_DIGITS)`` deletes entirely are OpenIDs
+# (:func:`is_platform_openid`); a row suffix that ``isdigit()`` (ASCII digits, not empty),
+# does not start with "0" and has at most 19 digits is ``_ROW``. Either way the bytes are
+# ASCII, so their text is what the str patterns would have seen.
 _HEX_DIGITS: Final = b"0123456789ABCDEFabcdef"
 _ROW_PREFIX: Final = b"row-"
 _PROGRESS_EVERY: Final = 5_000
@@ -140,7 +146,7 @@ def _legacy_key(text: str, openid_prefix: str) -> str:
     Called for every entry of every pass, so it builds the key text directly: a 32-hex id
     needs no further validation to be an OpenID key; anything else goes through RawId.
     """
-    if len(text) == 32 and _OPENID.fullmatch(text):
+    if is_platform_openid(text):
         return openid_prefix + text
     return RawId(text).key
 

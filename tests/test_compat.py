@@ -56,6 +56,18 @@ def test_store_id_v2_resolve_first_then_store(legacy: LegacyIdmap, graph: Identi
     assert store_id(legacy, OPENID_B) == first.vuin
 
 
+@pytest.mark.parametrize("legacy_id", ["634512876234", "9F3A0C55E1B24D7A8C6E0F1D2B3A4C5",
+                                       "user_7", "144115218677563300"])
+def test_an_id_that_is_not_32_hex_is_the_raw_id_the_migration_made(
+        legacy: LegacyIdmap, graph: IdentityGraph, legacy_id: str) -> None:
+    """A channel, guild or guild-user id (digits), or any id not shaped as the platform's
+    OpenIDs, is the ``raw:`` key the migration and the inbound path give it, so /getid
+    answers the number a migrated channel already has (it gave a second one before)."""
+    migrated = asyncio.run(graph.resolve([RawId(legacy_id)])).vuin
+    assert store_id(legacy, legacy_id) == migrated
+    assert graph.lookup(OpenId(APP_ID, legacy_id)) is None
+
+
 def test_store_id_v2_is_stable_and_distinct(legacy: LegacyIdmap) -> None:
     a = store_id(legacy, OPENID_A)
     b = store_id(legacy, OPENID_B)

@@ -38,7 +38,6 @@ Rules:
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, Literal, Protocol, TypeVar
@@ -55,7 +54,15 @@ from gensokyo_idmap.errors import (
     NoUsableIdentityError,
     PlatformError,
 )
-from gensokyo_idmap.identity import IdentityKey, OpenId, RawId, RUin, VUin, parse_client_input
+from gensokyo_idmap.identity import (
+    IdentityKey,
+    OpenId,
+    RawId,
+    RUin,
+    VUin,
+    is_platform_openid,
+    parse_client_input,
+)
 from gensokyo_idmap.idmap import IdentityGraph, Usable, openid_of_app
 from gensokyo_idmap.msgid import MAX_CONTENT_BYTES, MessageIds, check_virtual_id
 from gensokyo_idmap.onebot.message import Segment, segments_to_cq_within
@@ -74,9 +81,6 @@ _SEND_ATTEMPTS: Final = 4
 _DUPLICATE_SEQ: Final = 40054005
 #: A guild-side id (channel, guild user): what a channel or guild DM send can use.
 GUILD_ID: Final = Usable("a guild-side id (raw:)", lambda key: isinstance(key, RawId))
-#: An OpenID as the platform issues them (32 hex digits): a client's text that is neither
-#: this nor an identity the graph knows is a mistake (a name, a channel id), never sent.
-_PLATFORM_OPENID: Final = re.compile(r"[0-9A-Fa-f]{32}")
 #: Platform codes saying "this msg_id / event_id / msg_seq cannot be used (any more)".
 _SPENT_CODES: Final = frozenset({
     22009,  # reply limit of this msg_id reached
@@ -235,7 +239,7 @@ class OutboundSender:
         else:
             vuin = self.graph.lookup(wanted)
             if (override is None and vuin is None and isinstance(wanted, OpenId)
-                    and not _PLATFORM_OPENID.fullmatch(wanted.openid)):
+                    and not is_platform_openid(wanted.openid)):
                 raise BadInputError(field, value, "neither a known vUIN nor a well-formed "
                                     "OpenID (32 hex digits); not sent")
             if override is not None or isinstance(wanted, OpenId):
