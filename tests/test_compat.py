@@ -1,6 +1,6 @@
 """compat.LegacyIdmap: the Go daemon's function names over the identity graph.
 
-A row is a vUIN and a bare id is an OpenID of the configured AppID. Every test runs on a
+A row is a vUIN, a bare 32-hex id an OpenID of the configured AppID, any other id ``raw:``. Every test runs on a
 real openid-map.db under tmp_path (the ``graph`` fixture of conftest.py).
 """
 
