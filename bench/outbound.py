@@ -71,6 +71,8 @@ WAIT = 30.0
 RECEIVED = 400  # messages a scenario's groups receive before its 2,000 sends
 ROUNDS = 3
 CPU_MS = 0.6
+#: where ``--profile`` leaves py-spy's collapsed stacks of the daemon, one file per round
+PROFILES = Path(__file__).resolve().parent.parent / "build" / "outbound-profile"
 #: (name, the groups the sends go to, whether each send mentions the member)
 SCENARIOS = [
     ("one group, 400 received", [GROUP], False),
@@ -118,16 +120,28 @@ class DaemonClient:
         return response
 
 
-async def stop(process: asyncio.subprocess.Process) -> None:
-    """SIGTERM a helper subprocess, and kill it if it has not gone within WAIT."""
+async def stop(process: asyncio.subprocess.Process, sig: int = signal.SIGTERM) -> None:
+    """Signal a helper subprocess (SIGTERM), and kill it if it has not gone within WAIT."""
     if process.returncode is not None:
         return
-    process.send_signal(signal.SIGTERM)
+    process.send_signal(sig)
     try:
         await asyncio.wait_for(process.wait(), WAIT)
     except TimeoutError:
         process.kill()
         await process.wait()
+
+
+async def profiler(pid: int, out: Path) -> asyncio.subprocess.Process:
+    """``py-spy record`` on ``pid`` into ``out`` (collapsed stacks) until SIGINT."""
+    spy = Path(sys.executable).with_name("py-spy")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    process = await asyncio.create_subprocess_exec(
+        str(spy), "record", "--pid", str(pid), "--format", "raw", "--rate", "250",
+        "--nonblocking", "--output", str(out), stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL)
+    await asyncio.sleep(0.5)  # attached before the clock starts
+    return process
 
 
 async def timed_batches(total: int, in_flight: int, fresh_msg: Any, call: Any) -> Result:
@@ -317,10 +331,15 @@ async def main(run: Run, tmp: Path) -> None:
                     cpu_ms: list[float] = []
                     relay_cpu_ms: list[float] = []
                     own_ms: dict[str, list[float]] = {"daemon": [], "relay": []}
-                    for _ in range(ROUNDS):  # interleaved rounds: load elsewhere hits all
+                    for rounds_done in range(ROUNDS):  # interleaved: load elsewhere hits all
                         calls = await received(groups, RECEIVED // len(groups), with_at)
+                        spy = (await profiler(daemon.pid, PROFILES / f"{len(verdicts)}-x"
+                                              f"{in_flight}-{rounds_done}.txt")
+                               if run.profile else None)
                         cpu, own = cpu_seconds(daemon.pid), cpu_seconds(None)
                         result = await timed_calls(calls[:total], in_flight, via_daemon)
+                        if spy is not None:
+                            await stop(spy, signal.SIGINT)
                         cpu_ms.append((cpu_seconds(daemon.pid) - cpu) * 1000 / result.ops)
                         own_ms["daemon"].append((cpu_seconds(None) - own) * 1000 / result.ops)
                         for name, fresh, call in (("daemon", None, None),
@@ -377,7 +396,8 @@ async def main(run: Run, tmp: Path) -> None:
 
 if __name__ == "__main__":
     bench = Run(__doc__, quick="300 calls per figure instead of 2000",
-                strict="exit 1 when a target is missed", profile="(unused)")
+                strict="exit 1 when a target is missed", profile="py-spy the daemon in each timed round (figures "
+                "slowed); collapsed stacks left in build/outbound-profile/")
     with bench.temp_dir("gsk-outbound-", "outbound",
                         "where fsync is free and the figures mean nothing") as tmp_dir:
         asyncio.run(main(bench, tmp_dir))

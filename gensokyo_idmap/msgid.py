@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import replace
-from typing import Final, Literal, Protocol, cast
+from typing import Any, Final, Literal, Protocol, cast
 
 import structlog
 
@@ -40,6 +40,7 @@ from gensokyo_idmap.periodic import every
 from gensokyo_idmap.store.base import (
     MsgContent,
     MsgIdCounts,
+    MsgIdReader,
     MsgIdStore,
     MsgIdWriter,
     MsgRecord,
@@ -289,6 +290,24 @@ def _count_sweep(swept: int, seconds: float) -> None:
     counters.MSGID_SWEEP_SECONDS.observe(seconds)
 
 
+class _Walking:
+    """``with``: a read snapshot and the store view's walk of one chat in it (a class, not
+    a generator: it is entered once per send)."""
+
+    __slots__ = ("_args", "_reading")
+
+    def __init__(self, reading: AbstractContextManager[MsgIdReader],
+                 args: tuple[str, str, str, int, int]) -> None:
+        self._reading = reading
+        self._args = args
+
+    def __enter__(self) -> InboundWalk:
+        return self._reading.__enter__().inbound_walk(*self._args)
+
+    def __exit__(self, *exc: Any) -> None:
+        self._reading.__exit__(*exc)
+
+
 # --- the service --------------------------------------------------------------------------
 
 
@@ -450,20 +469,14 @@ class MsgIdMap:
                 app_id, chat_kind, target, now_ms, now_ms - int(window_seconds * 1000), before
             )
 
-    @contextmanager
     def inbound_walk(self, app_id: str, chat_kind: str, target: str, window_seconds: float
-                     ) -> Iterator[InboundWalk]:
+                     ) -> AbstractContextManager[InboundWalk]:
         """:meth:`latest_inbound` of one chat as often as a reply choice asks, below a
         position ((created ms, virtual id); None: the newest), all in one read snapshot:
         the transaction costs more than the seek."""
         now_ms = self._now_ms()
-        since_ms = now_ms - int(window_seconds * 1000)
-        with self.store.read() as view:
-            def below(at: tuple[int, int] | None) -> MsgRecord | None:
-                return view.latest_inbound(app_id, chat_kind, target, now_ms, since_ms,
-                                           None if at is None else _position(at))
-
-            yield below
+        return _Walking(self.store.read(), (app_id, chat_kind, target, now_ms,
+                                            now_ms - int(window_seconds * 1000)))
 
     def newest_inbound(self, app_id: str, chat_kinds: Sequence[str],
                        target: str) -> tuple[int, int] | None:

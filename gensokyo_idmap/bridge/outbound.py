@@ -64,7 +64,7 @@ from gensokyo_idmap.identity import (
     parse_client_input,
 )
 from gensokyo_idmap.idmap import IdentityGraph, Usable, openid_of_app
-from gensokyo_idmap.msgid import MAX_CONTENT_BYTES, MessageIds, check_virtual_id
+from gensokyo_idmap.msgid import MAX_CONTENT_BYTES, MessageIds, MsgContext, check_virtual_id
 from gensokyo_idmap.onebot.message import Segment, segments_to_cq_within
 from gensokyo_idmap.qq.outgoing import channel_message_body, check_channel_parts, message_body
 from gensokyo_idmap.qq.passive_reply import ReplyBudget, ReplyTo
@@ -81,6 +81,8 @@ _SEND_ATTEMPTS: Final = 4
 _DUPLICATE_SEQ: Final = 40054005
 #: A guild-side id (channel, guild user): what a channel or guild DM send can use.
 GUILD_ID: Final = Usable("a guild-side id (raw:)", lambda key: isinstance(key, RawId))
+#: Chats whose Chat and send context are kept made (all forgotten at once beyond this).
+_CHATS_REMEMBERED: Final = 10_000
 #: Platform codes saying "this msg_id / event_id / msg_seq cannot be used (any more)".
 _SPENT_CODES: Final = frozenset({
     22009,  # reply limit of this msg_id reached
@@ -149,6 +151,7 @@ class OutboundSender:
         self._usable = openid_of_app(settings.app_id)
         self._recency = chat_recency(msgids)
         self.guilds = directory_of(graph)
+        self._chats: dict[tuple[str, str], tuple[Chat, MsgContext]] = {}
         # bound once, as the inbound bridge does: a module-level lazy logger re-reads the
         # configuration on every call, which doubled the cost of the line each send logs
         self._log = log.bind()
@@ -177,7 +180,19 @@ class OutboundSender:
 
     def chat(self, target: Target) -> Chat:
         """The chat of this AppID a send to ``target`` goes to."""
-        return Chat(self.settings.app_id, target.chat_kind, target.openid)
+        return self._chat_of(target)[0]
+
+    def _chat_of(self, target: Target) -> tuple[Chat, MsgContext]:
+        """The chat of ``target`` and the msgid-map context of a message sent there, made
+        once per chat (checking a context's fields each send was waste: they never change)."""
+        key = (target.chat_kind, target.openid)
+        known = self._chats.get(key)
+        if known is None:
+            if len(self._chats) >= _CHATS_REMEMBERED:
+                self._chats.clear()
+            chat = Chat(self.settings.app_id, target.chat_kind, target.openid)
+            known = self._chats[key] = (chat, chat.context("out"))
+        return known
 
     def answered_scene(self, chat_kind: ChatKind, reply_to: object) -> str | None:
         """The chat a send belongs to when it answers a message (``reply_to``, a virtual
@@ -394,8 +409,8 @@ class OutboundSender:
             segments = [segment for index, segment in enumerate(segments)
                         if index not in left_out]  # what get_msg shows is what was sent
         openapi = self._platform()
-        chat = self.chat(target)
-        context = chat.context("out").about(
+        chat, out = self._chat_of(target)
+        context = out.about(
             self.settings.self_id, segments_to_cq_within(segments, MAX_CONTENT_BYTES))
         first: int | None = None
         for part in plan.parts:
@@ -435,8 +450,10 @@ class OutboundSender:
             # with the writes of this turn of the loop: sends in flight together share one
             # commit (a commit per send was a sixth of a send's CPU at 32 in flight)
             virtual_id = await self.msgids.store_real(answer["id"], context)
-            self._log.info("[message] sent", chat_kind=target.chat_kind, target=target.vuin,
-                           message_id=virtual_id, reply_to=reply.reference, msg_seq=seq)
+            # debug: an info line per send was a twentieth of its cost, and what it said is
+            # in the msgid map (get_msg) and the action metrics already
+            self._log.debug("[message] sent", chat_kind=target.chat_kind, target=target.vuin,
+                            message_id=virtual_id, reply_to=reply.reference, msg_seq=seq)
             if first is None:
                 first = virtual_id
         assert first is not None  # plan_message never returns no parts

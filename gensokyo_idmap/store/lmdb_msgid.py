@@ -117,22 +117,34 @@ class MsgIdView(CounterView, MsgIdWriter):
         self, app_id: str, chat_kind: str, target: str, now_ms: int, since_ms: int,
         before: MsgRecord | None = None,
     ) -> MsgRecord | None:
+        walk = self.inbound_walk(app_id, chat_kind, target, now_ms, since_ms)
+        return walk(None if before is None else (before.created_ms, before.virtual_id))
+
+    def inbound_walk(self, app_id: str, chat_kind: str, target: str, now_ms: int,
+                     since_ms: int) -> Callable[[tuple[int, int] | None], MsgRecord | None]:
+        """:meth:`latest_inbound` of one chat below a position ((created ms, virtual id);
+        None: the newest), as often as a reply choice asks: the chat's keys and one cursor
+        are made once for all of its steps."""
         prefix = _chat_prefix(app_id, chat_kind, target)
         cur = self._txn.cursor(self._t.chat_recent)
-        bound = (encode_u64(now_ms + 1) if before is None
-                 else encode_u64(before.created_ms) + _u32(before.virtual_id))
-        positioned = cur.set_range(prefix + bound)
-        moved = cur.prev() if positioned else cur.last()
+        newest = prefix + encode_u64(now_ms + 1)
         oldest = prefix + encode_u64(max(since_ms, 0))
-        while moved:
-            key = cur.key()
-            if not key.startswith(prefix) or key < oldest:
-                return None
-            record = self.record(int.from_bytes(key[-4:], "big"))
-            if record is not None and record.expires_ms > now_ms:
-                return record  # newest alive; expired-unswept ones are stepped over
-            moved = cur.prev()
-        return None
+        record = self.record
+
+        def below(at: tuple[int, int] | None) -> MsgRecord | None:
+            bound = newest if at is None else prefix + encode_u64(at[0]) + _u32(at[1])
+            moved = cur.prev() if cur.set_range(bound) else cur.last()
+            while moved:
+                key = cur.key()
+                if key < oldest or not key.startswith(prefix):
+                    return None
+                found = record(int.from_bytes(key[-4:], "big"))
+                if found is not None and found.expires_ms > now_ms:
+                    return found  # newest alive; expired-unswept ones are stepped over
+                moved = cur.prev()
+            return None
+
+        return below
 
     def msg_counter(self) -> int:
         return self._get_counter()
