@@ -17,6 +17,11 @@ Rules this module keeps:
    in the same step, deleted with it (sweep, purge), kept on a hit. The content is OneBot
    CQ text of at most ``MAX_CONTENT_BYTES`` (the bridge cuts longer messages); with
    ``keep_content`` off no text is written, the author still is.
+7. **A reply choice reads a busy chat once, not once per send.** What the walks of a chat
+   found (:meth:`MsgIdMap.inbound_walk`) answers the next ones until an inbound message of
+   that chat is stored (through this map: its walks are dropped before the write and again
+   after the commit), an answer expires or leaves the window, or a second passes (what
+   another process stores, ``msgid store``, is seen within it).
 
 Write functions validate before their first write (the store's batch contract).
 """
@@ -24,6 +29,7 @@ Write functions validate before their first write (the store's batch contract).
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
@@ -290,22 +296,59 @@ def _count_sweep(swept: int, seconds: float) -> None:
     counters.MSGID_SWEEP_SECONDS.observe(seconds)
 
 
+#: How long a chat's walk answers are reused without a new inbound message of that chat
+#: (what a writer in another process, ``msgid store``, adds is seen within this), how many
+#: answers one chat keeps and how many chats keep them.
+_WALK_MEMO_MS: Final = 1000
+_WALK_MEMO_ANSWERS: Final = 64
+_WALK_MEMO_CHATS: Final = 10_000
+_ChatKey = tuple[str, str, str]
+_Answers = dict[tuple[int, int] | None, MsgRecord | None]
+
+
 class _Walking:
-    """``with``: a read snapshot and the store view's walk of one chat in it (a class, not
-    a generator: it is entered once per send)."""
+    """``with``: one chat's walk (:meth:`MsgIdMap.inbound_walk`), answered from what the
+    last walks of the chat found while no inbound message of it was stored since (a send
+    of a busy chat asks the same two questions as the one before it), else from a read
+    snapshot opened at the first question that needs one. A class, not a generator: it is
+    entered once per send."""
 
-    __slots__ = ("_args", "_reading")
+    __slots__ = ("_chat", "_ids", "_now_ms", "_reading", "_since_ms")
 
-    def __init__(self, reading: AbstractContextManager[MsgIdReader],
-                 args: tuple[str, str, str, int, int]) -> None:
-        self._reading = reading
-        self._args = args
+    def __init__(self, ids: MsgIdMap, chat: _ChatKey, now_ms: int, since_ms: int) -> None:
+        self._ids = ids
+        self._chat = chat
+        self._now_ms = now_ms
+        self._since_ms = since_ms
+        self._reading: AbstractContextManager[MsgIdReader] | None = None
 
     def __enter__(self) -> InboundWalk:
-        return self._reading.__enter__().inbound_walk(*self._args)
+        ids, chat, now_ms, since_ms = self._ids, self._chat, self._now_ms, self._since_ms
+        stored_before = ids._inbound_stores  # an inbound store after this: answers not kept
+        memo = ids._walks.get(chat)
+        answers: _Answers = memo[1] if memo is not None and memo[0] > now_ms else {}
+        walk: InboundWalk | None = None
+
+        def below(at: tuple[int, int] | None) -> MsgRecord | None:
+            nonlocal walk
+            if at in answers:
+                found = answers[at]
+                if found is None or (found.expires_ms > now_ms
+                                     and found.created_ms >= since_ms):
+                    return found
+            if walk is None:
+                self._reading = ids.store.read()
+                walk = self._reading.__enter__().inbound_walk(*chat, now_ms, since_ms)
+            found = walk(at)
+            if ids._inbound_stores == stored_before:
+                ids._remember(chat, answers, at, found, now_ms)
+            return found
+
+        return below
 
     def __exit__(self, *exc: Any) -> None:
-        self._reading.__exit__(*exc)
+        if self._reading is not None:
+            self._reading.__exit__(*exc)
 
 
 # --- the service --------------------------------------------------------------------------
@@ -359,6 +402,10 @@ class MsgIdMap:
         self._ttl_ms = int(ttl_seconds * 1000)
         self._keep_content = keep_content  # idmap.keep_message_content (rule 6)
         self._log = log.bind()
+        # the reply choice's walks per chat, dropped by each inbound store of the chat
+        self._walks: dict[_ChatKey, tuple[int, _Answers]] = {}
+        self._store_count = itertools.count(1)
+        self._inbound_stores = 0
 
     def _now_ms(self) -> int:
         return int(self._clock() * 1000)
@@ -417,11 +464,15 @@ class MsgIdMap:
         now_ms = self._now_ms()
 
         def store(view: MsgIdWriter) -> tuple[int, bool]:
+            if ctx.direction == "in":
+                self._inbound_stored(ctx)
             return _apply_store(view, real_id, ctx, now_ms, self._ttl_ms, self._keep_content)
 
         return store, ctx
 
     def _stored(self, real_id: str, ctx: MsgContext, virtual_id: int, hit: bool) -> int:
+        if ctx.direction == "in":
+            self._inbound_stored(ctx)
         return stored(self._log, real_id, ctx, virtual_id, hit)
 
     def lookup(self, virtual_id: int) -> MsgRecord | None:
@@ -473,10 +524,30 @@ class MsgIdMap:
                      ) -> AbstractContextManager[InboundWalk]:
         """:meth:`latest_inbound` of one chat as often as a reply choice asks, below a
         position ((created ms, virtual id); None: the newest), all in one read snapshot:
-        the transaction costs more than the seek."""
+        the transaction costs more than the seek; answered from the chat's last walks
+        where rule 7 lets them stand (then no transaction at all)."""
         now_ms = self._now_ms()
-        return _Walking(self.store.read(), (app_id, chat_kind, target, now_ms,
-                                            now_ms - int(window_seconds * 1000)))
+        return _Walking(self, (app_id, chat_kind, target), now_ms,
+                        now_ms - int(window_seconds * 1000))
+
+    def _remember(self, chat: _ChatKey, answers: _Answers, at: tuple[int, int] | None,
+                  found: MsgRecord | None, now_ms: int) -> None:
+        """Keep a walk's answer for the chat's next walks (:class:`_Walking`)."""
+        if len(answers) >= _WALK_MEMO_ANSWERS:
+            answers.clear()
+        answers[at] = found
+        if self._walks.get(chat, (0, None))[1] is not answers:
+            if len(self._walks) >= _WALK_MEMO_CHATS:
+                self._walks.clear()
+            self._walks[chat] = (now_ms + _WALK_MEMO_MS, answers)
+
+    def _inbound_stored(self, context: MsgContext) -> None:
+        """An inbound message of ``context``'s chat is being (or was just) stored: its walk
+        answers are of no more use, and walks under way keep none of theirs. Called before
+        the write and again after its commit, so a walk that read in between keeps nothing
+        either."""
+        self._inbound_stores = next(self._store_count)
+        self._walks.pop((context.app_id, context.chat_kind, context.target), None)
 
     def newest_inbound(self, app_id: str, chat_kinds: Sequence[str],
                        target: str) -> tuple[int, int] | None:

@@ -531,6 +531,48 @@ def test_latest_inbound_skips_an_expired_newest_message_for_a_live_older_one(
     assert before_sweep == after_sweep
 
 
+def walk(msgids: MsgIdMap, at: tuple[int, int] | None = None) -> str | None:
+    """The real id a reply choice's walk of group G1 finds below ``at``."""
+    with msgids.inbound_walk(APP, "group", "G1", 10 * TTL) as below:
+        found = below(at)
+    return None if found is None else found.real_id
+
+
+def test_a_walk_sees_the_message_stored_since_the_last_walk(msgids: MsgIdMap) -> None:
+    msgids.store_real_sync("in1", GROUP)
+    assert walk(msgids) == "in1"
+    run(msgids.store_real("in2", GROUP))  # the clock stands still: only the store tells
+    msgids.store_real_sync("out1", OUT)
+    assert walk(msgids) == "in2"
+    msgids.store_real_sync("in3", OTHER_GROUP)
+    assert walk(msgids) == "in2"
+
+
+def test_a_walk_steps_over_the_answer_of_the_last_walk_once_it_expired(
+    msgids: MsgIdMap, clock: FakeClock
+) -> None:
+    msgids.store_real_sync("in1", GROUP)  # t = 0
+    clock.advance(1)
+    msgids.store_real_sync("in2", GROUP)  # expires at TTL + 1
+    clock.advance(1)
+    msgids.store_real_sync("in1", GROUP)  # refreshed: expires at TTL + 2
+    clock.advance(TTL - 1.5)
+    assert walk(msgids) == "in2"
+    clock.advance(0.6)  # in2 expired, within a second of the last walk
+    assert walk(msgids) == "in1"
+
+
+def test_a_walk_sees_what_another_writer_stored_within_a_second(
+    store: LmdbMsgIdStore, clock: FakeClock
+) -> None:
+    msgids, other = MsgIdMap(store, clock=clock), MsgIdMap(store, clock=clock)
+    msgids.store_real_sync("in1", GROUP)
+    assert walk(msgids) == "in1"
+    other.store_real_sync("in2", GROUP)  # e.g. ``msgid store`` in another process
+    clock.advance(1)
+    assert walk(msgids) == "in2"
+
+
 # --- bad input ----------------------------------------------------------------------------
 
 
