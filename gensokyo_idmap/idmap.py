@@ -462,6 +462,11 @@ class IdentityGraph:
                         reason="keys seen together belong to different vUINs; bind to merge")
         return result
 
+    def version(self) -> int | None:
+        """The store's :meth:`~gensokyo_idmap.store.base.IdentityStore.version`: while it
+        is unchanged, every answer read after it stands."""
+        return self.store.version()
+
     def lookup(self, key: IdentityKey) -> int | None:
         """The vUIN of one key, or None; never writes."""
         with self.store.read() as view:

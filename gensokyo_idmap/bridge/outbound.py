@@ -63,7 +63,7 @@ from gensokyo_idmap.identity import (
     is_platform_openid,
     parse_client_input,
 )
-from gensokyo_idmap.idmap import IdentityGraph, Usable, openid_of_app
+from gensokyo_idmap.idmap import IdentityGraph, Recency, Usable, openid_of_app
 from gensokyo_idmap.msgid import MAX_CONTENT_BYTES, MessageIds, MsgContext, check_virtual_id
 from gensokyo_idmap.onebot.message import Segment, segments_to_cq_within
 from gensokyo_idmap.qq.outgoing import channel_message_body, check_channel_parts, message_body
@@ -81,7 +81,8 @@ _SEND_ATTEMPTS: Final = 4
 _DUPLICATE_SEQ: Final = 40054005
 #: A guild-side id (channel, guild user): what a channel or guild DM send can use.
 GUILD_ID: Final = Usable("a guild-side id (raw:)", lambda key: isinstance(key, RawId))
-#: Chats whose Chat and send context are kept made (all forgotten at once beyond this).
+#: Chats whose Chat and send context are kept made, and resolved targets kept (each: all
+#: forgotten at once beyond this).
 _CHATS_REMEMBERED: Final = 10_000
 #: Platform codes saying "this msg_id / event_id / msg_seq cannot be used (any more)".
 _SPENT_CODES: Final = frozenset({
@@ -152,6 +153,7 @@ class OutboundSender:
         self._recency = chat_recency(msgids)
         self.guilds = directory_of(graph)
         self._chats: dict[tuple[str, str], tuple[Chat, MsgContext]] = {}
+        self._targets: dict[tuple[object, ...], tuple[int, Target]] = {}
         # bound once, as the inbound bridge does: a module-level lazy logger re-reads the
         # configuration on every call, which doubled the cost of the line each send logs
         self._log = log.bind()
@@ -226,7 +228,39 @@ class OutboundSender:
         ``scene`` is the chat the send belongs to when it is known (the chat of the message
         it answers, the group a mention is made in): the identity last seen there comes
         first, then the one that spoke last in this kind of chat.
+
+        An answer is kept while the identity store's version is unchanged (nothing was
+        committed to it since) if the choice did not ask who spoke last (that reads the
+        message ids, which change with every message): a busy chat's vUIN, and a member
+        mentioned in it, are resolved once, not once per send.
         """
+        version = self.graph.version()
+        cacheable = (version is not None and type(value) in (int, str)
+                     and type(explicit) in (int, str, type(None)))
+        key = (chat_kind, value, field, explicit, scene)
+        if cacheable:
+            known = self._targets.get(key)
+            if known is not None and known[0] == version:
+                return known[1]
+        asked = False
+
+        def recency(scene: str, identity: str) -> tuple[int, int] | None:
+            nonlocal asked
+            asked = True
+            return self._recency(scene, identity)
+
+        target = self._resolve(chat_kind, value, field, explicit, scene, recency)
+        # group and C2C targets only: a guild-side one also reads the guild directory
+        if (cacheable and not asked and version is not None
+                and target.chat_kind in CHAT_KINDS):
+            if len(self._targets) >= _CHATS_REMEMBERED:
+                self._targets.clear()
+            self._targets[key] = (version, target)
+        return target
+
+    def _resolve(self, chat_kind: ChatKind, value: object, field: str, explicit: object,
+                 scene: str | None, recency: Recency) -> Target:
+        """:meth:`resolve_target` read from the graph (``recency``: who spoke last)."""
         wanted = self.client_id(value, field)
         override: IdentityKey | None = None
         if explicit is not None:
@@ -242,7 +276,7 @@ class OutboundSender:
             vuin: int | None = wanted.value
             try:
                 chosen = self.graph.pick_identity(wanted.value, scene, override, self._usable,
-                                                  scene_prefix=prefix, recency=self._recency)
+                                                  scene_prefix=prefix, recency=recency)
             except NoUsableIdentityError:
                 guild_side = self._guild_identity(wanted.value, chat_kind)
                 if guild_side is None:
@@ -263,7 +297,7 @@ class OutboundSender:
                 raise NotFoundError(f"{field} {value}: no vUIN is known for it")
             else:
                 chosen = self.graph.pick_identity(vuin, scene, usable=self._usable,
-                                                  scene_prefix=prefix, recency=self._recency)
+                                                  scene_prefix=prefix, recency=recency)
         if not isinstance(chosen, OpenId) or not self._usable.accepts(chosen):
             raise BadInputError(field, value, f"{chosen.key} is not {self._usable.description}")
         return Target(chat_kind, chosen.openid, vuin)

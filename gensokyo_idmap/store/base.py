@@ -121,6 +121,11 @@ class IdentityStore(Protocol):
         """Why writes fail now (the last one failed, the store cannot grow), or None:
         known without touching the store (``/healthz``)."""
         ...
+    def version(self) -> int | None:
+        """A number that changes with every commit to the store, whichever process made
+        it (LMDB's last transaction id), so a reader can tell that an answer it read is
+        still the store's; None where no such number is cheap (a server's store)."""
+        ...
     def close(self) -> None: ...
 
 

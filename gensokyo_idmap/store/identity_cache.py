@@ -388,6 +388,11 @@ class CachedIdentityStore:
     def health(self) -> str | None:
         return self.backing.health()
 
+    def version(self) -> None:
+        """None: the backing store is shared with other daemons (its own answers are
+        kept here by :class:`IdentityCache`'s rules)."""
+        return None
+
     def close(self) -> None:
         for closer in reversed(self._closers):
             closer()

@@ -413,6 +413,13 @@ class LmdbEnv(Generic[V]):
         """Why this store cannot take writes now, or None. Reads nothing, writes nothing."""
         return self._broken or self._growth_failure or self._write_failure
 
+    def version(self) -> int:
+        """The id of the last transaction committed to the file, by any process: read
+        before a snapshot, it is at most that snapshot's (a commit in between shows as a
+        newer id later, never as the same one)."""
+        self._check_mapped()
+        return int(self.env.info()["last_txnid"])
+
     # writes
     def write(self, fn: Callable[[V], T]) -> Awaitable[T]:
         """Run ``fn`` in a write transaction; the awaitable resolves once it is committed.

@@ -411,6 +411,10 @@ class PgIdentityStore:
         """Why writes fail now (the last one failed), or None; asks nothing of the server."""
         return self._write_failure
 
+    def version(self) -> None:
+        """None: what other daemons commit is known only by asking the server."""
+        return None
+
     def close(self) -> None:
         """Finish queued writes, then close every connection."""
         with self._lock:

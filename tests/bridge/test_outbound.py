@@ -269,6 +269,33 @@ def test_identity_choice_explicit_last_seen_alias_and_errors(
     with_daemon(scenario, identity_store, msgid_store, clock)
 
 
+def test_a_resolved_target_stands_only_while_the_graph_is_unchanged(
+        identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore, clock: FakeClock) -> None:
+    """Sends to one vUIN resolve it once while nothing is committed to the graph; a bind
+    that changes its identities is seen by the very next send."""
+    async def scenario(h: Harness) -> None:
+        first = await h.c2c_message("ROBOT1.0_c1")
+        second = await h.c2c_message("ROBOT1.0_c2", user=USER2)
+        for text in ("a", "b"):
+            assert (await h.call("send_private_msg", user_id=first["user_id"],
+                                 message=text))["status"] == "ok"
+            assert h.sends()[-1][0] == f"/v2/users/{USER}/messages"
+        # the first person's only OpenID moves to the second: the first vUIN is an alias
+        # of the second now, whose identity that spoke last is USER2
+        await h.call("bind_identity", key=USER, vuin=second["user_id"])
+        assert (await h.call("send_private_msg", user_id=first["user_id"],
+                             message="c"))["status"] == "ok"
+        assert h.sends()[-1][0] == f"/v2/users/{USER2}/messages"
+        # USER2 moves on to someone new: USER is all the second vUIN has left
+        fresh = (await h.bridge.graph.resolve([OpenId(APP, "C" * 32)])).vuin
+        await h.bridge.graph.bind(OpenId(APP, USER2), fresh)
+        assert (await h.call("send_private_msg", user_id=first["user_id"],
+                             message="d"))["status"] == "ok"
+        assert h.sends()[-1][0] == f"/v2/users/{USER}/messages"
+
+    with_daemon(scenario, identity_store, msgid_store, clock)
+
+
 def test_platform_errors_retries_and_timeouts(
         identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore, clock: FakeClock) -> None:
     async def scenario(h: Harness) -> None:
