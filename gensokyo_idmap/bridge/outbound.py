@@ -154,6 +154,7 @@ class OutboundSender:
         self.guilds = directory_of(graph)
         self._chats: dict[tuple[str, str], tuple[Chat, MsgContext]] = {}
         self._targets: dict[tuple[object, ...], tuple[int, Target]] = {}
+        self._sending = 0  # sends under way (see the store of the id sent)
         # bound once, as the inbound bridge does: a module-level lazy logger re-reads the
         # configuration on every call, which doubled the cost of the line each send logs
         self._log = log.bind()
@@ -410,12 +411,15 @@ class OutboundSender:
     async def send(self, target: Target, segments: list[Segment]) -> int:
         """Send a OneBot message; the virtual id of the first platform message sent. A
         refusal is the caller's; with ``send_error`` the chat is told first (rule 5)."""
+        self._sending += 1
         try:
             return await self._send(target, segments)
         except PlatformError as err:
             if self.settings.send_error and self.openapi is not None:
                 await self._tell_the_chat(target, err)
             raise
+        finally:
+            self._sending -= 1
 
     async def _tell_the_chat(self, target: Target, err: PlatformError) -> None:
         """Rule 5: one text message saying why a send failed, as a reply like any other;
@@ -481,9 +485,12 @@ class OutboundSender:
                     else:  # the same id again, with its next msg_seq
                         seq = await self.off_loop(self.budget.take, reply.reference,
                                                   chat.reply_window)
-            # with the writes of this turn of the loop: sends in flight together share one
-            # commit (a commit per send was a sixth of a send's CPU at 32 in flight)
-            virtual_id = await self.msgids.store_real(answer["id"], context)
+            # with the writes of this turn of the loop when other sends are in flight: they
+            # share one commit (a commit per send was a sixth of a send's CPU at 32 in
+            # flight); a send alone commits at once (a turn of the loop to wait for a batch
+            # that nothing else joins, and another to wake up, cost more than the commit)
+            virtual_id = await self.msgids.store_real(answer["id"], context,
+                                                      alone=self._sending == 1)
             # debug: an info line per send was a twentieth of its cost, and what it said is
             # in the msgid map (get_msg) and the action metrics already
             self._log.debug("[message] sent", chat_kind=target.chat_kind, target=target.vuin,

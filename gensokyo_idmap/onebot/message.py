@@ -77,6 +77,8 @@ def _check_type(kind: str, field: str, value: object) -> str:
 
 def parse_cq(message: str, field: str = "message") -> list[Segment]:
     """A CQ-code string as segments. Text between codes becomes ``text`` segments."""
+    if "[CQ:" not in message and "&" not in message:  # plain text, as most replies are
+        return [Segment.text(message)] if message else []
     segments: list[Segment] = []
     pending: list[str] = []
     i = 0
