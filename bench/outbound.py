@@ -41,6 +41,11 @@ Targets: CPU per send of the daemon process (utime + stime from /proc over the t
 and >= 0.8 at 32. The relay's CPU per send, and this process's (client and platform) for
 each path, are printed for information: on a machine with fewer free cores than the three
 processes need, round trips follow the CPU all of them spend per send.
+
+``--profile`` runs ``py-spy record`` on the daemon during each of its timed rounds and leaves
+the collapsed stacks in ``build/outbound-profile/<scenario>-x<in flight>-<round>.txt`` (the
+figures of that run are slowed by the sampling). py-spy is not a dependency of the project:
+``.venv/bin/pip install py-spy`` first.
 """
 
 from __future__ import annotations
@@ -135,6 +140,8 @@ async def stop(process: asyncio.subprocess.Process, sig: int = signal.SIGTERM) -
 async def profiler(pid: int, out: Path) -> asyncio.subprocess.Process:
     """``py-spy record`` on ``pid`` into ``out`` (collapsed stacks) until SIGINT."""
     spy = Path(sys.executable).with_name("py-spy")
+    if not spy.is_file():
+        raise SystemExit(f"--profile needs py-spy: {spy.parent / 'pip'} install py-spy")
     out.parent.mkdir(parents=True, exist_ok=True)
     process = await asyncio.create_subprocess_exec(
         str(spy), "record", "--pid", str(pid), "--format", "raw", "--rate", "250",
@@ -396,8 +403,9 @@ async def main(run: Run, tmp: Path) -> None:
 
 if __name__ == "__main__":
     bench = Run(__doc__, quick="300 calls per figure instead of 2000",
-                strict="exit 1 when a target is missed", profile="py-spy the daemon in each timed round (figures "
-                "slowed); collapsed stacks left in build/outbound-profile/")
+                strict="exit 1 when a target is missed",
+                profile="py-spy the daemon in each timed round (figures slowed); collapsed "
+                        "stacks left in build/outbound-profile/")
     with bench.temp_dir("gsk-outbound-", "outbound",
                         "where fsync is free and the figures mean nothing") as tmp_dir:
         asyncio.run(main(bench, tmp_dir))
