@@ -276,17 +276,13 @@ def _plan_resolution(
 def _apply_resolution(
     view: IdentityWriter, keys: Sequence[str], scene: str | None, scene_key: str, now: float
 ) -> Resolution:
-    if len(keys) == 1 and (vuin := view.vuin_of(keys[0])) is None:
+    if len(keys) == 1 and scene_key == keys[0] and (vuin := view.vuin_of(scene_key)) is None:
         # One key nobody has: a new person, what the writer does most under load. It is
         # the plan below for that case (all missing, no conflict, last_seen written where
         # there is a scene), without building the plan.
-        key = keys[0]
         vuin = allocate_vuin(view)
-        view.set_vuin(key, vuin)
-        view.add_identity(vuin, key)
-        if scene is not None:
-            view.set_last_seen(vuin, scene, LastSeen(scene_key, now))
-        return tuple.__new__(Resolution, (vuin, True, (key,), ()))
+        view.add_person(scene_key, vuin, scene, now)
+        return tuple.__new__(Resolution, (vuin, True, (scene_key,), ()))
     plan = _plan_resolution(view, keys, scene, scene_key)
     created = plan.chosen is None
     vuin = allocate_vuin(view) if plan.chosen is None else plan.chosen
