@@ -268,6 +268,9 @@ class MsgIdReader(Protocol):
     def expired_claims(self, now_ms: int, limit: int) -> list[tuple[int, str]]:
         """(expires_ms, key) of claims expired at ``now_ms``, oldest first."""
         ...
+    def last_claim_expiry(self) -> int | None:
+        """When the claim that expires last expires (ms), None if there is none."""
+        ...
 
 
 class MsgIdWriter(MsgIdReader, Protocol):
