@@ -409,16 +409,22 @@ class IdentityGraph:
         keys: Sequence[IdentityKey],
         scene: str | None = None,
         scene_identity: IdentityKey | None = None,
+        *,
+        missed: bool = False,
     ) -> Resolution:
         """The vUIN of keys seen together (durable on return); allocate one if none is known.
 
         ``scene`` names where they were seen (e.g. ``QQ:<appid>:group:<openid>``); the
         ``scene_identity`` (default: the first key) becomes that scene's ``last_seen``.
+        ``missed``: :meth:`known` just answered None for them (the inbound bridge asks it
+        first for everyone of a batch), so a store it asked is not asked again: the write
+        reads them anyway, in its transaction (a store whose probe is a round trip was
+        asked from memory only, and is asked here as usual).
         """
         if len(keys) == 1 and scene_identity is None and (
                 scene is None or 0 < len(scene) <= _HOT_SCENE_CHARS):
             if self._together is None:
-                vuin = self.known(keys, scene)
+                vuin = None if missed else self.known(keys, scene)
             else:  # with the other resolves of this turn: one round trip for all
                 vuin = self.known(keys, scene, probed=await self._together.probe_soon(
                     keys[0].key, scene))
