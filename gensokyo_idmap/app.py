@@ -33,6 +33,7 @@ from gensokyo_idmap.bridge.dedup import ClaimStore, DeliveryLog, DurableClaims, 
 from gensokyo_idmap.bridge.inbound import BridgeSettings, EventSink, InboundBridge, InboundPipeline
 from gensokyo_idmap.bridge.outbound import OutboundSender, OutboundSettings
 from gensokyo_idmap.bridge.outbox import Backlog, Outbox, TrackedSink
+from gensokyo_idmap.bridge.turn_batches import TurnBatches
 from gensokyo_idmap.config import Config
 from gensokyo_idmap.errors import BadInputError, StoreError
 from gensokyo_idmap.health import ServerCheck, server_problems
@@ -256,7 +257,9 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
                                acknowledge=None if platform is None else platform.acknowledge)
     webhook: web.AppRunner | None = None
     if config.webhook.listen:
-        webhook = await _start_webhook(config, _one_at_a_time(pipeline.process_batch, watch))
+        batches = TurnBatches(pipeline.process_batch)
+        intake.push_async_callback(batches.drain)  # after the server: what it started ends
+        webhook = await _start_webhook(config, _watched(batches, watch))
         watch.webhook = True
         intake.push_async_callback(webhook.cleanup)  # nothing new is acknowledged
     gateway: asyncio.Task[None] | None = None
@@ -556,15 +559,15 @@ def _restore_owed(sink: TrackedSink, deliveries: DeliveryLog) -> None:
         deliveries.remember(key)
 
 
-def _one_at_a_time(
-    process_batch: Callable[[Sequence[QQEvent]], Awaitable[None]], watch: LinkWatch
-) -> Callable[[QQEvent], Awaitable[None]]:
-    """A batch entry for a source that hands over one event at a time (the webhook); the
+def _watched(batches: TurnBatches[QQEvent], watch: LinkWatch
+             ) -> Callable[[QQEvent], Awaitable[None]]:
+    """The webhook's entry: its events batched per turn of the loop (the callbacks of a
+    flood share the pipeline's price, :mod:`~gensokyo_idmap.bridge.turn_batches`); the
     console's overview shows the last one."""
 
     def process(event: QQEvent) -> Awaitable[None]:
         watch.saw_webhook(event)
-        return process_batch([event])
+        return batches(event)
 
     return process
 

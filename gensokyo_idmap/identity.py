@@ -108,6 +108,13 @@ QQ_PLATFORM: Final = "QQ"
 MAX_RUIN_INDEX: Final = 999_999_999
 
 
+#: A QQ OpenID key whose parts pass :func:`check_app_id` and the OpenID checks: ASCII
+#: token characters only, so at most MAX_VALUE_BYTES characters are as many bytes.
+_QQ_OPENID_KEY_PREFIX: Final = f"openid:{QQ_PLATFORM}:"
+_QQ_OPENID_KEY: Final = re.compile(
+    rf"openid:{QQ_PLATFORM}:[0-9]{{1,20}}:[A-Za-z0-9_\-]{{1,{MAX_VALUE_BYTES}}}")
+
+
 def check_app_id(value: str, field: str = "app_id") -> str:
     """An AppID as the platform issues it: 1 to 20 ASCII digits."""
     if not isinstance(value, str) or not _APPID.fullmatch(value):
@@ -167,6 +174,17 @@ class OpenId:
     key: str = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        if self.platform == QQ_PLATFORM:
+            # The usual case, checked in one match of the whole key (every event builds
+            # OpenIds): neither part may hold the ':' between them, so the match leaves no
+            # doubt which is which, and it passes exactly what the checks below pass.
+            try:
+                key = _QQ_OPENID_KEY_PREFIX + self.app_id + ":" + self.openid
+            except TypeError:
+                key = ""  # not text: the checks below name the field
+            if _QQ_OPENID_KEY.fullmatch(key):
+                object.__setattr__(self, "key", key)
+                return
         _check_platform("platform", self.platform)
         check_app_id(self.app_id)
         _check_value("openid", self.openid, "OpenID")

@@ -276,17 +276,13 @@ def _plan_resolution(
 def _apply_resolution(
     view: IdentityWriter, keys: Sequence[str], scene: str | None, scene_key: str, now: float
 ) -> Resolution:
-    if len(keys) == 1 and (vuin := view.vuin_of(keys[0])) is None:
+    if len(keys) == 1 and scene_key == keys[0] and (vuin := view.vuin_of(scene_key)) is None:
         # One key nobody has: a new person, what the writer does most under load. It is
         # the plan below for that case (all missing, no conflict, last_seen written where
         # there is a scene), without building the plan.
-        key = keys[0]
         vuin = allocate_vuin(view)
-        view.set_vuin(key, vuin)
-        view.add_identity(vuin, key)
-        if scene is not None:
-            view.set_last_seen(vuin, scene, LastSeen(scene_key, now))
-        return tuple.__new__(Resolution, (vuin, True, (key,), ()))
+        view.add_person(scene_key, vuin, scene, now)
+        return tuple.__new__(Resolution, (vuin, True, (scene_key,), ()))
     plan = _plan_resolution(view, keys, scene, scene_key)
     created = plan.chosen is None
     vuin = allocate_vuin(view) if plan.chosen is None else plan.chosen
@@ -413,16 +409,22 @@ class IdentityGraph:
         keys: Sequence[IdentityKey],
         scene: str | None = None,
         scene_identity: IdentityKey | None = None,
+        *,
+        missed: bool = False,
     ) -> Resolution:
         """The vUIN of keys seen together (durable on return); allocate one if none is known.
 
         ``scene`` names where they were seen (e.g. ``QQ:<appid>:group:<openid>``); the
         ``scene_identity`` (default: the first key) becomes that scene's ``last_seen``.
+        ``missed``: :meth:`known` just answered None for them (the inbound bridge asks it
+        first for everyone of a batch), so a store it asked is not asked again: the write
+        reads them anyway, in its transaction (a store whose probe is a round trip was
+        asked from memory only, and is asked here as usual).
         """
         if len(keys) == 1 and scene_identity is None and (
                 scene is None or 0 < len(scene) <= _HOT_SCENE_CHARS):
             if self._together is None:
-                vuin = self.known(keys, scene)
+                vuin = None if missed else self.known(keys, scene)
             else:  # with the other resolves of this turn: one round trip for all
                 vuin = self.known(keys, scene, probed=await self._together.probe_soon(
                     keys[0].key, scene))

@@ -290,6 +290,10 @@ class RedisClaims:
         return ({key for mine, key in stored.items() if mine in done},
                 {key for mine, key in stored.items() if mine in busy})
 
+    def held_for(self) -> float:
+        """Not asked (every daemon on the prefix claims there): the window."""
+        return self._window_ms / 1000
+
     def abandon(self, keys: Sequence[str]) -> None:
         self._runtime.softly(lambda: self._ids.abandon_claims(
             [stored_key(key) for key in keys], self._token), None, _DEDUP_OFF)

@@ -191,6 +191,35 @@ def test_openid_key_round_trip(key: OpenId) -> None:
     assert parse_key(key.key) == key
 
 
+def _built(app_id: object, openid: object, platform: str) -> tuple[str, str]:
+    """("key", the key without its platform) or ("error", the field the error names)."""
+    try:
+        key = OpenId(app_id=app_id, openid=openid, platform=platform)  # type: ignore[arg-type]
+    except BadInputError as err:
+        return "error", err.field
+    except (TypeError, AttributeError) as err:
+        return "error", type(err).__name__
+    return "key", key.key.removeprefix(f"openid:{platform}:")
+
+
+@settings(deadline=None)
+@given(st.one_of(app_ids, st.text(alphabet="0123456789:a -", max_size=22)),
+       st.one_of(tokens, st.text(max_size=8), st.text(alphabet="ab:_- \n", max_size=6),
+                 st.integers(0, 400).map(lambda n: "a" * n),
+                 st.integers(399, 402).map(lambda n: "a" * n)))
+@example("1", "a" * 401)
+@example("1" * 21, "x")
+@example("12:3", "x")
+@example("12", "3:x")
+@example(12, "x")
+@example("12", 3)
+def test_a_qq_openid_passes_the_checks_of_any_other_platform(app_id: object,
+                                                              openid: object) -> None:
+    """QQ OpenIDs are checked in one match of the whole key (the hot path); it must accept
+    exactly what the field-by-field checks of another platform accept."""
+    assert _built(app_id, openid, "QQ") == _built(app_id, openid, "Other")
+
+
 @settings(deadline=None)
 @given(union_ids)
 def test_union_key_round_trip(key: UnionId) -> None:

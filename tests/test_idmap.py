@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ from structlog.testing import capture_logs
 from gensokyo_idmap.errors import BadInputError, NotFoundError, NoUsableIdentityError
 from gensokyo_idmap.identity import OpenId, RawId, RUin, UnionId
 from gensokyo_idmap.idmap import IdentityGraph, _apply_resolution, openid_of_app
+from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
 
 from .conftest import APP_ID, FakeClock, run
 from . import store_backends
@@ -108,6 +110,45 @@ def test_concurrent_resolves_of_one_new_key_agree(graph: IdentityGraph) -> None:
 
     assert run(many()) == {1}
     assert graph.show(1).identities == (ALICE.key,)
+
+
+def test_a_missed_resolve_reads_its_keys_in_the_write(graph: IdentityGraph,
+                                                      identity_store: AnyStore) -> None:
+    """``missed=True`` (known() just said None) goes straight to the write; whatever
+    happened meanwhile, the write's own reads give the same answers as a plain resolve."""
+    assert graph.known([ALICE], GROUP_SCENE) is None
+    created = run(graph.resolve([ALICE], scene=GROUP_SCENE, missed=True))
+    assert (created.vuin, created.created, created.added) == (1, True, (ALICE.key,))
+    # created meanwhile by someone else: found, nothing allocated
+    again = run(graph.resolve([ALICE], scene=GROUP_SCENE, missed=True))
+    assert (again.vuin, again.created, again.added) == (1, False, ())
+    # a known person in a new scene: last_seen written there
+    elsewhere = run(graph.resolve([ALICE], scene=C2C_SCENE, missed=True))
+    assert (elsewhere.vuin, elsewhere.created) == (1, False)
+    assert graph.known([ALICE], C2C_SCENE) == 1
+    assert counts(identity_store).identities == 1
+
+
+def test_a_missed_resolve_does_not_ask_the_store_again(tmp_path: Path) -> None:
+    """The inbound bridge asks known() for everyone of a batch, then resolves the misses:
+    a new person costs one probe, not two."""
+    class CountingProbes(LmdbIdentityStore):
+        probes = 0
+
+        def probe(self, key: str, scene: str | None) -> tuple[int | None, bool]:
+            self.probes += 1
+            return super().probe(key, scene)
+
+    store = CountingProbes(tmp_path / "openid-map.db")
+    try:
+        graph = IdentityGraph(store)
+        assert graph.known([ALICE], GROUP_SCENE) is None
+        assert run(graph.resolve([ALICE], scene=GROUP_SCENE, missed=True)).created
+        assert store.probes == 1
+        assert run(graph.resolve([BOB], scene=GROUP_SCENE)).created  # not missed: asked
+        assert store.probes == 2
+    finally:
+        store.close()
 
 
 def test_allocation_skips_numbers_in_use(graph: IdentityGraph) -> None:

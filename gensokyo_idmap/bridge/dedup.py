@@ -20,12 +20,13 @@ Rules:
 3. **A failed delivery is forgotten**, in memory, and it was never claimed durably: a
    redelivery tries again.
 4. **Claims outlive restarts for the window.** A key not in memory is looked up in the
-   store (one read for a batch) while that can find something memory does not hold: during
-   the first window after start (an earlier process's claims), and for a window after
-   memory dropped an entry for room. Otherwise memory holds every claim still alive (an
-   entry is kept for the window from when its delivery finished, which is after its claim
-   was committed), and the hot path does not read the store. A store that other daemons
-   claim in as well (``ClaimStore.shared``: Redis) is read for every key memory lacks.
+   store (one read for a batch) while that can find something memory does not hold: after
+   start, until the last claim an earlier process left there has expired (not at all when
+   it left none alive), and for a window after memory dropped an entry for room. Otherwise
+   memory holds every claim still alive (an entry is kept for the window from when its
+   delivery finished, which is after its claim was committed), and the hot path does not
+   read the store. A store that other daemons claim in as well (``ClaimStore.shared``:
+   Redis) is read for every key memory lacks.
 5. **The window follows the webhook's max age**: at least :data:`DEDUP_SECONDS`, and at
    least as long as a callback stays acceptable after it was first received
    (``max_age_seconds`` plus the clock skew allowed ahead), so any replay the webhook lets
@@ -121,6 +122,10 @@ class ClaimStore(Protocol):
     def abandon(self, keys: Sequence[str]) -> None:
         """Drop this daemon's in-flight marks of ``keys`` (their delivery failed)."""
         ...
+    def held_for(self) -> float:
+        """Seconds from now until every claim the store holds has expired (0: none is
+        alive), read once at start; a store that cannot tell cheaply answers the window."""
+        ...
     async def record(self, keys: Sequence[str]) -> None:
         """Claim ``keys`` for the window; returns once the claim is committed."""
         ...
@@ -148,6 +153,11 @@ class DurableClaims:
 
     def abandon(self, keys: Sequence[str]) -> None:
         pass
+
+    def held_for(self) -> float:
+        with self._store.read() as view:
+            last_ms = view.last_claim_expiry()
+        return 0.0 if last_ms is None else max(0.0, last_ms / 1000 - self._clock())
 
     async def known(self, keys: Sequence[str]) -> set[str]:
         """Those of ``keys`` claimed and not expired (one read for all)."""
@@ -195,8 +205,9 @@ class DeliveryLog:
         self._claims = claims
         self._seen: OrderedDict[str, float] = OrderedDict()  # key → when claimed / done
         self._oldest_expires = float("inf")  # when the oldest entry is due to be forgotten
-        # until when a key missing here may be claimed in the store (rule 4)
-        self._look_up_until = clock() + ttl
+        # until when a key missing here may be claimed in the store (rule 4): while a
+        # claim of an earlier process may be alive there
+        self._look_up_until = clock() + (0.0 if claims is None else claims.held_for())
         # key → the future repeats wait on (None: in flight, nobody waiting yet)
         self._in_flight: dict[str, asyncio.Future[None] | None] = {}
         # done once the newest batch looking into the store was decided (claim_all's order)

@@ -203,7 +203,7 @@ class InboundBridge:
             found.append(vuins)
         if unknown:
             resolutions = await asyncio.gather(
-                *(self.graph.resolve(keys, scene=scene) for keys, scene in unknown))
+                *(self.graph.resolve(keys, scene=scene, missed=True) for keys, scene in unknown))
             for wanted, resolution in zip(unknown, resolutions, strict=True):
                 unknown[wanted] = resolution.vuin
             for event, persons, vuins in zip(events, people, found, strict=True):

@@ -30,6 +30,7 @@ The pipeline is any ``async (QQEvent) -> None`` that raises when it could not pr
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from typing import Final
@@ -109,8 +110,14 @@ class WebhookReceiver:
     async def _read_body(request: web.Request) -> bytes | None:
         """The whole body, or None once it is over :data:`MAX_BODY_BYTES` (announced or
         counted while it streams in: a chunked body has no Content-Length)."""
-        if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
-            return None
+        length = request.content_length
+        if length is not None:
+            if length > MAX_BODY_BYTES:
+                return None
+            try:  # announced: read in one call (the platform's way), not chunk by chunk
+                return await request.content.readexactly(length)
+            except asyncio.IncompleteReadError as short:
+                return short.partial  # what came before the sender stopped: refused later
         chunks: list[bytes] = []
         size = 0
         async for chunk in request.content.iter_any():

@@ -103,6 +103,17 @@ class IdentityWriter(IdentityReader, Protocol):
     def delete_last_seen(self, vuin: int, scene: str) -> None: ...
     def set_vuin_counter(self, value: int) -> None: ...
 
+    def add_person(self, key: str, vuin: int, scene: str | None, since: float) -> None:
+        """The writes of a new person: ``key`` → ``vuin`` (a number just allocated), the set
+        of ``vuin`` holding ``key``, and ``key`` as ``vuin``'s ``last_seen`` in ``scene``
+        since ``since`` (none without a scene). Spelled here as the three writes; a store may
+        do them at once (the LMDB view encodes each part once), being what the writer does
+        most under a flood of new users."""
+        self.set_vuin(key, vuin)
+        self.add_identity(vuin, key)
+        if scene is not None:
+            self.set_last_seen(vuin, scene, LastSeen(key, since))
+
 
 class IdentityStore(Protocol):
     """openid-map.db: the precious store."""
@@ -266,6 +277,9 @@ class MsgIdReader(Protocol):
         ...
     def expired_claims(self, now_ms: int, limit: int) -> list[tuple[int, str]]:
         """(expires_ms, key) of claims expired at ``now_ms``, oldest first."""
+        ...
+    def last_claim_expiry(self) -> int | None:
+        """When the claim that expires last expires (ms), None if there is none."""
         ...
 
 

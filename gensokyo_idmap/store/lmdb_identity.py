@@ -83,16 +83,25 @@ def _last_seen_value(identity: str, since: float) -> bytes:
     """``encode_value([identity, since])``, byte for byte, built by hand for the usual
     finite float ``since`` (a new identity writes one; cbor2 costs as much as the three
     puts around it); anything else goes through cbor2."""
+    return _last_seen_bytes(identity.encode("utf-8"), since)
+
+
+def _last_seen_bytes(identity: bytes, since: float) -> bytes:
+    """:func:`_last_seen_value` of an identity already encoded."""
     if type(since) is float and math.isfinite(since):
-        return _last_seen_prefix(identity.encode("utf-8")) + _CBOR_DOUBLE(0xFB, since)
-    return encode_value([identity, since])
+        return _last_seen_prefix(identity) + _CBOR_DOUBLE(0xFB, since)
+    return encode_value([identity.decode("utf-8"), since])
 
 
-def _scene_key(vuin: int, scene: str) -> bytes:
+def _scene_bytes(scene: str) -> bytes:
     raw = scene.encode("utf-8")
     if len(raw) > MAX_SCENE_BYTES:
         raise ValueError(f"scene name longer than {MAX_SCENE_BYTES} bytes")
-    return _U64(vuin) + raw
+    return raw
+
+
+def _scene_key(vuin: int, scene: str) -> bytes:
+    return _U64(vuin) + _scene_bytes(scene)
 
 
 class LmdbView(CounterView, IdentityWriter, LegacyWriter):
@@ -207,6 +216,17 @@ class LmdbView(CounterView, IdentityWriter, LegacyWriter):
     def set_last_seen(self, vuin: int, scene: str, seen: LastSeen) -> None:
         self._txn.put(_scene_key(vuin, scene), _last_seen_value(seen.identity, seen.since),
                       db=self._t.last_seen)
+
+    def add_person(self, key: str, vuin: int, scene: str | None, since: float) -> None:
+        """:meth:`IdentityWriter.add_person` with the key encoded and the vUIN packed once."""
+        raw = key.encode("utf-8")
+        packed = _U64(vuin)
+        put, tables = self._txn.put, self._t
+        seen = None if scene is None else packed + _scene_bytes(scene)  # before any write
+        put(raw, packed, db=tables.identity_to_vuin)
+        put(packed, raw, db=tables.vuin_to_identity)
+        if seen is not None:
+            put(seen, _last_seen_bytes(raw, since), db=tables.last_seen)
 
     def delete_last_seen(self, vuin: int, scene: str) -> None:
         self._txn.delete(_scene_key(vuin, scene), db=self._t.last_seen)

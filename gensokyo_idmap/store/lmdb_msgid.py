@@ -157,6 +157,10 @@ class MsgIdView(CounterView, MsgIdWriter):
         return [(expires, key.decode("utf-8"))
                 for expires, key in self._expired_keys(self._t.claims_expiry, now_ms, limit)]
 
+    def last_claim_expiry(self) -> int | None:
+        cur = self._txn.cursor(self._t.claims_expiry)
+        return decode_u64(cur.key()[:8]) if cur.last() else None
+
     def counts(self) -> MsgIdCounts:
         return MsgIdCounts(
             live_or_unswept=int(self._txn.stat(self._t.virtual_to_msg)["entries"]),

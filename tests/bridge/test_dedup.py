@@ -251,14 +251,72 @@ def test_memory_covers_every_live_claim_once_the_first_window_is_over(
     run(main())
 
 
-class HeldAfterStart:
+class PassedOn:
+    """Real claims, each call passed on (subclasses watch or hold some)."""
+
+    def __init__(self, claims: DurableClaims | RedisClaims) -> None:
+        self.claims = claims
+        self.shared = claims.shared
+
+    async def start(self, keys: list[str]) -> tuple[set[str], set[str]]:
+        return await self.claims.start(keys)
+
+    async def known(self, keys: list[str]) -> set[str]:
+        return await self.claims.known(keys)
+
+    def abandon(self, keys: list[str]) -> None:
+        self.claims.abandon(keys)
+
+    def held_for(self) -> float:
+        return self.claims.held_for()
+
+    async def record(self, keys: list[str]) -> None:
+        await self.claims.record(keys)
+
+
+class CountingLooks(PassedOn):
+    """Real :class:`DurableClaims`, counting the looks into the store."""
+
+    looks = 0
+
+    async def start(self, keys: list[str]) -> tuple[set[str], set[str]]:
+        self.looks += 1
+        return await self.claims.start(keys)
+
+
+def test_the_store_is_read_after_start_only_while_an_earlier_claim_lives(
+        msgid_store: LmdbMsgIdStore, clock: FakeClock) -> None:
+    """Rule 4: a store an earlier process left no live claim in holds nothing memory lacks,
+    so a new key costs no look; one it left a claim in is looked into until that claim
+    expires, and the claim is found."""
+    async def main() -> None:
+        claims = CountingLooks(DurableClaims(msgid_store, 60.0, clock=clock))
+        first = DeliveryLog(ttl=60.0, clock=clock, claims=claims)
+        assert await first.claim("msg:a") is None
+        await first.commit(["msg:a"])
+        first.finish("msg:a", None)
+        assert claims.looks == 0  # a new store: nothing to find there
+        clock.advance(20)  # a later process: msg:a's claim lives 40 s more
+        later = DeliveryLog(ttl=60.0, clock=clock, claims=claims)
+        assert await later.claim("msg:a") is not None
+        assert claims.looks == 1
+        clock.advance(39)
+        assert await later.claim("msg:b") is None
+        assert claims.looks == 2
+        clock.advance(2)  # msg:a's claim expired: nothing of the earlier process is alive
+        assert await later.claim("msg:c") is None
+        assert claims.looks == 2
+
+    run(main())
+
+
+class HeldAfterStart(PassedOn):
     """Real :class:`RedisClaims` whose ``start`` calls after the first are held once Redis
     answered them (their marks are set) until ``go`` is set: the window between a batch's
     look at Redis and its decision, which the event loop may fill with another's failure."""
 
     def __init__(self, claims: RedisClaims) -> None:
-        self.claims = claims
-        self.shared = claims.shared
+        super().__init__(claims)
         self.starts = 0
         self.answered = asyncio.Event()
         self.go = asyncio.Event()
@@ -271,15 +329,6 @@ class HeldAfterStart:
             self.answered.set()
             await self.go.wait()
         return result
-
-    async def known(self, keys: list[str]) -> set[str]:
-        return await self.claims.known(keys)
-
-    def abandon(self, keys: list[str]) -> None:
-        self.claims.abandon(keys)
-
-    async def record(self, keys: list[str]) -> None:
-        await self.claims.record(keys)
 
 
 def test_a_failed_delivery_leaves_the_mark_a_later_batch_here_delivers_under(

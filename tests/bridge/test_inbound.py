@@ -297,10 +297,11 @@ def test_a_batch_that_fails_stores_nothing_of_its_messages_and_raises(
     bad = _from("ROBOT1.0_bad", "3" * 32)
     original = bridge.graph.resolve
 
-    async def refusing(keys: Any, scene: Any = None, scene_identity: Any = None) -> Any:
+    async def refusing(keys: Any, scene: Any = None, scene_identity: Any = None,
+                       **flags: Any) -> Any:
         if any(getattr(key, "openid", None) == "3" * 32 for key in keys):
             raise RuntimeError("store unavailable")
-        return await original(keys, scene=scene, scene_identity=scene_identity)
+        return await original(keys, scene=scene, scene_identity=scene_identity, **flags)
 
     bridge.graph.resolve = refusing  # type: ignore[method-assign]
     with pytest.raises(RuntimeError, match="store unavailable"):

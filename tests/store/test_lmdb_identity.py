@@ -83,6 +83,49 @@ def test_last_seen_reads_back_what_was_written(identity_db_path: Path) -> None:
         store.close()
 
 
+def _entries(path: Path) -> dict[bytes, list[tuple[bytes, bytes]]]:
+    env = raw_env(path)
+    try:
+        with env.begin() as txn:
+            return {name: [(bytes(k), bytes(v)) for k, v in
+                           txn.cursor(env.open_db(name, txn=txn, create=False))]
+                    for name in (b"identity_to_vuin", b"vuin_to_identity", b"last_seen")}
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize(("scene", "since"), [("QQ:1:group:G", 1_764_000_000.25),
+                                              (None, 1.0), ("QQ:1:c2c:字", 7)])
+def test_add_person_writes_what_the_three_writes_write(tmp_path: Path, scene: str | None,
+                                                       since: float) -> None:
+    """The LMDB view does a new person's writes at once; the bytes must be those of the
+    protocol's own spelling (set_vuin, add_identity, set_last_seen)."""
+    key = "openid:QQ:1:" + "U" * 40
+    paths = tmp_path / "fast.db", tmp_path / "spelled.db"
+    for path, add in zip(paths, (LmdbView.add_person, IdentityWriter.add_person), strict=True):
+        store = LmdbIdentityStore(path)
+        store.write_sync(lambda w, add=add: add(w, key, 258, scene, since))  # type: ignore[misc]
+        store.close()
+    fast, spelled = (_entries(path) for path in paths)
+    assert fast == spelled
+    assert len(fast[b"last_seen"]) == (scene is not None)
+
+
+def test_add_person_refuses_a_long_scene_before_writing(identity_db_path: Path) -> None:
+    """A refused write leaves the batch it shares untouched (the store's contract)."""
+    store = LmdbIdentityStore(identity_db_path)
+
+    def refused_then_read(view: LmdbView) -> tuple[int | None, bool]:
+        with pytest.raises(ValueError, match="scene"):
+            view.add_person("raw:new", 2, "s" * 401, 1.0)
+        return view.vuin_of("raw:new"), view.has_identities(2)
+
+    try:
+        assert store.transact(refused_then_read, commit=False) == (None, False)
+    finally:
+        store.close()
+
+
 def _set_schema(path: Path, version: int) -> None:
     env = raw_env(path)
     with env.begin(write=True) as txn:
