@@ -12,7 +12,8 @@ Rules:
    land on the same vUIN.
 3. **Real message ids become int32 virtual ids** in the msgid map (inbound, with the chat),
    which is also what the reply path reads back for passive replies; the author's vUIN and
-   the OneBot content go beside it (cut to the map's bound), for ``get_msg``.
+   the OneBot content go beside it (cut to the map's bound), for ``get_msg``, and so does
+   a group or C2C message's ``msg_idx``, under which a later quote finds it.
 4. **Unknown or non-chat events produce no OneBot event**; they are logged, never raised.
 
 5. **Non-message events a reply may name** (``event_id``: GROUP_ADD_ROBOT,
@@ -26,6 +27,10 @@ Rules:
    ids and are shown as Gensokyo shows them (:mod:`gensokyo_idmap.bridge.guild_inbound`);
    where each channel and DM lives is recorded in the legacy config table
    (:mod:`gensokyo_idmap.bridge.guilds`) before their events go out, so a reply finds it.
+8. **A quote becomes a ``reply`` segment, first**, naming the quoted message's virtual id
+   when the map still holds it (a framework fetches it with ``get_msg``); a quote of a
+   message the map does not know (expired, from before, sent by the bot) adds nothing: the
+   quoted text is never made up.
 
 Transports and the platform clients live elsewhere and call :meth:`InboundPipeline.process_batch`
 (the gateway: every frame of one read) or the pipeline itself (the webhook: one delivery).
@@ -247,6 +252,24 @@ class InboundBridge:
             return self._segments(event.content, event.attachments, False)
         return None
 
+    def _with_quote(self, event: QQEvent, segments: list[Segment] | None
+                    ) -> list[Segment] | None:
+        """A message's segments with the ``reply`` of the message it quotes first, when the
+        map knows that one (rule 8)."""
+        if segments is None or not isinstance(event, GroupMessage | C2CMessage):
+            return segments
+        if event.quoted_idx is None:
+            return segments
+        if isinstance(event, GroupMessage):
+            kind, target = "group", event.group.openid
+        else:
+            kind, target = "c2c", event.user.openid
+        quoted = self.msgids.quoted(self.settings.app_id, kind, target, event.quoted_idx)
+        self._log.debug("[message] quote", quoted_idx=event.quoted_idx, message_id=quoted)
+        if quoted is None:
+            return segments
+        return [Segment("reply", (("id", str(quoted)),)), *segments]
+
     def _msgid_of(self, event: QQEvent, people: list[int],
                   segments: list[Segment] | None) -> tuple[str, MsgContext] | None:
         """The real id ``event`` puts in the msgid map (rules 3 and 5), if any; a message's
@@ -255,7 +278,8 @@ class InboundBridge:
             kind: ChatKind = "group" if isinstance(event, GroupMessage) else "c2c"
             target = event.group.openid if isinstance(event, GroupMessage) else event.user.openid
             content = segments_to_cq_within(segments or (), MAX_CONTENT_BYTES)
-            return event.message_id, self._context(kind, target).about(people[-1], content)
+            return event.message_id, self._context(kind, target).about(
+                people[-1], content, event.msg_idx)
         if isinstance(event, GUILD_EVENTS):
             return guild_msgid(event, self.settings.app_id, people)
         chat = self._reply_chat(event)
@@ -286,7 +310,7 @@ class InboundBridge:
         If any of it fails the batch raises and no OneBot event of it is built (identities
         already committed stay: the graph only ever adds)."""
         vuins = await self._resolve_people(events)
-        contents = [self._message_segments(event) for event in events]
+        contents = [self._with_quote(event, self._message_segments(event)) for event in events]
         wanted = [self._msgid_of(event, people, segments)
                   for event, people, segments in zip(events, vuins, contents, strict=True)]
         stored = iter(await self.msgids.store_many([item for item in wanted if item]))
