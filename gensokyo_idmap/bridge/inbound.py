@@ -97,6 +97,9 @@ class BridgeSettings:
     white_prefixes: tuple[str, ...] = ()
     black_prefixes: tuple[str, ...] = ()
     remove_at: bool = False
+    #: the message ids are on a server (Redis): a quote's lookup waits on a worker thread,
+    #: never on the event loop
+    reads_off_loop: bool = False
 
 
 #: Non-message events whose envelope id the platform accepts as a send's ``event_id``.
@@ -252,23 +255,34 @@ class InboundBridge:
             return self._segments(event.content, event.attachments, False)
         return None
 
-    def _with_quote(self, event: QQEvent, segments: list[Segment] | None
-                    ) -> list[Segment] | None:
-        """A message's segments with the ``reply`` of the message it quotes first, when the
-        map knows that one (rule 8)."""
-        if segments is None or not isinstance(event, GroupMessage | C2CMessage):
-            return segments
-        if event.quoted_idx is None:
-            return segments
-        if isinstance(event, GroupMessage):
-            kind, target = "group", event.group.openid
-        else:
-            kind, target = "c2c", event.user.openid
-        quoted = self.msgids.quoted(self.settings.app_id, kind, target, event.quoted_idx)
-        self._log.debug("[message] quote", quoted_idx=event.quoted_idx, message_id=quoted)
-        if quoted is None:
-            return segments
-        return [Segment("reply", (("id", str(quoted)),)), *segments]
+    async def _with_quotes(self, events: Sequence[QQEvent],
+                           contents: list[list[Segment] | None]) -> list[list[Segment] | None]:
+        """Each message's segments with the ``reply`` of the message it quotes first, when
+        the map knows that one (rule 8); the lookups of a batch in one go, off the loop
+        when the map is on a server."""
+        asked: list[tuple[int, str, str, str]] = []
+        for index, event in enumerate(events):
+            if contents[index] is None:
+                continue
+            if isinstance(event, GroupMessage) and event.quoted_idx is not None:
+                asked.append((index, "group", event.group.openid, event.quoted_idx))
+            elif isinstance(event, C2CMessage) and event.quoted_idx is not None:
+                asked.append((index, "c2c", event.user.openid, event.quoted_idx))
+        if not asked:
+            return contents
+
+        def look_up() -> list[int | None]:
+            return [self.msgids.quoted(self.settings.app_id, kind, target, idx)
+                    for _, kind, target, idx in asked]
+
+        found = await asyncio.to_thread(look_up) if self.settings.reads_off_loop else look_up()
+        quoted = list(contents)
+        for (index, _, _, idx), virtual_id in zip(asked, found, strict=True):
+            self._log.debug("[message] quote", quoted_idx=idx, message_id=virtual_id)
+            segments = quoted[index]
+            if virtual_id is not None and segments is not None:
+                quoted[index] = [Segment("reply", (("id", str(virtual_id)),)), *segments]
+        return quoted
 
     def _msgid_of(self, event: QQEvent, people: list[int],
                   segments: list[Segment] | None) -> tuple[str, MsgContext] | None:
@@ -310,7 +324,8 @@ class InboundBridge:
         If any of it fails the batch raises and no OneBot event of it is built (identities
         already committed stay: the graph only ever adds)."""
         vuins = await self._resolve_people(events)
-        contents = [self._with_quote(event, self._message_segments(event)) for event in events]
+        contents = await self._with_quotes(events,
+                                           [self._message_segments(event) for event in events])
         wanted = [self._msgid_of(event, people, segments)
                   for event, people, segments in zip(events, vuins, contents, strict=True)]
         stored = iter(await self.msgids.store_many([item for item in wanted if item]))

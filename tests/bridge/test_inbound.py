@@ -25,7 +25,7 @@ from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
 from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore
 from gensokyo_idmap.testing.platform_emulator import c2c_message, group_message, quoting
 
-from ..conftest import ANY_JSON, ANY_TEXT, FakeClock, run
+from ..conftest import ANY_JSON, ANY_TEXT, MSGID_BACKENDS, FakeClock, msgid_map, run
 
 APP = "102000001"
 SELF = 102000001
@@ -659,3 +659,25 @@ def test_remove_at_keeps_the_reply_first(identity_store: LmdbIdentityStore,
         {"type": "reply", "data": {"id": str(quoted["message_id"])}},
         {"type": "text", "data": {"text": "m2"}},
     ]
+
+
+@pytest.mark.parametrize("backend", MSGID_BACKENDS)
+def test_a_batch_finds_its_quotes_on_either_backend_off_the_loop_on_redis(
+        identity_store: LmdbIdentityStore, clock: FakeClock, request: pytest.FixtureRequest,
+        backend: str) -> None:
+    msgids = msgid_map(backend, request, clock, 3600)
+    bridge = InboundBridge(IdentityGraph(identity_store, clock=clock), msgids,
+                           BridgeSettings(app_id=APP, self_id=SELF,
+                                          reads_off_loop=backend == "redis"), clock=clock)
+    [[quoted], [private]] = run(bridge.translate_many(
+        [_at(group_message(1)), _at(c2c_message(1, USER), "C2C_MESSAGE_CREATE")]))
+    batch = run(bridge.translate_many([
+        _at(quoting(group_message(2), group_message(1))),
+        _at(group_message(3)),
+        _at(quoting(c2c_message(2, USER), c2c_message(1, USER)), "C2C_MESSAGE_CREATE"),
+        _at(quoting(group_message(4), group_message(9)))]))
+    assert [event["message"][0] for [event] in batch] == [
+        {"type": "reply", "data": {"id": str(quoted["message_id"])}},
+        {"type": "at", "data": {"qq": str(SELF)}},
+        {"type": "reply", "data": {"id": str(private["message_id"])}},
+        {"type": "at", "data": {"qq": str(SELF)}}]
