@@ -68,9 +68,9 @@ end
 _STORE_LUA: Final = _LUA_COMMON + r"""
 -- ARGV: prefix, now ms, ttl ms, int32 max, probes, chat kept, then per item
 -- real id, AppID, chat kind, target, direction, reply window ms (0: none), author vUIN,
--- content kept ('1' / '0'), content, alias key ('': none). Returns per item {virtual id, hit} ({0, 0}: no free
--- id within the probes; nothing written for it). A hit keeps the author and content of
--- the first store.
+-- content kept ('1' / '0'), content, alias key ('': none). Returns per item
+-- {virtual id, hit} ({0, 0}: no free id within the probes; nothing written for it). A hit keeps the author and content of
+-- the first store, and its alias key points at it again (as on LMDB).
 local now, ttl = tonumber(ARGV[2]), tonumber(ARGV[3])
 local top, probes, kept = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local function extend(key)
@@ -105,9 +105,7 @@ for i = 7, #ARGV, 10 do
       redis.call('PEXPIRE', vkey, ttl)
       redis.call('PEXPIRE', rkey, ttl)
       local kept = redis.call('HGET', vkey, 'x')
-      if kept and redis.call('GET', p .. 'm:r:' .. kept) == known then
-        redis.call('PEXPIRE', p .. 'm:r:' .. kept, ttl)
-      end
+      if kept then redis.call('SET', p .. 'm:r:' .. kept, known, 'PX', ttl) end
       if rec[5] == 'in' then extend(chat_key(rec[2], rec[3], rec[4])) end
       result = {tonumber(known), 1}
     elseif rec[1] == real then
