@@ -403,7 +403,7 @@ def test_a_record_written_before_content_was_kept_answers_without_it(
     assert msgids.lookup_content(5) == (record, None)
 
 
-# --- quotes: a message found by its chat and msg_idx (rule 7) ----------------------------
+# --- quotes: a message found by its chat and msg_idx (rule 8) ----------------------------
 
 
 def test_a_message_is_found_by_its_chat_and_msg_idx_while_it_lives(

@@ -15,7 +15,7 @@ the counter. After every step it reads every table of the file and checks:
 - lookups agree with the model: a live record is found, an expired one is not;
 - the author and content kept beside a record are the ones its first store gave (a hit
   keeps them) and go with it: no ``msg_content`` entry outlives its record;
-- a message's ``msg_idx`` alias (rule 7) is in the index exactly as the model says (the
+- a message's ``msg_idx`` alias (rule 8) is in the index exactly as the model says (the
   last store or hit of a record holding it took it; deleting that record removed it), no
   alias key outlives its record, and :meth:`MsgIdMap.quoted` finds what the model does.
 
