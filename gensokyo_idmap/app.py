@@ -252,7 +252,8 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
         op_userid_type=config.onebot.op_userid_type,
         white_prefixes=tuple(config.onebot.white_prefixes),
         black_prefixes=tuple(config.onebot.black_prefixes),
-        remove_at=config.onebot.remove_at))
+        remove_at=config.onebot.remove_at,
+        reads_off_loop=config.idmap.runtime_backend == "redis"))
     pipeline = InboundPipeline(bridge, sinks, deliveries,
                                acknowledge=None if platform is None else platform.acknowledge)
     webhook: web.AppRunner | None = None

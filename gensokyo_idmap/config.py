@@ -286,8 +286,9 @@ class OneBotConfig(_Section):
         description="what user_id/group_id carry downstream (docs/identities.md)")
     unsupported_segments: Literal["refuse", "drop"] = Field(
         default="refuse",
-        description="a segment the platform cannot carry (face in a group, poke, share…): "
-                    "refuse the send naming it, or drop it with a warning")
+        description="a segment the platform cannot carry (face in a group, an at in C2C or "
+                    "of all, poke, share…): refuse the send naming it, or drop it with a "
+                    "warning")
 
     @field_validator("forward_ws", "http_api")
     @classmethod

@@ -22,6 +22,10 @@ Rules this module keeps:
    that chat is stored (through this map: its walks are dropped before the write and again
    after the commit), an answer expires or leaves the window, or a second passes (what
    another process stores, ``msgid store``, is seen within it).
+8. **A quoted message is found by its chat and ``msg_idx``** (:func:`quote_key`): an
+   inbound message's ``msg_idx`` is a second key of its record in the real → virtual
+   index (``MsgContent.alias``), written, kept and deleted with it; :meth:`MsgIdMap.quoted`
+   answers only while the live record still names that key.
 
 Write functions validate before their first write (the store's batch contract).
 """
@@ -62,6 +66,7 @@ __all__ = [
     "MessageIds",
     "MsgContext",
     "MsgIdMap",
+    "quote_key",
 ]
 
 log = structlog.get_logger("gensokyo_idmap.msgid")
@@ -86,10 +91,11 @@ class MsgContext:
     """Where a message belongs: AppID, chat kind and target, and which way it went; and,
     once :meth:`about` names them, who wrote it and what it said (rule 6)."""
 
-    __slots__ = ("app_id", "author", "chat_kind", "direction", "message", "target")
+    __slots__ = ("alias", "app_id", "author", "chat_kind", "direction", "message", "target")
 
     author: int
     message: str | None
+    alias: str | None
 
     def __init__(
         self,
@@ -111,11 +117,14 @@ class MsgContext:
         self.direction = direction
         self.author = 0
         self.message = None
+        self.alias = None
 
-    def about(self, author: int, message: str | None) -> MsgContext:
-        """This chat's context for one message: its author's vUIN (0: unknown) and its
-        OneBot content as CQ text (None: not kept). The chat fields are not checked again
-        (a chat's context is built once and reused for each of its messages)."""
+    def about(self, author: int, message: str | None,
+              msg_idx: str | None = None) -> MsgContext:
+        """This chat's context for one message: its author's vUIN (0: unknown), its
+        OneBot content as CQ text (None: not kept) and the platform's ``msg_idx`` of it
+        (rule 8; None: none, or one too long to be a key). The chat fields are not checked
+        again (a chat's context is built once and reused for each of its messages)."""
         if isinstance(author, bool) or not isinstance(author, int) or author < 0:
             raise BadInputError("author", author, "must be a vUIN (0: unknown)")
         if message is not None:
@@ -128,14 +137,31 @@ class MsgContext:
         one = object.__new__(MsgContext)
         one.app_id, one.chat_kind, one.target = self.app_id, self.chat_kind, self.target
         one.direction, one.author, one.message = self.direction, author, message
+        one.alias = None if msg_idx is None else quote_key(
+            self.app_id, self.chat_kind, self.target, msg_idx)
         return one
 
     def content(self, keep_text: bool = True) -> MsgContent | None:
-        """What is kept beside the record (rule 6): None when nothing is known."""
+        """What is kept beside the record (rules 6, 8): None when nothing is known."""
         message = self.message if keep_text else None
-        if not self.author and message is None:
+        if not self.author and message is None and self.alias is None:
             return None
-        return MsgContent(self.author, message)
+        return MsgContent(self.author, message, self.alias)
+
+
+def quote_key(app_id: str, chat_kind: str, target: str, msg_idx: str) -> str | None:
+    """The real → virtual index key of a chat's message by its ``msg_idx`` (rule 8), or
+    None when ``msg_idx`` cannot be one (not text, empty, or the key too long). NULs
+    separate the parts and lead it, so it never equals a platform message id."""
+    if not isinstance(msg_idx, str) or not msg_idx:
+        return None
+    key = f"\0idx\0{app_id}\0{chat_kind}\0{target}\0{msg_idx}"
+    try:
+        if len(key.encode("utf-8")) > MAX_REAL_ID_BYTES:
+            return None
+    except UnicodeEncodeError:
+        return None
+    return key
 
 
 def _check_utf8(field: str, value: str) -> None:
@@ -262,6 +288,20 @@ def real_id_of(virtual_id: int, record: MsgRecord | None) -> str:
     return record.real_id
 
 
+def live_alias(key: str, known: int | None,
+               record_and_content: Callable[[int], tuple[MsgRecord | None,
+                                                         MsgContent | None]],
+               now_ms: int) -> int | None:
+    """The virtual id an index names for the alias ``key`` (``known``) if its record is
+    alive and its content still names ``key`` (rule 8)."""
+    if known is None:
+        return None
+    record, content = record_and_content(known)
+    if _alive(record, now_ms) is None or content is None or content.alias != key:
+        return None
+    return known
+
+
 def live_virtual_id(real_id: str, known: int | None,
                     record_of: Callable[[int], MsgRecord | None], now_ms: int) -> int | None:
     """The virtual id a store names for ``real_id`` (``known``) if its record is alive and
@@ -371,6 +411,8 @@ class MessageIds(Protocol):
                        ) -> tuple[MsgRecord, MsgContent | None] | None: ...
     def real_id_of(self, virtual_id: int) -> str: ...
     def virtual_of(self, real_id: str) -> int | None: ...
+    def quoted(self, app_id: str, chat_kind: str, target: str,
+               msg_idx: str) -> int | None: ...
     def latest_inbound(self, app_id: str, chat_kind: str, target: str, window_seconds: float,
                        before: MsgRecord | None = None) -> MsgRecord | None: ...
     def inbound_walk(self, app_id: str, chat_kind: str, target: str, window_seconds: float
@@ -503,6 +545,17 @@ class MsgIdMap:
         now_ms = self._now_ms()
         with self.store.read() as view:
             return live_virtual_id(real_id, view.virtual_of(real_id), view.record, now_ms)
+
+    def quoted(self, app_id: str, chat_kind: str, target: str, msg_idx: str) -> int | None:
+        """The live virtual id of the message of this chat whose ``msg_idx`` a quote names
+        (rule 8), or None: never stored, expired, or its key handed on."""
+        key = quote_key(app_id, chat_kind, target, msg_idx)
+        if key is None:
+            return None
+        now_ms = self._now_ms()
+        with self.store.read() as view:
+            return live_alias(key, view.virtual_of(key),
+                              lambda vid: (view.record(vid), view.content(vid)), now_ms)
 
     def latest_inbound(
         self, app_id: str, chat_kind: str, target: str, window_seconds: float,

@@ -42,9 +42,11 @@ from gensokyo_idmap.msgid import (
     _check_real_id,
     _position,
     check_virtual_id,
+    live_alias,
     live_virtual_id,
     looked_up,
     newest_of,
+    quote_key,
     real_id_of,
     stored,
 )
@@ -123,8 +125,9 @@ class RedisMsgIdMap:
             content = ctx.content(self._keep_content)
             author = 0 if content is None else content.author
             text = None if content is None else content.message
+            alias = None if content is None else content.alias
             wanted.append((real_id, ctx.app_id, ctx.chat_kind, ctx.target, ctx.direction,
-                           window, author, int(text is not None), text or ""))
+                           window, author, int(text is not None), text or "", alias or ""))
         return wanted, contexts
 
     def _outcomes(self, wanted: list[StoreItem], contexts: list[MsgContext],
@@ -201,6 +204,15 @@ class RedisMsgIdMap:
 
         return self.store.softly(lambda: live_virtual_id(
             real_id, self.ids.virtual_of(real_id), self.ids.record, now_ms), None,
+            _LOOKUP_FAILED)
+
+    def quoted(self, app_id: str, chat_kind: str, target: str, msg_idx: str) -> int | None:
+        key = quote_key(app_id, chat_kind, target, msg_idx)
+        if key is None:
+            return None
+        now_ms = self._now_ms()
+        return self.store.softly(lambda: live_alias(
+            key, self.ids.virtual_of(key), self.ids.record_and_content, now_ms), None,
             _LOOKUP_FAILED)
 
     def latest_inbound(self, app_id: str, chat_kind: str, target: str, window_seconds: float,

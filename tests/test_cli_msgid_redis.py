@@ -41,8 +41,8 @@ def seed(url: str, prefix: str, *items: tuple[str, str], ttl_ms: int = 600_000) 
     runtime = RedisRuntime(url, prefix)
     try:
         stored = RedisMsgIds(runtime).store_sync(
-            # 0: no reply window (not a reply candidate); no author, no content
-            [(real, APP_ID, "group", target, "in", 0, 0, 0, "") for real, target in items],
+            # 0: no reply window (not a reply candidate); no author, no content, no msg_idx
+            [(real, APP_ID, "group", target, "in", 0, 0, 0, "", "") for real, target in items],
             int(time.time() * 1000), ttl_ms)
     finally:
         runtime.sync.close()
@@ -95,7 +95,7 @@ def test_an_expired_record_still_in_redis_is_unknown(
     runtime = RedisRuntime(url, PREFIX)
     try:
         [(vid, _)] = [o for o in RedisMsgIds(runtime).store_sync(
-            [("ROBOT1.0_old", APP_ID, "group", "G1", "in", 0, 0, 0, "")],
+            [("ROBOT1.0_old", APP_ID, "group", "G1", "in", 0, 0, 0, "", "")],
             int(time.time() * 1000) - 600_000, 60_000) if o is not None]  # gone 9 minutes ago
     finally:
         runtime.sync.close()

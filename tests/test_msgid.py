@@ -403,6 +403,78 @@ def test_a_record_written_before_content_was_kept_answers_without_it(
     assert msgids.lookup_content(5) == (record, None)
 
 
+# --- quotes: a message found by its chat and msg_idx (rule 8) ----------------------------
+
+
+def test_a_message_is_found_by_its_chat_and_msg_idx_while_it_lives(
+        msgids: MsgIdMap, clock: FakeClock) -> None:
+    vid = msgids.store_real_sync("R1", GROUP.about(42, "hi", "REFIDX_1"))
+    other = msgids.store_real_sync("R2", OTHER_GROUP.about(43, "yo", "REFIDX_1"))
+    assert msgids.quoted(APP, "group", "G1", "REFIDX_1") == vid
+    assert msgids.quoted(APP, "group", "G2", "REFIDX_1") == other  # per chat
+    assert msgids.quoted(APP, "c2c", "G1", "REFIDX_1") is None
+    assert msgids.quoted("102000002", "group", "G1", "REFIDX_1") is None  # per AppID
+    assert msgids.quoted(APP, "group", "G1", "REFIDX_2") is None
+    # the alias is no second message: the record and its real id are as before
+    assert msgids.lookup_content(vid) == (
+        MsgRecord(vid, "R1", APP, "group", "G1", "in", now_ms(clock),
+                  now_ms(clock) + TTL_MS),
+        MsgContent(42, "hi", f"\0idx\0{APP}\0group\0G1\0REFIDX_1"))
+    assert msgids.virtual_of("R1") == vid
+    clock.advance(TTL * 0.75)
+    assert msgids.store_real_sync("R1", GROUP.about(42, "hi", "REFIDX_1")) == vid  # a hit
+    clock.advance(TTL * 0.5)  # past the first expiry: the hit refreshed the alias too
+    assert msgids.quoted(APP, "group", "G1", "REFIDX_1") == vid
+    clock.advance(TTL)
+    assert msgids.quoted(APP, "group", "G1", "REFIDX_1") is None
+
+
+def test_an_id_handed_out_again_is_not_found_by_its_earlier_holders_msg_idx(
+        msgids: MsgIdMap, clock: FakeClock, request: pytest.FixtureRequest) -> None:
+    assert msgids.store_real_sync("old", GROUP.about(42, "quoted", "REFIDX_old")) == 1
+    clock.advance(TTL + 1)  # expired, not swept
+    if isinstance(msgids, MsgIdMap):
+        msgids.store.write_sync(lambda view: view.set_msg_counter(0))
+    else:
+        runtime = request.getfixturevalue("redis_runtime")
+        runtime.sync.set(runtime.prefix + "m:ctr", 0)
+    assert msgids.store_real_sync("new", GROUP.about(7, "other")) == 1
+    assert msgids.quoted(APP, "group", "G1", "REFIDX_old") is None
+
+
+@pytest.mark.parametrize("msgid_backend", list(MSGID_BACKENDS), indirect=True)
+def test_keep_content_off_still_finds_a_quoted_message(
+        msgid_backend: str, request: pytest.FixtureRequest, clock: FakeClock) -> None:
+    msgids = msgid_map(msgid_backend, request, clock, TTL, keep_content=False)
+    vid = msgids.store_real_sync("R1", GROUP.about(0, "private words", "REFIDX_1"))
+    assert msgids.quoted(APP, "group", "G1", "REFIDX_1") == vid
+    assert msgids.lookup_content(vid)[1].message is None  # type: ignore[index]
+
+
+def test_the_sweep_and_a_purge_delete_the_alias_with_the_record(
+        msgids: MsgIdMap, store: LmdbMsgIdStore, clock: FakeClock) -> None:
+    alias = f"\0idx\0{APP}\0group\0G1\0REFIDX_1".encode()
+    msgids.store_real_sync("R1", GROUP.about(42, "hi", "REFIDX_1"))
+    clock.advance(TTL + 1)
+    assert msgids.sweep_sync() == 1
+    with store.read() as view:
+        assert view._txn.get(alias, db=view._t.msg_to_virtual) is None
+    msgids.store_real_sync("R2", GROUP.about(42, "hi", "REFIDX_1"))
+    clock.advance(TTL + 1)
+    set_counter(store, 1)  # the next store purges the expired record in its way
+    assert msgids.store_real_sync("R3", GROUP) == 2
+    with store.read() as view:
+        assert view._txn.get(alias, db=view._t.msg_to_virtual) is None
+
+
+@pytest.mark.parametrize("msg_idx", ["", "x" * 400, "\ud800"])
+def test_a_msg_idx_that_cannot_be_a_key_is_not_kept_and_finds_nothing(
+        msgids: MsgIdMap, msg_idx: str) -> None:
+    vid = msgids.store_real_sync("R1", GROUP.about(42, "hi", msg_idx))
+    assert msgids.lookup_content(vid)[1] == MsgContent(42, "hi")  # type: ignore[index]
+    assert msgids.quoted(APP, "group", "G1", msg_idx) is None
+
+
 # --- wrap-around at int32 -----------------------------------------------------------------
 
 

@@ -14,7 +14,10 @@ the counter. After every step it reads every table of the file and checks:
   on reuse and the sweep do exactly what the rules say);
 - lookups agree with the model: a live record is found, an expired one is not;
 - the author and content kept beside a record are the ones its first store gave (a hit
-  keeps them) and go with it: no ``msg_content`` entry outlives its record.
+  keeps them) and go with it: no ``msg_content`` entry outlives its record;
+- a message's ``msg_idx`` alias (rule 8) is in the index exactly as the model says (the
+  last store or hit of a record holding it took it; deleting that record removed it), no
+  alias key outlives its record, and :meth:`MsgIdMap.quoted` finds what the model does.
 
 Orphans: none are allowed. ``delete_record`` removes every index key of a record (the
 ``expires_at`` key with the record's own expiry, the ``chat_recent`` key with its own
@@ -39,7 +42,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from gensokyo_idmap.errors import NotFoundError
-from gensokyo_idmap.msgid import INT32_MAX, MsgContext, MsgIdMap
+from gensokyo_idmap.msgid import INT32_MAX, MsgContext, MsgIdMap, quote_key
 from gensokyo_idmap.runtime_redis import RedisMsgIdMap
 from gensokyo_idmap.store.base import MsgContent
 from gensokyo_idmap.store.codec import decode_u64, decode_value
@@ -52,6 +55,8 @@ from .conftest import REDIS_URL, FakeClock, test_prefix
 TTL = 100.0
 TTL_MS = int(TTL * 1000)
 REALS = [f"real-{i}" for i in range(6)]
+IDXS = ["I1", "I2"]  # msg_idx values: few, so chats reuse them
+ALIAS = "\0idx\0"
 CONTEXTS = [
     MsgContext("102", "group", "G1", "in"),
     MsgContext("102", "group", "G1", "out"),
@@ -85,6 +90,7 @@ class MsgIdMachine(RuleBasedStateMachine):
         self.msgids = MsgIdMap(self.store, clock=self.clock, ttl_seconds=TTL)
         self.records: dict[int, Rec] = {}  # the model: every record the file must hold
         self.contents: dict[int, MsgContent | None] = {}  # what each record keeps beside it
+        self.aliases: dict[str, int] = {}  # the model of the alias keys of the index
         self.counter = 0
 
     def teardown(self) -> None:
@@ -102,6 +108,13 @@ class MsgIdMachine(RuleBasedStateMachine):
                 return vid
         return None
 
+    def model_delete(self, vid: int) -> None:
+        """A record goes, its content and (if it still holds it) its alias key with it."""
+        del self.records[vid]
+        kept = self.contents.pop(vid, None)
+        if kept is not None and kept.alias is not None and self.aliases.get(kept.alias) == vid:
+            del self.aliases[kept.alias]
+
     def model_allocate(self) -> int:
         now = self.now_ms()
         candidate = self.counter
@@ -111,18 +124,18 @@ class MsgIdMachine(RuleBasedStateMachine):
             if held is None:
                 break
             if held.expires_ms <= now:
-                del self.records[candidate]  # purged before reuse
-                self.contents.pop(candidate, None)
+                self.model_delete(candidate)  # purged before reuse
                 break
         self.counter = candidate
         return candidate
 
     # rules
     @rule(real=st.sampled_from(REALS), ctx=st.sampled_from(CONTEXTS), use_async=st.booleans(),
-          author=st.integers(0, 2))
-    def store_real(self, real: str, ctx: MsgContext, use_async: bool, author: int) -> None:
-        if author:  # a message with its author and content (0: a bare context)
-            ctx = ctx.about(author, f"said [{author}]")
+          author=st.integers(0, 2), idx=st.none() | st.sampled_from(IDXS))
+    def store_real(self, real: str, ctx: MsgContext, use_async: bool, author: int,
+                   idx: str | None) -> None:
+        if author or idx:  # a message with its author, content, msg_idx (else a bare context)
+            ctx = ctx.about(author, f"said [{author}]" if author else None, idx)
         now = self.now_ms()
         live = self.live_vid_of(real)
         if live is not None:
@@ -130,14 +143,18 @@ class MsgIdMachine(RuleBasedStateMachine):
             old = self.records[live]
             self.records[live] = Rec(old.real, old.app_id, old.chat_kind, old.target,
                                      old.direction, old.created_ms, now + TTL_MS)
+            kept = self.contents.get(live)
+            if kept is not None and kept.alias is not None:
+                self.aliases[kept.alias] = live  # a hit takes its alias (again)
         else:
-            for vid in [v for v, r in self.records.items() if r.real == real]:
-                del self.records[vid]  # an expired record of the same real id starts afresh
-                self.contents.pop(vid, None)
             expected = self.model_allocate()
+            for vid in [v for v, r in self.records.items() if r.real == real]:
+                self.model_delete(vid)  # an expired record of the same real id starts afresh
             self.records[expected] = Rec(real, ctx.app_id, ctx.chat_kind, ctx.target,
                                          ctx.direction, now, now + TTL_MS)
             self.contents[expected] = ctx.content()
+            if ctx.alias is not None:
+                self.aliases[ctx.alias] = expected
         if use_async:
             got = asyncio.run(self.msgids.store_real(real, ctx))
         else:
@@ -193,8 +210,7 @@ class MsgIdMachine(RuleBasedStateMachine):
         now = self.now_ms()
         expired = [vid for vid, rec in self.records.items() if rec.expires_ms <= now]
         for vid in expired:
-            del self.records[vid]
-            self.contents.pop(vid, None)
+            self.model_delete(vid)
         swept = asyncio.run(self.msgids.sweep()) if use_async else self.msgids.sweep_sync()
         assert swept == len(expired)
 
@@ -221,6 +237,7 @@ class MsgIdMachine(RuleBasedStateMachine):
             txn, t = view._txn, view._t
             m2v = {k.decode(): int.from_bytes(v, "big")
                    for k, v in txn.cursor(t.msg_to_virtual)}
+            aliases = {key: m2v.pop(key) for key in list(m2v) if key.startswith(ALIAS)}
             v2m: dict[int, Rec] = {}
             for k, v in txn.cursor(t.virtual_to_msg):
                 assert len(k) == 4
@@ -248,6 +265,7 @@ class MsgIdMachine(RuleBasedStateMachine):
         expected_chat = {chat_key(rec, vid) for vid, rec in v2m.items() if rec.direction == "in"}
         assert chat_keys == expected_chat
         assert content_keys == {vid for vid, kept in self.contents.items() if kept is not None}
+        assert aliases == self.aliases
 
         # ... and the file holds exactly the model
         assert v2m == self.records
@@ -262,6 +280,18 @@ class MsgIdMachine(RuleBasedStateMachine):
     def lookups_agree_with_the_model(self) -> None:
         for real in REALS:
             assert self.msgids.virtual_of(real) == self.live_vid_of(real)
+
+    @invariant()
+    def quotes_agree_with_the_model(self) -> None:
+        now = self.now_ms()
+        for ctx in CONTEXTS:
+            for idx in IDXS:
+                key = quote_key(ctx.app_id, ctx.chat_kind, ctx.target, idx)
+                assert key is not None
+                holder = self.aliases.get(key)
+                live = holder is not None and self.records[holder].expires_ms > now
+                assert self.msgids.quoted(ctx.app_id, ctx.chat_kind, ctx.target, idx) == (
+                    holder if live else None)
 
     @invariant()
     def contents_agree_with_the_model(self) -> None:
@@ -306,6 +336,7 @@ class RedisMsgIdMachine(MsgIdMachine):
                                     ttl_seconds=TTL)  # type: ignore[assignment]
         self.records = {}
         self.contents = {}
+        self.aliases = {}
         self.counter = 0
 
     def teardown(self) -> None:
@@ -351,8 +382,10 @@ class RedisMsgIdMachine(MsgIdMachine):
         for vid, rec in v2m.items():
             assert 1 <= vid <= INT32_MAX
             assert m2v.get(rec.real) == vid, f"m:r:{rec.real} != {vid}"
+        aliases = {key: m2v.pop(key) for key in list(m2v) if key.startswith(ALIAS)}
         for real, vid in m2v.items():
             assert vid in v2m and v2m[vid].real == real, f"{real} -> {vid} is stale"
+        assert aliases == self.aliases
         assert chats == {chat_member(rec, vid) for vid, rec in v2m.items()
                          if rec.direction == "in"}
         assert v2m == self.records

@@ -12,7 +12,8 @@ Rules:
    land on the same vUIN.
 3. **Real message ids become int32 virtual ids** in the msgid map (inbound, with the chat),
    which is also what the reply path reads back for passive replies; the author's vUIN and
-   the OneBot content go beside it (cut to the map's bound), for ``get_msg``.
+   the OneBot content go beside it (cut to the map's bound), for ``get_msg``, and so does
+   a group or C2C message's ``msg_idx``, under which a later quote finds it.
 4. **Unknown or non-chat events produce no OneBot event**; they are logged, never raised.
 
 5. **Non-message events a reply may name** (``event_id``: GROUP_ADD_ROBOT,
@@ -26,6 +27,10 @@ Rules:
    ids and are shown as Gensokyo shows them (:mod:`gensokyo_idmap.bridge.guild_inbound`);
    where each channel and DM lives is recorded in the legacy config table
    (:mod:`gensokyo_idmap.bridge.guilds`) before their events go out, so a reply finds it.
+8. **A quote becomes a ``reply`` segment, first**, naming the quoted message's virtual id
+   when the map still holds it (a framework fetches it with ``get_msg``); a quote of a
+   message the map does not know (expired, from before, sent by the bot) adds nothing: the
+   quoted text is never made up.
 
 Transports and the platform clients live elsewhere and call :meth:`InboundPipeline.process_batch`
 (the gateway: every frame of one read) or the pipeline itself (the webhook: one delivery).
@@ -92,6 +97,9 @@ class BridgeSettings:
     white_prefixes: tuple[str, ...] = ()
     black_prefixes: tuple[str, ...] = ()
     remove_at: bool = False
+    #: the message ids are on a server (Redis): a quote's lookup waits on a worker thread,
+    #: never on the event loop
+    reads_off_loop: bool = False
 
 
 #: Non-message events whose envelope id the platform accepts as a send's ``event_id``.
@@ -247,6 +255,35 @@ class InboundBridge:
             return self._segments(event.content, event.attachments, False)
         return None
 
+    async def _with_quotes(self, events: Sequence[QQEvent],
+                           contents: list[list[Segment] | None]) -> list[list[Segment] | None]:
+        """Each message's segments with the ``reply`` of the message it quotes first, when
+        the map knows that one (rule 8); the lookups of a batch in one go, off the loop
+        when the map is on a server."""
+        asked: list[tuple[int, str, str, str]] = []
+        for index, event in enumerate(events):
+            if contents[index] is None:
+                continue
+            if isinstance(event, GroupMessage) and event.quoted_idx is not None:
+                asked.append((index, "group", event.group.openid, event.quoted_idx))
+            elif isinstance(event, C2CMessage) and event.quoted_idx is not None:
+                asked.append((index, "c2c", event.user.openid, event.quoted_idx))
+        if not asked:
+            return contents
+
+        def look_up() -> list[int | None]:
+            return [self.msgids.quoted(self.settings.app_id, kind, target, idx)
+                    for _, kind, target, idx in asked]
+
+        found = await asyncio.to_thread(look_up) if self.settings.reads_off_loop else look_up()
+        quoted = list(contents)
+        for (index, _, _, idx), virtual_id in zip(asked, found, strict=True):
+            self._log.debug("[message] quote", quoted_idx=idx, message_id=virtual_id)
+            segments = quoted[index]
+            if virtual_id is not None and segments is not None:
+                quoted[index] = [Segment("reply", (("id", str(virtual_id)),)), *segments]
+        return quoted
+
     def _msgid_of(self, event: QQEvent, people: list[int],
                   segments: list[Segment] | None) -> tuple[str, MsgContext] | None:
         """The real id ``event`` puts in the msgid map (rules 3 and 5), if any; a message's
@@ -255,7 +292,8 @@ class InboundBridge:
             kind: ChatKind = "group" if isinstance(event, GroupMessage) else "c2c"
             target = event.group.openid if isinstance(event, GroupMessage) else event.user.openid
             content = segments_to_cq_within(segments or (), MAX_CONTENT_BYTES)
-            return event.message_id, self._context(kind, target).about(people[-1], content)
+            return event.message_id, self._context(kind, target).about(
+                people[-1], content, event.msg_idx)
         if isinstance(event, GUILD_EVENTS):
             return guild_msgid(event, self.settings.app_id, people)
         chat = self._reply_chat(event)
@@ -286,7 +324,8 @@ class InboundBridge:
         If any of it fails the batch raises and no OneBot event of it is built (identities
         already committed stay: the graph only ever adds)."""
         vuins = await self._resolve_people(events)
-        contents = [self._message_segments(event) for event in events]
+        contents = await self._with_quotes(events,
+                                           [self._message_segments(event) for event in events])
         wanted = [self._msgid_of(event, people, segments)
                   for event, people, segments in zip(events, vuins, contents, strict=True)]
         stored = iter(await self.msgids.store_many([item for item in wanted if item]))

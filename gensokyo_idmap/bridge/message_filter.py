@@ -75,16 +75,19 @@ class MessageFilter:
         return not self._starts(text, self.black_prefixes)
 
     def without_at(self, segments: Sequence[Segment]) -> list[Segment]:
-        """``segments`` without a leading @bot and the spaces after it (rule 3)."""
-        rest = list(segments[self._leading_at(segments):])
-        if len(rest) < len(segments):
+        """``segments`` without a leading @bot and the spaces after it (rule 3); the
+        ``reply`` segment of a quote, which comes before it, stays first."""
+        quote = segments[:1] if segments and segments[0].type == "reply" else []
+        body = segments[len(quote):]
+        rest = list(body[self._leading_at(body):])
+        if len(rest) < len(body):
             while rest and rest[0].type == "text":
                 stripped = (rest[0].get("text") or "").lstrip()
                 if stripped:
                     rest[0] = Segment.text(stripped)
                     break
                 rest.pop(0)
-        return rest
+        return [*quote, *rest]
 
     def apply(self, segments: Sequence[Segment]) -> list[Segment] | None:
         """What is forwarded of a message: None when it is held back, else its segments

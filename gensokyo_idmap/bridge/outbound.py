@@ -338,18 +338,22 @@ class OutboundSender:
                                 "message session with the bot (a DM goes to that session)")
         return Target("dms", dm_guild, vuin)
 
-    def mention(self, target: Target, qq: str) -> str:
+    def mention(self, target: Target, qq: str) -> str | None:
         """An ``at`` segment as the platform renders it: a member mention in groups, naming
         the identity of that person last seen in this group (rule 1).
 
         ``<qqbot-at-user id="<member openid>" />`` is what third-party SDKs send; they use
         it in markdown for sure, in plain text messages it is UNCONFIRMED (the reference
-        does not say). C2C has no mentions; ``all`` and the bot itself are dropped.
+        does not say). An at of the bot itself is left out (``""``, as documented); one
+        the platform has no form for (``all``, any at in C2C or a guild DM) is None, which
+        ``onebot.unsupported_segments`` decides (:func:`plan_message`).
         """
-        if target.chat_kind == "channel" and qq not in ("all", str(self.settings.self_id)):
-            return self._channel_mention(qq)
-        if target.chat_kind != "group" or qq in ("all", str(self.settings.self_id)):
+        if qq == str(self.settings.self_id):
             return ""
+        if qq == "all" or target.chat_kind not in ("group", "channel"):
+            return None
+        if target.chat_kind == "channel":
+            return self._channel_mention(qq)
         try:
             member = self.resolve_target("group", qq, "at.qq",
                                          scene=self.chat(target).scene)

@@ -8,10 +8,13 @@ writes one body once the sender knows the ``msg_id`` / ``event_id`` / ``msg_seq`
 uploaded ``file_info``.
 
 Mentions need the identity graph, so the planner takes a ``mention`` callback that turns
-the ``at`` segment's ``qq`` value into the text the platform renders (or ``""`` to drop it).
+the ``at`` segment's ``qq`` value into the text the platform renders (``""``: nothing, for
+an at of the bot itself) or None: an at the platform cannot carry in this chat (``all``, any
+at in a C2C or guild DM chat), which the unsupported-segment policy below decides.
 
 No segment is lost silently: one the platform has no form for in this kind of chat (a
-``face`` in a group, ``poke``, ``share``, a type nobody knows…) refuses the whole message,
+``face`` in a group, an ``at`` in C2C, ``poke``, ``share``, a type nobody knows…) refuses
+the whole message,
 naming it, or with ``onebot.unsupported_segments: drop`` is left out and named in
 :attr:`MessagePlan.dropped`, for the sender to log.
 """
@@ -134,8 +137,19 @@ def _face(segment: Segment, index: int) -> str:
     return f"<emoji:{int(face_id)}>"
 
 
+_DROP_HINT: Final = " (onebot.unsupported_segments: drop sends the rest without it)"
+
+
+def _uncarried(unsupported: UnsupportedSegments, dropped: list[tuple[int, str]], index: int,
+               kind: str, refusal: BadInputError) -> None:
+    """A segment the platform cannot carry: left out and named (drop), or ``refusal``."""
+    if unsupported != "drop":
+        raise refusal
+    dropped.append((index, kind))
+
+
 def plan_message(segments: Sequence[Segment], chat_kind: str,
-                 mention: Callable[[str], str],
+                 mention: Callable[[str], str | None],
                  unsupported: UnsupportedSegments = "refuse") -> MessagePlan:
     """Split a OneBot message into the platform messages that carry it, in order.
 
@@ -156,7 +170,14 @@ def plan_message(segments: Sequence[Segment], chat_kind: str,
             target = segment.get("qq")
             if not target:
                 raise BadInputError(f"message[{index}].qq", None, "an at segment needs qq")
-            text.append(mention(target))
+            rendered = mention(target)
+            if rendered is not None:
+                text.append(rendered)
+            else:
+                _uncarried(unsupported, dropped, index, kind, BadInputError(
+                    f"message[{index}].qq", target,
+                    f"the platform cannot carry an at segment of {target} in a {chat_kind} "
+                    f"message{_DROP_HINT}"))
         elif kind == "reply":
             if reply_to is None:
                 reply_to = check_virtual_id(segment.get("id") or "", f"message[{index}].id")
@@ -171,13 +192,11 @@ def plan_message(segments: Sequence[Segment], chat_kind: str,
             keyboard = _passthrough(segment, index, "id")
         elif kind == "face" and chat_kind in EMOJI_TEXT_CHATS:
             text.append(_face(segment, index))
-        elif unsupported == "drop":
-            dropped.append((index, kind))
         else:
-            raise BadInputError(
+            _uncarried(unsupported, dropped, index, kind, BadInputError(
                 f"message[{index}].type", kind,
-                f"the platform cannot carry a {kind} segment in a {chat_kind} message "
-                "(onebot.unsupported_segments: drop sends the rest without it)")
+                f"the platform cannot carry a {kind} segment in a {chat_kind} "
+                f"message{_DROP_HINT}"))
     body = "".join(text)
     if keyboard is not None and markdown is None:
         raise BadInputError("message", "keyboard", "a keyboard is sent with a markdown segment")

@@ -227,6 +227,10 @@ class GroupMessage(_Event):
     timestamp: str = ""
     attachments: tuple[Attachment, ...] = ()
     mentioned_bot: bool = False
+    #: The message's ``msg_idx`` (what a quote of it names) and that of the message it
+    #: quotes, if any (:func:`_msg_idx`, :func:`_quoted_idx`).
+    msg_idx: str | None = None
+    quoted_idx: str | None = None
 
     def identities(self) -> tuple[IdentityKey, ...]:
         keys: tuple[IdentityKey, ...] = (self.group, self.author)
@@ -247,6 +251,8 @@ class C2CMessage(_Event):
     content: str = ""
     timestamp: str = ""
     attachments: tuple[Attachment, ...] = ()
+    msg_idx: str | None = None  # as GroupMessage's
+    quoted_idx: str | None = None
 
     def identities(self) -> tuple[IdentityKey, ...]:
         return (self.user,) if self.author_union is None else (self.user, self.author_union)
@@ -647,6 +653,46 @@ def _mentions_bot(d: Mapping[str, Any]) -> bool:
     return any(_is_object(m) and m.get("is_you") is True for m in mentions)
 
 
+#: ``message_type`` of a message that quotes another (``msg_elements[0]`` is the quoted one).
+QUOTE_MESSAGE_TYPE: Final = 103
+
+
+def _scene_ext(d: Mapping[str, Any], name: str) -> str | None:
+    """The value of ``<name>=<value>`` among ``d.message_scene.ext`` (UNCONFIRMED: read
+    leniently, anything unexpected is no value)."""
+    scene = d.get("message_scene")
+    ext = scene.get("ext") if _is_object(scene) else None
+    if not isinstance(ext, list):
+        return None
+    prefix = name + "="
+    for item in ext:
+        if isinstance(item, str) and item.startswith(prefix) and len(item) > len(prefix):
+            return item[len(prefix):]
+    return None
+
+
+def _msg_idx(d: Mapping[str, Any]) -> str | None:
+    """A group or C2C message's own ``msg_idx`` (``d.msg_idx``, else ``msg_idx=`` in
+    ``message_scene.ext``): the name a later quote of it gives. Lenient (UNCONFIRMED)."""
+    value = d.get("msg_idx")
+    return value if isinstance(value, str) and value else _scene_ext(d, "msg_idx")
+
+
+def _quoted_idx(d: Mapping[str, Any]) -> str | None:
+    """The ``msg_idx`` of the message this one quotes: ``message_type`` 103 with the quoted
+    message as ``msg_elements[0]`` (else ``ref_msg_idx=`` in ``message_scene.ext``); None
+    for a message that quotes nothing. Lenient (UNCONFIRMED): a quote whose shape is not
+    this is no quote, and the message itself still goes out."""
+    if d.get("message_type") != QUOTE_MESSAGE_TYPE:
+        return None
+    elements = d.get("msg_elements")
+    if isinstance(elements, list) and elements and _is_object(elements[0]):
+        value = elements[0].get("msg_idx")
+        if isinstance(value, str) and value:
+            return value
+    return _scene_ext(d, "ref_msg_idx")
+
+
 def _raw(value: object, path: str) -> RawId:
     """A channel-side id (channel, guild, guild user): text or a number, kept as ``raw:``."""
     if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
@@ -761,6 +807,8 @@ def parse_dispatch(envelope: Envelope, app_id: str) -> QQEvent:
             timestamp=_text_timestamp(d, "timestamp", "d.timestamp"),
             attachments=_attachments(d),
             mentioned_bot=t == "GROUP_AT_MESSAGE_CREATE" or _mentions_bot(d),
+            msg_idx=_msg_idx(d),
+            quoted_idx=_quoted_idx(d),
         )
     if t == "C2C_MESSAGE_CREATE":
         author = _object(d, "author", "d.author", required=True)
@@ -772,6 +820,8 @@ def parse_dispatch(envelope: Envelope, app_id: str) -> QQEvent:
             content=_text(d, "content", "d.content") or "",
             timestamp=_text_timestamp(d, "timestamp", "d.timestamp"),
             attachments=_attachments(d),
+            msg_idx=_msg_idx(d),
+            quoted_idx=_quoted_idx(d),
         )
     if t in _GROUP_ROBOT_TYPES:
         return GroupRobotEvent(

@@ -231,10 +231,15 @@ class MsgContent:
     ``author`` is the vUIN of whoever wrote it (the bot's ``self_id`` for what it sent; 0:
     not known). ``message`` is its OneBot content as CQ-code text (bounded by the caller),
     or None when the text was not kept (``idmap.keep_message_content: false``).
+    ``alias`` is the message's second key in the real → virtual index, pointing at the
+    same virtual id (its chat and the platform's ``msg_idx``: what a quote of it names,
+    :func:`gensokyo_idmap.msgid.quote_key`), or None; it is written and deleted with the
+    record, and a lookup by it checks that the record still names it.
     """
 
     author: int
     message: str | None
+    alias: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

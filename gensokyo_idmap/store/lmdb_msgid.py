@@ -11,7 +11,12 @@ Tables (docs/stores.md):
 | ``chat_recent`` | AppID NUL kind NUL target NUL + created ms + virtual id → empty (inbound only): the newest message of a chat is one cursor step away |
 | ``claims`` | delivery key (``msg:<id>`` / ``evt:<id>``) → expires ms (8 bytes): events processed within the de-duplication window, so a repeat after a restart is known |
 | ``claims_expiry`` | expires ms (8 bytes) + delivery key → empty: a sweep reads only what expired |
-| ``msg_content`` | virtual id → cbor [author vUIN (0: unknown), OneBot content as CQ text or null]: what ``get_msg`` answers; written and deleted with the record |
+| ``msg_content`` | virtual id → cbor [author vUIN (0: unknown), OneBot content as CQ text or null] and, for a message with a ``msg_idx``, its alias key as a third item: what ``get_msg`` answers; written and deleted with the record |
+
+A message with a ``msg_idx`` has a second ``msg_to_virtual`` key, its alias
+(:func:`gensokyo_idmap.msgid.quote_key`), pointing at the same virtual id: how a quote of
+it is found. It is written and deleted with the record (the delete reads the alias from
+``msg_content``).
 
 The claim tables and ``msg_content`` came after schema_version 1 and need no upgrade: LMDB
 creates a named table that is missing when the store opens, and an older daemon never opens
@@ -93,8 +98,8 @@ class MsgIdView(CounterView, MsgIdWriter):
         raw = self._txn.get(_u32(virtual_id), db=self._t.msg_content)
         if raw is None:
             return None
-        author, message = decode_value(raw)
-        return MsgContent(author, message)
+        author, message, *alias = decode_value(raw)
+        return MsgContent(author, message, alias[0] if alias else None)
 
     def _expired_keys(self, table: Any, now_ms: int, limit: int) -> list[tuple[int, bytes]]:
         """(expires ms, the rest of the key) of an expiry index's keys due at ``now_ms``."""
@@ -175,8 +180,11 @@ class MsgIdView(CounterView, MsgIdWriter):
         self._txn.put(record.real_id.encode("utf-8"), vid, db=self._t.msg_to_virtual)
         self._txn.put(vid, value, db=self._t.virtual_to_msg)
         if content is not None:
-            self._txn.put(vid, encode_value([content.author, content.message]),
-                          db=self._t.msg_content)
+            kept = [content.author, content.message]
+            if content.alias is not None:
+                kept.append(content.alias)
+                self._txn.put(content.alias.encode("utf-8"), vid, db=self._t.msg_to_virtual)
+            self._txn.put(vid, encode_value(kept), db=self._t.msg_content)
         else:  # an entry an older daemon left for an earlier holder of this id
             self._txn.delete(vid, db=self._t.msg_content)
         self._txn.put(encode_u64(record.expires_ms) + vid, b"", db=self._t.expires_at)
@@ -189,6 +197,11 @@ class MsgIdView(CounterView, MsgIdWriter):
         real = record.real_id.encode("utf-8")
         if self._txn.get(real, db=self._t.msg_to_virtual) == vid:
             self._txn.delete(real, db=self._t.msg_to_virtual)
+        kept = self.content(record.virtual_id)
+        if kept is not None and kept.alias is not None:
+            alias = kept.alias.encode("utf-8")
+            if self._txn.get(alias, db=self._t.msg_to_virtual) == vid:
+                self._txn.delete(alias, db=self._t.msg_to_virtual)
         self._txn.delete(vid, db=self._t.virtual_to_msg)
         self._txn.delete(vid, db=self._t.msg_content)
         self._txn.delete(encode_u64(record.expires_ms) + vid, db=self._t.expires_at)

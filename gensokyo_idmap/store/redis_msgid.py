@@ -5,8 +5,8 @@ Keys, each under the prefix (``gsk:`` by default):
 | key | type | what |
 |---|---|---|
 | ``m:ctr`` | string | the last virtual id handed out (``INCR``; wraps at int32) |
-| ``m:v:<virtual id>`` | hash | the record: ``r`` real id, ``a`` AppID, ``k`` chat kind, ``t`` target, ``d`` direction, ``c`` created ms, ``e`` expires ms; and what ``get_msg`` answers: ``u`` the author's vUIN (0: unknown), ``m`` the OneBot content as CQ text (absent: not kept). A record written before these were kept has neither |
-| ``m:r:<real id>`` | string | the virtual id of a real id |
+| ``m:v:<virtual id>`` | hash | the record: ``r`` real id, ``a`` AppID, ``k`` chat kind, ``t`` target, ``d`` direction, ``c`` created ms, ``e`` expires ms; and what ``get_msg`` answers: ``u`` the author's vUIN (0: unknown), ``m`` the OneBot content as CQ text (absent: not kept), ``x`` the alias key of a message with a ``msg_idx`` (what a quote of it names). A record written before these were kept has none |
+| ``m:r:<real id>`` | string | the virtual id of a real id; also ``m:r:<alias>`` (:func:`gensokyo_idmap.msgid.quote_key`), written, refreshed and purged with the record |
 | ``m:c:<AppID>\\0<kind>\\0<target>`` | sorted set | inbound messages of a chat, members ``<created ms, 16 hex><virtual id, 8 hex>`` (lexical order is time order), the newest 256 |
 | ``d:<delivery key>`` | string | a delivery claim: its expiry ms; while a daemon delivers the event, ``<that daemon's token>:<until ms>`` (a short TTL) |
 | ``m:a:<AppID>\\0<kind>\\0<target>`` | sorted set | the chat's inbound messages within their reply window that may have replies left (members as in ``m:c``): what a send answers |
@@ -68,28 +68,32 @@ end
 _STORE_LUA: Final = _LUA_COMMON + r"""
 -- ARGV: prefix, now ms, ttl ms, int32 max, probes, chat kept, then per item
 -- real id, AppID, chat kind, target, direction, reply window ms (0: none), author vUIN,
--- content kept ('1' / '0'), content. Returns per item {virtual id, hit} ({0, 0}: no free
--- id within the probes; nothing written for it). A hit keeps the author and content of
--- the first store.
+-- content kept ('1' / '0'), content, alias key ('': none). Returns per item
+-- {virtual id, hit} ({0, 0}: no free id within the probes; nothing written for it). A hit keeps the author and content of
+-- the first store, and its alias key points at it again (as on LMDB).
 local now, ttl = tonumber(ARGV[2]), tonumber(ARGV[3])
 local top, probes, kept = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local function extend(key)
   if redis.call('PTTL', key) < ttl then redis.call('PEXPIRE', key, ttl) end
 end
 local function purge(vid, rec)
+  local alias = redis.call('HGET', p .. 'm:v:' .. vid, 'x')
   redis.call('DEL', p .. 'm:v:' .. vid)
   if rec[1] and redis.call('GET', p .. 'm:r:' .. rec[1]) == tostring(vid) then
     redis.call('DEL', p .. 'm:r:' .. rec[1])
+  end
+  if alias and redis.call('GET', p .. 'm:r:' .. alias) == tostring(vid) then
+    redis.call('DEL', p .. 'm:r:' .. alias)
   end
   if rec[5] == 'in' then
     redis.call('ZREM', chat_key(rec[2], rec[3], rec[4]), member(tonumber(rec[6]), vid))
   end
 end
 local out = {}
-for i = 7, #ARGV, 9 do
+for i = 7, #ARGV, 10 do
   local real, app, kind, target, dir = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
   local window = tonumber(ARGV[i + 5])
-  local author, has_text, text = ARGV[i + 6], ARGV[i + 7], ARGV[i + 8]
+  local author, has_text, text, alias = ARGV[i + 6], ARGV[i + 7], ARGV[i + 8], ARGV[i + 9]
   local rkey = p .. 'm:r:' .. real
   local known = redis.call('GET', rkey)
   local result = nil
@@ -100,6 +104,8 @@ for i = 7, #ARGV, 9 do
       redis.call('HSET', vkey, 'e', now + ttl)
       redis.call('PEXPIRE', vkey, ttl)
       redis.call('PEXPIRE', rkey, ttl)
+      local kept = redis.call('HGET', vkey, 'x')
+      if kept then redis.call('SET', p .. 'm:r:' .. kept, known, 'PX', ttl) end
       if rec[5] == 'in' then extend(chat_key(rec[2], rec[3], rec[4])) end
       result = {tonumber(known), 1}
     elseif rec[1] == real then
@@ -125,6 +131,10 @@ for i = 7, #ARGV, 9 do
       if has_text == '1' then redis.call('HSET', vkey, 'm', text) end
       redis.call('PEXPIRE', vkey, ttl)
       redis.call('SET', rkey, vid, 'PX', ttl)
+      if alias ~= '' then
+        redis.call('HSET', vkey, 'x', alias)
+        redis.call('SET', p .. 'm:r:' .. alias, vid, 'PX', ttl)
+      end
       if dir == 'in' then
         local ckey = chat_key(app, kind, target)
         redis.call('ZADD', ckey, 0, member(now, vid))
@@ -243,7 +253,7 @@ return 0
 """
 
 _RECORD_FIELDS: Final = (b"r", b"a", b"k", b"t", b"d", b"c", b"e")
-_CONTENT_FIELDS: Final = (b"u", b"m")
+_CONTENT_FIELDS: Final = (b"u", b"m", b"x")
 
 
 def _member(created_ms: int, virtual_id: int) -> str:
@@ -263,16 +273,17 @@ def _record(virtual_id: int, fields: Sequence[bytes | str | None]) -> MsgRecord 
 
 
 def _content(fields: Sequence[bytes | str | None]) -> MsgContent | None:
-    author, message = fields
-    if message is None and (author is None or int(author) == 0):
+    author, message, alias = fields
+    if message is None and alias is None and (author is None or int(author) == 0):
         return None  # nothing known (or a record from before authors were kept)
     return MsgContent(0 if author is None else int(author),
-                      None if message is None else _text(message))
+                      None if message is None else _text(message),
+                      None if alias is None else _text(alias))
 
 
 #: real id, AppID, chat kind, target, direction, reply window ms (0: not replied to),
-#: author vUIN (0: unknown), content kept (1 / 0), content
-StoreItem = tuple[str, str, str, str, str, int, int, int, str]
+#: author vUIN (0: unknown), content kept (1 / 0), content, alias key ('': none)
+StoreItem = tuple[str, str, str, str, str, int, int, int, str, str]
 
 
 class RedisMsgIds:

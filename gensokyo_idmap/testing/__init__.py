@@ -7,8 +7,8 @@ with the platform's refusals, and Ed25519-signed webhook callbacks), so a bot's 
 run the real daemon between the emulated platform and the bot.
 
 - :mod:`.platform_emulator`: :class:`EmulatedPlatform` (token, gateway, OpenAPI, guilds)
-  and the ``d`` payloads of a group and a C2C message and of the guild events (a channel
-  message, a guild DM, a recall, a member change).
+  and the ``d`` payloads of a group and a C2C message (and of one quoting another) and of
+  the guild events (a channel message, a guild DM, a recall, a member change).
 - :mod:`.webhook_sender`: :class:`WebhookSender`, signed webhook deliveries as the platform
   posts them.
 - :mod:`.loopback`: free ports, a framework's reverse-WS endpoint in the test's process and
@@ -49,6 +49,7 @@ from gensokyo_idmap.testing.platform_emulator import (
     group_message,
     guild_member,
     message_delete,
+    quoting,
 )
 from gensokyo_idmap.testing.wait import until, until_listening
 from gensokyo_idmap.testing.webhook_sender import Delivery, Prepared, Validation, WebhookSender
@@ -74,6 +75,7 @@ __all__ = [
     "group_message",
     "guild_member",
     "message_delete",
+    "quoting",
     "running_daemon",
     "until",
     "until_listening",

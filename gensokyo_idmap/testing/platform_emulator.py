@@ -37,6 +37,10 @@ http(s) URL (the platform fetches it). ``DELETE`` of either recalls the bot's ow
 :func:`guild_member` build the ``d`` of each guild event the way the platform sends it, for
 :meth:`EmulatedPlatform.push` and :meth:`~gensokyo_idmap.testing.WebhookSender.dispatch`
 alike.
+
+Quotes: :func:`group_message` and :func:`c2c_message` carry a ``msg_idx`` (also as
+``message_scene.ext`` text), and :func:`quoting` turns one into a message quoting another
+(``message_type`` 103, ``msg_elements``), as the platform sends them.
 """
 
 from __future__ import annotations
@@ -487,7 +491,7 @@ def group_message(n: int, group: str = "A1B2C3D4E5F60718293A4B5C6D7E8F90",
     if union is not None:
         author["union_openid"] = union
     return {"id": f"ROBOT1.0_gw{n}", "content": f"m{n}", "timestamp": "2025-01-01T12:00:00+08:00",
-            "group_openid": group, "author": author}
+            "group_openid": group, "author": author, **_indexed(f"REFIDX_gw{n}")}
 
 
 def c2c_message(n: int, user: str = "0F1E2D3C4B5A69788796A5B4C3D2E1F0",
@@ -495,7 +499,31 @@ def c2c_message(n: int, user: str = "0F1E2D3C4B5A69788796A5B4C3D2E1F0",
     """The ``d`` of a ``C2C_MESSAGE_CREATE``."""
     return {"id": f"ROBOT1.0_c2c{n}", "content": content,
             "timestamp": "2025-01-01T12:00:00+08:00",
-            "author": {"id": user, "user_openid": user}}
+            "author": {"id": user, "user_openid": user}, **_indexed(f"REFIDX_c2c{n}")}
+
+
+def _indexed(msg_idx: str) -> dict[str, Any]:
+    """What names a group or C2C message for a later quote: ``msg_idx``, also as
+    ``message_scene.ext`` text, with ``message_type`` 0 (a plain message)."""
+    return {"msg_idx": msg_idx, "message_type": 0,
+            "message_scene": {"source": "default", "ext": [f"msg_idx={msg_idx}"]}}
+
+
+def quoting(d: Mapping[str, Any], quoted: Mapping[str, Any]) -> dict[str, Any]:
+    """``d`` (a group or C2C message's ``d``) as a message that quotes ``quoted`` (another
+    one's ``d``), the way the platform sends a quote: ``message_type`` 103 with the quoted
+    message as ``msg_elements[0]`` (its content, attachments, message_type, msg_idx and
+    author), and ``ref_msg_idx=`` beside ``msg_idx=`` in ``message_scene.ext``."""
+    quoted_idx = quoted["msg_idx"]
+    element = {"content": quoted.get("content", ""),
+               "attachments": list(quoted.get("attachments", [])),
+               "message_type": quoted.get("message_type", 0), "msg_idx": quoted_idx,
+               "author": {"bot": bool(quoted.get("author", {}).get("bot", False)),
+                          "username": quoted.get("author", {}).get("username", "")}}
+    ext = [item for item in d.get("message_scene", {}).get("ext", [])
+           if not item.startswith("ref_msg_idx=")]
+    return {**d, "message_type": 103, "msg_elements": [element],
+            "message_scene": {"source": "default", "ext": [*ext, f"ref_msg_idx={quoted_idx}"]}}
 
 
 def _guild_author(user: str, username: str) -> dict[str, Any]:

@@ -23,8 +23,9 @@ from gensokyo_idmap.msgid import MsgIdMap
 from gensokyo_idmap.qq.events import parse_dispatch, parse_envelope
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
 from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore
+from gensokyo_idmap.testing.platform_emulator import c2c_message, group_message, quoting
 
-from ..conftest import ANY_JSON, ANY_TEXT, FakeClock, run
+from ..conftest import ANY_JSON, ANY_TEXT, MSGID_BACKENDS, FakeClock, msgid_map, run
 
 APP = "102000001"
 SELF = 102000001
@@ -598,3 +599,86 @@ def test_prefixes_and_remove_at_decide_what_frameworks_get(
         "op": 0, "s": 9, "t": "GROUP_ADD_ROBOT", "id": "GROUP_ADD_ROBOT:1",
         "d": {"group_openid": GROUP, "op_member_openid": USER, "timestamp": 1735700000}})))
     assert [n["notice_type"] for n in notices] == ["group_increase"]  # not a message
+
+
+# --- quotes (rule 8) -----------------------------------------------------------------------
+
+
+def _at(d: dict[str, Any], t: str = "GROUP_AT_MESSAGE_CREATE") -> Any:
+    return frame({"op": 0, "s": 1, "t": t, "id": f"{t}:{d['id']}", "d": d})
+
+
+def test_a_quote_of_a_message_the_map_holds_is_a_reply_segment_first(
+        bridge: InboundBridge) -> None:
+    [quoted] = run(bridge.translate(_at(group_message(1))))
+    [quote] = run(bridge.translate(_at(quoting(group_message(2), group_message(1)))))
+    assert quote["message"] == [
+        {"type": "reply", "data": {"id": str(quoted["message_id"])}},
+        {"type": "at", "data": {"qq": str(SELF)}},
+        {"type": "text", "data": {"text": "m2"}},
+    ]
+    assert quote["raw_message"] == f"[CQ:reply,id={quoted['message_id']}][CQ:at,qq={SELF}]m2"
+    # get_msg of the quote shows the reply too; of the quoted one, its own content
+    kept = bridge.msgids.lookup_content(quote["message_id"])
+    assert kept is not None and kept[1] is not None
+    assert kept[1].message == quote["raw_message"]
+    [private] = run(bridge.translate(_at(c2c_message(1, USER), "C2C_MESSAGE_CREATE")))
+    [answer] = run(bridge.translate(_at(quoting(c2c_message(2, USER), c2c_message(1, USER)),
+                                        "C2C_MESSAGE_CREATE")))
+    assert answer["message"][0] == {"type": "reply",
+                                    "data": {"id": str(private["message_id"])}}
+
+
+def test_a_quote_of_a_message_the_map_does_not_hold_adds_nothing(
+        bridge: InboundBridge, clock: FakeClock) -> None:
+    [plain] = run(bridge.translate(_at(group_message(3))))
+    quoted = {**group_message(1), "content": "the quoted words"}
+    [unknown] = run(bridge.translate(_at(quoting(group_message(3), quoted))))
+    assert unknown["message"] == plain["message"]  # no reply, no quoted text made up
+    assert "quoted words" not in unknown["raw_message"]
+    # a message of another group with the same msg_idx is not the quoted one
+    run(bridge.translate(_at(group_message(1, group=OTHER))))
+    [other] = run(bridge.translate(_at(quoting(group_message(4), group_message(1)))))
+    assert [segment["type"] for segment in other["message"]] == ["at", "text"]
+    # an expired one neither
+    run(bridge.translate(_at(group_message(5))))
+    clock.advance(3601)
+    [late] = run(bridge.translate(_at(quoting(group_message(6), group_message(5)))))
+    assert [segment["type"] for segment in late["message"]] == ["at", "text"]
+
+
+def test_remove_at_keeps_the_reply_first(identity_store: LmdbIdentityStore,
+                                         msgid_store: LmdbMsgIdStore, clock: FakeClock) -> None:
+    bridge = InboundBridge(IdentityGraph(identity_store, clock=clock),
+                           MsgIdMap(msgid_store, clock=clock),
+                           BridgeSettings(app_id=APP, self_id=SELF, remove_at=True,
+                                          white_prefixes=("m",)), clock=clock)
+    [quoted] = run(bridge.translate(_at(group_message(1))))
+    d = quoting({**group_message(2), "content": " m2"}, group_message(1))
+    [quote] = run(bridge.translate(_at(d)))
+    assert quote["message"] == [
+        {"type": "reply", "data": {"id": str(quoted["message_id"])}},
+        {"type": "text", "data": {"text": "m2"}},
+    ]
+
+
+@pytest.mark.parametrize("backend", MSGID_BACKENDS)
+def test_a_batch_finds_its_quotes_on_either_backend_off_the_loop_on_redis(
+        identity_store: LmdbIdentityStore, clock: FakeClock, request: pytest.FixtureRequest,
+        backend: str) -> None:
+    msgids = msgid_map(backend, request, clock, 3600)
+    bridge = InboundBridge(IdentityGraph(identity_store, clock=clock), msgids,
+                           BridgeSettings(app_id=APP, self_id=SELF,
+                                          reads_off_loop=backend == "redis"), clock=clock)
+    [[quoted], [private]] = run(bridge.translate_many(
+        [_at(group_message(1)), _at(c2c_message(1, USER), "C2C_MESSAGE_CREATE")]))
+    batch = run(bridge.translate_many([
+        _at(quoting(group_message(2), group_message(1))),
+        _at(group_message(3)),
+        _at(quoting(c2c_message(2, USER), c2c_message(1, USER)), "C2C_MESSAGE_CREATE"),
+        _at(quoting(group_message(4), group_message(9)))]))
+    assert [event["message"][0] for [event] in batch] == [
+        {"type": "reply", "data": {"id": str(quoted["message_id"])}},
+        {"type": "at", "data": {"qq": str(SELF)}},
+        {"type": "reply", "data": {"id": str(private["message_id"])}},
+        {"type": "at", "data": {"qq": str(SELF)}}]

@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
 from aiohttp import ClientSession
 from structlog.testing import capture_logs
 
@@ -624,3 +625,43 @@ def test_send_error_tells_the_chat_why_a_send_failed(
     with_daemon(scenario, identity_store, msgid_store, clock, send_error=True)
     # without send_error, nothing is reported: test_platform_errors_retries_and_timeouts
 
+
+
+@pytest.mark.parametrize("unsupported", ["refuse", "drop"])
+def test_an_at_the_platform_cannot_carry_follows_unsupported_segments(
+        identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore, clock: FakeClock,
+        unsupported: str) -> None:
+    """An at in C2C (even of the chat partner: nothing promised it away) and at all in a
+    group are refused naming the segment, or with drop sent without it and a warning; an
+    at of the bot itself is left out as documented, whatever the policy."""
+    async def scenario(h: Harness) -> None:
+        private = await h.c2c_message("ROBOT1.0_c")
+        group = await h.group_message("ROBOT1.0_g")
+        with capture_logs() as logs:
+            to_partner = await h.call("send_private_msg", user_id=private["user_id"],
+                                      message=f"[CQ:at,qq={private['user_id']}] hi")
+            to_all = await h.call("send_group_msg", group_id=group["group_id"],
+                                  message="[CQ:at,qq=all] hi all")
+        if unsupported == "refuse":
+            for answer, qq, chat in ((to_partner, private["user_id"], "c2c"),
+                                     (to_all, "all", "group")):
+                assert (answer["status"], answer["retcode"]) == ("failed", 100), answer
+                assert "message[0].qq" in answer["message"], answer
+                assert f"at segment of {qq} in a {chat} message" in answer["message"]
+            assert h.sends() == []
+        else:
+            assert to_partner["status"] == to_all["status"] == "ok"
+            assert [body["content"] for _, body in h.sends()] == [" hi", " hi all"]
+            warnings = [line for line in logs if line["log_level"] == "warning"]
+            assert [w["segments"] for w in warnings] == [["message[0] at"]] * 2
+            got = (await h.call("get_msg", message_id=to_all["data"]["message_id"]))["data"]
+            assert got["raw_message"] == " hi all"  # what was sent
+        before = len(h.sends())
+        with capture_logs() as logs:
+            mine = await h.call("send_group_msg", group_id=group["group_id"],
+                                message=f"[CQ:at,qq={SELF}] me")
+        assert mine["status"] == "ok", mine
+        assert [body["content"] for _, body in h.sends()[before:]] == [" me"]
+        assert [line for line in logs if line["log_level"] == "warning"] == []
+
+    with_daemon(scenario, identity_store, msgid_store, clock, unsupported_segments=unsupported)

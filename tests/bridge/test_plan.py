@@ -181,8 +181,26 @@ def test_at_with_numeric_qq_reaches_mention_as_text() -> None:
     assert seen == ["42"]
 
 
-def test_at_dropped_by_mention_leaves_nothing_to_send() -> None:
-    assert refused([seg("at", qq="all")], lambda qq: "").field == "message"
+def test_an_at_mention_leaves_out_leaves_nothing_to_send() -> None:
+    """``""``: an at of the bot itself, left out as documented."""
+    assert refused([seg("at", qq="10001")], lambda qq: "").field == "message"
+
+
+@pytest.mark.parametrize("chat_kind", ["group", "c2c", "dms"])
+def test_an_at_the_platform_cannot_carry_refuses_the_send_naming_it(chat_kind: str) -> None:
+    with pytest.raises(BadInputError) as err:
+        plan([seg("text", text="x"), seg("at", qq="all")], lambda qq: None, chat_kind)
+    assert (err.value.field, err.value.value) == ("message[1].qq", "all")
+    assert f"cannot carry an at segment of all in a {chat_kind} message" in err.value.reason
+    assert "unsupported_segments" in err.value.reason
+
+
+def test_drop_leaves_an_at_the_platform_cannot_carry_out_and_names_it() -> None:
+    result = plan_message(normalize_message([seg("at", qq="42"), seg("text", text=" hi"),
+                                             seg("at", qq="all")]),
+                          "c2c", lambda qq: None, "drop")
+    assert result.parts == (OutgoingPart(0, content=" hi"),)
+    assert result.dropped == ((0, "at"), (2, "at"))
 
 
 def test_at_without_qq_is_refused() -> None:

@@ -9,7 +9,9 @@ C2C, fetches that message (``bot.getMessage``), answers it with a quote of it pl
 ``pong``, then fetches its own answer: whose ``reply`` makes Koishi fetch the quoted
 message in turn. Checked: no error on the way, no warning in Koishi's log, and each fetched
 message is the one Koishi saw (content, author's vUIN, group), the answer's author is the
-bot, and its quote is the ``ping``.
+bot, and its quote is the ``ping``. Then the user quotes their ``ping`` (the platform's
+``message_type`` 103): the daemon makes that a ``reply`` segment, for which Koishi's adapter
+fetches the quoted message with ``get_msg``, and the session's quote is the ``ping``.
 
 The npm packages (versions pinned in ``koishi_app/package.json`` and its
 ``package-lock.json``) are installed by ``npm ci`` into ``build/koishi-e2e/`` at the top of
@@ -39,6 +41,7 @@ from gensokyo_idmap.testing import (
     daemon_config,
     free_port,
     group_message,
+    quoting,
     until,
     until_listening,
     write_config,
@@ -150,6 +153,14 @@ def test_koishi_fetches_messages_and_quotes_with_get_msg_without_an_error(
             await platform.push("C2C_MESSAGE_CREATE", c2c_message(2, USER, "ping"))
             await until(lambda: bool(len(records.of("mine")) == 2 or records.of("error")),
                         WAIT, lambda: f"Koishi's C2C round\n{context()}", alive=koishi_alive)
+            # the user quotes their ping, in the group and in C2C
+            await platform.push("GROUP_AT_MESSAGE_CREATE", quoting(
+                group_message(3, GROUP, USER) | {"content": " what was that"},
+                group_message(1, GROUP, USER) | {"content": " ping"}))
+            await platform.push("C2C_MESSAGE_CREATE", quoting(
+                c2c_message(4, USER, "and this"), c2c_message(2, USER, "ping")))
+            await until(lambda: bool(len(records.of("event")) == 4 or records.of("error")),
+                        WAIT, lambda: f"Koishi's quotes\n{context()}", alive=koishi_alive)
             koishi.terminate()  # first: the daemon going away is a warning in Koishi's log
             await asyncio.wait_for(koishi.wait(), WAIT)
             assert await daemon.stop() == 0, context()
@@ -170,7 +181,7 @@ def test_koishi_fetches_messages_and_quotes_with_get_msg_without_an_error(
     warnings = [line for line in lines if "[W]" in line or "[E]" in line]
     assert warnings == [], context()
     user, group = vuins(data_dir)
-    group_event, private_event = records.of("event")
+    group_event, private_event, group_quote, private_quote = records.of("event")
     (group_quoted, private_quoted), (group_mine, private_mine) = (
         records.of("quoted"), records.of("mine"))
 
@@ -195,3 +206,15 @@ def test_koishi_fetches_messages_and_quotes_with_get_msg_without_an_error(
     assert [(path, body["content"], body["msg_id"]) for path, body in sends] == [
         (f"/v2/groups/{GROUP}/messages", "pong", "ROBOT1.0_gw1"),
         (f"/v2/users/{USER}/messages", "pong", "ROBOT1.0_c2c2")]
+
+    # the user's quotes: Koishi fetched each quoted message (get_msg) for the reply segment
+    assert group_event["quote"] is None and private_event["quote"] is None
+    for quote, event, quoted, said in ((group_quote, group_event, group_quoted, "what was that"),
+                                       (private_quote, private_event, private_quoted,
+                                        "and this")):
+        assert quote["content"].endswith(said), quote
+        assert "ping" not in quote["content"], quote  # the quoted text is the quote's own
+        assert quote["quote"] is not None, context()
+        assert quote["quote"]["id"] == event["id"], quote
+        assert quote["quote"]["content"] == quoted["content"], quote
+        assert quote["quote"]["user"] == str(user), quote

@@ -38,10 +38,13 @@ from gensokyo_idmap.qq.events import (
     parse_envelope,
 )
 from gensokyo_idmap.testing.platform_emulator import (
+    c2c_message,
     channel_message,
     direct_message,
+    group_message,
     guild_member,
     message_delete,
+    quoting,
 )
 
 APP = "102000001"
@@ -148,8 +151,11 @@ READY: dict[str, Any] = {
 }
 RESUMED: dict[str, Any] = {"op": 0, "s": 12, "t": "RESUMED", "d": ""}
 
+# A group message quoting another, as the emulator builds it (message_type 103).
+GROUP_QUOTE = {"op": 0, "s": 9, "t": "GROUP_AT_MESSAGE_CREATE", "id": "GROUP_AT:q",
+               "d": quoting(group_message(2), group_message(1))}
 EXAMPLES = [GROUP_AT, GROUP_ALL, C2C, GROUP_ADD_ROBOT, FRIEND_ADD, INTERACTION_GROUP,
-            INTERACTION_C2C, READY, RESUMED]
+            INTERACTION_C2C, READY, RESUMED, GROUP_QUOTE]
 
 
 def parse(frame: dict[str, Any] | str | bytes) -> QQEvent:
@@ -829,3 +835,79 @@ def test_a_member_who_left_is_their_own_operator() -> None:
     assert isinstance(event, GuildMemberEvent)
     assert event.operator == event.member.user
     assert event.identities() == (RawId("7000000001"), RawId("144115218677563300"))
+
+
+# --------------------------------------------------------------------------- quotes
+
+
+def test_a_message_names_its_msg_idx_and_the_one_it_quotes() -> None:
+    event = parse(GROUP_QUOTE)
+    assert isinstance(event, GroupMessage)
+    assert (event.msg_idx, event.quoted_idx) == ("REFIDX_gw2", "REFIDX_gw1")
+    assert event.content == "m2"  # the quoted text is not this message's
+    c2c = parse({"op": 0, "s": 1, "t": "C2C_MESSAGE_CREATE", "id": "C2C:q",
+                 "d": quoting(c2c_message(2, MEMBER), c2c_message(1, MEMBER))})
+    assert isinstance(c2c, C2CMessage)
+    assert (c2c.msg_idx, c2c.quoted_idx) == ("REFIDX_c2c2", "REFIDX_c2c1")
+    plain = parse(with_d(GROUP_AT))
+    assert isinstance(plain, GroupMessage)
+    assert (plain.msg_idx, plain.quoted_idx) == (None, None)
+
+
+def test_the_scene_ext_names_them_when_the_fields_do_not() -> None:
+    d = GROUP_QUOTE["d"]
+    event = parse(with_d(GROUP_QUOTE, msg_idx=..., msg_elements=...))
+    assert isinstance(event, GroupMessage)
+    assert (event.msg_idx, event.quoted_idx) == ("REFIDX_gw2", "REFIDX_gw1")
+    assert d["message_scene"]["ext"] == ["msg_idx=REFIDX_gw2", "ref_msg_idx=REFIDX_gw1"]
+
+
+@pytest.mark.parametrize("changes", [
+    {"message_type": 0},  # msg_elements without 103: not a quote
+    {"message_type": "103"},
+    {"message_type": 103, "msg_elements": [], "message_scene": ...},
+    {"message_type": 103, "msg_elements": [{"content": "no idx"}], "message_scene": None},
+    {"message_type": 103, "msg_elements": "x", "message_scene": {"ext": "ref_msg_idx=1"}},
+    {"message_type": 103, "msg_elements": [7], "message_scene": {"ext": ["ref_msg_idx="]}},
+])
+def test_a_quote_not_in_the_platforms_shape_is_no_quote_and_the_message_stays(
+        changes: dict[str, Any]) -> None:
+    event = parse(with_d(GROUP_QUOTE, **changes))
+    assert isinstance(event, GroupMessage)
+    assert event.quoted_idx is None
+    assert event.content == "m2"
+
+
+idx_text = st.text(st.characters(codec="utf-8", exclude_characters="\0"), min_size=1,
+                   max_size=40)
+
+
+@PROPERTY
+@given(own=idx_text, quoted=idx_text)
+def test_any_msg_idx_the_builders_send_parses_back(own: str, quoted: str) -> None:
+    d = quoting({**group_message(2), "msg_idx": own,
+                 "message_scene": {"source": "default", "ext": [f"msg_idx={own}"]}},
+                {**group_message(1), "msg_idx": quoted})
+    event = parse({"op": 0, "s": 1, "t": "GROUP_AT_MESSAGE_CREATE", "id": "G:q", "d": d})
+    assert isinstance(event, GroupMessage)
+    assert (event.msg_idx, event.quoted_idx) == (own, quoted)
+    without_fields = {key: value for key, value in d.items()
+                      if key not in ("msg_idx", "msg_elements")}
+    event = parse({"op": 0, "s": 1, "t": "GROUP_AT_MESSAGE_CREATE", "id": "G:q",
+                   "d": without_fields})
+    assert isinstance(event, GroupMessage)
+    assert (event.msg_idx, event.quoted_idx) == (own, quoted)  # from message_scene.ext
+
+
+@PROPERTY
+@given(msg_idx=json_values, message_type=json_values, elements=json_values, scene=json_values)
+def test_any_quote_fields_leave_the_message_as_it_is(msg_idx: Any, message_type: Any,
+                                                     elements: Any, scene: Any) -> None:
+    event = parse(with_d(GROUP_AT, msg_idx=msg_idx, message_type=message_type,
+                         msg_elements=elements, message_scene=scene))
+    assert isinstance(event, GroupMessage)
+    assert dataclasses.replace(event, msg_idx=None, quoted_idx=None) == parse(GROUP_AT)
+    for value in (event.msg_idx, event.quoted_idx):
+        assert value is None or (isinstance(value, str) and value)
+    if message_type != 103:
+        assert event.quoted_idx is None

@@ -28,7 +28,7 @@ def test_the_public_names_are_deliberate() -> None:
         "RecordingFramework", "SECRET", "StableVuinFramework", "Validation", "WebhookSender",
         "c2c_message", "channel_message", "daemon_command", "daemon_config", "direct_message",
         "framework_server", "free_port", "group_message", "guild_member", "message_delete",
-        "running_daemon", "until", "until_listening", "write_config", "ws_url",
+        "quoting", "running_daemon", "until", "until_listening", "write_config", "ws_url",
     ]
     for name in gensokyo_idmap.testing.__all__:
         assert hasattr(gensokyo_idmap.testing, name), name

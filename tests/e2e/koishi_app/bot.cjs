@@ -2,7 +2,8 @@
 // tests/e2e/test_koishi.py starts it (cwd: the npm install dir, NODE_PATH its
 // node_modules) and reads the JSON lines it appends to KOISHI_RECORD_FILE:
 //   {"ready": ...}                the adapter is connected and knows its bot
-//   {"event": ...}                a message session as Koishi built it
+//   {"event": ...}                a message session as Koishi built it, with the quoted
+//                                 message the adapter fetched (get_msg) for its reply segment
 //   {"quoted": ...}               bot.getMessage (get_msg) of that message: what Koishi's
 //                                 adapter does for a quoted message
 //   {"sent": [...]} / {"mine": ...}  the ids of the answer (a quote of the message plus
@@ -39,7 +40,8 @@ app.on('login-updated', ({ bot }) => {
 app.on('message', async (session) => {
   try {
     record({ event: { id: session.messageId, content: session.content, userId: session.userId,
-                      channelId: session.channelId, guildId: session.guildId || null } })
+                      channelId: session.channelId, guildId: session.guildId || null,
+                      quote: session.quote ? shown(session.quote) : null } })
     if (!/\bping$/.test(session.content)) return
     const quoted = await session.bot.getMessage(session.channelId, session.messageId)
     record({ quoted: shown(quoted) })
