@@ -156,18 +156,25 @@ def test_saved_seq_never_runs_ahead_and_is_flushed_when_the_connection_ends(
     async def scenario(platform: EmulatedPlatform, make: Callable[[], GatewayClient],
                        events: list[QQEvent]) -> None:
         client = make()
-        client.save_interval = 0.2
+        # longer than the test: after the first save (at once) the file is not written
+        # again until the connection ends, so the lag below does not hang on timing
+        client.save_interval = 60.0
         original = client.pipeline
 
         async def pipeline(batch: Sequence[QQEvent]) -> None:
             seen_in_file.append((state.load().seq, len(events)))
             await original(batch)
 
+        async def push_and_wait(numbers: range) -> None:
+            for n in numbers:
+                await platform.push("GROUP_AT_MESSAGE_CREATE", group_message(n))
+            await until(lambda: len(messages(events)) == numbers.stop, TIMEOUT)
+
         client.pipeline = pipeline
         async with connected(client):
-            for n in range(30):
-                await platform.push("GROUP_AT_MESSAGE_CREATE", group_message(n))
-            await until(lambda: len(messages(events)) == 30, TIMEOUT)
+            await push_and_wait(range(0, 1))  # saved at once: the throttle starts idle
+            await push_and_wait(range(1, 29))  # a burst: the file keeps the first seq
+            await push_and_wait(range(29, 30))  # a batch that surely sees the lag
         last = platform.sent[-1]["s"]
         assert state.load().seq == last  # flushed on the way out
         # while the burst ran, the file lagged (throttled) but never claimed an event that
