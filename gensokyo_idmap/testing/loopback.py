@@ -5,17 +5,52 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import socket
 from collections.abc import Awaitable, Callable
-from typing import Any
+from pathlib import Path
+from typing import Any, Final
 
 from aiohttp import WSMsgType, web
 from aiohttp.test_utils import TestServer
 
+#: Where :func:`free_port` looks when the kernel's ephemeral range cannot be read.
+_EPHEMERAL_FALLBACK: Final = (32768, 60999)
+_handed_out: set[int] = set()
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return _EPHEMERAL_FALLBACK
+
 
 def free_port() -> int:
-    """A port nobody listens on right now (for a daemon the test starts)."""
-    with socket.socket() as sock:
+    """A port nobody listens on right now (for a daemon the test starts), chosen *below* the
+    kernel's ephemeral range.
+
+    A port the kernel handed out for ``bind(0)`` goes back to that pool when the probe
+    closes, so a server that binds port 0 meanwhile (the demo's emulated platform, any
+    client socket) can take it before the daemon does: a test failed that way ("address
+    already in use"). Below the range only an explicit bind lands, and this process never
+    hands the same port out twice.
+    """
+    low, _ = _ephemeral_range()
+    candidates = list(range(max(1024, low - 12000), low))
+    random.shuffle(candidates)
+    for port in candidates:
+        if port in _handed_out:
+            continue
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _handed_out.add(port)
+        return port
+    with socket.socket() as sock:  # nothing free below the range: the kernel's choice
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
 
