@@ -22,7 +22,7 @@ import structlog
 from prometheus_client import Histogram
 
 from gensokyo_idmap import metrics
-from gensokyo_idmap.bridge.chat import Chat, ChatKind
+from gensokyo_idmap.bridge.chat import GROUP_CHAT_KINDS, Chat, ChatKind
 from gensokyo_idmap.bridge.guild_actions import GuildActions
 from gensokyo_idmap.bridge.outbound import OutboundSender, Target, failure_detail
 from gensokyo_idmap.errors import (
@@ -264,7 +264,7 @@ class ActionService:
         kind = context.get("message_type")
         target = await self._chat(context, kind if isinstance(kind, str) else None,
                                   context.get("message_id"))
-        if target.chat_kind in ("group", "channel") and bool_param(operation, "at_sender",
+        if target.chat_kind in GROUP_CHAT_KINDS and bool_param(operation, "at_sender",
                                                                     default=True):
             user = context.get("user_id")
             if user is not None:

@@ -18,7 +18,7 @@ from gensokyo_idmap.identity import QQ_PLATFORM, chat_scene, parse_scene
 from gensokyo_idmap.msgid import EVENT_KINDS, MsgContext
 from gensokyo_idmap.qq.passive_reply import REPLY_WINDOW_SECONDS
 
-__all__ = ["CHAT_KINDS", "GUILD_CHAT_KINDS", "Chat", "ChatKind", "Direction"]
+__all__ = ["CHAT_KINDS", "GROUP_CHAT_KINDS", "GUILD_CHAT_KINDS", "Chat", "ChatKind", "Direction"]
 
 ChatKind = Literal["group", "c2c", "channel", "dms"]
 Direction = Literal["in", "out"]
@@ -28,6 +28,8 @@ Direction = Literal["in", "out"]
 CHAT_KINDS: Final[tuple[ChatKind, ...]] = ("group", "c2c", "channel", "dms")
 #: The guild-side kinds: their targets are platform ids (``raw:`` keys), not OpenIDs.
 GUILD_CHAT_KINDS: Final[frozenset[str]] = frozenset({"channel", "dms"})
+#: The kinds with members, shown to frameworks as groups: an ``at`` names one of them.
+GROUP_CHAT_KINDS: Final[frozenset[str]] = frozenset({"group", "channel"})
 
 
 @dataclass(frozen=True, slots=True)

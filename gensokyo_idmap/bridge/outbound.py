@@ -44,7 +44,13 @@ from typing import Any, Final, Literal, Protocol, TypeVar
 
 import structlog
 
-from gensokyo_idmap.bridge.chat import CHAT_KINDS, GUILD_CHAT_KINDS, Chat, ChatKind
+from gensokyo_idmap.bridge.chat import (
+    CHAT_KINDS,
+    GROUP_CHAT_KINDS,
+    GUILD_CHAT_KINDS,
+    Chat,
+    ChatKind,
+)
 from gensokyo_idmap.bridge.guilds import directory_of
 from gensokyo_idmap.bridge.plan import UnsupportedSegments, plan_message
 from gensokyo_idmap.errors import (
@@ -328,7 +334,7 @@ class OutboundSender:
                       field: str) -> Target:
         """Where a send to a guild-side id goes: the channel itself for a group, the DM
         session a guild user opened for a private chat (rule 5)."""
-        if chat_kind in ("group", "channel"):
+        if chat_kind in GROUP_CHAT_KINDS:
             return Target("channel", key.value, vuin)
         if chat_kind == "dms":
             return Target("dms", key.value, vuin)
@@ -350,7 +356,7 @@ class OutboundSender:
         """
         if qq == str(self.settings.self_id):
             return ""
-        if qq == "all" or target.chat_kind not in ("group", "channel"):
+        if qq == "all" or target.chat_kind not in GROUP_CHAT_KINDS:
             return None
         if target.chat_kind == "channel":
             return self._channel_mention(qq)
