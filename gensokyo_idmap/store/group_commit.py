@@ -52,12 +52,21 @@ def succeeded(value: T) -> Outcome[T]:
 BatchRunner = Callable[[Sequence[Callable[[Any], Any]]], list[Outcome[Any]]]
 
 
-class _Pending(NamedTuple):
-    """One queued write (a NamedTuple, built with ``tuple.__new__`` per write on the loop)."""
+class _Handover:
+    """The writes one event loop (or one thread, ``loop`` None) handed over at once.
 
-    fn: Callable[[Any], Any]
-    loop: asyncio.AbstractEventLoop | None
-    future: asyncio.Future[Any] | concurrent.futures.Future[Any]
+    Functions and futures in two lists, in the same order: the writer joins the function
+    lists of a batch with ``list.extend`` and settles each hand-over's futures with one
+    wake-up of its loop, without a record per write to build on the loop and to take apart
+    on the writer (both on the path every waiter of a batch waits through).
+    """
+
+    __slots__ = ("fns", "futures", "loop")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop | None) -> None:
+        self.loop = loop
+        self.fns: list[Callable[[Any], Any]] = []
+        self.futures: list[asyncio.Future[Any] | concurrent.futures.Future[Any]] = []
 
 
 _STOP: Final = object()
@@ -68,8 +77,8 @@ class GroupCommitter:
 
     def __init__(self, run_batch: BatchRunner, name: str = "idmap-writer") -> None:
         self._run_batch = run_batch
-        self._queue: queue.SimpleQueue[list[_Pending] | object] = queue.SimpleQueue()
-        self._handing_over: dict[asyncio.AbstractEventLoop, list[_Pending]] = {}
+        self._queue: queue.SimpleQueue[_Handover | object] = queue.SimpleQueue()
+        self._handing_over: dict[asyncio.AbstractEventLoop, _Handover] = {}
         self._thread: threading.Thread | None = None
         self._name = name
         self._lock = threading.Lock()
@@ -106,14 +115,15 @@ class GroupCommitter:
         if waiting is None:
             # one hand-over (one wake-up of the writer) per turn of the loop, not per write:
             # every wake-up is a fight for the GIL with the loop
-            waiting = self._handing_over[loop] = []
+            waiting = self._handing_over[loop] = _Handover(loop)
             loop.call_soon(self._hand_over, loop)
-        waiting.append(tuple.__new__(_Pending, (fn, loop, future)))
+        waiting.fns.append(fn)
+        waiting.futures.append(future)
         return future
 
     def _hand_over(self, loop: asyncio.AbstractEventLoop) -> None:
         waiting = self._handing_over.pop(loop, None)
-        if waiting:
+        if waiting is not None:
             self._queue.put(waiting)
 
     def submit_sync(self, fn: Callable[[Any], T]) -> T:
@@ -122,7 +132,10 @@ class GroupCommitter:
             raise StoreError("the store is closed")
         self._ensure_thread()
         future: concurrent.futures.Future[T] = concurrent.futures.Future()
-        self._queue.put([_Pending(fn, None, future)])
+        alone = _Handover(None)
+        alone.fns.append(fn)
+        alone.futures.append(future)
+        self._queue.put(alone)
         return future.result()
 
     def close(self) -> None:
@@ -142,8 +155,9 @@ class GroupCommitter:
             first = self._queue.get()
             if first is _STOP:
                 return
-            batch: list[_Pending] = list(first)  # type: ignore[call-overload]
-            while len(batch) < MAX_BATCH:
+            batch: list[_Handover] = [first]  # type: ignore[list-item]
+            fns = list(first.fns)  # type: ignore[attr-defined]
+            while len(fns) < MAX_BATCH:
                 try:
                     item = self._queue.get_nowait()
                 except queue.Empty:
@@ -151,29 +165,44 @@ class GroupCommitter:
                 if item is _STOP:
                     stopping = True
                     break
-                batch.extend(item)  # type: ignore[arg-type]
-            self._run(batch)
+                batch.append(item)  # type: ignore[arg-type]
+                fns += item.fns  # type: ignore[attr-defined]
+            self._run(batch, fns)
 
-    def _run(self, batch: list[_Pending]) -> None:
+    def _run(self, batch: list[_Handover], fns: list[Callable[[Any], Any]]) -> None:
         try:
-            outcomes = self._run_batch([p.fn for p in batch])
+            outcomes = self._run_batch(fns)
         except BaseException as exc:  # noqa: BLE001 - the commit failed: every waiter hears it
-            outcomes = [Outcome(error=exc) for _ in batch]
+            outcomes = [Outcome(error=exc) for _ in fns]
         self.batches += 1
-        self.writes += len(batch)
-        by_loop: dict[asyncio.AbstractEventLoop, list[Any]] = {}
-        for pending, outcome in zip(batch, outcomes, strict=True):
-            if pending.loop is None:
-                settle(pending.future, outcome)
-            elif (items := by_loop.get(pending.loop)) is not None:
-                items += (pending.future, outcome)
-            else:
-                by_loop[pending.loop] = [pending.future, outcome]
-        for loop, items in by_loop.items():
-            try:
-                loop.call_soon_threadsafe(_settle_all, items)
-            except RuntimeError:
-                pass  # that loop is closed: nobody is waiting any more
+        self.writes += len(fns)
+        if len(batch) == 1:
+            _wake(batch[0].loop, batch[0].futures, outcomes)
+            return
+        # several hand-overs: still one wake-up per loop
+        by_loop: dict[asyncio.AbstractEventLoop | None, tuple[list[Any], list[Outcome[Any]]]] = {}
+        start = 0
+        for handover in batch:
+            end = start + len(handover.fns)
+            futures, settled = by_loop.setdefault(handover.loop, ([], []))
+            futures += handover.futures
+            settled += outcomes[start:end]
+            start = end
+        for loop, (futures, settled) in by_loop.items():
+            _wake(loop, futures, settled)
+
+
+def _wake(loop: asyncio.AbstractEventLoop | None, futures: list[Any],
+          outcomes: list[Outcome[Any]]) -> None:
+    """Settle futures: a thread's at once (``loop`` None), a loop's on that loop."""
+    if loop is None:
+        for future, outcome in zip(futures, outcomes, strict=True):
+            settle(future, outcome)
+        return
+    try:
+        loop.call_soon_threadsafe(_settle_all, futures, outcomes)
+    except RuntimeError:
+        pass  # that loop is closed: nobody is waiting any more
 
 
 def settle(
@@ -187,12 +216,10 @@ def settle(
         future.set_result(outcome.value)
 
 
-def _settle_all(items: list[Any]) -> None:
-    """Settle the futures of one loop: ``items`` is flat, future and outcome in turn (one
-    list for a batch, no pair per write), and :func:`settle` is inlined: this runs on the
-    loop for every write."""
-    it = iter(items)
-    for future, (value, error) in zip(it, it, strict=True):
+def _settle_all(futures: list[Any], outcomes: list[Outcome[Any]]) -> None:
+    """Settle the futures of one hand-over on their loop (:func:`settle` inlined: this
+    runs on the loop for every write)."""
+    for future, (value, error) in zip(futures, outcomes, strict=True):
         if future.done():
             continue
         if error is not None:
