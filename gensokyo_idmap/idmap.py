@@ -228,8 +228,10 @@ def vuin_in_use(view: IdentityReader, vuin: int) -> bool:
 def allocate_vuin(view: IdentityWriter) -> int:
     """The next free vUIN above the counter; the counter moves past it."""
     candidate = view.vuin_counter() + 1
-    while vuin_in_use(view, candidate):
-        candidate += 1
+    unused = view.unused_from()
+    if unused is None or candidate < unused:
+        while vuin_in_use(view, candidate):
+            candidate += 1
     if candidate > MAX_VUIN:
         raise StoreError("vUIN space exhausted")
     view.set_vuin_counter(candidate)

@@ -103,6 +103,13 @@ class IdentityWriter(IdentityReader, Protocol):
     def delete_last_seen(self, vuin: int, scene: str) -> None: ...
     def set_vuin_counter(self, value: int) -> None: ...
 
+    def unused_from(self) -> int | None:
+        """A vUIN from which on no number is in use (in no identity set, no alias), as far
+        as this transaction knows, or None where that is not cheap to tell: allocation then
+        asks number by number. Allocating a new person is what the writer does most under a
+        flood of new users, and above the highest number in use there is nothing to ask."""
+        return None
+
     def add_person(self, key: str, vuin: int, scene: str | None, since: float) -> None:
         """The writes of a new person: ``key`` → ``vuin`` (a number just allocated), the set
         of ``vuin`` holding ``key``, and ``key`` as ``vuin``'s ``last_seen`` in ``scene``

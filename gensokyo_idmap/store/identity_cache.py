@@ -265,6 +265,9 @@ class _RecordingWriter(IdentityWriter):
     def vuin_counter(self) -> int:
         return self._view.vuin_counter()
 
+    def unused_from(self) -> int | None:
+        return self._view.unused_from()  # the view follows the writes passed through to it
+
     def get_meta(self, name: str) -> Any:
         return self._view.get_meta(name)
 

@@ -17,7 +17,7 @@ from typing import Any, Final, TypeVar
 
 import lmdb
 
-from gensokyo_idmap.identity import MAX_SCENE_BYTES
+from gensokyo_idmap.identity import MAX_SCENE_BYTES, MAX_VUIN
 from gensokyo_idmap.recent_cache import RecentCache
 from gensokyo_idmap.store.base import (
     IdentityWriter,
@@ -104,17 +104,46 @@ def _scene_key(vuin: int, scene: str) -> bytes:
     return _U64(vuin) + _scene_bytes(scene)
 
 
+#: :meth:`LmdbView.unused_from` once a bulk loader holds the tables: past every vUIN, so
+#: allocation asks number by number (what the loader writes is not followed).
+_UNTRACKED: Final = MAX_VUIN + 1
+
+
 class LmdbView(CounterView, IdentityWriter, LegacyWriter):
     """Reads (and, in a write transaction, writes) of one LMDB transaction."""
 
-    __slots__ = ()
+    __slots__ = ("_unused_from",)
     COUNTER_KEY = _META_COUNTER
+
+    def __init__(self, txn: lmdb.Transaction[bytes], tables: Any) -> None:
+        super().__init__(txn, tables)
+        self._unused_from: int | None = None  # not read yet in this transaction
 
     def bulk_handles(self) -> tuple[lmdb.Transaction[bytes], Any]:
         """(transaction, table handles) for bulk loaders (legacy migration) that write
         millions of entries and cannot afford a method call per put; they must keep the
         tables' invariants themselves."""
+        self._unused_from = _UNTRACKED
         return self._txn, self._t
+
+    def unused_from(self) -> int:
+        """One past the highest vUIN of the identity sets and the aliases: both tables are
+        keyed by the big-endian vUIN, so that is their last keys, read once per
+        transaction and then moved up by this view's own writes."""
+        if self._unused_from is None:
+            self._unused_from = 1 + max(self._last_vuin(self._t.vuin_to_identity),
+                                        self._last_vuin(self._t.vuin_alias))
+        return self._unused_from
+
+    def _last_vuin(self, db: Any) -> int:
+        cur = self._txn.cursor(db)
+        return _U64_FROM(cur.key())[0] if cur.last() else 0
+
+    def _in_use(self, vuin: int) -> None:
+        """``vuin`` has an identity or an alias now."""
+        unused = self._unused_from
+        if unused is not None and vuin >= unused:
+            self._unused_from = vuin + 1
 
     # reads
     def vuin_of(self, key: str) -> int | None:
@@ -206,12 +235,14 @@ class LmdbView(CounterView, IdentityWriter, LegacyWriter):
 
     def add_identity(self, vuin: int, key: str) -> None:
         self._txn.put(_U64(vuin), key.encode("utf-8"), db=self._t.vuin_to_identity)
+        self._in_use(vuin)
 
     def remove_identity(self, vuin: int, key: str) -> None:
         self._txn.delete(encode_u64(vuin), key.encode("utf-8"), db=self._t.vuin_to_identity)
 
     def set_alias(self, old: int, new: int) -> None:
         self._txn.put(encode_u64(old), encode_u64(new), db=self._t.vuin_alias)
+        self._in_use(old)
 
     def set_last_seen(self, vuin: int, scene: str, seen: LastSeen) -> None:
         self._txn.put(_scene_key(vuin, scene), _last_seen_value(seen.identity, seen.since),
@@ -225,6 +256,9 @@ class LmdbView(CounterView, IdentityWriter, LegacyWriter):
         seen = None if scene is None else packed + _scene_bytes(scene)  # before any write
         put(raw, packed, db=tables.identity_to_vuin)
         put(packed, raw, db=tables.vuin_to_identity)
+        unused = self._unused_from
+        if unused is not None and vuin >= unused:
+            self._unused_from = vuin + 1  # _in_use, inline: once per new person
         if seen is not None:
             put(seen, _last_seen_bytes(raw, since), db=tables.last_seen)
 

@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gensokyo_idmap.errors import NotFoundError, SchemaVersionError, StoreError
+from gensokyo_idmap.idmap import allocate_vuin
 from gensokyo_idmap.store.base import IdentityWriter, LastSeen
 from gensokyo_idmap.store.codec import decode_value, encode_u64, encode_value
 from gensokyo_idmap.store.lmdb_identity import (
@@ -109,6 +110,30 @@ def test_add_person_writes_what_the_three_writes_write(tmp_path: Path, scene: st
     fast, spelled = (_entries(path) for path in paths)
     assert fast == spelled
     assert len(fast[b"last_seen"]) == (scene is not None)
+
+
+def test_allocation_skips_numbers_taken_after_it_looked(identity_db_path: Path) -> None:
+    """The view reads where the unused numbers start once per transaction; every number
+    its writes take afterwards (an identity, an alias, a new person, a bulk loader's raw
+    put) must still be skipped by the next allocation in the same transaction."""
+    store = LmdbIdentityStore(identity_db_path)
+
+    def allocate_around_writes(view: LmdbView) -> list[int]:
+        got = [allocate_vuin(view)]  # 1: empty tables, nothing to skip
+        view.add_identity(2, "raw:bound")  # a bind to the next number
+        view.set_alias(3, 1)  # an alias from the one after
+        got.append(allocate_vuin(view))  # 4
+        view.add_person("raw:person", 5, None, 0.0)
+        got.append(allocate_vuin(view))  # 6
+        txn, tables = view.bulk_handles()
+        txn.put(encode_u64(7), b"raw:loaded", db=tables.vuin_to_identity)
+        got.append(allocate_vuin(view))  # 8
+        return got
+
+    try:
+        assert store.transact(allocate_around_writes, commit=False) == [1, 4, 6, 8]
+    finally:
+        store.close()
 
 
 def test_add_person_refuses_a_long_scene_before_writing(identity_db_path: Path) -> None:
