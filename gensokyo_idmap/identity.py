@@ -163,7 +163,7 @@ def _check_platform(field: str, platform: str) -> None:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class OpenId:
     """A per-AppID OpenID of a user or group on the QQ platform (or a sibling platform)."""
 
@@ -173,25 +173,44 @@ class OpenId:
     #: The canonical key text, built once: every store access needs it.
     key: str = field(init=False, repr=False, compare=False)
 
-    def __post_init__(self) -> None:
-        if self.platform == QQ_PLATFORM:
-            # The usual case, checked in one match of the whole key (every event builds
-            # OpenIds): neither part may hold the ':' between them, so the match leaves no
-            # doubt which is which, and it passes exactly what the checks below pass.
+    def __init__(self, app_id: str, openid: str, platform: str = QQ_PLATFORM) -> None:
+        """Written out rather than generated: every event builds OpenIds, and a frozen
+        dataclass's own ``__init__`` sets each field through ``object.__setattr__`` and then
+        calls ``__post_init__``; this checks first and sets the four slots directly."""
+        if platform == QQ_PLATFORM:
+            # The usual case, checked in one match of the whole key: neither part may hold
+            # the ':' between them, so the match leaves no doubt which is which, and it
+            # passes exactly what the checks below pass.
             try:
-                key = _QQ_OPENID_KEY_PREFIX + self.app_id + ":" + self.openid
+                key = _QQ_OPENID_KEY_PREFIX + app_id + ":" + openid
             except TypeError:
                 key = ""  # not text: the checks below name the field
             if _QQ_OPENID_KEY.fullmatch(key):
-                object.__setattr__(self, "key", key)
+                _SET_APP_ID(self, app_id)  # _set_openid_slots, inline: once per event
+                _SET_OPENID(self, openid)
+                _SET_PLATFORM(self, platform)
+                _SET_KEY(self, key)
                 return
-        _check_platform("platform", self.platform)
-        check_app_id(self.app_id)
-        _check_value("openid", self.openid, "OpenID")
-        if not _TOKEN.fullmatch(self.openid):
-            raise BadInputError("openid", self.openid, "OpenID may hold only A-Z a-z 0-9 _ -")
-        object.__setattr__(self, "key", openid_prefix(self.app_id, self.platform) + self.openid)
+        _check_platform("platform", platform)
+        check_app_id(app_id)
+        _check_value("openid", openid, "OpenID")
+        if not _TOKEN.fullmatch(openid):
+            raise BadInputError("openid", openid, "OpenID may hold only A-Z a-z 0-9 _ -")
+        _set_openid_slots(self, app_id, openid, platform,
+                          openid_prefix(app_id, platform) + openid)
 
+
+def _set_openid_slots(oid: OpenId, app_id: str, openid: str, platform: str, key: str) -> None:
+    """The four fields of a checked OpenId, through the slots' own descriptors (what
+    ``object.__setattr__`` reaches after a lookup per field)."""
+    _SET_APP_ID(oid, app_id)
+    _SET_OPENID(oid, openid)
+    _SET_PLATFORM(oid, platform)
+    _SET_KEY(oid, key)
+
+
+_SET_APP_ID, _SET_OPENID, _SET_PLATFORM, _SET_KEY = (
+    OpenId.__dict__[name].__set__ for name in ("app_id", "openid", "platform", "key"))
 
 
 @dataclass(frozen=True, slots=True)
