@@ -48,6 +48,13 @@ turnover and the last, per 10 minutes, for two turnovers: the de-dup window and 
 TTL (``max(de-dup window, msgid TTL) + sweep interval``), and every window the daemon keeps,
 which includes the platform's 60-minute C2C reply window (the reply counts of C2C messages
 are kept that long, so they grow for the first hour): ``--minutes 75`` for that verdict.
+A third verdict starts half an hour later (``--minutes 120`` for it): the reply counts are
+hash tables that lose and gain keys at the same rate once the C2C window has turned over,
+and such a table settles at the power of two above three times what it holds, up to twice
+the size it reached while filling. So one resize comes some minutes after the window (at
+minute 75 with the default load: +2.2 MiB of anonymous memory), and none after it; the
+test ``test_steady_replies_keep_the_memory_flat_once_every_window_turned_over`` shows it
+on the fake clock.
 With ``--tracemalloc`` the daemon runs under ``bench/_traced_serve.py`` (tracemalloc with
 ``--trace-frames`` frames, several times slower: lower ``--rate``, compare its growth, not its
 speed) and the 15 allocation sites that grew
@@ -92,6 +99,7 @@ POLL_SECONDS = 10.0  # /healthz, /metrics, /v1/stats
 REVERSE_DROP_SECONDS = 180.0  # the framework closes its connection this often
 FORWARD_CHURN_SECONDS = 60.0  # the forward-WS client reconnects this often
 REPLY_EVERY = 5  # the framework answers every fifth message
+SETTLE_MINUTES = 30.0  # after every window: the reply counts' tables have resized (docstring)
 WEBHOOK_IN_FLIGHT = 64
 START_TIMEOUT = 30.0
 TRACED_START_TIMEOUT = 180.0  # imports under tracemalloc are slow
@@ -555,6 +563,7 @@ async def soak(args: argparse.Namespace, tmp: Path) -> int:
     samples: list[Sample] = []
     turnover = (max(window_seconds(args.max_age), args.msgid_ttl) + SWEEP_SECONDS) / 60
     every_window = max(turnover * 60, *REPLY_WINDOW_SECONDS.values()) / 60 + 1
+    settled = every_window + SETTLE_MINUTES
     try:
         async with aiohttp.ClientSession() as session:
             sender = WebhookSender(f"http://127.0.0.1:{ports['webhook']}/qqbot", APP, SECRET,
@@ -594,6 +603,7 @@ async def soak(args: argparse.Namespace, tmp: Path) -> int:
     print()
     print("\n".join(growth(samples, turnover, "the de-dup window and the msgid TTL")))
     print("\n".join(growth(samples, every_window, "every window, the C2C reply window too")))
+    print("\n".join(growth(samples, settled, "every window and the reply counts' tables")))
     print("\n".join(region_growth(samples, turnover)))
     print(f"  the daemon after SIGTERM: {ending}")
     if traced is not None:

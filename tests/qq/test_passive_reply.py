@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+import tracemalloc
 from collections import Counter, OrderedDict
 from dataclasses import dataclass
 
@@ -145,6 +147,36 @@ def test_memory_follows_the_replies_of_the_last_window() -> None:
         budget.take(f"m{n}", window)
         clock.advance(1)
         assert len(budget) <= window + 1
+
+
+def test_steady_replies_keep_the_memory_flat_once_every_window_turned_over() -> None:
+    """The soak's mix (3 group replies and 1 C2C reply a second, each to a new message) for
+    five hours of the fake clock: the bytes the budget holds stop moving once its tables
+    have reached their steady size. A dict that loses and gains keys at the same rate
+    settles at the power of two above three times what it holds; the size it reached while
+    filling (first hour) can be half that, so one resize comes some minutes after the C2C
+    window has turned over (at minute 75 with the soak's 20 replies a second), and none
+    after. A budget that forgot nothing would grow by 14,400 ids an hour."""
+    clock = FakeClock()
+    budget = ReplyBudget(clock=clock)
+    group, c2c = REPLY_WINDOW_SECONDS["group"], REPLY_WINDOW_SECONDS["c2c"]
+    held_per_hour: list[int] = []
+    tracemalloc.start()
+    try:
+        n = 0
+        for second in range(5 * 3600):
+            for kind in range(4):
+                budget.take(f"m{n:09d}", c2c if kind == 0 else group)
+                n += 1
+            clock.advance(1)
+            if second % 3600 == 3599:
+                gc.collect()
+                held_per_hour.append(tracemalloc.get_traced_memory()[0])
+    finally:
+        tracemalloc.stop()
+    assert len(budget) == 3 * group + c2c  # the replies of the last window, no more
+    third, fourth, fifth = held_per_hour[2:]
+    assert abs(fourth - third) < 16 * 1024 and abs(fifth - third) < 16 * 1024, held_per_hour
 
 
 # --- the newest message with replies left (take_newest, SpentRuns) -------------------------
