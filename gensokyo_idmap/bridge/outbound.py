@@ -20,9 +20,11 @@ Rules:
    content, for ``get_msg``) and the first one's virtual id is the action's ``message_id``.
 4. **A server's answer is never awaited on the event loop**: with the graph on PostgreSQL
    or the message ids on Redis (``reads_off_loop``), the choice of identity (its recency
-   reads), of the message to reply to and of its ``msg_seq`` run on a worker thread, so a
-   slow or hung server holds up this send, not every other event of the daemon. On LMDB
-   they stay on the loop: a read there is a few microseconds, less than a thread hop.
+   reads), of the message to reply to and of its ``msg_seq``, and the plan of a message
+   with an ``at`` (its mention reads the graph; a message without one is planned on the
+   loop) run on a worker thread, so a slow or hung server holds up this send, not every
+   other event of the daemon. On LMDB they stay on the loop: a read there is a few
+   microseconds, less than a thread hop.
 5. **Guild-side chats** (docs/wire-mapping.md): a ``group_id`` whose vUIN holds no OpenID
    of this AppID but the ``raw:`` id of a channel (one the legacy config table places in a
    guild, as the old daemon kept it) is that channel (``/channels/{id}/messages``); a
@@ -52,7 +54,7 @@ from gensokyo_idmap.bridge.chat import (
     ChatKind,
 )
 from gensokyo_idmap.bridge.guilds import directory_of
-from gensokyo_idmap.bridge.plan import UnsupportedSegments, plan_message
+from gensokyo_idmap.bridge.plan import MessagePlan, UnsupportedSegments, plan_message
 from gensokyo_idmap.errors import (
     BadInputError,
     IdmapError,
@@ -443,9 +445,15 @@ class OutboundSender:
                               reason=again.message)
 
     async def _send(self, target: Target, segments: list[Segment]) -> int:
-        plan = await self.off_loop(plan_message, segments, target.chat_kind,
-                                   lambda qq: self.mention(target, qq),
-                                   self.settings.unsupported_segments)
+        def make_plan() -> MessagePlan:
+            return plan_message(segments, target.chat_kind, lambda qq: self.mention(target, qq),
+                                self.settings.unsupported_segments)
+
+        # only a mention reads the graph (rule 4): a message without one is planned here,
+        # not sent to a worker thread and back
+        mentions = self.settings.reads_off_loop and any(
+            segment.type == "at" for segment in segments)
+        plan = await self.off_loop(make_plan) if mentions else make_plan()
         if target.chat_kind in GUILD_CHAT_KINDS:
             check_channel_parts(plan.parts)  # refused whole, before any part is sent
         if plan.dropped:
