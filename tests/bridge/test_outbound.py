@@ -670,28 +670,49 @@ def test_an_at_the_platform_cannot_carry_follows_unsupported_segments(
     with_daemon(scenario, identity_store, msgid_store, clock, unsupported_segments=unsupported)
 
 
-def test_with_reads_off_loop_only_a_message_with_an_at_is_planned_on_a_worker_thread(
+def test_with_reads_off_loop_only_what_needs_a_read_goes_to_a_worker_thread(
         identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore, clock: FakeClock,
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """Rule 4: the plan reads the graph only for a mention, so only then does it leave the
-    loop (a thread hop per plain send was waste); the mention is still rendered."""
-    planned_on: list[bool] = []
-    plan = outbound.plan_message
+    """Rule 4: a plain message is planned on the loop; a mention of a member not resolved
+    yet is planned on a worker thread, and once the answer is kept (the graph unchanged)
+    on the loop again; a target that is kept is answered on the loop too."""
+    planned: list[bool] = []  # per plan made: on the loop's thread?
+    resolved: list[tuple[str, bool]] = []  # per target resolved from the graph
+    plan, resolve = outbound.plan_message, OutboundSender._resolve
 
-    def spied(*args: Any, **kwargs: Any) -> Any:
-        planned_on.append(threading.current_thread() is threading.main_thread())
+    def on_loop() -> bool:
+        return threading.current_thread() is threading.main_thread()
+
+    def spied_plan(*args: Any, **kwargs: Any) -> Any:
+        planned.append(on_loop())
         return plan(*args, **kwargs)
 
-    monkeypatch.setattr(outbound, "plan_message", spied)
+    def spied_resolve(self: OutboundSender, chat_kind: Any, value: object, field: str,
+                      *args: Any) -> Any:
+        resolved.append((field, on_loop()))
+        return resolve(self, chat_kind, value, field, *args)
+
+    monkeypatch.setattr(outbound, "plan_message", spied_plan)
+    monkeypatch.setattr(OutboundSender, "_resolve", spied_resolve)
 
     async def scenario(h: Harness) -> None:
         group = await h.group_message("ROBOT1.0_p1")
-        plain = await h.call("send_group_msg", group_id=group["group_id"], message="plain")
-        at = await h.call("send_group_msg", group_id=group["group_id"],
-                          message=f"[CQ:at,qq={group['user_id']}] hi")
-        assert plain["status"] == at["status"] == "ok", (plain, at)
+        at = f"[CQ:at,qq={group['user_id']}] hi"
+        answers = []
+        steps = []
+        for message in ("plain", at, at):
+            planned.clear()
+            resolved.clear()
+            answers.append(await h.call("send_group_msg", group_id=group["group_id"],
+                                        message=message))
+            steps.append((list(planned), list(resolved)))
+        assert [answer["status"] for answer in answers] == ["ok"] * 3, answers
         assert [body["content"] for _, body in h.sends()] == [
-            "plain", f'<qqbot-at-user id="{USER}" /> hi']
-        assert planned_on == [True, False]  # the plain one on the loop, the at off it
+            "plain", f'<qqbot-at-user id="{USER}" /> hi', f'<qqbot-at-user id="{USER}" /> hi']
+        assert steps == [
+            ([True], [("group_id", False)]),  # the group resolved off the loop, once
+            ([True, False], [("at.qq", False)]),  # the member not kept: planned again off it
+            ([True], []),  # both kept: nothing leaves the loop
+        ]
 
     with_daemon(scenario, identity_store, msgid_store, clock, reads_off_loop=True)
