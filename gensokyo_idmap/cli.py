@@ -169,10 +169,12 @@ def serve(config_path: Path) -> None:
     """Run the daemon."""
     from gensokyo_idmap.app import run_daemon
     from gensokyo_idmap.executor import DaemonThreadExecutor
+    from gensokyo_idmap.memory import collect_less_often
     from migrate.startup import migrate_if_found
 
     config: Config = load_config(config_path)
     configure_logging(config.log.level, config.log.format)
+    collect_less_often()  # sends in flight hold more than the default lets live
     with asyncio.Runner() as runner:
         # blocking calls (name lookups, sweeps) on daemon threads: one still waiting at
         # the end must not keep the process alive after [app] stopped

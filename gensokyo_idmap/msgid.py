@@ -130,8 +130,7 @@ class MsgContext:
         if message is not None:
             if not isinstance(message, str):
                 raise BadInputError("message", message, "must be text")
-            _check_utf8("message", message)
-            if len(message.encode("utf-8")) > MAX_CONTENT_BYTES:
+            if _check_utf8("message", message) > MAX_CONTENT_BYTES:
                 raise BadInputError("message", message[:80],
                                     f"longer than {MAX_CONTENT_BYTES} bytes")
         one = object.__new__(MsgContext)
@@ -164,9 +163,11 @@ def quote_key(app_id: str, chat_kind: str, target: str, msg_idx: str) -> str | N
     return key
 
 
-def _check_utf8(field: str, value: str) -> None:
+def _check_utf8(field: str, value: str) -> int:
+    """``value``'s size in UTF-8 bytes; a :class:`BadInputError` when it has none (a lone
+    surrogate)."""
     try:
-        value.encode("utf-8")
+        return len(value.encode("utf-8"))
     except UnicodeEncodeError:
         raise BadInputError(
             field, value, "holds characters that are not valid Unicode text"

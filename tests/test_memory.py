@@ -10,7 +10,11 @@ import textwrap
 
 import pytest
 
-from gensokyo_idmap.memory import malloc_trim_function, run_trimmer
+from gensokyo_idmap.memory import (
+    YOUNG_COLLECTION_THRESHOLD,
+    malloc_trim_function,
+    run_trimmer,
+)
 
 GLIBC = sys.platform.startswith("linux") and malloc_trim_function() is not None
 
@@ -73,3 +77,37 @@ def test_the_trimmer_trims_on_a_worker_thread_until_stopped() -> None:
 def test_without_malloc_trim_the_trimmer_ends_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("gensokyo_idmap.memory.malloc_trim_function", lambda: None)
     asyncio.run(asyncio.wait_for(run_trimmer(asyncio.Event(), interval_seconds=0.01), 5))
+
+
+# A child holds 2,000 live lists at a time (as sends in flight hold their objects), 100
+# times, and counts the collections started, with CPython's threshold and then with ours.
+HOLD_AND_COUNT = textwrap.dedent("""
+    import gc
+    from gensokyo_idmap.memory import collect_less_often
+
+    started = []
+    gc.callbacks.append(lambda phase, info: phase == "start" and started.append(1))
+
+    def hold():
+        for _ in range(100):
+            held = [[] for _ in range(2_000)]
+            del held
+
+    hold()
+    before = len(started)
+    thresholds = gc.get_threshold()
+    collect_less_often()
+    started.clear()
+    hold()
+    print(before, len(started), thresholds[1:] == gc.get_threshold()[1:], gc.get_threshold()[0])
+""")
+
+
+def test_collect_less_often_lets_what_is_in_flight_live_without_collections() -> None:
+    done = subprocess.run([sys.executable, "-c", HOLD_AND_COUNT], capture_output=True,
+                          text=True, timeout=60, check=True)
+    before, after, older_kept, young = done.stdout.split()
+    assert int(before) >= 100  # CPython's 700: collections while 2,000 are alive
+    assert int(after) == 0
+    assert older_kept == "True"
+    assert int(young) == YOUNG_COLLECTION_THRESHOLD

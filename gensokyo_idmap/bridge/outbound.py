@@ -20,9 +20,13 @@ Rules:
    content, for ``get_msg``) and the first one's virtual id is the action's ``message_id``.
 4. **A server's answer is never awaited on the event loop**: with the graph on PostgreSQL
    or the message ids on Redis (``reads_off_loop``), the choice of identity (its recency
-   reads), of the message to reply to and of its ``msg_seq`` run on a worker thread, so a
-   slow or hung server holds up this send, not every other event of the daemon. On LMDB
-   they stay on the loop: a read there is a few microseconds, less than a thread hop.
+   reads), of the message to reply to and of its ``msg_seq``, and the plan of a message
+   with an ``at`` (its mention reads the graph) run on a worker thread, so a slow or hung
+   server holds up this send, not every other event of the daemon. What needs no such
+   read stays on the loop: a message without an ``at``, and a target or a mentioned member
+   whose answer is kept while the graph's version stands (LMDB graph, Redis message ids).
+   On LMDB all of it stays on the loop: a read there is a few microseconds, less than a
+   thread hop.
 5. **Guild-side chats** (docs/wire-mapping.md): a ``group_id`` whose vUIN holds no OpenID
    of this AppID but the ``raw:`` id of a channel (one the legacy config table places in a
    guild, as the old daemon kept it) is that channel (``/channels/{id}/messages``); a
@@ -52,7 +56,7 @@ from gensokyo_idmap.bridge.chat import (
     ChatKind,
 )
 from gensokyo_idmap.bridge.guilds import directory_of
-from gensokyo_idmap.bridge.plan import UnsupportedSegments, plan_message
+from gensokyo_idmap.bridge.plan import MessagePlan, UnsupportedSegments, plan_message
 from gensokyo_idmap.errors import (
     BadInputError,
     IdmapError,
@@ -104,6 +108,11 @@ def failure_detail(err: PlatformError) -> str:
     if err.platform_code is not None or err.platform_message:
         return f"platform code {err.platform_code}: {err.platform_message}"
     return err.message
+
+
+class _NotKnownHere(Exception):
+    """A mention that needs a read that may wait for a server (rule 4): the message is
+    planned again on a worker thread."""
 
 
 class PlatformClient(Protocol):
@@ -221,12 +230,40 @@ class OutboundSender:
     async def target_of(self, chat_kind: ChatKind, value: object, field: str,
                         explicit: object = None, answering: object = None) -> Target:
         """:meth:`resolve_target` in the chat of the message a send answers
-        (:meth:`answered_scene`), off the loop when its reads wait for a server."""
+        (:meth:`answered_scene`), off the loop when its reads wait for a server (a send
+        that answers no message and whose target is kept needs no read: answered here)."""
         def choose() -> Target:
             scene = self.answered_scene(chat_kind, answering)
             return self.resolve_target(chat_kind, value, field, explicit, scene)
 
+        if self.settings.reads_off_loop and answering is None:
+            known = self.known_target(chat_kind, value, field, explicit)
+            if known is not None:
+                return known
         return await self.off_loop(choose)
+
+    def _kept_key(self, chat_kind: ChatKind, value: object, field: str, explicit: object,
+                  scene: str | None) -> tuple[int, tuple[object, ...]] | None:
+        """The store's version and the key :meth:`resolve_target` keeps an answer under;
+        None when no answer is kept (a store without a cheap version, ids of other types)."""
+        version = self.graph.version()
+        if (version is None or type(value) not in (int, str)
+                or type(explicit) not in (int, str, type(None))):
+            return None
+        return version, (chat_kind, value, field, explicit, scene)
+
+    def known_target(self, chat_kind: ChatKind, value: object, field: str,
+                     explicit: object = None, scene: str | None = None) -> Target | None:
+        """:meth:`resolve_target`'s answer if it is kept and still stands, else None: no
+        read but the store's version (so never a wait for a server)."""
+        return self._kept_answer(self._kept_key(chat_kind, value, field, explicit, scene))
+
+    def _kept_answer(self, kept: tuple[int, tuple[object, ...]] | None) -> Target | None:
+        """The answer kept under ``kept`` (:meth:`_kept_key`) if it is of that version."""
+        if kept is None:
+            return None
+        known = self._targets.get(kept[1])
+        return known[1] if known is not None and known[0] == kept[0] else None
 
     def resolve_target(self, chat_kind: ChatKind, value: object, field: str,
                        explicit: object = None, scene: str | None = None) -> Target:
@@ -241,14 +278,10 @@ class OutboundSender:
         message ids, which change with every message): a busy chat's vUIN, and a member
         mentioned in it, are resolved once, not once per send.
         """
-        version = self.graph.version()
-        cacheable = (version is not None and type(value) in (int, str)
-                     and type(explicit) in (int, str, type(None)))
-        key = (chat_kind, value, field, explicit, scene)
-        if cacheable:
-            known = self._targets.get(key)
-            if known is not None and known[0] == version:
-                return known[1]
+        kept = self._kept_key(chat_kind, value, field, explicit, scene)
+        answer = self._kept_answer(kept)
+        if answer is not None:
+            return answer
         asked = False
 
         def recency(scene: str, identity: str) -> tuple[int, int] | None:
@@ -258,11 +291,10 @@ class OutboundSender:
 
         target = self._resolve(chat_kind, value, field, explicit, scene, recency)
         # group and C2C targets only: a guild-side one also reads the guild directory
-        if (cacheable and not asked and version is not None
-                and target.chat_kind in CHAT_KINDS):
+        if kept is not None and not asked and target.chat_kind in CHAT_KINDS:
             if len(self._targets) >= _CHATS_REMEMBERED:
                 self._targets.clear()
-            self._targets[key] = (version, target)
+            self._targets[kept[1]] = (kept[0], target)
         return target
 
     def _resolve(self, chat_kind: ChatKind, value: object, field: str, explicit: object,
@@ -344,7 +376,7 @@ class OutboundSender:
                                 "message session with the bot (a DM goes to that session)")
         return Target("dms", dm_guild, vuin)
 
-    def mention(self, target: Target, qq: str) -> str | None:
+    def mention(self, target: Target, qq: str, known_only: bool = False) -> str | None:
         """An ``at`` segment as the platform renders it: a member mention in groups, naming
         the identity of that person last seen in this group (rule 1).
 
@@ -353,16 +385,26 @@ class OutboundSender:
         does not say). An at of the bot itself is left out (``""``, as documented); one
         the platform has no form for (``all``, any at in C2C or a guild DM) is None, which
         ``onebot.unsupported_segments`` decides (:func:`plan_message`).
+
+        ``known_only``: answer only what needs no read but the store's version (a member
+        whose answer is kept, :meth:`known_target`), else raise :class:`_NotKnownHere`.
         """
         if qq == str(self.settings.self_id):
             return ""
         if qq == "all" or target.chat_kind not in GROUP_CHAT_KINDS:
             return None
         if target.chat_kind == "channel":
+            if known_only:
+                raise _NotKnownHere(qq)
             return self._channel_mention(qq)
+        scene = self.chat(target).scene
+        if known_only:
+            known = self.known_target("group", qq, "at.qq", scene=scene)
+            if known is None:
+                raise _NotKnownHere(qq)
+            return f'<qqbot-at-user id="{known.openid}" />'
         try:
-            member = self.resolve_target("group", qq, "at.qq",
-                                         scene=self.chat(target).scene)
+            member = self.resolve_target("group", qq, "at.qq", scene=scene)
         except IdmapError as err:
             self._log.info("[message] at left as text", qq=qq, reason=err.message)
             return f"@{qq}"
@@ -443,9 +485,20 @@ class OutboundSender:
                               reason=again.message)
 
     async def _send(self, target: Target, segments: list[Segment]) -> int:
-        plan = await self.off_loop(plan_message, segments, target.chat_kind,
-                                   lambda qq: self.mention(target, qq),
-                                   self.settings.unsupported_segments)
+        def make_plan(known_only: bool = False) -> MessagePlan:
+            return plan_message(segments, target.chat_kind,
+                                lambda qq: self.mention(target, qq, known_only),
+                                self.settings.unsupported_segments)
+
+        # only a mention reads the graph (rule 4): a message without one, or whose members
+        # are all kept (known_target), is planned here, not on a worker thread and back
+        if self.settings.reads_off_loop and any(segment.type == "at" for segment in segments):
+            try:
+                plan = make_plan(known_only=True)
+            except _NotKnownHere:
+                plan = await self.off_loop(make_plan)
+        else:
+            plan = make_plan()
         if target.chat_kind in GUILD_CHAT_KINDS:
             check_channel_parts(plan.parts)  # refused whole, before any part is sent
         if plan.dropped:

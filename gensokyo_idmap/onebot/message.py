@@ -65,6 +65,8 @@ def escape_param(value: str) -> str:
 
 
 def unescape(text: str) -> str:
+    if "&" not in text:  # nothing escaped, as in most values and texts: no four passes
+        return text
     return (text.replace("&#44;", ",").replace("&#91;", "[").replace("&#93;", "]")
             .replace("&amp;", "&"))
 
@@ -133,6 +135,12 @@ def segments_to_cq_within(segments: Sequence[Segment], max_bytes: int) -> str:
     """:func:`segments_to_cq` of at most ``max_bytes`` UTF-8 bytes: the segments that fit
     whole, then as much of a text segment as fits (never half a code, so the result parses
     back); characters UTF-8 cannot hold (lone surrogates) become ``?``."""
+    whole = segments_to_cq(segments)
+    try:  # most messages fit whole: one encoding of the whole, not one per segment
+        if len(whole.encode("utf-8")) <= max_bytes:
+            return whole
+    except UnicodeEncodeError:  # a lone surrogate: each segment repaired below
+        pass
     pieces: list[str] = []
     room = max_bytes
     for segment in segments:

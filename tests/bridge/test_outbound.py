@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +23,7 @@ from gensokyo_idmap.bridge.inbound import BridgeSettings, InboundBridge
 from gensokyo_idmap.identity import OpenId, RUin
 from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.msgid import MAX_CONTENT_BYTES, MsgIdMap
+from gensokyo_idmap.bridge import outbound
 from gensokyo_idmap.bridge.outbound import OutboundSender, OutboundSettings
 from gensokyo_idmap.qq.passive_reply import ReplyBudget
 from gensokyo_idmap.qq.events import parse_dispatch, parse_envelope
@@ -76,7 +78,8 @@ class Harness:
 def with_daemon(scenario: Callable[[Harness], Awaitable[None]], identity_store: LmdbIdentityStore,
                 msgid_store: LmdbMsgIdStore, clock: FakeClock, *,
                 op_userid_type: Any = "vuin", unsupported_segments: Any = "refuse",
-                keep_content: bool = True, send_error: bool = False) -> None:
+                keep_content: bool = True, send_error: bool = False,
+                reads_off_loop: bool = False) -> None:
     async def main() -> None:
         platform = EmulatedPlatform()
         await platform.start()
@@ -90,7 +93,7 @@ def with_daemon(scenario: Callable[[Harness], Awaitable[None]], identity_store: 
                 sender = OutboundSender(graph, msgids, api, OutboundSettings(
                     app_id=APP, self_id=SELF, op_userid_type=op_userid_type,
                     unsupported_segments=unsupported_segments,
-                    send_error=send_error))
+                    send_error=send_error, reads_off_loop=reads_off_loop))
                 harness = Harness(platform, bridge, ActionService(sender, clock=clock), clock)
                 await asyncio.wait_for(scenario(harness), 20)
         finally:
@@ -665,3 +668,51 @@ def test_an_at_the_platform_cannot_carry_follows_unsupported_segments(
         assert [line for line in logs if line["log_level"] == "warning"] == []
 
     with_daemon(scenario, identity_store, msgid_store, clock, unsupported_segments=unsupported)
+
+
+def test_with_reads_off_loop_only_what_needs_a_read_goes_to_a_worker_thread(
+        identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore, clock: FakeClock,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rule 4: a plain message is planned on the loop; a mention of a member not resolved
+    yet is planned on a worker thread, and once the answer is kept (the graph unchanged)
+    on the loop again; a target that is kept is answered on the loop too."""
+    planned: list[bool] = []  # per plan made: on the loop's thread?
+    resolved: list[tuple[str, bool]] = []  # per target resolved from the graph
+    plan, resolve = outbound.plan_message, OutboundSender._resolve
+
+    def on_loop() -> bool:
+        return threading.current_thread() is threading.main_thread()
+
+    def spied_plan(*args: Any, **kwargs: Any) -> Any:
+        planned.append(on_loop())
+        return plan(*args, **kwargs)
+
+    def spied_resolve(self: OutboundSender, chat_kind: Any, value: object, field: str,
+                      *args: Any) -> Any:
+        resolved.append((field, on_loop()))
+        return resolve(self, chat_kind, value, field, *args)
+
+    monkeypatch.setattr(outbound, "plan_message", spied_plan)
+    monkeypatch.setattr(OutboundSender, "_resolve", spied_resolve)
+
+    async def scenario(h: Harness) -> None:
+        group = await h.group_message("ROBOT1.0_p1")
+        at = f"[CQ:at,qq={group['user_id']}] hi"
+        answers = []
+        steps = []
+        for message in ("plain", at, at):
+            planned.clear()
+            resolved.clear()
+            answers.append(await h.call("send_group_msg", group_id=group["group_id"],
+                                        message=message))
+            steps.append((list(planned), list(resolved)))
+        assert [answer["status"] for answer in answers] == ["ok"] * 3, answers
+        assert [body["content"] for _, body in h.sends()] == [
+            "plain", f'<qqbot-at-user id="{USER}" /> hi', f'<qqbot-at-user id="{USER}" /> hi']
+        assert steps == [
+            ([True], [("group_id", False)]),  # the group resolved off the loop, once
+            ([True, False], [("at.qq", False)]),  # the member not kept: planned again off it
+            ([True], []),  # both kept: nothing leaves the loop
+        ]
+
+    with_daemon(scenario, identity_store, msgid_store, clock, reads_off_loop=True)
