@@ -28,7 +28,7 @@ from gensokyo_idmap import jsonio
 from gensokyo_idmap.logtail import TailingRenderer
 from gensokyo_idmap.redaction import HIDDEN, is_secret_name, redact_url
 
-__all__ = ["configure_logging", "redact_secrets"]
+__all__ = ["configure_logging", "flush_logs", "redact_secrets"]
 
 FLUSH_SECONDS: Final = 0.2
 _secret_names: dict[str, bool] = {}  # field name → named like a secret (a pure function)
@@ -128,6 +128,13 @@ class BufferedLineLogger:
 
     debug = info = msg
     warning = warn = error = err = critical = exception = fatal = failure = msg_now
+
+
+def flush_logs() -> None:
+    """Write out the lines the stderr buffer holds now (before fd 2 is pointed elsewhere,
+    as the log-line benchmark does; exit does it by itself)."""
+    if _BufferedStderr._shared is not None:
+        _BufferedStderr._shared.flush()
 
 
 def _buffered_logger(*_args: Any) -> BufferedLineLogger:
