@@ -25,6 +25,7 @@ from typing import Any, Final, Literal, TextIO
 import structlog
 
 from gensokyo_idmap import jsonio
+from gensokyo_idmap.logrender import PlainConsoleRenderer
 from gensokyo_idmap.logtail import TailingRenderer
 from gensokyo_idmap.redaction import HIDDEN, is_secret_name, redact_url
 
@@ -152,7 +153,7 @@ def configure_logging(
     renderer: Any = (
         structlog.processors.JSONRenderer(serializer=jsonio.dumps)
         if fmt == "json"
-        else structlog.dev.ConsoleRenderer(colors=False)
+        else PlainConsoleRenderer()  # ConsoleRenderer(colors=False)'s text, faster
     )
     factory: Any = _buffered_logger
     if stream is not None or sys.stderr is not sys.__stderr__:
