@@ -18,8 +18,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, MutableMapping
-from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 __all__ = ["LEVELS", "TAIL", "LogLine", "LogTail", "TailingRenderer", "level_rank"]
 
@@ -27,6 +26,7 @@ __all__ = ["LEVELS", "TAIL", "LogLine", "LogTail", "TailingRenderer", "level_ran
 LEVELS: Final = ("debug", "info", "warning", "error", "critical")
 _RANK: Final = {name: rank for rank, name in enumerate(LEVELS)}
 _ALIASES: Final = {"warn": "warning", "exception": "error", "fatal": "critical"}
+_WARNING: Final = _RANK["warning"]
 
 
 def level_rank(level: str) -> int:
@@ -35,8 +35,11 @@ def level_rank(level: str) -> int:
     return _RANK.get(_ALIASES.get(name, name), _RANK["info"])
 
 
-@dataclass(frozen=True, slots=True)
-class LogLine:
+class LogLine(NamedTuple):
+    """One line as written (immutable: readers on the event loop share it with the thread
+    that logged it). A named tuple, not a frozen dataclass: every line logged makes one,
+    and a frozen dataclass's ``__init__`` cost four times as much."""
+
     seq: int
     at: float  # unix seconds
     level: str
@@ -58,11 +61,14 @@ class LogTail:
         self._clock = clock
 
     def record(self, level: str, event: str, text: str) -> None:
+        rank = _RANK.get(level)  # the names add_log_level writes; level_rank for the rest
+        problem = (level_rank(level) if rank is None else rank) >= _WARNING
+        at = self._clock()
         with self._lock:
             self._seq += 1
-            line = LogLine(self._seq, self._clock(), level, event, text)
+            line = LogLine(self._seq, at, level, event, text)
             self._lines.append(line)
-            if level_rank(level) >= _RANK["warning"]:
+            if problem:
                 self._problems.append(line)
             if event.startswith("[idmap] bind"):
                 self._binds.append(line)
