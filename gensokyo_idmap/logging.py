@@ -46,18 +46,23 @@ def redact_secrets(
     new field cannot leak because nobody added it to a list; the rules are those of
     :mod:`gensokyo_idmap.redaction`.
     """
-    for name, value in list(event_dict.items()):
-        secret = _secret_names.get(name)
+    # Runs on every line: values are replaced in place (the keys never change, so the dict
+    # can be walked as it is), and text without "://" is left without a call (redact_url
+    # returns such text as it is).
+    secret_names = _secret_names
+    for name, value in event_dict.items():
+        secret = secret_names.get(name)
         if secret is None:
             secret = is_secret_name(name)
-            if len(_secret_names) < 4096:
-                _secret_names[name] = secret
+            if len(secret_names) < 4096:
+                secret_names[name] = secret
         if secret:
             if value:
                 event_dict[name] = HIDDEN
         elif isinstance(value, str):
-            event_dict[name] = redact_url(value)
-        elif isinstance(value, list | tuple) and any(isinstance(v, str) for v in value):
+            if "://" in value:
+                event_dict[name] = redact_url(value)
+        elif isinstance(value, (list, tuple)) and any(isinstance(v, str) for v in value):
             event_dict[name] = [redact_url(v) if isinstance(v, str) else v for v in value]
     return event_dict
 
@@ -72,13 +77,12 @@ class UtcStamper:
 
     def __call__(self, _logger: Any, _method: str,
                  event_dict: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
-        now = time.time()
-        whole = int(now)
+        whole, nanos = divmod(time.time_ns(), 1_000_000_000)
         second, text = self._second
         if second != whole:
             text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole))
             self._second = (whole, text)
-        event_dict["timestamp"] = f"{text}.{int((now - whole) * 1e6):06d}Z"
+        event_dict["timestamp"] = f"{text}.{nanos // 1000:06d}Z"
         return event_dict
 
 
@@ -161,9 +165,9 @@ def configure_logging(
         factory = structlog.PrintLoggerFactory(file=stream or sys.stderr)
     structlog.configure(
         processors=[
+            redact_secrets,  # first: the level and timestamp added next need no look
             structlog.processors.add_log_level,
             UtcStamper(),
-            redact_secrets,
             TailingRenderer(renderer),  # the console's live tail: the same redacted text
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),

@@ -82,6 +82,20 @@ def test_redact_hides_url_credentials_in_any_text_field() -> None:
                    "sink": "reverse_ws ws://h/ws?access_token=***", "vuin": 5}
 
 
+def test_redact_reaches_text_subclasses_and_tuples_and_leaves_plain_text_alone() -> None:
+    # the processor skips text without "://" without calling redact_url: a str subclass and
+    # the text items of a tuple are still looked at; text that is no URL is never rewritten
+    class Text(str):
+        pass
+
+    event = {"event": "e", "url": Text(f"wss://u:{SECRET}@h/ws"),
+             "peers": (f"http://h/p?token={SECRET}", 5), "note": f"token={SECRET} as words"}
+    out = redact_secrets(None, "info", event)
+    assert out["url"] == "wss://***@h/ws"
+    assert out["peers"] == ["http://h/p?token=***", 5]
+    assert out["note"] == f"token={SECRET} as words"  # no URL, no secret-named field
+
+
 # --------------------------------------------------------------------------- configure_logging
 
 
@@ -249,3 +263,18 @@ def test_utc_stamper_writes_what_structlogs_iso_stamper_writes() -> None:
         when = datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc)
         assert before.replace(microsecond=0) <= when <= after
     assert first <= second
+
+
+@pytest.mark.parametrize("fmt", ["json", "console"])
+def test_every_format_hides_secrets_in_names_urls_and_lists(fmt: Any) -> None:
+    from gensokyo_idmap.logtail import TAIL
+
+    stream = io.StringIO()
+    configure_logging("info", fmt, stream=stream)
+    structlog.get_logger("t").info(
+        "[app] ready", url=f"ws://user:{SECRET}@h:8080/ws", clientSecret=SECRET,
+        listeners=[f"reverse ws ws://h/ws?access_token={SECRET}", 3], level_of="x")
+    (line,) = lines_of(stream)
+    assert SECRET not in line
+    assert "ws://***@h:8080/ws" in line and "access_token=***" in line
+    assert TAIL.since(TAIL.last_seq - 1)[-1].text == line
