@@ -29,14 +29,10 @@ _LEVEL_WIDTH: Final = 9
 _EVENT_WIDTH: Final = 30
 #: A text value holding one of these is shown as its ``repr`` (structlog's rule).
 _NEEDS_REPR: Final = re.compile("[ \t=\r\n\"']")
-_TRACE_KEYS: Final = ("exc_info", "exception", "stack")
+#: ``[level]`` of the level names structlog writes, made once.
+_LEVELS: Final = {level: f"[{level:<{_LEVEL_WIDTH}}]" for level in
+                  ("debug", "info", "warning", "error", "critical", "exception", "notset")}
 _NOTHING: Final = object()
-
-
-def _value(value: object) -> str:
-    if isinstance(value, str) and not _NEEDS_REPR.search(value):
-        return value
-    return repr(value)
 
 
 class PlainConsoleRenderer:
@@ -48,20 +44,24 @@ class PlainConsoleRenderer:
         self._traces = structlog.dev.ConsoleRenderer(colors=False)
 
     def __call__(self, logger: Any, method: str, event_dict: MutableMapping[str, Any]) -> str:
-        for key in _TRACE_KEYS:
-            if key in event_dict:
-                return self._traces(logger, method, event_dict)
+        if "exc_info" in event_dict or "exception" in event_dict or "stack" in event_dict:
+            return self._traces(logger, method, event_dict)
         parts: list[str] = []
         pop = event_dict.pop
-        if (stamp := pop("timestamp", _NOTHING)) is not _NOTHING:
-            parts.append(str(stamp))
+        if (stamp := pop("timestamp", _NOTHING)) is not _NOTHING and (text := str(stamp)):
+            parts.append(text)  # an empty column is left out, as structlog does
         if (level := pop("level", _NOTHING)) is not _NOTHING:
-            parts.append(f"[{level:<{_LEVEL_WIDTH}}]")
+            parts.append(_LEVELS.get(level) or f"[{level:<{_LEVEL_WIDTH}}]")
         if (event := pop("event", _NOTHING)) is not _NOTHING:
             parts.append(str(event).ljust(_EVENT_WIDTH))
-        for key in ("logger", "logger_name"):
-            if (name := pop(key, _NOTHING)) is not _NOTHING:
-                parts.append(f"[{name}]")
-        for key in sorted(event_dict):
-            parts.append(f"{key}={_value(event_dict[key])}")
-        return " ".join(part for part in parts if part).rstrip(" ")
+        if (name := pop("logger", _NOTHING)) is not _NOTHING:
+            parts.append(f"[{name}]")
+        if (name := pop("logger_name", _NOTHING)) is not _NOTHING:
+            parts.append(f"[{name}]")
+        for key in sorted(event_dict) if len(event_dict) > 1 else event_dict:
+            value = event_dict[key]
+            if isinstance(value, str) and not _NEEDS_REPR.search(value):
+                parts.append(f"{key}={value}")
+            else:
+                parts.append(f"{key}={value!r}")
+        return " ".join(parts).rstrip(" ")
