@@ -31,6 +31,9 @@ _WARNING: Final = _RANK["warning"]
 
 def level_rank(level: str) -> int:
     """The rank of a level name (unknown names rank as info: shown by default)."""
+    rank = _RANK.get(level)  # the names add_log_level writes, looked up as they are
+    if rank is not None:
+        return rank
     name = level.lower()
     return _RANK.get(_ALIASES.get(name, name), _RANK["info"])
 
@@ -61,8 +64,7 @@ class LogTail:
         self._clock = clock
 
     def record(self, level: str, event: str, text: str) -> None:
-        rank = _RANK.get(level)  # the names add_log_level writes; level_rank for the rest
-        problem = (level_rank(level) if rank is None else rank) >= _WARNING
+        problem = level_rank(level) >= _WARNING
         at = self._clock()
         with self._lock:
             self._seq += 1

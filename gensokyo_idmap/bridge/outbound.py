@@ -399,15 +399,15 @@ class OutboundSender:
             return self._channel_mention(qq)
         scene = self.chat(target).scene
         if known_only:
-            known = self.known_target("group", qq, "at.qq", scene=scene)
-            if known is None:
+            member = self.known_target("group", qq, "at.qq", scene=scene)
+            if member is None:
                 raise _NotKnownHere(qq)
-            return f'<qqbot-at-user id="{known.openid}" />'
-        try:
-            member = self.resolve_target("group", qq, "at.qq", scene=scene)
-        except IdmapError as err:
-            self._log.info("[message] at left as text", qq=qq, reason=err.message)
-            return f"@{qq}"
+        else:
+            try:
+                member = self.resolve_target("group", qq, "at.qq", scene=scene)
+            except IdmapError as err:
+                self._log.info("[message] at left as text", qq=qq, reason=err.message)
+                return f"@{qq}"
         return f'<qqbot-at-user id="{member.openid}" />'
 
     def _channel_mention(self, qq: str) -> str:
