@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -131,8 +133,25 @@ def test_op13_of_another_shape_is_not_signed(token: object, ts: object, field: s
 def test_op13_of_the_platforms_shape_is_answered(token: str, ts: str) -> None:
     answer = WebhookKey.from_secret(DOC_SECRET).validation_response(token, ts)
     assert answer["plain_token"] == token
-    WebhookKey.from_secret(DOC_SECRET).public_key.verify(
+    Ed25519PublicKey.from_public_bytes(bytes.fromhex(DOC_PUBLIC)).verify(
         bytes.fromhex(answer["signature"]), (ts + token).encode())
+
+
+@given(secret=st.text(min_size=1, max_size=40), ts=st.integers(0, 10**12).map(str),
+       body=st.binary(max_size=200))
+def test_signatures_agree_with_another_implementation(secret: str, ts: str, body: bytes
+                                                      ) -> None:
+    """libsodium (ours) and OpenSSL (``cryptography``) on the same seed: the same public
+    key, and each verifies what the other signed (the platform signs with neither)."""
+    ours = WebhookKey.from_secret(secret)
+    theirs = Ed25519PrivateKey.from_private_bytes(seed_from_secret(secret))
+    assert theirs.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw).hex() == \
+        ours.public_hex
+    theirs.public_key().verify(bytes.fromhex(ours.sign_callback(ts, body)),
+                               ts.encode() + body)
+    ours.verify_callback(ts, body, theirs.sign(ts.encode() + body).hex())  # no exception
+    with pytest.raises(BadInputError):
+        ours.verify_callback(ts, body + b"!", theirs.sign(ts.encode() + body).hex())
 
 
 json_like = st.recursive(
