@@ -79,12 +79,22 @@ def start(tmp_path: Path, schema: str, n: int, tag: str, extra: list[str]) -> Ch
     return Child.start(args, tmp_path / f"{tag}-{n}.stderr")
 
 
-def wait_for_lines(child: Child, count: int, what: str) -> None:
+def kill_once_printed(children: list[Child], counts: dict[int, int]) -> None:
+    """Kill each of ``children`` named in ``counts`` once it printed that many lines,
+    watching all of them at once: waiting for one first let another run to its end before
+    its kill came (process 3 exited 0 on a fast run while process 1 was still starting)."""
     deadline = time.monotonic() + STARTUP_TIMEOUT
-    while len(child.lines) < count:
-        assert child.proc.poll() is None or len(child.lines) >= count, (
-            f"{what} exited before printing {count} lines: {child.stderr()}")
-        assert time.monotonic() < deadline, f"{what}: fewer than {count} lines in time"
+    waiting = dict(counts)
+    while waiting:
+        for n, count in list(waiting.items()):
+            child = children[n]
+            if len(child.lines) >= count:
+                child.kill()  # mid-run: its next batch is in flight
+                del waiting[n]
+                continue
+            assert child.proc.poll() is None, (
+                f"process {n} exited before printing {count} lines: {child.stderr()}")
+        assert time.monotonic() < deadline, f"fewer lines than {waiting} in time"
         time.sleep(0.002)
 
 
@@ -103,9 +113,7 @@ def test_four_processes_one_graph_while_two_are_killed(tmp_path: Path, schema: s
             assert time.monotonic() < deadline, "children not ready in time"
             time.sleep(0.005)
         go.touch()
-        for n, lines in KILLED.items():
-            wait_for_lines(children[n], lines, f"process {n}")
-            children[n].kill()  # mid-run: its next batch is in flight
+        kill_once_printed(children, KILLED)
         codes = [c.reap(RUN_TIMEOUT) for c in children]
     finally:
         for c in children:
