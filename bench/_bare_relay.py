@@ -11,10 +11,11 @@ gateway session.
   to every connected consumer. (The daemon's gateway reads ahead, up to 64 events in
   flight; see bench/inbound.py on why this stays the ceiling.)
 - Webhook (``--webhook-listen``): aiohttp server; the Ed25519 check of reference §3.3 on
-  every callback, with ``cryptography`` (the daemon's is PyNaCl's, about half the CPU: the
-  relay keeps the library it had when the webhook target was set against it) (op 13 may come unsigned, as in the daemon), op 13 answered; a dispatch is
+  every callback (op 13 may come unsigned, as in the daemon), op 13 answered; a dispatch is
   forwarded as the raw body and acknowledged ``{"op":12}`` once written to every consumer
-  (the daemon acknowledges after the same point).
+  (the daemon acknowledges after the same point). The check uses ``cryptography``; the
+  daemon's uses PyNaCl, about half the CPU: the relay keeps the library it had when the
+  webhook target was set against it.
 - Forward WebSocket server (``--forward-ws``) at ``/``: a lifecycle frame on connect, then
   each forwarded frame in order through a per-connection queue and writer task.
 

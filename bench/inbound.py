@@ -60,8 +60,8 @@ cpu
 Targets: daemon / bare relay events/s >= 0.5 for known users via the gateway, >= 0.8 via
 the signed webhook (both check the same Ed25519 signature per callback: the daemon with
 PyNaCl's libsodium, about 50 us a check, the relay with ``cryptography``'s OpenSSL, about
-100 us, as when the target was set; the daemon's acknowledgement waits for the framework's pong and the durable de-duplication claim, the
-relay's only for the write). The rounds interleave daemon and relay, scenario by scenario,
+100 us, as when the target was set; the daemon's acknowledgement waits for the framework's
+pong and the durable de-duplication claim, the relay's only for the write). The rounds interleave daemon and relay, scenario by scenario,
 so load from other processes hits both; ``--rounds`` sets how many (best of them kept).
 
 Confirmation by ping

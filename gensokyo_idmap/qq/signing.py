@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Final
 
 from nacl.exceptions import BadSignatureError
@@ -87,9 +86,9 @@ class WebhookKey:
     def from_secret(cls, secret: str) -> WebhookKey:
         return cls(SigningKey(seed_from_secret(secret)))
 
-    @cached_property
+    @property
     def verify_key(self) -> VerifyKey:
-        """The public half, derived once: every callback is verified with it."""
+        """The public half (PyNaCl derives it once, with the signing key)."""
         return self._signing.verify_key
 
     @property
