@@ -64,6 +64,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(autouse=True)
+def _cwd_in_tmp_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test runs in its own temp dir: a default that is a relative path (the data dir
+    ``./data``, ``./data-demo``) lands there, never in the checkout, so a test neither reads
+    what ``make run`` left behind nor leaves anything for the next one. A test that needs a
+    file of the checkout names it from ``__file__``."""
+    monkeypatch.chdir(tmp_path)
+
+
+@pytest.fixture(autouse=True)
 def _structlog_isolated() -> Iterator[None]:
     """Each test starts from structlog's defaults: a CLI or daemon run in-process configures
     logging (e.g. warning level), which must not filter what a later test captures."""
