@@ -27,6 +27,7 @@ from gensokyo_idmap.bridge.outbound import OutboundSender, Target
 from gensokyo_idmap.errors import BadInputError, PlatformError
 from gensokyo_idmap.identity import RawId
 from gensokyo_idmap.onebot.message import Segment
+from gensokyo_idmap.qq.path_ids import IdForm, path_segment
 
 __all__ = ["GuildActions", "GuildPlatform"]
 
@@ -46,7 +47,9 @@ class GuildPlatform(Protocol):
 
 
 def _platform_id(params: Params, field: str, *, required: bool = True) -> str | None:
-    """A platform id parameter (text or a number, ``raw:`` allowed), checked as a raw id."""
+    """A platform id parameter (text or a number, ``raw:`` allowed), checked as a raw id
+    and as a guild-side id (digits): it goes into the platform's paths (:mod:`.path_ids`),
+    so a framework's ``../..`` is refused here, before anything is looked up or sent."""
     value = params.get(field)
     if value is None or value == "":
         if required:
@@ -57,6 +60,7 @@ def _platform_id(params: Params, field: str, *, required: bool = True) -> str | 
     text = str(value)
     text = text[len("raw:"):] if text.startswith("raw:") else text
     try:
+        path_segment(IdForm.GUILD_SIDE, field, text)
         return RawId(text).value
     except BadInputError as err:
         raise BadInputError(field, value, err.reason) from None

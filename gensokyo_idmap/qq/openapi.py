@@ -20,6 +20,7 @@ import structlog
 
 from gensokyo_idmap import jsonio
 from gensokyo_idmap.errors import BadInputError, PlatformError
+from gensokyo_idmap.qq.path_ids import IdForm, path_segment
 from gensokyo_idmap.qq.token import AccessTokenManager
 
 __all__ = ["CHAT_PATHS", "OpenApiClient"]
@@ -32,11 +33,19 @@ CHAT_PATHS: Final = {"group": "/v2/groups/", "c2c": "/v2/users/", "channel": "/c
 _ERROR_STATUSES: Final = range(400, 600)
 
 
+#: The form of each chat kind's target and the OneBot parameter that names it.
+_TARGET_FORMS: Final = {"group": (IdForm.OPENID, "group_id"), "c2c": (IdForm.OPENID, "user_id"),
+                        "channel": (IdForm.GUILD_SIDE, "channel_id"),
+                        "dms": (IdForm.GUILD_SIDE, "guild_id")}
+
+
 def _chat_path(chat_kind: str, target: str) -> str:
+    """The path of a chat's endpoints; its target checked (:mod:`.path_ids`) and quoted."""
     try:
-        return CHAT_PATHS[chat_kind] + target
+        form, field = _TARGET_FORMS[chat_kind]
     except KeyError:
         raise BadInputError("chat_kind", chat_kind, "must be group, c2c, channel or dms") from None
+    return CHAT_PATHS[chat_kind] + path_segment(form, field, target)
 
 
 class OpenApiClient:
@@ -98,7 +107,8 @@ class OpenApiClient:
 
     async def ack_interaction(self, interaction_id: str, code: int = 0) -> None:
         """``PUT /interactions/{id}`` (0 ok): the platform expects it for every button press."""
-        await self.request("PUT", f"/interactions/{interaction_id}", {"code": code})
+        segment = path_segment(IdForm.MESSAGE_ID, "interaction_id", interaction_id)
+        await self.request("PUT", f"/interactions/{segment}", {"code": code})
 
     async def send_message(self, chat_kind: str, target: str,
                            body: dict[str, Any]) -> dict[str, Any]:
@@ -119,7 +129,8 @@ class OpenApiClient:
 
     async def recall(self, chat_kind: str, target: str, message_id: str) -> None:
         """``DELETE …/messages/{id}`` (only the bot's own, within 2 minutes)."""
-        path = f"{_chat_path(chat_kind, target)}/messages/{quote(message_id, safe='')}"
+        segment = path_segment(IdForm.MESSAGE_ID, "message_id", message_id)
+        path = f"{_chat_path(chat_kind, target)}/messages/{segment}"
         await self.request("DELETE", path)
 
     # --- guilds (channels): what the go-cqhttp guild actions answer with ---------------
@@ -149,7 +160,8 @@ class OpenApiClient:
 
     async def guild_channels(self, guild_id: str) -> list[dict[str, Any]]:
         """``GET /guilds/{guild_id}/channels``: the guild's channels."""
-        answer = await self.request("GET", f"/guilds/{quote(guild_id, safe='')}/channels")
+        segment = path_segment(IdForm.GUILD_SIDE, "guild_id", guild_id)
+        answer = await self.request("GET", f"/guilds/{segment}/channels")
         if not isinstance(answer, list):
             raise PlatformError(f"GET /guilds/{guild_id}/channels answered "
                                 f"{str(answer)[:120]!r}")

@@ -126,3 +126,33 @@ def test_a_raw_id_that_is_no_channel_is_no_group(
         assert h.sends() == []
 
     with_daemon(scenario, identity_store, msgid_store, clock)
+
+
+#: ids a framework might pass where a platform path segment goes (issue: one reached the
+#: C2C endpoint with the bot's token): each is refused, naming its field, and nothing is sent
+HOSTILE_IDS = ["../../v2/users/0F1E2D3C4B5A69788796A5B4C3D2E1F0", "../../users/@me",
+               "8000001?x=1#", "-1", "8000000001/../..", "..", "%2e%2e", "80 01", "8000000001\n",
+               "８０００"]
+
+
+def test_ids_that_are_no_platform_id_never_shape_a_platform_url(
+        identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore,
+        clock: FakeClock) -> None:
+    async def scenario(h: Harness) -> None:
+        await h.inbound("AT_MESSAGE_CREATE", channel_message(1))
+        for hostile in HOSTILE_IDS:
+            for field, params in (
+                    ("channel_id", {"guild_id": GUILD, "channel_id": hostile}),
+                    ("channel_id", {"channel_id": hostile}),
+                    ("guild_id", {"guild_id": hostile, "channel_id": CHANNEL})):
+                answer = await h.call("send_guild_channel_msg", message="hi", **params)
+                assert answer["retcode"] == 100, (hostile, answer)
+                assert field in answer["message"], (hostile, answer)
+            listed = await h.call("get_guild_channel_list", guild_id=hostile)
+            assert listed["retcode"] == 100 and "guild_id" in listed["message"], listed
+            if hostile.strip() != CHANNEL:  # client input is trimmed: that one is the channel
+                answer = await h.call("send_group_msg", group_id=f"raw:{hostile}", message="hi")
+                assert answer["retcode"] == 100, (hostile, answer)
+        assert h.platform.api_calls == [], h.platform.api_calls
+
+    with_daemon(scenario, identity_store, msgid_store, clock, op_userid_type="raw")

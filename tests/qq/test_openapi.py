@@ -10,7 +10,7 @@ import pytest
 from aiohttp import ClientSession
 
 from gensokyo_idmap.bridge.inbound import BridgeSettings, InboundBridge, InboundPipeline
-from gensokyo_idmap.errors import PlatformError
+from gensokyo_idmap.errors import BadInputError, PlatformError
 from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.msgid import MsgIdMap
 from gensokyo_idmap.qq.events import Interaction, parse_dispatch, parse_envelope
@@ -99,5 +99,24 @@ def test_guild_reads_walk_every_page_and_name_a_missing_guild() -> None:
         with pytest.raises(PlatformError) as err:
             await api.guild_channels("7999999999")
         assert err.value.status == 404 and err.value.platform_code == 11281
+
+    with_api(scenario)
+
+
+def test_ids_that_are_no_platform_id_are_refused_before_any_request() -> None:
+    async def scenario(platform: EmulatedPlatform, api: OpenApiClient) -> None:
+        for hostile in ("../../users/@me", "8000001?x=1#", "..", "a/b"):
+            calls = [("group_id", lambda: api.send_message("group", hostile, {"content": "x"})),
+                     ("user_id", lambda: api.upload_media("c2c", hostile, {"url": "x"})),
+                     ("channel_id", lambda: api.send_message("channel", hostile, {"content": "x"})),
+                     ("guild_id", lambda: api.send_message("dms", hostile, {"content": "x"})),
+                     ("message_id", lambda: api.recall("channel", "8000000001", hostile)),
+                     ("guild_id", lambda: api.guild_channels(hostile)),
+                     ("interaction_id", lambda: api.ack_interaction(hostile))]
+            for field, call in calls:
+                with pytest.raises(BadInputError) as err:
+                    await call()
+                assert err.value.field == field, (hostile, err.value)
+        assert platform.api_calls == [] and platform.interaction_acks == []
 
     with_api(scenario)
