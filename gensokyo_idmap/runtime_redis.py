@@ -21,6 +21,7 @@ logs the outage once):
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -62,19 +63,36 @@ from gensokyo_idmap.store.base import MsgContent, MsgIdCounts, MsgRecord
 from gensokyo_idmap.store.redis_msgid import RedisMsgIds, StoreItem
 from gensokyo_idmap.store.redis_trips import Together, concatenated, distinct, own, whole
 
-__all__ = ["IN_FLIGHT_SECONDS", "RedisClaims", "RedisMsgIdMap", "RedisReplyBudget"]
+__all__ = [
+    "IN_FLIGHT_SECONDS",
+    "RENEWED_FOR_AT_MOST_SECONDS",
+    "RENEW_EVERY_SECONDS",
+    "RedisClaims",
+    "RedisMsgIdMap",
+    "RedisReplyBudget",
+]
 
 log = structlog.get_logger("gensokyo_idmap.msgid")
 
 T = TypeVar("T")
 M = TypeVar("M", bound=Received)
 
-#: How long an event stays marked in flight on the daemon delivering it: far longer than a
-#: delivery (it ends once every framework has the event or owes it durably), short enough
-#: that a daemon dying mid-delivery holds up the platform's retries only briefly.
-IN_FLIGHT_SECONDS = 30.0
+#: The lease of an in-flight mark: how long an event stays marked on the daemon delivering
+#: it unless that daemon renews the mark. A daemon killed mid-delivery renews nothing, so
+#: its events are free for another daemon this long after its last renewal at most.
+IN_FLIGHT_SECONDS = 3.0
+#: How often a daemon renews the leases of every delivery it has in flight (one script for
+#: all): a renewal may come this much short of :data:`IN_FLIGHT_SECONDS` late before a
+#: lease lapses under a delivery that is still alive.
+RENEW_EVERY_SECONDS = 1.0
+#: A mark is renewed for this long at most. No delivery takes so long (each framework gets
+#: a few seconds, then the event is owed in the outbox); a mark held longer was lost track
+#: of (its batch was cancelled before it was decided), and is let lapse.
+RENEWED_FOR_AT_MOST_SECONDS = 120.0
 _DEDUP_OFF = ("de-duplication across daemons is off until Redis answers: a repeat seen by "
               "another daemon may be delivered again")
+_LEASES_LAPSE = ("in-flight marks are not renewed until Redis answers: another daemon may "
+                 "deliver a retry of an event being delivered here")
 _COUNTS_OWN = "reply counts are this daemon's own until Redis answers"
 _LOOKUP_FAILED = "message ids are unknown until Redis answers: replies go out without a " \
                  "passive-reply id, recalls and lookups of earlier messages fail"
@@ -265,19 +283,38 @@ class RedisClaims:
     by every daemon on the prefix, so a webhook retry landing on another daemon is a known
     repeat, or refused while the first daemon still delivers it (dedup rule 6). Redis
     down: nothing is known, marked or recorded (this daemon's memory still de-duplicates
-    what it saw itself)."""
+    what it saw itself).
+
+    An in-flight mark is a lease: it lapses :data:`IN_FLIGHT_SECONDS` after it was set
+    unless renewed, and this daemon renews every mark it holds (those it set and has not
+    yet turned into a claim or dropped) every :data:`RENEW_EVERY_SECONDS`, in one script for
+    all, by a task that runs while it holds any. A renewal extends only a mark still under
+    this daemon's token. So a live delivery keeps its mark however long it takes, and a
+    daemon that dies frees its events within :data:`IN_FLIGHT_SECONDS`. A renewal later
+    than the lease (Redis slow or down, the loop stalled) lets another daemon deliver a
+    retry of the event while this one still does: a repeat after a fault, never a loss.
+    The lease is compared with each daemon's own clock, as every expiry on Redis is: the
+    daemons' clocks must agree within a second (NTP does), or one ahead may take a live
+    delivery over, again a repeat.
+    """
 
     shared = True
 
     def __init__(self, ids: RedisMsgIds, window: float = DEDUP_SECONDS,
                  clock: Callable[[], float] = time.time,
-                 in_flight_seconds: float = IN_FLIGHT_SECONDS) -> None:
+                 in_flight_seconds: float = IN_FLIGHT_SECONDS,
+                 renew_every: float = RENEW_EVERY_SECONDS) -> None:
         self._ids = ids
         self._runtime = ids.runtime
         self._window_ms = int(window * 1000)
         self._in_flight_ms = int(in_flight_seconds * 1000)
+        self._renew_every = renew_every
         self._clock = clock
         self._token = f"busy:{uuid.uuid4().hex}"  # this daemon's in-flight marks
+        # stored key → (which mark, when set) of each mark this daemon holds (renewed)
+        self._held: dict[str, tuple[int, float]] = {}
+        self._marks = itertools.count()
+        self._renewer: asyncio.Task[None] | None = None
         self._start: Together[str, tuple[set[str], set[str]], tuple[set[str], set[str]]] = \
             Together(lambda keys: self._ids.start_claims(
                 keys, int(self._clock() * 1000), self._in_flight_ms, self._token),
@@ -296,9 +333,14 @@ class RedisClaims:
 
     async def start(self, keys: Sequence[str]) -> tuple[set[str], set[str]]:
         stored = {stored_key(key): key for key in keys}
+
+        async def mark() -> tuple[set[str], set[str]]:
+            done, busy = await self._start(list(stored))
+            self._hold([key for key in stored if key not in done and key not in busy])
+            return done, busy
+
         nothing: tuple[set[str], set[str]] = (set(), set())
-        done, busy = await self._runtime.softly_awaited(lambda: self._start(list(stored)),
-                                                        nothing, _DEDUP_OFF)
+        done, busy = await self._runtime.softly_awaited(mark, nothing, _DEDUP_OFF)
         return ({key for mine, key in stored.items() if mine in done},
                 {key for mine, key in stored.items() if mine in busy})
 
@@ -307,18 +349,83 @@ class RedisClaims:
         return self._window_ms / 1000
 
     def abandon(self, keys: Sequence[str]) -> None:
-        self._runtime.softly(lambda: self._ids.abandon_claims(
-            [stored_key(key) for key in keys], self._token), None, _DEDUP_OFF)
+        stored = self._let_go(keys)
+        self._runtime.softly(lambda: self._ids.abandon_claims(stored, self._token), None,
+                             _DEDUP_OFF)
 
     async def record(self, keys: Sequence[str]) -> None:
-        if not keys or not self._runtime.available():
+        stored = self._let_go(keys)
+        if not stored or not self._runtime.available():
             return
         try:
-            await self._record([stored_key(key) for key in keys])
+            await self._record(stored)
         except redis.RedisError as exc:
             self._runtime.failed(exc, "delivery claims are not shared until Redis answers")
             return
         self._runtime.answered()
+
+    # --- the leases of the marks held here ------------------------------------------------
+
+    def _hold(self, stored: list[str]) -> None:
+        """Renew the marks just set on ``stored`` from now on (a mark set again counts
+        anew); the renewing task runs while any is held."""
+        if not stored:
+            return
+        now = self._clock()
+        for key in stored:
+            self._held[key] = (next(self._marks), now)
+        loop = asyncio.get_running_loop()
+        renewer = self._renewer
+        if renewer is None or renewer.done() or renewer.get_loop() is not loop:
+            self._renewer = loop.create_task(self._keep_renewing())
+
+    def _let_go(self, keys: Sequence[str]) -> list[str]:
+        """``keys`` as stored, no longer renewed here (claimed, or dropped)."""
+        stored = [stored_key(key) for key in keys]
+        for key in stored:
+            self._held.pop(key, None)
+        return stored
+
+    def holds(self, key: str) -> bool:
+        """Whether this daemon renews the mark of ``key`` (tests, diagnostics)."""
+        return stored_key(key) in self._held
+
+    async def _keep_renewing(self) -> None:
+        while self._held:
+            await asyncio.sleep(self._renew_every)
+            await self.renew()
+
+    async def renew(self) -> None:
+        """Extend the lease of every mark held here, in one script (the task calls this
+        every :data:`RENEW_EVERY_SECONDS`). A mark found no longer under this daemon's
+        token lapsed, and another daemon may have taken its event: not held any more,
+        logged."""
+        now = self._clock()
+        oldest = now - RENEWED_FOR_AT_MOST_SECONDS
+        sent = {key: held for key, held in self._held.items() if held[1] >= oldest}
+        if len(sent) < len(self._held):
+            log.warning("[message] in-flight marks held too long are let lapse",
+                        count=len(self._held) - len(sent),
+                        limit_seconds=RENEWED_FOR_AT_MOST_SECONDS)
+            self._held = dict(sent)
+        if not sent or not self._runtime.available():
+            return
+        try:
+            lost = await self._ids.renew_claims(list(sent), int(now * 1000),
+                                                self._in_flight_ms, self._token)
+        except redis.RedisError as exc:
+            self._runtime.failed(exc, _LEASES_LAPSE)
+            return
+        self._runtime.answered()
+        lapsed = 0
+        for key in lost:  # unless marked again meanwhile (a later mark's own lease)
+            if self._held.get(key) == sent[key]:
+                del self._held[key]
+                lapsed += 1
+        if lapsed:
+            log.warning("[message] in-flight marks lapsed before their deliveries ended",
+                        count=lapsed, effect="another daemon may deliver a retry of those "
+                        "events as well", reason="the renewals came later than the lease")
 
 
 class RedisReplyBudget(ReplyBudget):

@@ -301,6 +301,88 @@ def test_a_repeat_while_another_daemon_delivers_is_refused_until_that_one_ends(
     run(main())
 
 
+def test_a_lease_is_renewed_only_by_its_holder_and_a_lapsed_one_is_taken_over(
+        daemons: Daemons) -> None:
+    """A mark is extended only under the token that set it; once it lapsed, another daemon
+    takes the event, and the first one's late renewal leaves that daemon's mark alone
+    (logged: a repeat may follow). Renewals here are called by hand, on a fake clock."""
+    clock = FakeClock()
+    ids_a, ids_b = RedisMsgIds(daemons.runtime()), RedisMsgIds(daemons.runtime())
+    mark_key = daemons.prefix + "d:msg:k"
+    lease_ms = int(IN_FLIGHT_SECONDS * 1000)
+
+    def claims(ids: RedisMsgIds) -> RedisClaims:  # no renewing task within the test
+        return RedisClaims(ids, 300, clock=clock, renew_every=3600)
+
+    async def main() -> None:
+        a, b = claims(ids_a), claims(ids_b)
+        assert await a.start(["msg:k"]) == (set(), set())
+        marked = daemons.runtimes[0].sync.get(mark_key)
+        clock.advance(IN_FLIGHT_SECONDS - 1)
+        now_ms = int(clock() * 1000)
+        assert await ids_b.renew_claims(["msg:k"], now_ms, lease_ms, "busy:other") == {"msg:k"}
+        assert daemons.runtimes[0].sync.get(mark_key) == marked  # not extended by another
+        clock.advance(1)  # the lease lapsed: nobody renewed it
+        assert await b.start(["msg:k"]) == (set(), set())  # B takes the event over
+        taken = daemons.runtimes[0].sync.get(mark_key)
+        assert taken is not None and taken != marked
+        with capture_logs() as logs:
+            await a.renew()  # A's renewal, too late
+        assert daemons.runtimes[0].sync.get(mark_key) == taken
+        assert not a.holds("msg:k") and b.holds("msg:k")
+        assert [e["count"] for e in logs if "lapsed" in e["event"]] == [1]
+        assert await a.start(["msg:k"]) == (set(), {"msg:k"})  # B's now, refused to A
+
+    run(main())
+
+
+def test_a_long_delivery_keeps_its_lease_by_renewal(daemons: Daemons) -> None:
+    """Renewed, a mark outlives its first lease many times over: another daemon keeps
+    being refused until the delivery ends (claimed: a known repeat there)."""
+    clock = FakeClock()
+    ids_a, ids_b = RedisMsgIds(daemons.runtime()), RedisMsgIds(daemons.runtime())
+
+    async def main() -> None:
+        a = RedisClaims(ids_a, 300, clock=clock, renew_every=3600)
+        b = RedisClaims(ids_b, 300, clock=clock, renew_every=3600)
+        assert await a.start(["msg:long"]) == (set(), set())
+        for _ in range(10):  # ten leases long
+            clock.advance(IN_FLIGHT_SECONDS / 2)
+            await a.renew()
+            clock.advance(IN_FLIGHT_SECONDS / 2)
+            assert await b.start(["msg:long"]) == (set(), {"msg:long"})
+        await a.record(["msg:long"])
+        assert not a.holds("msg:long")
+        assert await b.start(["msg:long"]) == ({"msg:long"}, set())
+
+    run(main())
+
+
+def test_the_renewing_task_keeps_marks_alive_and_stops_with_the_last(
+        daemons: Daemons) -> None:
+    """On the real clock, with a lease of 1 s renewed every 0.1 s: over three leases the
+    other daemon is refused at every look; once the delivery failed the event is free at
+    once, and nothing renews any more."""
+    ids_a, ids_b = RedisMsgIds(daemons.runtime()), RedisMsgIds(daemons.runtime())
+
+    async def main() -> None:
+        a = RedisClaims(ids_a, 300, in_flight_seconds=1.0, renew_every=0.1)
+        b = RedisClaims(ids_b, 300, in_flight_seconds=1.0, renew_every=0.1)
+        assert await a.start(["msg:alive"]) == (set(), set())
+        for _ in range(12):
+            await asyncio.sleep(0.25)
+            assert await b.start(["msg:alive"]) == (set(), {"msg:alive"})
+        a.abandon(["msg:alive"])
+        assert await b.start(["msg:alive"]) == (set(), set())
+        b.abandon(["msg:alive"])
+        await asyncio.sleep(0.3)  # both renewing tasks see nothing held and end
+        assert not [task for task in asyncio.all_tasks()
+                    if task is not asyncio.current_task()
+                    and "_keep_renewing" in repr(task.get_coro())]
+
+    run(main())
+
+
 def test_replies_counted_on_one_daemon_count_on_the_other(daemons: Daemons) -> None:
     ids_a, ids_b = RedisMsgIds(daemons.runtime()), RedisMsgIds(daemons.runtime())
     a = RedisReplyBudget(ids_a, seq_base=1000)

@@ -32,11 +32,14 @@ Rules:
    (``max_age_seconds`` plus the clock skew allowed ahead), so any replay the webhook lets
    through is a known repeat (:func:`window_seconds`).
 6. **In flight on another daemon means not now.** A store shared by several daemons
-   (Redis) also marks each event in flight where it is being delivered (a short TTL, so a
-   daemon that dies mid-delivery holds nothing for long). A repeat arriving at another
-   daemon meanwhile (the platform retries a webhook call that was slow to answer) is
-   refused, not acknowledged: the platform sends it again, and by then it is claimed, or
-   free again because the delivery failed. Never delivered twice, never lost.
+   (Redis) also marks each event in flight where it is being delivered: a lease of a few
+   seconds that daemon renews while the delivery lasts, so a daemon that dies
+   mid-delivery holds nothing for long, and a live one however long it takes. A repeat
+   arriving at another daemon meanwhile (the platform retries a webhook call that was
+   slow to answer) is refused, not acknowledged: the platform sends it again, and by then
+   it is claimed, or free again because the delivery failed or its daemon died. Never
+   delivered twice by live daemons, never lost; a renewal that comes later than the lease
+   (Redis slow) may let a second daemon deliver it too, a repeat after a fault.
 7. **A failed delivery drops its mark only if no other batch here is looking the event
    up.** The marks are this daemon's (one token), so a second batch of the same event
    that looked it up while the first was out (a repeat read before the first was decided)
@@ -45,7 +48,7 @@ Rules:
    daemon deliver a platform retry of it at the same time. So while a look that includes
    the key is under way here (from its call until its batch was decided) the mark stays;
    whoever delivers next drops it (failure) or turns it into a claim (success), and a
-   daemon that dies first holds it only for the mark's short TTL.
+   daemon that dies first holds it only until the mark's lease lapses.
 """
 
 from __future__ import annotations

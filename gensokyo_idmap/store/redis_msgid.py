@@ -8,7 +8,7 @@ Keys, each under the prefix (``gsk:`` by default):
 | ``m:v:<virtual id>`` | hash | the record: ``r`` real id, ``a`` AppID, ``k`` chat kind, ``t`` target, ``d`` direction, ``c`` created ms, ``e`` expires ms; and what ``get_msg`` answers: ``u`` the author's vUIN (0: unknown), ``m`` the OneBot content as CQ text (absent: not kept), ``x`` the alias key of a message with a ``msg_idx`` (what a quote of it names). A record written before these were kept has none |
 | ``m:r:<real id>`` | string | the virtual id of a real id; also ``m:r:<alias>`` (:func:`gensokyo_idmap.msgid.quote_key`), written, refreshed and purged with the record |
 | ``m:c:<AppID>\\0<kind>\\0<target>`` | sorted set | inbound messages of a chat, members ``<created ms, 16 hex><virtual id, 8 hex>`` (lexical order is time order), the newest 256 |
-| ``d:<delivery key>`` | string | a delivery claim: its expiry ms; while a daemon delivers the event, ``<that daemon's token>:<until ms>`` (a short TTL) |
+| ``d:<delivery key>`` | string | a delivery claim: its expiry ms; while a daemon delivers the event, ``<that daemon's token>:<until ms>``: a lease of a few seconds that daemon renews while the delivery lasts |
 | ``m:a:<AppID>\\0<kind>\\0<target>`` | sorted set | the chat's inbound messages within their reply window that may have replies left (members as in ``m:c``): what a send answers |
 | ``b:<msg_id or event_id>`` | string | replies sent to that id (all daemons together) |
 
@@ -244,6 +244,24 @@ end
 return 0
 """
 
+_RENEW_LUA: Final = r"""
+-- ARGV: prefix, now ms, lease ms, this daemon's token, then delivery keys: extend each
+-- in-flight mark this daemon still holds; returns the keys it no longer holds (claimed,
+-- dropped, lapsed or taken over by another daemon), which stay as they are.
+local p, now, lease, token = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+local lost = {}
+for i = 5, #ARGV do
+  local key = p .. 'd:' .. ARGV[i]
+  local value = redis.call('GET', key)
+  if value and string.match(value, '^(.*):%d+$') == token then
+    redis.call('SET', key, token .. ':' .. (now + lease), 'PX', lease)
+  else
+    lost[#lost + 1] = ARGV[i]
+  end
+end
+return lost
+"""
+
 _PUT_CLAIMS_LUA: Final = r"""
 -- ARGV: prefix, expiry ms (the value), TTL ms, then delivery keys: claim each.
 for i = 4, #ARGV do
@@ -387,6 +405,17 @@ class RedisMsgIds:
         """Drop the in-flight marks under ``token`` of ``keys`` (deliveries that failed)."""
         if keys:
             self._abandon(args=[self._prefix, token, *keys])
+
+    async def renew_claims(self, keys: Sequence[str], now_ms: int, lease_ms: int,
+                           token: str) -> set[str]:
+        """Extend the in-flight marks under ``token`` of ``keys`` to ``lease_ms`` from now
+        (one atomic script, sharing its round trip); those of ``keys`` no longer marked
+        under ``token``, left as they are."""
+        if not keys:
+            return set()
+        lost = await self._run_aio(_RENEW_LUA, [self._prefix, now_ms, max(lease_ms, 1),
+                                                token, *keys])
+        return {_text(key) for key in lost}
 
     async def put_claims(self, keys: Sequence[str], expires_ms: int, ttl_ms: int) -> None:
         """Claim each of ``keys`` until ``expires_ms`` (Redis drops it after ``ttl_ms``):
