@@ -13,17 +13,21 @@ What it shows, as an operator running two daemons behind one webhook URL would s
   half-way: the sender keeps retrying what was not acknowledged on the other daemon, as the
   platform does, and in the end every event is acknowledged, every acknowledged event
   reached a framework, no framework got one twice, and a retry of an acknowledged event
-  delivered nothing more anywhere.
+  delivered nothing more anywhere;
+- a daemon killed while its framework has not yet confirmed an event (the pong held): the
+  platform's retries of that event on the other daemon are refused only until the killed
+  daemon's in-flight mark, a lease of seconds, lapses; then it is delivered there, once.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import os
 import re
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +35,7 @@ from typing import Any
 import aiohttp
 import pytest
 import yaml
+from aiohttp import WSMsgType, web
 from aiohttp.test_utils import TestServer
 
 from gensokyo_idmap.runtime_redis import IN_FLIGHT_SECONDS
@@ -183,15 +188,21 @@ async def deliver(senders: list[WebhookSender], first: int, prepared: Prepared,
         attempts.tries.append((other, await post(senders[other], prepared)))
 
 
-async def cluster(tmp_path: Path, dsn: str, prefix: str) -> None:
+#: What runs once both daemons and their frameworks are up: (a webhook sender per daemon,
+#: the frameworks, the daemons, the platform). It stops the daemons it expects to survive.
+Scenario = Callable[[list[WebhookSender], list["ClusterFramework"], list[DaemonProcess],
+                     EmulatedPlatform], Awaitable[None]]
+
+
+async def cluster(tmp_path: Path, dsn: str, prefix: str,
+                  frameworks: list[ClusterFramework], scenario: Scenario) -> None:
     platform = EmulatedPlatform(overlapping_tokens=True)  # each daemon fetches its own token
     await platform.start()
-    frameworks = [ClusterFramework(), ClusterFramework()]
     servers: list[TestServer] = []
     try:
         for framework in frameworks:
             servers.append(await framework_server(framework.handle))
-        await with_servers(tmp_path, dsn, prefix, platform, frameworks, servers)
+        await with_servers(tmp_path, dsn, prefix, platform, frameworks, servers, scenario)
     finally:
         for server in servers:
             await server.close()
@@ -199,7 +210,8 @@ async def cluster(tmp_path: Path, dsn: str, prefix: str) -> None:
 
 
 async def with_servers(tmp_path: Path, dsn: str, prefix: str, platform: EmulatedPlatform,
-                       frameworks: list[ClusterFramework], servers: list[TestServer]) -> None:
+                       frameworks: list[ClusterFramework], servers: list[TestServer],
+                       scenario: Scenario) -> None:
     """The daemons' part of :func:`cluster`, once the platform and frameworks listen."""
     ports = [free_port(), free_port()]
     daemons: list[DaemonProcess] = []
@@ -228,12 +240,19 @@ async def with_servers(tmp_path: Path, dsn: str, prefix: str, platform: Emulated
         async with aiohttp.ClientSession() as http:
             senders = [WebhookSender(f"http://127.0.0.1:{port}/qqbot", APP, SECRET,
                                      session=http) for port in ports]
-            await one_graph_and_one_set_of_message_ids(senders, frameworks, platform)
-            await flood_with_a_kill(senders, frameworks, daemons)
-        assert await daemons[0].close() == 0, daemons[0].tail()
+            await scenario(senders, frameworks, daemons, platform)
     finally:
         for daemon in daemons:
             await daemon.kill()
+
+
+async def graph_message_ids_and_a_flood(senders: list[WebhookSender],
+                                        frameworks: list[ClusterFramework],
+                                        daemons: list[DaemonProcess],
+                                        platform: EmulatedPlatform) -> None:
+    await one_graph_and_one_set_of_message_ids(senders, frameworks, platform)
+    await flood_with_a_kill(senders, frameworks, daemons)
+    assert await daemons[0].close() == 0, daemons[0].tail()
 
 
 async def one_graph_and_one_set_of_message_ids(senders: list[WebhookSender],
@@ -321,4 +340,67 @@ async def flood_with_a_kill(senders: list[WebhookSender], frameworks: list[Clust
 def test_two_daemons_one_graph_one_runtime_and_a_kill_loses_nothing(
         tmp_path: Path, dsn: str, redis_runtime: RedisRuntime) -> None:
     """``redis_runtime`` (conftest): a prefix of this test's own, its keys deleted after."""
-    asyncio.run(asyncio.wait_for(cluster(tmp_path, dsn, redis_runtime.prefix), TEST_SECONDS))
+    frameworks = [ClusterFramework(), ClusterFramework()]
+    asyncio.run(asyncio.wait_for(cluster(tmp_path, dsn, redis_runtime.prefix, frameworks,
+                                         graph_message_ids_and_a_flood), TEST_SECONDS))
+
+
+# --- a daemon killed mid-delivery: the other takes its event over (issue 29.5) -------------
+
+#: Between the platform's retries of the event the killed daemon held; and how many
+#: refusals (503: in flight elsewhere) the other daemon may answer before it takes the
+#: event over: 10 s of retries, where the old 30 s in-flight mark took 120.
+TAKEOVER_PAUSE = 0.25
+TAKEOVER_REFUSALS = 40
+
+
+class PongHoldingFramework(ClusterFramework):
+    """Answers the daemon's pings until the first message event arrived, none after: that
+    event's delivery stays unconfirmed (in flight) on its daemon."""
+
+    async def handle(self, request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse(autoping=False)
+        await ws.prepare(request)
+        self.connections += 1
+        self.socket = ws
+        async for message in ws:
+            if message.type == WSMsgType.PING and not self.messages:
+                await ws.pong(message.data)
+            elif message.type == WSMsgType.TEXT:
+                self.on_frame(json.loads(message.data))
+        return ws
+
+
+async def kill_mid_delivery(senders: list[WebhookSender], frameworks: list[ClusterFramework],
+                            daemons: list[DaemonProcess], platform: EmulatedPlatform) -> None:
+    """Daemon 0 is killed while its framework holds the pong of an event it delivers; the
+    platform retries the event on daemon 1, which refuses it while daemon 0's in-flight
+    mark lives, then delivers it, once."""
+    prepared = senders[0].build(EVENT, flood_message(1))
+    first = asyncio.create_task(post(senders[0], prepared))
+    await until(lambda: frameworks[0].flood_numbers()[1] == 1, 10,
+                "the event on daemon 0's framework", alive=daemons[0].alive)
+    await daemons[0].kill()  # its framework has not confirmed the event yet
+    assert await first == 0, "daemon 0 acknowledged the event before its kill"
+    refusals = 0
+    while (status := await post(senders[1], prepared)) != 200:
+        assert status == 503, status
+        refusals += 1
+        assert refusals < TAKEOVER_REFUSALS, \
+            f"daemon 1 still refuses the killed daemon's event after {refusals} retries"
+        await asyncio.sleep(TAKEOVER_PAUSE)
+    await until(lambda: frameworks[1].flood_numbers()[1] == 1, 10,
+                "the event on daemon 1's framework", alive=daemons[1].alive)
+    assert (await post(senders[1], prepared)) == 200  # now a known repeat
+    assert frameworks[1].flood_numbers() == {1: 1}
+    assert await daemons[1].close() == 0, daemons[1].tail()
+
+
+def test_an_event_a_killed_daemon_was_delivering_is_taken_over_within_seconds(
+        tmp_path: Path, dsn: str, redis_runtime: RedisRuntime) -> None:
+    """A daemon's in-flight marks are leases it renews while it delivers: killed, it renews
+    nothing, and the other daemon takes the platform's next retries of its event within a
+    lease (a few seconds), not after a fixed 30 s."""
+    frameworks = [PongHoldingFramework(), ClusterFramework()]
+    asyncio.run(asyncio.wait_for(cluster(tmp_path, dsn, redis_runtime.prefix, frameworks,
+                                         kill_mid_delivery), 120))
