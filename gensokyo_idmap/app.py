@@ -587,7 +587,8 @@ async def _start_api(config: Config, graph: IdentityGraph, msgids: MessageIds,
         app_id=config.bot.app_id, identity_path=config.identity_db_path,
         identity_location=identity_store_location(config),
         msgid_path=config.msgid_db_path, token=token,
-        getid_allow=tuple(config.api.getid_allow)),
+        getid_allow=tuple(config.api.getid_allow),
+        trusted_proxies=tuple(config.api.trusted_proxies)),
         outbox=(config.outbox_db_path, outbox_store), servers=servers, link=watch)
     try:
         runner = await _listen(server.application(), config.api.listen, "api.listen")

@@ -7,6 +7,7 @@ Secrets are ``SecretStr``: they never print, not even in a validation error.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -322,6 +323,10 @@ class ApiConfig(_Section):
     getid_allow: list[str] = Field(
         default_factory=list,
         description="networks (CIDR) besides loopback that may call /getid without a token")
+    trusted_proxies: list[str] = Field(
+        default_factory=list,
+        description="networks (CIDR) of reverse proxies in front of api.listen whose "
+                    "X-Forwarded-For and X-Forwarded-Proto are believed; none by default")
 
     @field_validator("listen")
     @classmethod
@@ -331,14 +336,28 @@ class ApiConfig(_Section):
     @field_validator("getid_allow")
     @classmethod
     def _cidrs(cls, values: list[str]) -> list[str]:
-        import ipaddress
-
-        for value in values:
-            try:
-                ipaddress.ip_network(value, strict=False)
-            except ValueError:
-                raise ValueError(f"{value!r} is not a network (e.g. 10.0.0.0/8)") from None
+        _networks(values)
         return values
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _proxies(cls, values: list[str]) -> list[str]:
+        for value, network in zip(values, _networks(values), strict=True):
+            if network.prefixlen == 0:
+                raise ValueError(f"{value!r} trusts every address: any client could then "
+                                 "write its own X-Forwarded-For (name the proxies' networks, "
+                                 "e.g. 10.0.0.5/32)")
+        return values
+
+
+def _networks(values: list[str]) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
+    networks = []
+    for value in values:
+        try:
+            networks.append(ipaddress.ip_network(value, strict=False))
+        except ValueError:
+            raise ValueError(f"{value!r} is not a network (e.g. 10.0.0.0/8)") from None
+    return networks
 
 
 class LogConfig(_Section):

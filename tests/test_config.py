@@ -343,3 +343,17 @@ def test_intents_take_a_number_or_names(tmp_path: Path) -> None:
         intents("[GROUP_AND_C2C_EVENT, GUILD_MESAGES]")
     assert err.value.field == "qq.intents" and "GUILD_MESAGES" in err.value.message
     assert "PUBLIC_GUILD_MESSAGES" in err.value.message  # the known names are listed
+
+
+def test_trusted_proxies_are_networks_and_never_everyone(tmp_path: Path) -> None:
+    assert Config().api.trusted_proxies == load_config(EXAMPLE).api.trusted_proxies == []
+    config = load_config(write(tmp_path, "api: {trusted_proxies: [10.0.0.5/32, 'fd00::/8']}"))
+    assert config.api.trusted_proxies == ["10.0.0.5/32", "fd00::/8"]
+    assert load_config(write(tmp_path, "{}"), {"GSK_API__TRUSTED_PROXIES": "[127.0.0.1/32]"}
+                       ).api.trusted_proxies == ["127.0.0.1/32"]
+    with pytest.raises(BadInputError, match=r"api\.trusted_proxies.*'proxy\.lan' is not a "
+                                            r"network"):
+        load_config(write(tmp_path, "api: {trusted_proxies: [proxy.lan]}"))
+    for everyone in ("0.0.0.0/0", "::/0"):
+        with pytest.raises(BadInputError, match=r"api\.trusted_proxies.*trusts every address"):
+            load_config(write(tmp_path, f"api: {{trusted_proxies: ['{everyone}']}}"))

@@ -6,6 +6,9 @@
   lotus client sends a plain GET, so the network is what admits it).
 - ``/healthz``, ``/metrics``, ``/openapi.json``: anyone who reaches the listener.
 
+A peer is the socket's, or, when that is one of ``api.trusted_proxies``, the client its
+``X-Forwarded-For`` names (:mod:`.forwarded`).
+
 A listener on a non-loopback address needs a token or ``api.getid_allow``, else the daemon
 refuses to start (``ops.config_check``): an open identity API on the network is never a
 default.
@@ -14,13 +17,11 @@ default.
 from __future__ import annotations
 
 import hmac
-import ipaddress
 from collections.abc import Sequence
-from typing import TypeAlias
+
+from gensokyo_idmap.api.forwarded import in_networks, parse_address, parse_networks
 
 __all__ = ["AccessPolicy", "same_token"]
-
-_Network: TypeAlias = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
 def same_token(presented: str, expected: str) -> bool:
@@ -39,8 +40,7 @@ def same_token(presented: str, expected: str) -> bool:
 class AccessPolicy:
     def __init__(self, token: str, getid_allow: Sequence[str]) -> None:
         self._token = token or None
-        self._networks: tuple[_Network, ...] = tuple(
-            ipaddress.ip_network(cidr, strict=False) for cidr in getid_allow)
+        self._networks = parse_networks(getid_allow)
 
     @property
     def has_token(self) -> bool:
@@ -56,13 +56,8 @@ class AccessPolicy:
         return same_token(value.strip(), self._token)
 
     def peer_allowed(self, peer: str | None) -> bool:
-        """Loopback, or inside one of the ``api.getid_allow`` networks."""
-        if not peer:
-            return False
-        try:
-            address = ipaddress.ip_address(peer.split("%", 1)[0])
-        except ValueError:
-            return False
-        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-            address = address.ipv4_mapped
-        return address.is_loopback or any(address in net for net in self._networks)
+        """Loopback, or inside one of the ``api.getid_allow`` networks (``peer``: the
+        client's address as :class:`~.forwarded.TrustedProxies` reads it)."""
+        address = parse_address(peer)
+        return address is not None and (address.is_loopback
+                                        or in_networks(address, self._networks))

@@ -38,6 +38,7 @@ from gensokyo_idmap import jsonio, metrics
 from gensokyo_idmap.api.access import AccessPolicy
 from gensokyo_idmap.api.console.pages import Console
 from gensokyo_idmap.api.console.status import LinkStatus
+from gensokyo_idmap.api.forwarded import TrustedProxies
 from gensokyo_idmap.api.getid import answer_getid
 from gensokyo_idmap.api.openapi import openapi_document
 from gensokyo_idmap.compat import LegacyIdmap
@@ -80,6 +81,8 @@ class ApiSettings:
     msgid_path: Path
     token: str = ""
     getid_allow: tuple[str, ...] = ()
+    #: networks (CIDR) of reverse proxies whose X-Forwarded-For / -Proto are believed
+    trusted_proxies: tuple[str, ...] = ()
     #: where the graph is, as /v1/stats reports it: ``identity_path`` when empty; the
     #: PostgreSQL URL (no password) when the graph is there and no file exists
     identity_location: str = ""
@@ -139,6 +142,7 @@ class ApiServer:
         self._servers = [check for _, check in servers]
         self.legacy = LegacyIdmap(graph, settings.app_id, msgids)
         self.access = AccessPolicy(settings.token, settings.getid_allow)
+        self.proxies = TrustedProxies(settings.trusted_proxies)
         self.registry = CollectorRegistry(auto_describe=True)
         self.registry.register(metrics.StoreSizeCollector(
             self._identity_counts, partial(legacy_counts, graph.store), msgids.counts,
@@ -177,14 +181,24 @@ class ApiServer:
 
     # --- access and errors ----------------------------------------------------------------
 
+    def client_address(self, request: web.BaseRequest) -> str | None:
+        """The peer, or behind a trusted proxy the client it names (:mod:`.forwarded`)."""
+        return self.proxies.client(request.remote,
+                                   request.headers.getall("X-Forwarded-For", []))
+
+    def is_https(self, request: web.BaseRequest) -> bool:
+        """Whether the browser came over HTTPS (this listener's TLS or a trusted proxy's)."""
+        return self.proxies.is_https(request.remote, request.scheme,
+                                     request.headers.getall("X-Forwarded-Proto", []))
+
     def _v1(self, handler: _Handler) -> _Handler:
         async def guarded(request: web.Request) -> web.StreamResponse:
             if self.access.has_token:
                 if not self.access.token_ok(request.headers.get("Authorization")):
                     return _error(401, "unauthorized", "a valid Bearer token (api.token) is "
                                   "required")
-            elif not self.access.peer_allowed(request.remote):
-                return _error(403, "forbidden", f"{request.remote} is not allowed "
+            elif not self.access.peer_allowed(client := self.client_address(request)):
+                return _error(403, "forbidden", f"{client} is not allowed "
                               "(loopback or api.getid_allow; or set api.token)")
             try:
                 return await handler(request)
@@ -295,9 +309,10 @@ class ApiServer:
     # --- /getid, health, metrics, the document ----------------------------------------------
 
     async def getid(self, request: web.Request) -> web.Response:
-        if not (self.access.peer_allowed(request.remote)
+        client = self.client_address(request)
+        if not (self.access.peer_allowed(client)
                 or self.access.token_ok(request.headers.get("Authorization"))):
-            return web.json_response({"error": f"{request.remote} is not allowed "
+            return web.json_response({"error": f"{client} is not allowed "
                                       "(loopback or api.getid_allow)"}, status=403)
         status, body = await answer_getid(self.legacy, request.query)
         return web.json_response(body, status=status)

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import aiohttp
+
 from gensokyo_idmap.testing import (
     APP,
     SECRET,
@@ -246,5 +248,72 @@ def test_token_login_csrf_and_the_live_log(tmp_path: Path) -> None:
                 "[...document.querySelectorAll('#tail .line')].map(e => e.className)")
             assert all("level-info" not in name for name in levels)
             assert TOKEN not in await page.content()
+
+    run(asyncio.wait_for(main(), 120))
+
+
+async def anonymous_flood(console: str, count: int) -> None:
+    """``count`` GETs of the login page without cookies (each one a session, before)."""
+    async with aiohttp.ClientSession(cookie_jar=aiohttp.DummyCookieJar(),
+                                     timeout=aiohttp.ClientTimeout(total=30)) as session:
+        async def one(_: int) -> None:
+            async with session.get(console + "/login") as resp:
+                assert resp.status == 200
+                await resp.read()
+
+        for start in range(0, count, 20):
+            await asyncio.gather(*map(one, range(start, min(start + 20, count))))
+
+
+async def log_in(page: Any, console: str, token: str) -> None:
+    await page.goto(console + "/login")
+    await page.fill("input[name=token]", token)
+    await page.click("#login button")
+
+
+def test_login_and_forms_outlast_a_flood_and_wrong_tokens_are_limited(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with bridge(tmp_path, token=TOKEN) as live, chromium() as page:
+            await log_in(page, live.console, TOKEN)
+            await page.wait_for_url("**/ui/")
+            await live.chat(6)
+            await settled(page, live, identities=2)
+
+            await anonymous_flood(live.console, 1_100)
+
+            async def find(query: str) -> int:
+                await page.goto(live.console + "/identities")
+                assert page.url == live.console + "/identities"  # still logged in
+                await page.fill("#search input[name=q]", query)
+                await page.click("#search button")
+                await page.wait_for_url("**/ui/identities/*")
+                return number(await page.locator("#vuin").inner_text())
+
+            bob = await find(BOB)
+            await find(ALICE)
+            await page.fill("#rebind input[name=new]", str(bob))
+            await page.click("#rebind button")
+            await page.click("#confirm button")
+            assert await page.locator("#outcome").inner_text() == "moved"
+            assert script_errors(page) == []
+
+            # another browser: its login form works after the flood too
+            context = await page.context.browser.new_context()
+            try:
+                other = await context.new_page()
+                await log_in(other, live.console, TOKEN)
+                await other.wait_for_url("**/ui/")
+                await other.locator("#identities-count").wait_for()
+                await other.click("header form.logout button")
+                await other.wait_for_url("**/ui/login")
+                for n in range(10):
+                    await log_in(other, live.console, f"wrong-{n}")
+                    assert await other.locator("#error").inner_text() == "wrong token"
+                await log_in(other, live.console, TOKEN)  # refused for now, even the right one
+                assert "too many wrong tokens" in await other.locator("#error").inner_text()
+                assert other.url.endswith("/ui/login")
+                await shoot(other, SCREENSHOTS, "login-limited")
+            finally:
+                await context.close()
 
     run(asyncio.wait_for(main(), 120))

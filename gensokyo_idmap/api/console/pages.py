@@ -1,8 +1,10 @@
 """The operator console at ``/ui/`` on the identity API listener (an I/O adapter).
 
 Access is the API's (``access.py``): with ``api.token`` set, the token typed once on the
-login page (or a Bearer header); without one, loopback peers and ``api.getid_allow``. The
-browser holds only a session id (:mod:`.sessions`); every form carries the session's CSRF
+login page (at most :class:`~.login_limit.LoginLimit` wrong ones a minute per client) or a
+Bearer header; without one, loopback peers and ``api.getid_allow``. After a login the
+browser holds only a session id (:mod:`.sessions`); before it, and without a token, a signed
+CSRF token that the server keeps nowhere (:mod:`.form_tokens`). Every form carries its CSRF
 token; every answer sends a Content-Security-Policy that allows scripts, styles and images
 from the console itself and nothing inline.
 
@@ -18,20 +20,26 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextvars import ContextVar
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 import aiohttp_jinja2
 import jinja2
+import structlog
 from aiohttp import web
 
 from gensokyo_idmap import __version__, counters, jsonio, metrics
 from gensokyo_idmap.api.access import same_token
+from gensokyo_idmap.api.console import form_tokens
 from gensokyo_idmap.api.console.chart import rate_chart
+from gensokyo_idmap.api.console.form_tokens import FormTokens
+from gensokyo_idmap.api.console.login_limit import LoginLimit
 from gensokyo_idmap.api.console.rates import RateHistory
 from gensokyo_idmap.api.console.sessions import COOKIE, Session, Sessions
 from gensokyo_idmap.api.console.status import LinkStatus, LinkView
@@ -47,6 +55,8 @@ if TYPE_CHECKING:
 
 __all__ = ["CSP", "Console", "human_size"]
 
+log = structlog.get_logger("gensokyo_idmap.api")
+
 #: Everything from the console itself, nothing inline, no framing, forms only to itself.
 CSP: Final = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; "
               "connect-src 'self'; object-src 'none'; base-uri 'none'; "
@@ -58,9 +68,9 @@ _HEADERS: Final = {
     "X-Frame-Options": "DENY",
     "Cache-Control": "no-store",
 }
-#: The session of the request being handled (set by the guard for the handler's task; a
+#: Who is asking, for the request being handled (set by the guard for the handler's task; a
 #: context variable, as aiohttp's typed request keys need a newer aiohttp than we require).
-_SESSION: Final[ContextVar[Session | None]] = ContextVar("console_session", default=None)
+_VISIT: Final[ContextVar[_Visit | None]] = ContextVar("console_visit", default=None)
 #: Paths reachable without a session: the login page and the package's CSS and script.
 _OPEN_PATHS: Final = ("/ui/login", "/ui/static/")
 #: How often the SSE tail looks for new lines, and how many it sends first.
@@ -69,6 +79,19 @@ TAIL_BACKLOG: Final = 200
 HOUR: Final = 3600.0
 #: How long the overview shows the same store figures when a store is on a server.
 SERVER_STATS_SECONDS: Final = 15.0
+
+
+@dataclass(frozen=True, slots=True)
+class _Visit:
+    """Who is asking: a logged-in ``session``; a Bearer header (``bearer``: its forms never
+    pass); or a visitor without a session, whose forms carry a signed token (``new_token``:
+    it is new, its cookie to be set). ``csrf``: the token this request's pages carry."""
+
+    csrf: str
+    session: Session | None = None
+    signed_in: bool = False
+    bearer: bool = False
+    new_token: bool = False
 
 
 def _totals() -> dict[str, float]:
@@ -92,6 +115,8 @@ class Console:
         self.link = link
         self.tail = tail
         self.sessions = Sessions()
+        self.form_tokens = FormTokens()
+        self.login_limit = LoginLimit()
         self.started = time.time()
         self.rates = RateHistory(_totals, step=sample_seconds, span=HOUR)
         self._closing = asyncio.Event()
@@ -162,59 +187,63 @@ class Console:
                      handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
                      ) -> web.StreamResponse:
         access = self.api.access
-        session = self.sessions.get(request.cookies.get(COOKIE))
-        if request.path.startswith(_OPEN_PATHS):
-            if session is None and request.path == "/ui/login":
-                session = self.sessions.new(authenticated=False)
-                _SESSION.set(session)
-                return self._with_cookie(await handler(request), session)
-            if session is not None:
-                _SESSION.set(session)
-            return await handler(request)
-        if access.has_token:
-            if session is None or not session.authenticated:
-                if access.token_ok(request.headers.get("Authorization")):
-                    # a script's request: a session for it alone, kept nowhere (a script
-                    # calling often must not push browsers' sessions out)
-                    session = Sessions.transient()
-                elif request.method == "GET":
-                    raise web.HTTPSeeOther("/ui/login")
-                else:
-                    return self._refusal(request, 401, "log in first (api.token)")
-        elif not access.peer_allowed(request.remote):
-            return self._refusal(request, 403, f"{request.remote} is not allowed (loopback "
-                                 "or api.getid_allow; or set api.token)")
-        fresh = session is None
-        if session is None:
-            session = self.sessions.new(authenticated=True)
-        _SESSION.set(session)
+        session = self.sessions.get(request.cookies.get(COOKIE)) if access.has_token else None
+        if session is not None:
+            visit = _Visit(session.csrf, session=session, signed_in=True)
+        elif request.path.startswith(_OPEN_PATHS) or not access.has_token:
+            client = self.api.client_address(request)
+            if not request.path.startswith(_OPEN_PATHS) and not access.peer_allowed(client):
+                return self._refusal(request, 403, f"{client} is not allowed (loopback or "
+                                     "api.getid_allow; or set api.token)")
+            token, new = self.form_tokens.current(request.cookies.get(form_tokens.COOKIE))
+            visit = _Visit(token, signed_in=not access.has_token, new_token=new)
+        elif access.token_ok(request.headers.get("Authorization")):
+            # a script's request: nothing kept for it, and no form of it passes
+            visit = _Visit(secrets.token_urlsafe(32), signed_in=True, bearer=True)
+        elif request.method == "GET":
+            raise web.HTTPSeeOther("/ui/login")
+        else:
+            return self._refusal(request, 401, "log in first (api.token)")
+        _VISIT.set(visit)
         if request.method == "POST":
             form = await request.post()
             presented = form.get("csrf")
-            if not session.csrf_ok(presented if isinstance(presented, str) else None):
-                return self._refusal(request, 403, "the form's CSRF token is missing or "
-                                     "wrong: reload the page and try again")
+            if not self._csrf_ok(request, visit, presented if isinstance(presented, str)
+                                 else None):
+                return self._refusal(request, 403, "the form's CSRF token is missing, wrong "
+                                     "or expired (or the daemon restarted): reload the page "
+                                     "and try again")
         try:
             response = await handler(request)
         except IdmapError as err:  # a value a page could not take: shown, nothing written
             response = self._refusal(request, err.http_status, err.message)
-        return self._with_cookie(response, session) if fresh else response
-
-    @staticmethod
-    def _with_cookie(response: web.StreamResponse, session: Session) -> web.StreamResponse:
-        response.set_cookie(COOKIE, session.id, path="/ui/", httponly=True,
-                            samesite="Strict")
+        if visit.new_token:
+            self._set_cookie(request, response, form_tokens.COOKIE, visit.csrf)
         return response
+
+    def _csrf_ok(self, request: web.Request, visit: _Visit, presented: str | None) -> bool:
+        if visit.session is not None:
+            return visit.session.csrf_ok(presented)
+        if visit.bearer:
+            return False
+        return self.form_tokens.passes(request.cookies.get(form_tokens.COOKIE), presented)
+
+    def _set_cookie(self, request: web.Request, response: web.StreamResponse, name: str,
+                    value: str) -> None:
+        """A console cookie: for ``/ui/`` only, no script reads it, no other site sends it,
+        and over HTTPS (the listener's own, or a trusted proxy's) only HTTPS carries it."""
+        response.set_cookie(name, value, path="/ui/", httponly=True, samesite="Strict",
+                            secure=self.api.is_https(request) or None)
 
     def _refusal(self, request: web.Request, status: int, message: str) -> web.Response:
         return self._render("refused.html", request, {"message": message}, status=status)
 
     def _render(self, template: str, request: web.Request, context: Mapping[str, Any],
                 status: int = 200) -> web.Response:
-        session = _SESSION.get()
-        base = {"page": "", "csrf": session.csrf if session is not None else "",
+        visit = _VISIT.get()
+        base = {"page": "", "csrf": visit.csrf if visit is not None else "",
                 "token_login": self.api.access.has_token,
-                "signed_in": bool(session and session.authenticated), "version": __version__}
+                "signed_in": bool(visit and visit.signed_in), "version": __version__}
         return aiohttp_jinja2.render_template(template, request, {**base, **context},
                                               status=status)
 
@@ -226,24 +255,38 @@ class Console:
         return self._render("login.html", request, {"error": None})
 
     async def login(self, request: web.Request) -> web.StreamResponse:
-        session = _SESSION.get()
-        form = await request.post()
-        csrf, token = form.get("csrf"), form.get("token")
-        if session is None or not session.csrf_ok(csrf if isinstance(csrf, str) else None):
-            return self._refusal(request, 403, "the form's CSRF token is missing or wrong: "
-                                 "reload the login page and try again")
-        expected = self.api.settings.token
-        if not expected or not isinstance(token, str) or not same_token(token, expected):
+        """The token typed on the login page (its CSRF token checked by the guard), at most
+        :class:`LoginLimit` wrong ones per client; while refused, the token is not compared
+        (see :mod:`.login_limit`)."""
+        if not self.api.access.has_token:
+            raise web.HTTPSeeOther("/ui/")
+        client = self.api.client_address(request)
+        wait = self.login_limit.retry_after(client)
+        if wait:
+            response = self._render("login.html", request, {
+                "error": f"too many wrong tokens from {client}: try again in {wait} s"},
+                status=429)
+            response.headers["Retry-After"] = str(wait)
+            return response
+        token = (await request.post()).get("token")
+        if not isinstance(token, str) or not same_token(token, self.api.settings.token):
+            if self.login_limit.failed(client):
+                log.warning("[api] console logins refused for a while: too many wrong tokens",
+                            client=client, failures=self.login_limit.failures,
+                            window_seconds=self.login_limit.window,
+                            retry_after_seconds=self.login_limit.retry_after(client))
             return self._render("login.html", request, {"error": "wrong token"}, status=401)
-        fresh = self.sessions.login(session)
+        self.login_limit.succeeded(client)
+        visit = _VISIT.get()
+        fresh = self.sessions.login(visit.session.id if visit and visit.session else None)
         response = web.HTTPSeeOther("/ui/")
-        self._with_cookie(response, fresh)
+        self._set_cookie(request, response, COOKIE, fresh.id)
         raise response
 
     async def logout(self, request: web.Request) -> web.StreamResponse:
-        session = _SESSION.get()
-        if session is not None:
-            self.sessions.drop(session.id)
+        visit = _VISIT.get()
+        if visit is not None and visit.session is not None:
+            self.sessions.drop(visit.session.id)
         response = web.HTTPSeeOther("/ui/login" if self.api.access.has_token else "/ui/")
         response.del_cookie(COOKIE, path="/ui/")
         raise response

@@ -1,11 +1,13 @@
-"""Console sessions and their CSRF tokens (pure: ids and clocks in, decisions out).
+"""Logged-in console sessions and their CSRF tokens (pure: ids and clocks in, decisions out).
 
-The browser keeps only a random session id, in a cookie that is ``HttpOnly`` (no script
-reads it) and ``SameSite=Strict`` (no other site's page sends it). The token itself
-(``api.token``) is typed once on the login page and never stored in the browser. Each
-session has its own CSRF token, which every form carries back; both are compared in
-constant time. Sessions live in memory: a restart logs everyone out, which is the safe way
-round for an operator console.
+After the login form took the token (``api.token``), the browser keeps only a random
+session id, in a cookie that is ``HttpOnly`` (no script reads it), ``SameSite=Strict`` (no
+other site's page sends it) and ``Secure`` when the browser came over HTTPS. The token itself
+is never stored in the browser. Each session has its own CSRF token, which every form
+carries back; both are compared in constant time. Only a login makes a session: a visitor
+who has not logged in holds a signed token instead (:mod:`.form_tokens`), so anonymous
+requests, however many, push no session out. Sessions live in memory: a restart logs
+everyone out, which is the safe way round for an operator console.
 """
 
 from __future__ import annotations
@@ -29,7 +31,6 @@ COOKIE: Final = "gsk_console"
 class Session:
     id: str
     csrf: str
-    authenticated: bool
     seen: float
 
     def csrf_ok(self, presented: str | None) -> bool:
@@ -37,8 +38,8 @@ class Session:
 
 
 class Sessions:
-    """At most ``limit`` sessions (the least recently used go first), each forgotten after
-    ``idle_seconds`` without a request."""
+    """At most ``limit`` logged-in sessions (the least recently used go first: only a holder
+    of the token can make one), each forgotten after ``idle_seconds`` without a request."""
 
     def __init__(self, idle_seconds: float = 12 * 3600, limit: int = 1000,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -50,18 +51,17 @@ class Sessions:
     def __len__(self) -> int:
         return len(self._sessions)
 
-    def new(self, authenticated: bool) -> Session:
-        session = Session(secrets.token_urlsafe(32), secrets.token_urlsafe(32),
-                          authenticated, self._clock())
+    def login(self, previous: str | None = None) -> Session:
+        """A new session after a login, in place of ``previous`` (the id the browser had,
+        if any): a new id, so an id known before the login (planted in the browser) is worth
+        nothing after it."""
+        if previous:
+            self.drop(previous)
+        session = Session(secrets.token_urlsafe(32), secrets.token_urlsafe(32), self._clock())
         self._sessions[session.id] = session
         while len(self._sessions) > self._limit:
             self._sessions.popitem(last=False)
         return session
-
-    @staticmethod
-    def transient() -> Session:
-        """An authenticated session that is not kept (a request with the Bearer token)."""
-        return Session(secrets.token_urlsafe(32), secrets.token_urlsafe(32), True, 0.0)
 
     def get(self, session_id: str | None) -> Session | None:
         """The live session of ``session_id`` (its idle time restarts), or None."""
@@ -77,12 +77,6 @@ class Sessions:
         session.seen = now
         self._sessions.move_to_end(session_id)
         return session
-
-    def login(self, session: Session) -> Session:
-        """A new, authenticated session in place of ``session``: a new id, so an id known
-        before the login (planted in the browser) is worth nothing after it."""
-        self.drop(session.id)
-        return self.new(authenticated=True)
 
     def drop(self, session_id: str) -> None:
         self._sessions.pop(session_id, None)

@@ -76,10 +76,12 @@ def serve_console(graph: IdentityGraph, msgids: MsgIdMap, identity_db_path: Path
     @asynccontextmanager
     async def serving(token: str = "", host: str = "127.0.0.1",
                       link: LinkStatus | None = None,
-                      identity_location: str = "") -> AsyncIterator[Browser]:
+                      identity_location: str = "",
+                      trusted_proxies: tuple[str, ...] = ()) -> AsyncIterator[Browser]:
         server = ApiServer(graph, msgids, ApiSettings(
             app_id=APP_ID, identity_path=identity_db_path, msgid_path=msgid_db_path,
-            token=token, identity_location=identity_location), link=link)
+            token=token, identity_location=identity_location,
+            trusted_proxies=trusted_proxies), link=link)
         runner = web.AppRunner(server.application(), access_log=None, shutdown_timeout=2)
         await runner.setup()
         site = web.TCPSite(runner, host, 0)

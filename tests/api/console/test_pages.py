@@ -6,12 +6,14 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+from http.cookies import Morsel
 from typing import Any
 
 import pytest
 import structlog
 from yarl import URL
 
+from gensokyo_idmap.api.console.form_tokens import COOKIE as FORM_COOKIE
 from gensokyo_idmap.api.console.pages import CSP
 from gensokyo_idmap.api.console.sessions import COOKIE
 from gensokyo_idmap.api.console.status import FrameworkLink, GatewayLink, LinkView, WebhookEvent
@@ -70,14 +72,26 @@ def test_every_page_answers_with_the_security_headers(serve_console: ServeConsol
     scenario(serve_console, body)
 
 
-def test_the_session_cookie_is_httponly_and_samesite_strict(serve_console: ServeConsole) -> None:
-    async def body(browser: Browser) -> None:
-        _, _, resp = await browser.get("/ui/")
-        cookie = resp.cookies[COOKIE]
+def test_the_console_cookies_are_httponly_and_samesite_strict(
+        serve_console: ServeConsole) -> None:
+    def check(cookie: Morsel[str]) -> None:
         assert cookie["httponly"] is True and cookie["samesite"] == "Strict"
-        assert cookie["path"] == "/ui/"
+        assert cookie["path"] == "/ui/" and not cookie["secure"]  # plain HTTP here
 
-    scenario(serve_console, body)
+    async def by_address(browser: Browser) -> None:
+        _, _, resp = await browser.get("/ui/")
+        check(resp.cookies[FORM_COOKIE])
+        assert COOKIE not in resp.cookies  # no session without a login
+
+    async def by_token(browser: Browser) -> None:
+        status, page, resp = await browser.get("/ui/login")
+        check(resp.cookies[FORM_COOKIE])
+        _, _, resp = await browser.post("/ui/login", {"csrf": csrf_of(page), "token": TOKEN},
+                                        allow_redirects=False)
+        check(resp.cookies[COOKIE])
+
+    scenario(serve_console, by_address)
+    scenario(serve_console, by_token, token=TOKEN)
 
 
 def test_overview_shows_stores_link_frameworks_and_counts(serve_console: ServeConsole,
@@ -266,12 +280,13 @@ def test_with_a_token_every_page_needs_the_login(serve_console: ServeConsole,
         assert status == 303  # still not in
         status, page, _ = await browser.post("/ui/login", {"token": TOKEN})
         assert status == 403 and "CSRF" in page  # the login form needs its token too
-        old_cookie = browser.session.cookie_jar.filter_cookies(URL(browser.base + "/ui/"))[COOKIE]
+        # an id planted in the browser before the login is worth nothing after it
+        browser.session.cookie_jar.update_cookies({COOKIE: "planted"}, URL(browser.base + "/ui/"))
         status, _, resp = await browser.post("/ui/login", {"csrf": csrf, "token": TOKEN},
                                              allow_redirects=False)
         assert status == 303 and resp.headers["Location"] == "/ui/"
         new_cookie = browser.session.cookie_jar.filter_cookies(URL(browser.base + "/ui/"))[COOKIE]
-        assert new_cookie.value != old_cookie.value  # a new session id after the login
+        assert new_cookie.value != "planted" and len(browser.server.console.sessions) == 1
         status, page, _ = await browser.get("/ui/")
         assert status == 200 and "Overview" in page
         status, _, resp = await browser.post("/ui/logout", {"csrf": csrf_of(page)},
