@@ -35,7 +35,7 @@ from gensokyo_idmap.bridge.outbound import OutboundSender, OutboundSettings
 from gensokyo_idmap.bridge.outbox import Backlog, Outbox, TrackedSink
 from gensokyo_idmap.bridge.turn_batches import TurnBatches
 from gensokyo_idmap.config import Config
-from gensokyo_idmap.errors import BadInputError, StoreError
+from gensokyo_idmap.errors import BadInputError, StoreError, UnreachableError
 from gensokyo_idmap.health import ServerCheck, server_problems
 from gensokyo_idmap.hostport import parse_host_port
 from gensokyo_idmap.identity_backend import (
@@ -56,6 +56,7 @@ from gensokyo_idmap.qq.events import Interaction, QQEvent
 from gensokyo_idmap.qq.gateway import (
     DISCOVERY_FIRST_DELAY,
     DISCOVERY_MAX_DELAY,
+    PROBE_MAX_INTERVAL,
     BackendProbe,
     GatewayClient,
     GatewayState,
@@ -103,6 +104,9 @@ class Daemon:
     gateway: asyncio.Task[None] | None
     clients: Sequence[ReverseWsClient]
     posts: Sequence[HttpPostTarget]
+    #: Opening the graph whose server was down at start (:func:`_reach_graph`): a schema
+    #: refused once it answers ends the daemon with that error.
+    opening: asyncio.Task[None] | None = None
 
     def listeners(self) -> list[str]:
         config = self.config
@@ -142,7 +146,15 @@ async def serve_until_stopped(daemon: Daemon, stop: asyncio.Event) -> None:
         listeners=daemon.listeners() or "none configured (webhook.listen, onebot.reverse_ws)",
         cli="gensokyo-idmap identity --help",
     )
-    await stop.wait()
+    stopped = asyncio.ensure_future(stop.wait())
+    try:
+        if daemon.opening is not None:
+            await asyncio.wait((stopped, daemon.opening), return_when=asyncio.FIRST_COMPLETED)
+            if daemon.opening.done() and not daemon.opening.cancelled():
+                daemon.opening.result()  # the graph's refusal, if it was one
+        await stopped
+    finally:
+        stopped.cancel()
     log.info("[app] stopping")
 
 
@@ -160,7 +172,7 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
     """
     stack.enter_context(ServeLock(config.idmap.data_dir))
     _limit_server_waits(config)
-    store, msgid_store, outbox_store = await _open_stores(config, stack, prepare)
+    backing, store, msgid_store, outbox_store = await _open_stores(config, stack, prepare)
     outbox = Outbox(outbox_store)
     stack.push_async_callback(outbox.settle)
     # A stack's clean-ups run last in, first out. These stages, entered in the reverse of
@@ -169,10 +181,13 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
     services, forward_side, posts_side, clients_side, intake = [
         await stack.enter_async_context(AsyncExitStack()) for _ in range(5)]
     _handle_signals(stop, stack)
+    opening = _reach_graph(backing)
+    if opening is not None:
+        services.push_async_callback(_cancel, opening)
 
     graph = IdentityGraph(store)
     window = window_seconds(config.webhook.max_age_seconds)
-    msgids, claims, budget = _runtime_state(config, msgid_store, window, services)
+    msgids, claims, budget = await _runtime_state(config, msgid_store, window, services)
     _log_stores_open(config, graph, msgids)
     sweeper = asyncio.create_task(
         msgids.run_sweeper(stop, config.idmap.msgid_sweep_interval_seconds))
@@ -271,10 +286,11 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
         gateway = asyncio.create_task(_run_gateway(config, platform.http, platform.tokens,
                                                    pipeline.process_batch,
                                                    _backend_probe(config, msgids, services),
-                                                   watch))
+                                                   watch, opening))
         # stop intake first: the saved seq is the last processed
         intake.push_async_callback(_cancel, gateway)
-    return Daemon(config, webhook, forward, onebot_api, identity_api, gateway, clients, posts)
+    return Daemon(config, webhook, forward, onebot_api, identity_api, gateway, clients, posts,
+                  opening)
 
 
 @dataclass(frozen=True, slots=True)
@@ -303,12 +319,15 @@ def _platform_client(config: Config, stack: AsyncExitStack) -> _PlatformClient |
 
 async def _open_stores(
     config: Config, stack: AsyncExitStack, prepare: StorePreparation | None
-) -> tuple[IdentityStore, LmdbMsgIdStore, LmdbOutboxStore]:
+) -> tuple[LmdbIdentityStore | PgIdentityStore, IdentityStore, LmdbMsgIdStore,
+           LmdbOutboxStore]:
     """The three stores, prepared (migrated): their closing joins ``stack`` only then, with
     the ``[app] stopped`` line after it; a store that fails to open or prepare closes the
-    ones opened before it."""
+    ones opened before it. The graph comes twice: as opened, and as the daemon uses it
+    (behind its cache). A graph on a PostgreSQL that is down begins in an outage
+    (:func:`_reach_graph` opens it later); one whose schema is refused is an error here."""
     with ExitStack() as opening:
-        store = open_identity_store(config)  # idmap.backend
+        store = open_identity_store(config, wait_for_server=True)  # idmap.backend
         graph_store = opening.enter_context(closing(cached_identity_store(config, store)))
         msgid_store = opening.enter_context(closing(open_msgid_store(config.msgid_db_path)))
         outbox_store = opening.enter_context(closing(LmdbOutboxStore(config.outbox_db_path)))
@@ -316,16 +335,42 @@ async def _open_stores(
             await prepare(config, store, msgid_store)
         stack.callback(log.info, "[app] stopped")
         stack.enter_context(opening.pop_all())
-    return graph_store, msgid_store, outbox_store
+    return store, graph_store, msgid_store, outbox_store
 
 
-def _runtime_state(config: Config, msgid_store: LmdbMsgIdStore, window: float,
-                         stack: AsyncExitStack
-                         ) -> tuple[MessageIds, ClaimStore, ReplyBudget]:
+#: How long the daemon waits before asking a graph server that was down at start again,
+#: doubling up to the second figure (the gateway's pause asks as often).
+REACH_FIRST_SECONDS: Final = 1.0
+REACH_MAX_SECONDS: Final = PROBE_MAX_INTERVAL
+
+
+def _reach_graph(store: LmdbIdentityStore | PgIdentityStore) -> asyncio.Task[None] | None:
+    """A task opening a graph whose server was down at start, once it answers (its schema
+    checked and upgraded then, as at any start); None for a graph that is open. Meanwhile
+    the store refuses every call as during any outage of its server. A schema refused
+    then is raised by the task: the daemon stops with it (:func:`serve_until_stopped`)."""
+    if isinstance(store, LmdbIdentityStore) or not store.waiting_for_server:
+        return None
+    graph = store
+
+    async def reaching() -> None:
+        delay = REACH_FIRST_SECONDS
+        while True:
+            await asyncio.sleep(delay)
+            if await asyncio.to_thread(graph.reach):
+                return
+            delay = min(delay * 2, REACH_MAX_SECONDS)
+
+    return asyncio.create_task(reaching())
+
+
+async def _runtime_state(config: Config, msgid_store: LmdbMsgIdStore, window: float,
+                         stack: AsyncExitStack) -> tuple[MessageIds, ClaimStore, ReplyBudget]:
     """Message ids, delivery claims and reply counts: in msgid-map.db and this process's
     memory, or on the Redis every daemon of the prefix shares (``idmap.runtime_backend``;
-    the client closes with ``stack``). Nothing here asks Redis yet: a Redis that is down
-    at start degrades the daemon as it would later (:mod:`gensokyo_idmap.runtime_redis`)."""
+    the client closes with ``stack``). Redis is asked once (a ``PING``): one that is down
+    at start degrades the daemon as it would later (:mod:`gensokyo_idmap.runtime_redis`),
+    the outage logged now."""
     seq_base = seq_base_for_process(time.time())
     ttl = config.idmap.msgid_ttl_seconds
     keep = config.idmap.keep_message_content
@@ -338,8 +383,9 @@ def _runtime_state(config: Config, msgid_store: LmdbMsgIdStore, window: float,
         runtime = RedisRuntime(config.idmap.redis_url, config.idmap.redis_prefix)
         stack.push_async_callback(runtime.aclose)
         ids = RedisMsgIds(runtime)
-        return (RedisMsgIdMap(ids, ttl_seconds=ttl, keep_content=keep),
-                RedisClaims(ids, window), RedisReplyBudget(ids, seq_base=seq_base))
+        msgids = RedisMsgIdMap(ids, ttl_seconds=ttl, keep_content=keep)
+        await msgids.ask_at_start()
+        return msgids, RedisClaims(ids, window), RedisReplyBudget(ids, seq_base=seq_base)
     return (MsgIdMap(msgid_store, ttl_seconds=ttl, keep_content=keep),
             DurableClaims(msgid_store, window), ReplyBudget(seq_base=seq_base))
 
@@ -394,15 +440,16 @@ def _backend_probe(config: Config, msgids: MessageIds,
 
 
 def _log_stores_open(config: Config, graph: IdentityGraph, msgids: MessageIds) -> None:
-    with graph.store.read() as view:
-        counts = view.counts()
-    log.info(
-        "[idmap] store open",
-        path=identity_store_location(config),
-        identities=counts.identities,
-        vuins=counts.vuins,
-        app_id=config.bot.app_id or None,
-    )
+    try:
+        with graph.store.read() as view:
+            counts = view.counts()
+    except UnreachableError:  # a graph whose server is down (said once, by the store)
+        log.info("[idmap] store open", path=identity_store_location(config),
+                 identities="unknown until its server answers", app_id=config.bot.app_id or None)
+    else:
+        log.info("[idmap] store open", path=identity_store_location(config),
+                 identities=counts.identities, vuins=counts.vuins,
+                 app_id=config.bot.app_id or None)
     if config.idmap.runtime_backend == "redis":  # not counted: a SCAN of a shared server
         log.info("[idmap] msgid store open", redis=redact_url(config.idmap.redis_url),
                  prefix=config.idmap.redis_prefix, ttl_seconds=config.idmap.msgid_ttl_seconds)
@@ -501,15 +548,20 @@ async def _run_gateway(
     config: Config, http: aiohttp.ClientSession, tokens: AccessTokenManager,
     pipeline: Callable[[Sequence[QQEvent]], Awaitable[None]],
     backends: BackendProbe | None, watch: LinkWatch,
+    opening: asyncio.Task[None] | None = None,
 ) -> None:
     """Discover the gateway URL, then keep the session of this daemon's shard (resuming
-    the saved one: in the data dir, or in PostgreSQL with the graph); while a batch cannot
-    be processed, reading pauses until ``backends`` answer."""
+    the saved one: in the data dir, or in PostgreSQL with the graph, once ``opening``
+    opened a graph whose server was down at start); while a batch cannot be processed,
+    reading pauses until ``backends`` answer."""
     url = await discover_gateway_retrying(http, config.qq.api_base, tokens)
     with ExitStack() as closing_state:
         state: SessionStore
         if config.idmap.backend == "postgres":
             from gensokyo_idmap.store.pg_gateway_session import PgGatewaySession
+
+            if opening is not None:
+                await asyncio.shield(opening)  # its failure stops the daemon
 
             state = closing_state.enter_context(closing(PgGatewaySession(
                 config.idmap.postgres_dsn, config.bot.app_id, config.qq.shard)))

@@ -9,6 +9,7 @@ carries the OneBot ``retcode``, the HTTP status and the CLI exit code that fit i
     │   └── NoUsableIdentityError   retcode 100  http 404  exit 1   a vUIN exists, no identity fits
     ├── ConflictError               retcode 100  http 409  exit 1   request contradicts the store
     ├── StoreError                  retcode 102  http 503  exit 1   the store cannot serve
+    │   ├── UnreachableError        retcode 102  http 503  exit 1   its server does not answer now
     │   ├── SchemaVersionError      retcode 102  http 503  exit 1   the file is from a newer version
     │   ├── LegacyDbError           retcode 102  http 503  exit 1   an old idmap.db is damaged
     │   └── DataDirInUseError       retcode 102  http 503  exit 1   another serve holds the data dir
@@ -34,6 +35,7 @@ __all__ = [
     "PlatformError",
     "SchemaVersionError",
     "StoreError",
+    "UnreachableError",
     "UnsupportedError",
 ]
 
@@ -99,6 +101,12 @@ class StoreError(IdmapError):
     retcode = 102
     http_status = 503
     code = "store_unavailable"
+
+
+class UnreachableError(StoreError):
+    """The server a store lives on (PostgreSQL) does not answer now, or drops us: it may
+    come back, so the daemon waits for it instead of giving up (a wrong password or
+    database name is one too: libpq tells those apart only in its text)."""
 
 
 class SchemaVersionError(StoreError):

@@ -19,14 +19,16 @@ if TYPE_CHECKING:
 __all__ = ["cached_identity_store", "identity_store_location", "open_identity_store"]
 
 
-def open_identity_store(config: Config, *, readonly: bool = False
-                        ) -> LmdbIdentityStore | PgIdentityStore:
+def open_identity_store(config: Config, *, readonly: bool = False,
+                        wait_for_server: bool = False) -> LmdbIdentityStore | PgIdentityStore:
     """The configured identity store, open (PostgreSQL: its schema upgraded unless
-    ``readonly``, which refuses one that needs it)."""
+    ``readonly``, which refuses one that needs it; ``wait_for_server``: a server that cannot
+    be reached leaves the store in an outage until ``PgIdentityStore.reach`` opens it)."""
     if config.idmap.backend == "postgres":
         from gensokyo_idmap.store.pg_identity import PgIdentityStore
 
-        return PgIdentityStore(config.idmap.postgres_dsn, readonly=readonly)
+        return PgIdentityStore(config.idmap.postgres_dsn, readonly=readonly,
+                               wait_for_server=wait_for_server)
     from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
 
     return LmdbIdentityStore(config.identity_db_path, readonly=readonly,

@@ -16,7 +16,7 @@ import math
 import os
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Final
+from typing import Final, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import (
@@ -28,6 +28,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from gensokyo_idmap import counters
+from gensokyo_idmap.errors import StoreError
 from gensokyo_idmap.store.base import LegacyCounts, MsgIdCounts, TableCounts
 
 __all__ = [
@@ -42,6 +43,8 @@ __all__ = [
     "render",
     "transport_of",
 ]
+
+T = TypeVar("T")
 
 CONTENT_TYPE: Final = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -129,7 +132,12 @@ def transport_of(sink: object) -> str:
 
 
 class StoreSizeCollector(Collector):
-    """Entries per table and file sizes of both stores, read at scrape time."""
+    """Entries per table and file sizes of both stores, read at scrape time.
+
+    A store on a server that does not answer (PostgreSQL, Redis: at start or later) leaves
+    its entries out of that scrape; every other metric is still written, and ``/healthz``
+    says what is down. Registering asks no store (:meth:`describe`), so a daemon can start
+    while one is down."""
 
     def __init__(self, identity_counts: Callable[[], TableCounts],
                  legacy_counts: Callable[[], LegacyCounts],
@@ -139,25 +147,49 @@ class StoreSizeCollector(Collector):
         self._msgid_counts = msgid_counts
         self._files = tuple(files)
 
+    def describe(self) -> Iterator[Metric]:
+        """The families, without reading a store (what a registry asks at registration)."""
+        yield _store_entries()
+        yield _file_sizes()
+
     def collect(self) -> Iterator[Metric]:
-        entries = GaugeMetricFamily("gensokyo_store_entries", "Entries per table",
-                                    labels=["store", "table"])
-        counts = self._identity_counts()
-        for table in ("identities", "vuins", "last_seen", "aliases"):
-            entries.add_metric(["openid-map", table], getattr(counts, table))
-        legacy = self._legacy_counts()
-        for table in ("config", "user_info"):
-            entries.add_metric(["openid-map", table], getattr(legacy, table))
-        entries.add_metric(["msgid-map", "messages"], self._msgid_counts().live_or_unswept)
+        entries = _store_entries()
+        counts = _unless_down(self._identity_counts)
+        if counts is not None:
+            for table in ("identities", "vuins", "last_seen", "aliases"):
+                entries.add_metric(["openid-map", table], getattr(counts, table))
+        legacy = _unless_down(self._legacy_counts)
+        if legacy is not None:
+            for table in ("config", "user_info"):
+                entries.add_metric(["openid-map", table], getattr(legacy, table))
+        messages = _unless_down(self._msgid_counts)
+        if messages is not None:
+            entries.add_metric(["msgid-map", "messages"], messages.live_or_unswept)
         yield entries
-        sizes = GaugeMetricFamily("gensokyo_store_file_bytes", "Size of each store file",
-                                  labels=["file"])
+        sizes = _file_sizes()
         for path in self._files:
             try:
                 sizes.add_metric([path.name], os.stat(path).st_size)
             except OSError:
                 continue
         yield sizes
+
+
+def _store_entries() -> GaugeMetricFamily:
+    return GaugeMetricFamily("gensokyo_store_entries", "Entries per table",
+                             labels=["store", "table"])
+
+
+def _file_sizes() -> GaugeMetricFamily:
+    return GaugeMetricFamily("gensokyo_store_file_bytes", "Size of each store file",
+                             labels=["file"])
+
+
+def _unless_down(count: Callable[[], T]) -> T | None:
+    try:
+        return count()
+    except StoreError:
+        return None
 
 
 def render(*extra: CollectorRegistry) -> bytes:

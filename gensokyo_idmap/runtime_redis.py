@@ -93,6 +93,8 @@ _DEDUP_OFF = ("de-duplication across daemons is off until Redis answers: a repea
               "another daemon may be delivered again")
 _LEASES_LAPSE = ("in-flight marks are not renewed until Redis answers: another daemon may "
                  "deliver a retry of an event being delivered here")
+_NOT_ACKNOWLEDGED = ("events are not acknowledged until Redis answers (the platform sends "
+                     "them again)")
 _COUNTS_OWN = "reply counts are this daemon's own until Redis answers"
 _LOOKUP_FAILED = "message ids are unknown until Redis answers: replies go out without a " \
                  "passive-reply id, recalls and lookups of earlier messages fail"
@@ -129,6 +131,12 @@ class RedisMsgIdMap:
     def _now_ms(self) -> int:
         return int(self._clock() * 1000)
 
+    async def ask_at_start(self) -> None:
+        """A ``PING`` as the daemon starts: a Redis down then is an outage from the start,
+        logged once now (and known to every caller), not found out by the first event;
+        the daemon runs degraded and goes back to Redis by itself, as after any outage."""
+        await self.store.softly_awaited(self.store.ping, None, _NOT_ACKNOWLEDGED)
+
     # --- stores ---------------------------------------------------------------------------
 
     def _items(self, items: Sequence[tuple[str, MsgContext | None]]
@@ -157,8 +165,7 @@ class RedisMsgIdMap:
 
     def _unavailable(self, exc: BaseException | None = None) -> StoreError:
         if exc is not None:
-            self.store.failed(exc, "events are not acknowledged until Redis answers "
-                                   "(the platform sends them again)")
+            self.store.failed(exc, _NOT_ACKNOWLEDGED)
         return StoreError("redis: message ids cannot be stored now "
                           f"({self.store.health() or 'unreachable'})")
 

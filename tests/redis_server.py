@@ -14,18 +14,22 @@ from gensokyo_idmap.testing import free_port
 
 
 class PrivateRedis:
-    """``redis-server`` on a free port with its files in ``workdir``, no persistence."""
+    """``redis-server`` on a free port with its files in ``workdir``, no persistence;
+    ``password``: asked of every client (and in :attr:`url`)."""
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, password: str = "") -> None:
         self.workdir = workdir
         self.port = free_port()
-        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.password = password
+        auth = f":{password}@" if password else ""
+        self.url = f"redis://{auth}127.0.0.1:{self.port}/0"
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
         self.process = subprocess.Popen(
             ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
-             "--save", "", "--appendonly", "no", "--dir", str(self.workdir)],
+             "--save", "", "--appendonly", "no", "--dir", str(self.workdir),
+             *(["--requirepass", self.password] if self.password else [])],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         client = redis.Redis.from_url(self.url)
         try:

@@ -3,11 +3,20 @@ prometheus-client's."""
 
 from __future__ import annotations
 
+from functools import partial
+from pathlib import Path
+
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from gensokyo_idmap.counters import Durations, Family
-from gensokyo_idmap.metrics import DurationsCollector, HotCounter
+from gensokyo_idmap.metrics import DurationsCollector, HotCounter, StoreSizeCollector
+from gensokyo_idmap.runtime_redis import RedisMsgIdMap
+from gensokyo_idmap.store.base import TableCounts, legacy_counts
+from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
+from gensokyo_idmap.store.redis_msgid import RedisMsgIds
+from gensokyo_idmap.store.redis_runtime import RedisRuntime
+from gensokyo_idmap.testing import free_port
 
 
 def test_hot_counter_renders_each_label_set_as_a_total() -> None:
@@ -63,3 +72,24 @@ def test_hot_counter_refuses_the_wrong_number_of_labels() -> None:
     counter = Family("test_labels", "Labels", ["a", "b"])
     with pytest.raises(ValueError, match="test_labels"):
         counter.labels("only-one")
+
+
+def test_store_sizes_register_without_asking_and_leave_out_a_server_that_is_down(
+        tmp_path: Path) -> None:
+    """The message ids on a Redis nothing listens at (a daemon started while it is down):
+    registering the collector asks no store, and a scrape writes the graph's entries and
+    the files' sizes, without the message ids."""
+    msgids = RedisMsgIdMap(RedisMsgIds(RedisRuntime(f"redis://127.0.0.1:{free_port()}/0")))
+    path = tmp_path / "openid-map.db"
+    with LmdbIdentityStore(path) as store:
+        def identity_counts() -> TableCounts:
+            with store.read() as view:
+                return view.counts()
+
+        registry = CollectorRegistry(auto_describe=True)
+        registry.register(StoreSizeCollector(identity_counts, partial(legacy_counts, store),
+                                             msgids.counts, [path]))
+        text = generate_latest(registry).decode()
+    assert 'gensokyo_store_entries{store="openid-map",table="identities"} 0.0' in text
+    assert 'gensokyo_store_file_bytes{file="openid-map.db"}' in text
+    assert "msgid-map" not in text

@@ -18,7 +18,7 @@ import psycopg
 from psycopg import sql
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from gensokyo_idmap.errors import BadInputError, StoreError
+from gensokyo_idmap.errors import BadInputError, StoreError, UnreachableError
 from gensokyo_idmap.redaction import describe_dsn as describe
 from gensokyo_idmap.redaction import redact_url
 from gensokyo_idmap.store.pg_connection import PgConnection
@@ -38,13 +38,15 @@ def check_schema_name(schema: str) -> str:
     return schema
 
 
+def unreachable(dsn: str, exc: BaseException) -> UnreachableError:
+    """The error for a server that does not answer (or refuses us); no password in it.
 
-
-def unreachable(dsn: str, exc: BaseException) -> StoreError:
-    """The error for a server that does not answer (or refuses us); no password in it."""
+    A refusal too (a wrong password, no such database): libpq says why only in its text
+    (no SQLSTATE), which also holds refusals that pass (starting up, too many clients); the
+    daemon waits for all of them alike, naming the reason."""
     reason = " ".join(redact_url(str(exc)).split())  # libpq's text spans lines
-    return StoreError(f"PostgreSQL at {describe(dsn)} cannot be reached: "
-                      f"{reason or type(exc).__name__}")
+    return UnreachableError(f"PostgreSQL at {describe(dsn)} cannot be reached: "
+                            f"{reason or type(exc).__name__}")
 
 
 def _prepare(schema: str | None) -> list[sql.SQL | sql.Composed]:
@@ -92,6 +94,6 @@ def open_pool(dsn: str, schema: str | None = None, *, max_size: int = 8,
             connect(dsn, schema).close()
         except StoreError as exc:
             raise exc from None
-        raise StoreError(f"PostgreSQL at {describe(dsn)} cannot be reached: no connection "
-                         f"within {CONNECT_TIMEOUT:g} s") from None
+        raise UnreachableError(f"PostgreSQL at {describe(dsn)} cannot be reached: no "
+                               f"connection within {CONNECT_TIMEOUT:g} s") from None
     return pool

@@ -43,12 +43,18 @@ from typing import Any, Final, Self, TypeVar
 import psycopg
 import structlog
 from psycopg import errors as pg_errors
-from psycopg_pool import PoolTimeout
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 from gensokyo_idmap import counters
-from gensokyo_idmap.errors import IdmapError, StoreError
+from gensokyo_idmap.errors import IdmapError, StoreError, UnreachableError
 from gensokyo_idmap.store.group_commit import GroupCommitter, Outcome
-from gensokyo_idmap.store.pg_connect import check_schema_name, connect, describe, open_pool
+from gensokyo_idmap.store.pg_connect import (
+    check_schema_name,
+    connect,
+    describe,
+    open_pool,
+    unreachable,
+)
 from gensokyo_idmap.store.pg_connection import BACKEND
 from gensokyo_idmap.store.pg_migrate import migration_status, upgrade
 from gensokyo_idmap.store.pg_view import Conn, PgView, keys_looked_up
@@ -67,6 +73,8 @@ DOWN_WAIT_SECONDS: Final = 0.05
 _ERRORS: Final = counters.BACKEND_ERRORS.labels(BACKEND)
 #: Another transaction touched what this one read: run it again on a fresh snapshot.
 _RETRYABLE: Final = (pg_errors.SerializationFailure, pg_errors.DeadlockDetected)
+_DOWN_EFFECT: Final = ("events are not acknowledged and sends that need the graph fail "
+                       "(retcode 102) until it answers; the daemon goes back to it by itself")
 _BEGIN_WRITE: Final = "BEGIN ISOLATION LEVEL SERIALIZABLE, READ WRITE"
 _BEGIN_READ: Final = "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"
 _PROBE: Final = ("SELECT i.vuin, l.identity FROM identity_to_vuin i LEFT JOIN last_seen l "
@@ -141,42 +149,111 @@ class PgIdentityStore:
     same one."""
 
     def __init__(self, dsn: str, *, schema: str | None = None, readonly: bool = False,
-                 pool_size: int = 8) -> None:
+                 pool_size: int = 8, wait_for_server: bool = False) -> None:
+        """Opens the graph: its schema checked (upgraded unless ``readonly``), then its
+        pool. A schema that cannot be read or is refused (:mod:`pg_migrate`) is a
+        StoreError naming the DSN (no password). A server that cannot be reached is an
+        :class:`UnreachableError`, unless ``wait_for_server`` (a daemon's start): then the
+        store begins in an outage, every call a StoreError as when the server goes away
+        later, until :meth:`reach` opens it."""
         self.dsn = dsn
         self.schema = None if schema is None else check_schema_name(schema)
         self.readonly = readonly
+        self._pool_size = pool_size
         self._write_failure: str | None = None
         self._lock = threading.Lock()
-        with connect(dsn, self.schema) as conn:
-            if readonly:
-                status = migration_status(conn)
-                if status.pending:
-                    raise StoreError(
-                        f"the identity graph at {describe(dsn)} is at schema version "
-                        f"{status.current:04d} and needs {status.pending[-1].version:04d}, "
-                        "which a read-only command does not apply: run `gensokyo-idmap db "
-                        "upgrade` (or start the daemon) first")
-            else:
-                for migration in upgrade(conn, self.schema):
-                    log.info("[idmap] schema upgraded", database=describe(dsn),
-                             migration=migration.label)
-        self._pool = open_pool(dsn, self.schema, max_size=pool_size)
-        pool = self._pool
-        self._stop_counting_waits = counters.BACKEND_POOL_WAITS.pull(
-            (BACKEND,), lambda: pool.get_stats().get("requests_queued", 0))
+        self._closed = False
+        self._pool: ConnectionPool | None = None
+        self._stop_counting_waits: Callable[[], None] = lambda: None
+        self._not_open: UnreachableError | None = None  # why the pool is not open yet
         self._down = False  # the server failed us; set again by a connection that worked
+        try:
+            self._use(self._open())
+        except UnreachableError as exc:
+            if not wait_for_server:
+                raise
+            self._not_open = exc
+            self._down = True
+            _ERRORS.inc()
+            log.error("[idmap] postgresql unreachable", database=describe(dsn),
+                      reason=exc.message, effect=_DOWN_EFFECT)
         self._committer = GroupCommitter(self._run_batch, name="writer:postgres")
         # probe_soon: the probes asked for in this turn of each event loop
         self._probing: dict[asyncio.AbstractEventLoop,
                             list[tuple[str, str | None, asyncio.Future[ProbeAnswer]]]] = {}
         self.retries = 0
 
+    def _open(self) -> ConnectionPool:
+        """The schema checked (or upgraded) on a connection of its own, then the pool."""
+        with connect(self.dsn, self.schema) as conn:
+            try:
+                if self.readonly:
+                    status = migration_status(conn)
+                    pending = status.pending
+                else:
+                    pending = ()
+                    for migration in upgrade(conn, self.schema):
+                        log.info("[idmap] schema upgraded", database=describe(self.dsn),
+                                 migration=migration.label)
+            except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+                raise unreachable(self.dsn, exc) from None  # the server went away meanwhile
+            except psycopg.Error as exc:
+                reason = " ".join(str(exc).split()) or type(exc).__name__
+                raise StoreError(f"the schema of the identity graph at {describe(self.dsn)} "
+                                 f"cannot be read: {reason}") from None
+            except StoreError as err:  # refused by pg_migrate: its message names no server
+                raise type(err)(f"the identity graph at {describe(self.dsn)}: "
+                                f"{err.message}") from None
+        if pending:
+            raise StoreError(
+                f"the identity graph at {describe(self.dsn)} is at schema version "
+                f"{status.current:04d} and needs {pending[-1].version:04d}, which a "
+                "read-only command does not apply: run `gensokyo-idmap db upgrade` (or start "
+                "the daemon) first")
+        return open_pool(self.dsn, self.schema, max_size=self._pool_size)
+
+    def _use(self, pool: ConnectionPool) -> None:
+        self._stop_counting_waits = counters.BACKEND_POOL_WAITS.pull(
+            (BACKEND,), lambda: pool.get_stats().get("requests_queued", 0))
+        self._pool = pool
+
+    @property
+    def waiting_for_server(self) -> bool:
+        """Whether the store began in an outage and is not open yet (:meth:`reach`)."""
+        return self._pool is None and not self._closed
+
+    def reach(self) -> bool:
+        """Open a store that began in an outage if its server answers now (blocking: on a
+        thread); True once open. Raises the StoreError of a schema that is refused, which
+        the daemon cannot run on."""
+        if self._pool is not None or self._closed:
+            return True
+        try:
+            pool = self._open()
+        except UnreachableError as exc:
+            self._not_open = exc
+            return False
+        with self._lock:
+            if self._closed:  # closed while this was opening: nobody will use the pool
+                pool.close()
+                return True
+            self._use(pool)
+            self._not_open = None
+            self._down = False
+        log.info("[idmap] postgresql reachable again", database=describe(self.dsn))
+        return True
+
     # connections
     def getconn(self) -> Conn:
         """A pooled connection; while the server is known down, a StoreError after
-        :data:`DOWN_WAIT_SECONDS` unless the pool has reconnected by then."""
+        :data:`DOWN_WAIT_SECONDS` unless the pool has reconnected by then (at once while
+        the store waits to be opened: :meth:`reach`)."""
+        pool = self._pool
+        if pool is None:
+            raise UnreachableError(self._not_open.message if self._not_open is not None
+                                   else f"the identity graph at {describe(self.dsn)} is closed")
         try:
-            conn: Conn = self._pool.getconn(DOWN_WAIT_SECONDS if self._down else None)
+            conn: Conn = pool.getconn(DOWN_WAIT_SECONDS if self._down else None)
         except PoolTimeout as exc:
             raise self.failed(exc) from exc
         return conn
@@ -187,6 +264,7 @@ class PgIdentityStore:
         elif self._down and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
             self._down = False
             log.info("[idmap] postgresql reachable again", database=describe(self.dsn))
+        assert self._pool is not None  # conn came from it
         self._pool.putconn(conn)
 
     def failed(self, exc: BaseException) -> StoreError:
@@ -195,14 +273,13 @@ class PgIdentityStore:
             return exc
         _ERRORS.inc()
         reason = " ".join(str(exc).split()) or type(exc).__name__
-        if (isinstance(exc, PoolTimeout | psycopg.OperationalError | psycopg.InterfaceError)
-                and not self._down):
+        if not isinstance(exc, PoolTimeout | psycopg.OperationalError | psycopg.InterfaceError):
+            return StoreError(f"PostgreSQL at {describe(self.dsn)}: {reason}")
+        if not self._down:
             self._down = True  # logged once: until a connection works again
             log.error("[idmap] postgresql unreachable", database=describe(self.dsn),
-                      reason=reason, effect="events are not acknowledged and sends that "
-                      "need the graph fail (retcode 102) until it answers; the daemon "
-                      "goes back to it by itself")
-        return StoreError(f"PostgreSQL at {describe(self.dsn)}: {reason}")
+                      reason=reason, effect=_DOWN_EFFECT)
+        return UnreachableError(f"PostgreSQL at {describe(self.dsn)}: {reason}")
 
     # reads
     def read(self) -> _Reading:
@@ -408,7 +485,10 @@ class PgIdentityStore:
         return self.write(fn)
 
     def health(self) -> str | None:
-        """Why writes fail now (the last one failed), or None; asks nothing of the server."""
+        """Why writes fail now (the last one failed, the store is not open yet), or None;
+        asks nothing of the server."""
+        if self._pool is None and self._not_open is not None:
+            return f"not open yet: {self._not_open.message}"
         return self._write_failure
 
     def version(self) -> None:
@@ -418,9 +498,11 @@ class PgIdentityStore:
     def close(self) -> None:
         """Finish queued writes, then close every connection."""
         with self._lock:
+            self._closed = True
             self._committer.close()
             self._stop_counting_waits()
-            self._pool.close()
+            if self._pool is not None:
+                self._pool.close()
 
     def __enter__(self) -> Self:
         return self

@@ -5,12 +5,13 @@ and a server that does not answer is a clear error without the password."""
 from __future__ import annotations
 
 import asyncio
+import getpass
 import threading
 from collections.abc import Iterator
 
 import pytest
 
-from gensokyo_idmap.errors import BadInputError, SchemaVersionError, StoreError
+from gensokyo_idmap.errors import BadInputError, SchemaVersionError, StoreError, UnreachableError
 from gensokyo_idmap.identity import RawId
 from gensokyo_idmap.idmap import IdentityGraph, allocate_vuin
 from gensokyo_idmap.store.base import LastSeen, LegacyCounts, LegacyTables, legacy_counts
@@ -19,6 +20,7 @@ from gensokyo_idmap.store.pg_identity import PgIdentityStore, PgView
 from gensokyo_idmap.store.pg_migrate import known_migrations, migration_status
 
 from ..conftest import run
+from ..pg_proxy import PgProxy
 from ..test_backend_metrics import scraped
 from ..store_backends import PG_DSN, fresh_schema, set_both
 
@@ -210,6 +212,55 @@ def test_an_unreachable_server_is_a_store_error_without_the_password() -> None:
     with pytest.raises(StoreError, match="cannot be reached") as err:
         PgIdentityStore("postgresql://gsk:s3cretpw@127.0.0.1:1/gsk")
     assert "s3cretpw" not in err.value.message
+
+
+def test_a_store_waiting_for_its_server_refuses_every_call_until_it_is_reached() -> None:
+    """A daemon's start with the server down: the store begins in an outage (each call an
+    UnreachableError at once, health naming it), and opens, schema upgraded, once
+    :meth:`reach` finds the server answering."""
+    with fresh_schema(create=True) as schema, PgProxy(PG_DSN) as proxy:
+        proxy.cut()
+        dsn = proxy.dsn(schema)
+        with pytest.raises(UnreachableError):
+            PgIdentityStore(dsn)  # without waiting: the error at once
+        with PgIdentityStore(dsn, wait_for_server=True) as store:
+            assert store.waiting_for_server
+            with pytest.raises(UnreachableError, match="cannot be reached"):
+                store.probe("raw:A", None)
+            with pytest.raises(UnreachableError, match="cannot be reached"):
+                store.write_sync(lambda view: set_both(view, "raw:A", 1))
+            assert (store.health() or "").startswith("not open yet: PostgreSQL at")
+            assert not store.reach()
+            proxy.restore()
+            assert store.reach() and not store.waiting_for_server
+            assert store.health() is None
+            store.write_sync(lambda view: set_both(view, "raw:A", 1))
+            assert store.probe("raw:A", None) == (1, False)
+        with connect(PG_DSN, schema) as conn:
+            assert migration_status(conn).pending == ()
+
+
+def test_a_store_reaching_a_refused_schema_raises_naming_the_dsn(schema: str) -> None:
+    PgIdentityStore(PG_DSN, schema=schema).close()
+    _run(schema, "UPDATE schema_migrations SET sha256 = repeat('a', 64) WHERE version = 1")
+    with PgProxy(PG_DSN) as proxy:
+        proxy.cut()
+        # a password in the URL (the test server trusts loopback and ignores it)
+        dsn = proxy.dsn(schema).replace("://", f"://{getpass.getuser()}:s3cretpw@")
+        with PgIdentityStore(dsn, wait_for_server=True) as store:
+            proxy.restore()
+            with pytest.raises(StoreError, match="SHA-256 aaaaaaaaaaaa") as err:
+                store.reach()
+    assert not isinstance(err.value, UnreachableError)
+    assert err.value.message.startswith(
+        f"the identity graph at postgresql://***@127.0.0.1:{proxy.port}/")
+
+
+def test_a_schema_that_cannot_be_read_is_a_store_error_naming_the_dsn(schema: str) -> None:
+    PgIdentityStore(PG_DSN, schema=schema).close()
+    _run(schema, "ALTER TABLE schema_migrations RENAME COLUMN sha256 TO checksum")
+    with pytest.raises(StoreError, match='cannot be read: column "sha256" does not exist'):
+        PgIdentityStore(PG_DSN, schema=schema)
 
 
 def test_a_read_the_server_fails_is_a_store_error(schema: str) -> None:
