@@ -38,6 +38,7 @@ from gensokyo_idmap.config import Config
 from gensokyo_idmap.errors import BadInputError, StoreError, UnreachableError
 from gensokyo_idmap.health import ServerCheck, server_problems
 from gensokyo_idmap.hostport import parse_host_port
+from gensokyo_idmap.http_guard import ConnectionPlan, Deadlines, quiet_accept_errors
 from gensokyo_idmap.identity_backend import (
     cached_identity_store,
     identity_store_location,
@@ -171,6 +172,8 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
     instead of sharing its gateway session.
     """
     stack.enter_context(ServeLock(config.idmap.data_dir))
+    # put back once the last listener closed: asyncio's accept retries fire after that
+    stack.callback(quiet_accept_errors(asyncio.get_running_loop()))
     _limit_server_waits(config)
     backing, store, msgid_store, outbox_store = await _open_stores(config, stack, prepare)
     outbox = Outbox(outbox_store)
@@ -189,6 +192,7 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
     window = window_seconds(config.webhook.max_age_seconds)
     msgids, claims, budget = await _runtime_state(config, msgid_store, window, services)
     _log_stores_open(config, graph, msgids)
+    plan = _connection_plan(config)
     sweeper = asyncio.create_task(
         msgids.run_sweeper(stop, config.idmap.msgid_sweep_interval_seconds))
     services.push_async_callback(_stop_periodic, sweeper, stop)
@@ -196,7 +200,8 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
     services.push_async_callback(_stop_periodic, trimmer, stop)
     watch = LinkWatch(outbox)
     identity_api = (await _start_api(config, graph, msgids, outbox_store,
-                                     _server_checks(config, graph, msgids, services), watch)
+                                     _server_checks(config, graph, msgids, services), watch,
+                                     plan)
                     if config.api.listen else None)
     if identity_api is not None:
         intake.push_async_callback(identity_api.cleanup)
@@ -245,7 +250,7 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
             ping_timeout=config.onebot.ping_timeout_seconds,
             confirm_on_write=_bench_confirm_on_write())
         forward_runner = await _listen(forward.routes(), config.onebot.forward_ws,
-                                       "onebot.forward_ws")
+                                       "onebot.forward_ws", plan)
         forward_side.push_async_callback(forward_runner.cleanup)
         forward_side.push_async_callback(forward.close)  # its connections, then its listener
         sinks.append(forward)
@@ -255,7 +260,8 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
     if config.onebot.http_api:
         api = HttpApiServer(actions, access_token=config.onebot.token(
             config.onebot.http_api_access_token))
-        onebot_api = await _listen(api.routes(), config.onebot.http_api, "onebot.http_api")
+        onebot_api = await _listen(api.routes(), config.onebot.http_api, "onebot.http_api",
+                                   plan)
         intake.push_async_callback(onebot_api.cleanup)
         log.info("[onebot] http api listening", url=f"http://{config.onebot.http_api}/")
 
@@ -275,7 +281,7 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
     if config.webhook.listen:
         batches = TurnBatches(pipeline.process_batch)
         intake.push_async_callback(batches.drain)  # after the server: what it started ends
-        webhook = await _start_webhook(config, _watched(batches, watch))
+        webhook = await _start_webhook(config, _watched(batches, watch), plan)
         watch.webhook = True
         intake.push_async_callback(webhook.cleanup)  # nothing new is acknowledged
     gateway: asyncio.Task[None] | None = None
@@ -518,10 +524,22 @@ def _bench_confirm_on_write() -> bool:
     return on
 
 
+def _connection_plan(config: Config) -> ConnectionPlan:
+    """The deadlines and connection caps of the listeners configured (``http``;
+    :mod:`~gensokyo_idmap.http_guard`), the webhook's cap first."""
+    fields = {"webhook.listen": config.webhook.listen, "api.listen": config.api.listen,
+              "onebot.forward_ws": config.onebot.forward_ws,
+              "onebot.http_api": config.onebot.http_api}
+    return ConnectionPlan.for_listeners(
+        Deadlines(config.http.header_timeout_seconds, config.http.body_timeout_seconds),
+        [field for field, listen in fields.items() if listen],
+        most=config.http.max_connections, first="webhook.listen")
+
+
 async def _listen(routes: list[web.RouteDef] | web.Application, listen: str,
-                  field: str) -> web.AppRunner:
-    """An aiohttp server for ``routes`` (or an application) on ``host:port``; a bad
-    address names its key.
+                  field: str, plan: ConnectionPlan) -> web.AppRunner:
+    """An aiohttp server for ``routes`` (or an application) on ``host:port``, its
+    connections held to ``plan``; a bad address names its key.
 
     Its clean-up waits at most ``SHUTDOWN_SECONDS`` for requests in flight (aiohttp's own
     default is a minute): a connection that arrives while the server stops (a framework
@@ -537,7 +555,7 @@ async def _listen(routes: list[web.RouteDef] | web.Application, listen: str,
     await runner.setup()
     address = parse_host_port(listen, field)
     try:
-        await web.TCPSite(runner, address.host, address.port).start()
+        await plan.site(runner, address.host, address.port, field).start()
     except OSError as exc:
         await runner.cleanup()
         raise BadInputError(field, listen, f"cannot listen there: {exc.strerror}") from None
@@ -592,14 +610,14 @@ async def _retrying(failure: str, call: Callable[[], object]) -> None:
 
 
 async def _start_webhook(
-    config: Config, pipeline: Callable[[QQEvent], Awaitable[None]]
+    config: Config, pipeline: Callable[[QQEvent], Awaitable[None]], plan: ConnectionPlan
 ) -> web.AppRunner:
     """The callback server: verified events go through the bridge to every framework."""
     receiver = WebhookReceiver.for_secret(  # bot.app_id: checked at start
         config.bot.app_id, config.bot.secret.get_secret_value(), pipeline,
         max_age_seconds=config.webhook.max_age_seconds)
     runner = await _listen(receiver.routes(config.webhook.path), config.webhook.listen,
-                           "webhook.listen")
+                           "webhook.listen", plan)
     log.info("[qq] webhook listening", url=f"http://{config.webhook.listen}{config.webhook.path}")
     return runner
 
@@ -628,7 +646,7 @@ def _watched(batches: TurnBatches[QQEvent], watch: LinkWatch
 async def _start_api(config: Config, graph: IdentityGraph, msgids: MessageIds,
                      outbox_store: LmdbOutboxStore,
                      servers: Sequence[tuple[object, ServerCheck]],
-                     watch: LinkWatch) -> web.AppRunner | None:
+                     watch: LinkWatch, plan: ConnectionPlan) -> web.AppRunner | None:
     """The identity HTTP API, /getid, /healthz, /metrics and the console on ``api.listen``.
 
     A taken address is fatal when ``api.listen`` was set; the default one being taken (a
@@ -643,7 +661,7 @@ async def _start_api(config: Config, graph: IdentityGraph, msgids: MessageIds,
         trusted_proxies=tuple(config.api.trusted_proxies)),
         outbox=(config.outbox_db_path, outbox_store), servers=servers, link=watch)
     try:
-        runner = await _listen(server.application(), config.api.listen, "api.listen")
+        runner = await _listen(server.application(), config.api.listen, "api.listen", plan)
     except BadInputError as err:
         if "listen" in config.api.model_fields_set:
             raise

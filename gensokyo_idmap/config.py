@@ -33,8 +33,8 @@ from gensokyo_idmap.hostport import parse_host_port
 from gensokyo_idmap.identity import check_app_id
 from gensokyo_idmap.intents import intents_value
 
-__all__ = ["ApiConfig", "BotConfig", "Config", "HttpPostConfig", "IdmapConfig", "LogConfig",
-           "ReverseWsConfig", "load_config"]
+__all__ = ["ApiConfig", "BotConfig", "Config", "HttpConfig", "HttpPostConfig", "IdmapConfig",
+           "LogConfig", "ReverseWsConfig", "load_config"]
 
 
 class _Section(BaseModel):
@@ -360,6 +360,22 @@ def _networks(values: list[str]) -> list[ipaddress.IPv4Network | ipaddress.IPv6N
     return networks
 
 
+class HttpConfig(_Section):
+    """Every HTTP listener's connections (webhook, identity API, OneBot HTTP API, forward WS)."""
+
+    header_timeout_seconds: float = Field(
+        default=10.0, gt=0,
+        description="a connection that sends no whole request head this long after it opened "
+                    "(or after its previous request) is closed")
+    body_timeout_seconds: float = Field(
+        default=60.0, gt=0,
+        description="a request whose whole body has not come this long after its head is cut")
+    max_connections: int = Field(
+        default=1000, ge=1,
+        description="most open connections per listener; lowered to fit the open-files "
+                    "limit, the webhook first")
+
+
 class LogConfig(_Section):
     level: Literal["debug", "info", "warning", "error"] = "info"
     format: Literal["console", "json"] = "console"
@@ -372,6 +388,7 @@ class Config(_Section):
     webhook: WebhookConfig = WebhookConfig()
     onebot: OneBotConfig = OneBotConfig()
     api: ApiConfig = ApiConfig()
+    http: HttpConfig = HttpConfig()
     log: LogConfig = LogConfig()
 
     @property

@@ -98,8 +98,9 @@ def test_run_daemon_starts_stops_and_closes(tmp_path: Path) -> None:
     logs = run_until_ready_then_stop(config)
 
     events = [entry["event"] for entry in logs]
-    assert events == ["[idmap] store open", "[idmap] msgid store open", "[api] listening",
-                      "[app] ready", "[app] stopping", "[app] stopped"]
+    assert events == ["[idmap] store open", "[idmap] msgid store open",
+                      "[http] connection limits", "[api] listening", "[app] ready",
+                      "[app] stopping", "[app] stopped"]
     opened = logs[0]
     assert opened["path"] == str(tmp_path / "data" / "openid-map.db")
     assert opened["identities"] == 0
@@ -150,7 +151,8 @@ def test_run_daemon_without_app_id_logs_none(tmp_path: Path) -> None:
 
 def test_run_daemon_logs_no_secret(tmp_path: Path) -> None:
     logs = run_until_ready_then_stop(make_config(tmp_path / "data"))
-    assert len(logs) == 6  # both stores open, api listening, ready, stopping, stopped
+    assert len(logs) == 7  # both stores open, connection limits, api listening, ready,
+    # stopping, stopped
     assert SECRET not in repr(logs)
 
 

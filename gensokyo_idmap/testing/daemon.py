@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import resource
 import signal
 import sys
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
@@ -82,14 +83,17 @@ class DaemonProcess:
     relative paths in its options and config are read.
 
     The process gets this environment without the ``GSK_…`` variables, so its settings are
-    the config file's alone (a developer's shell may set them for a daemon of their own)."""
+    the config file's alone (a developer's shell may set them for a daemon of their own).
+    ``open_files``: its limit of open files (``RLIMIT_NOFILE``, soft and hard), else this
+    process's."""
 
     def __init__(self, config: Path, logs: Path, command: Sequence[str] = ("serve",),
-                 cwd: Path | None = None) -> None:
+                 cwd: Path | None = None, *, open_files: int | None = None) -> None:
         self.config = config
         self.logs = logs
         self.command = tuple(command)
         self.cwd = cwd
+        self.open_files = open_files
         self.runs = 0
         self.proc: asyncio.subprocess.Process | None = None
 
@@ -114,10 +118,16 @@ class DaemonProcess:
         self.runs += 1
         env = {name: value for name, value in os.environ.items()
                if not name.startswith("GSK_")}
+        limit = self.open_files
+
+        def limited() -> None:  # in the child, before it runs the daemon
+            if limit is not None:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+
         with self.log.open("wb") as log, self.output.open("wb") as output:
             self.proc = await asyncio.create_subprocess_exec(
                 *daemon_command(self.config, self.command), stdout=output, stderr=log,
-                env=env, cwd=self.cwd)
+                env=env, cwd=self.cwd, preexec_fn=None if limit is None else limited)
         return self.proc
 
     def send_signal(self, signum: int) -> None:

@@ -84,6 +84,7 @@ def test_a_request_that_never_ends_holds_a_listener_for_seconds_not_a_minute() -
     from aiohttp import ClientSession, ClientTimeout, web
 
     from gensokyo_idmap.app import SHUTDOWN_SECONDS, _listen
+    from gensokyo_idmap.http_guard import ConnectionPlan, Deadlines
 
     from gensokyo_idmap.testing.loopback import free_port
 
@@ -94,7 +95,8 @@ def test_a_request_that_never_ends_holds_a_listener_for_seconds_not_a_minute() -
 
     async def scenario() -> None:
         port = free_port()
-        runner = await _listen([web.get("/", stuck)], f"127.0.0.1:{port}", "test")
+        plan = ConnectionPlan.for_listeners(Deadlines(10, 60), ["test"], most=10, first=None)
+        runner = await _listen([web.get("/", stuck)], f"127.0.0.1:{port}", "test", plan)
         async with ClientSession(timeout=ClientTimeout(total=60)) as session:
             request = asyncio.create_task(session.get(f"http://127.0.0.1:{port}/"))
             await asyncio.wait_for(entered.wait(), WAIT)
