@@ -26,6 +26,7 @@ import structlog
 from aiohttp import web
 
 from gensokyo_idmap import jsonio
+from gensokyo_idmap.admission import Admission
 from gensokyo_idmap.api import ApiServer
 from gensokyo_idmap.api.server import ApiSettings
 from gensokyo_idmap.bridge.actions import ActionService
@@ -228,7 +229,8 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
                 config.onebot.forward_ws_access_token), on_action=actions,
             heartbeat_interval=config.onebot.heartbeat_interval_seconds,
             ping_timeout=config.onebot.ping_timeout_seconds,
-            confirm_on_write=_bench_confirm_on_write())
+            confirm_on_write=_bench_confirm_on_write(),
+            admission=Admission(config.api.allowed_hosts))
         forward_runner = await _listen(forward.routes(), config.onebot.forward_ws,
                                        "onebot.forward_ws")
         forward_side.push_async_callback(forward_runner.cleanup)
@@ -239,7 +241,8 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
     onebot_api: web.AppRunner | None = None
     if config.onebot.http_api:
         api = HttpApiServer(actions, access_token=config.onebot.token(
-            config.onebot.http_api_access_token))
+            config.onebot.http_api_access_token),
+            admission=Admission(config.api.allowed_hosts))
         onebot_api = await _listen(api.routes(), config.onebot.http_api, "onebot.http_api")
         intake.push_async_callback(onebot_api.cleanup)
         log.info("[onebot] http api listening", url=f"http://{config.onebot.http_api}/")
@@ -587,7 +590,8 @@ async def _start_api(config: Config, graph: IdentityGraph, msgids: MessageIds,
         app_id=config.bot.app_id, identity_path=config.identity_db_path,
         identity_location=identity_store_location(config),
         msgid_path=config.msgid_db_path, token=token,
-        getid_allow=tuple(config.api.getid_allow)),
+        getid_allow=tuple(config.api.getid_allow),
+        allowed_hosts=tuple(config.api.allowed_hosts)),
         outbox=(config.outbox_db_path, outbox_store), servers=servers, link=watch)
     try:
         runner = await _listen(server.application(), config.api.listen, "api.listen")

@@ -25,6 +25,7 @@ from pydantic import (
     model_validator,
 )
 
+from gensokyo_idmap.admission import allowed_host_name
 from gensokyo_idmap.config_env import apply_env_overrides, env_overrides, is_secret_path
 from gensokyo_idmap.data_dir import DataDir
 from gensokyo_idmap.errors import BadInputError
@@ -322,11 +323,21 @@ class ApiConfig(_Section):
     getid_allow: list[str] = Field(
         default_factory=list,
         description="networks (CIDR) besides loopback that may call /getid without a token")
+    allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description="host names besides localhost that requests to the API, the console "
+                    "and the OneBot HTTP API and forward WS may address (Host); IP "
+                    "addresses always may")
 
     @field_validator("listen")
     @classmethod
     def _listen(cls, value: str) -> str:
         return _host_port(value)
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _host_names(cls, values: list[str]) -> list[str]:
+        return [allowed_host_name(value) for value in values]
 
     @field_validator("getid_allow")
     @classmethod
