@@ -343,3 +343,23 @@ def test_intents_take_a_number_or_names(tmp_path: Path) -> None:
         intents("[GROUP_AND_C2C_EVENT, GUILD_MESAGES]")
     assert err.value.field == "qq.intents" and "GUILD_MESAGES" in err.value.message
     assert "PUBLIC_GUILD_MESSAGES" in err.value.message  # the known names are listed
+
+
+def test_allowed_hosts_are_names_written_as_hosts_are_read(tmp_path: Path) -> None:
+    assert Config().api.allowed_hosts == load_config(EXAMPLE).api.allowed_hosts == []
+    config = load_config(write(tmp_path, "api: {allowed_hosts: [Idmap.Example.org., gensokyo]}"))
+    assert config.api.allowed_hosts == ["idmap.example.org", "gensokyo"]
+    from_env = load_config(write(tmp_path, ""),
+                           environ={"GSK_API__ALLOWED_HOSTS": "[idmap.example.org]"})
+    assert from_env.api.allowed_hosts == ["idmap.example.org"]
+
+
+@pytest.mark.parametrize(("entry", "words"), [
+    ("'*.example.org'", "no wildcards"), ("'idmap.example.org:443'", "without a port"),
+    ("10.0.0.5", "IP address"), ("bücher.example", "xn--bcher-kva.example"),
+    ("'http://idmap.example.org'", "not a host name"), ("5", "string")])
+def test_a_bad_allowed_host_is_refused_naming_the_key(tmp_path: Path, entry: str,
+                                                      words: str) -> None:
+    with pytest.raises(BadInputError) as err:
+        load_config(write(tmp_path, f"api: {{allowed_hosts: [{entry}]}}"))
+    assert "api.allowed_hosts" in str(err.value) and words in str(err.value), str(err.value)

@@ -207,6 +207,9 @@ class ApiServer:
                 log.warning("[api] request refused", peer=request.remote,
                             method=request.method, path=path, status=refused.status,
                             reason=refused.message)
+                if path == "/getid":  # its own error shape (getid.py)
+                    return web.json_response({"error": refused.message},
+                                             status=refused.status)
                 return _error(refused.status, refused.code, refused.message)
         return await handler(request)
 
