@@ -323,7 +323,7 @@ class ApiConfig(_Section):
     getid_allow: list[str] = Field(
         default_factory=list,
         description="networks (CIDR) besides loopback that may call /getid without a token")
-    allowed_hosts: list[str] = Field(
+    allowed_hosts: list[Annotated[str, AfterValidator(allowed_host_name)]] = Field(
         default_factory=list,
         description="host names besides localhost that requests to the API, the console "
                     "and the OneBot HTTP API and forward WS may address (Host); IP "
@@ -333,11 +333,6 @@ class ApiConfig(_Section):
     @classmethod
     def _listen(cls, value: str) -> str:
         return _host_port(value)
-
-    @field_validator("allowed_hosts")
-    @classmethod
-    def _host_names(cls, values: list[str]) -> list[str]:
-        return [allowed_host_name(value) for value in values]
 
     @field_validator("getid_allow")
     @classmethod

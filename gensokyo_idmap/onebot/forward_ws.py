@@ -5,14 +5,13 @@
 - ``/api``: actions only: no lifecycle event, no heartbeat, no events.
 
 Each path also takes a trailing ``/``. The handshake's ``Host`` and ``Origin`` (a browser
-page may open a WebSocket to any address and read what comes) and then the token
-(``onebot.forward_ws_access_token``, default ``onebot.access_token``) are checked on
-upgrade (:mod:`~gensokyo_idmap.onebot.http_auth`: a name not in
-``api.allowed_hosts`` 421, a foreign Origin 403, a missing token 401, a wrong one 403) and
-no socket opens without them. Every connection that takes events
-gets its own bounded queue and runs :func:`serve_socket` (events confirmed by ping/pong).
-Events published while no framework is connected are not kept: that is what the reverse
-direction is for.
+page may open a WebSocket to any address and read what comes), then the token
+(``onebot.forward_ws_access_token``, default ``onebot.access_token``) are checked on upgrade
+(:mod:`~gensokyo_idmap.onebot.http_auth`: a name not in ``api.allowed_hosts`` 421, a
+foreign Origin 403, a missing token 401, a wrong one 403) and no socket opens without them.
+Every connection that takes events gets its own bounded queue and runs :func:`serve_socket`
+(events confirmed by ping/pong). Events published while no framework is connected are not
+kept: that is what the reverse direction is for.
 
 A client that falls behind never slows the others: once it has not answered a ping for
 :data:`~gensokyo_idmap.onebot.event_queue.LAG_GRACE` its confirmations are no longer waited

@@ -7,9 +7,10 @@ retcode 1403) on any request, as every action may write (OneBot's HTTP API takes
 by GET, and a browser page may open a WebSocket to any address). Frameworks send no
 ``Origin``; browsers always do on a WebSocket handshake and a POST. Content types stay as
 OneBot v11 has them (JSON, form, query string): the Origin check is what keeps a page's
-form out. Then the token:
+form out (``docs/security.md``).
 
-What go-cqhttp does (``server/http.go`` ``checkAuth``), and so what frameworks expect:
+Then the token, as go-cqhttp checks it (``server/http.go`` ``checkAuth``), and so as
+frameworks expect:
 
 1. The token comes from ``Authorization: Bearer <t>`` or ``Token <t>`` (scheme in any case),
    else from ``?access_token=<t>``. A header with any other scheme presents no token.
