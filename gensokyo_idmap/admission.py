@@ -141,7 +141,9 @@ class Admission:
     """The rules above over one set of listed names (``api.allowed_hosts``)."""
 
     def __init__(self, allowed_hosts: Iterable[str] = ()) -> None:
-        self._names = frozenset({"localhost", *map(allowed_host_name, allowed_hosts)})
+        self._sites = frozenset(map(allowed_host_name, allowed_hosts)) - {"localhost"}
+        #: what Host may name; localhost is no one's site (rule 2 takes only its own origin)
+        self._names = self._sites | {"localhost"}
 
     def host_refusal(self, host: str | None) -> Refusal | None:
         """Rule 1."""
@@ -177,13 +179,13 @@ class Admission:
         theirs = parse_authority(rest)
         if theirs is None:
             return False
-        if not theirs.is_ip and theirs.host in self._names - {"localhost"}:
+        if not theirs.is_ip and theirs.host in self._sites:
             return True
         ours = parse_authority(host) if host else None
         if ours is None:
             return False
-        port = None if theirs.port == _DEFAULT_PORTS[scheme] else theirs.port
-        return (theirs.host, port) == (ours.host, ours.port)
+        default = _DEFAULT_PORTS[scheme]  # a port left out is the scheme's, on either side
+        return (theirs.host, theirs.port or default) == (ours.host, ours.port or default)
 
     @staticmethod
     def content_refusal(content_type: str | None) -> Refusal | None:
