@@ -26,6 +26,7 @@ import structlog
 from aiohttp import web
 
 from gensokyo_idmap import jsonio
+from gensokyo_idmap.admission import Admission
 from gensokyo_idmap.api import ApiServer
 from gensokyo_idmap.api.server import ApiSettings
 from gensokyo_idmap.bridge.actions import ActionService
@@ -248,7 +249,8 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
                 config.onebot.forward_ws_access_token), on_action=actions,
             heartbeat_interval=config.onebot.heartbeat_interval_seconds,
             ping_timeout=config.onebot.ping_timeout_seconds,
-            confirm_on_write=_bench_confirm_on_write())
+            confirm_on_write=_bench_confirm_on_write(),
+            admission=Admission(config.api.allowed_hosts))
         forward_runner = await _listen(forward.routes(), config.onebot.forward_ws,
                                        "onebot.forward_ws", plan)
         forward_side.push_async_callback(forward_runner.cleanup)
@@ -259,7 +261,8 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
     onebot_api: web.AppRunner | None = None
     if config.onebot.http_api:
         api = HttpApiServer(actions, access_token=config.onebot.token(
-            config.onebot.http_api_access_token))
+            config.onebot.http_api_access_token),
+            admission=Admission(config.api.allowed_hosts))
         onebot_api = await _listen(api.routes(), config.onebot.http_api, "onebot.http_api",
                                    plan)
         intake.push_async_callback(onebot_api.cleanup)
@@ -658,7 +661,8 @@ async def _start_api(config: Config, graph: IdentityGraph, msgids: MessageIds,
         identity_location=identity_store_location(config),
         msgid_path=config.msgid_db_path, token=token,
         getid_allow=tuple(config.api.getid_allow),
-        trusted_proxies=tuple(config.api.trusted_proxies)),
+        trusted_proxies=tuple(config.api.trusted_proxies),
+        allowed_hosts=tuple(config.api.allowed_hosts)),
         outbox=(config.outbox_db_path, outbox_store), servers=servers, link=watch)
     try:
         runner = await _listen(server.application(), config.api.listen, "api.listen", plan)

@@ -26,6 +26,7 @@ from pydantic import (
     model_validator,
 )
 
+from gensokyo_idmap.admission import allowed_host_name
 from gensokyo_idmap.config_env import apply_env_overrides, env_overrides, is_secret_path
 from gensokyo_idmap.data_dir import DataDir
 from gensokyo_idmap.errors import BadInputError
@@ -327,6 +328,11 @@ class ApiConfig(_Section):
         default_factory=list,
         description="networks (CIDR) of reverse proxies in front of api.listen whose "
                     "X-Forwarded-For and X-Forwarded-Proto are believed; none by default")
+    allowed_hosts: list[Annotated[str, AfterValidator(allowed_host_name)]] = Field(
+        default_factory=list,
+        description="host names besides localhost that requests to the API, the console "
+                    "and the OneBot HTTP API and forward WS may address (Host); IP "
+                    "addresses always may")
 
     @field_validator("listen")
     @classmethod

@@ -357,3 +357,23 @@ def test_trusted_proxies_are_networks_and_never_everyone(tmp_path: Path) -> None
     for everyone in ("0.0.0.0/0", "::/0"):
         with pytest.raises(BadInputError, match=r"api\.trusted_proxies.*trusts every address"):
             load_config(write(tmp_path, f"api: {{trusted_proxies: ['{everyone}']}}"))
+
+
+def test_allowed_hosts_are_names_written_as_hosts_are_read(tmp_path: Path) -> None:
+    assert Config().api.allowed_hosts == load_config(EXAMPLE).api.allowed_hosts == []
+    config = load_config(write(tmp_path, "api: {allowed_hosts: [Idmap.Example.org., gensokyo]}"))
+    assert config.api.allowed_hosts == ["idmap.example.org", "gensokyo"]
+    from_env = load_config(write(tmp_path, ""),
+                           environ={"GSK_API__ALLOWED_HOSTS": "[idmap.example.org]"})
+    assert from_env.api.allowed_hosts == ["idmap.example.org"]
+
+
+@pytest.mark.parametrize(("entry", "words"), [
+    ("'*.example.org'", "no wildcards"), ("'idmap.example.org:443'", "without a port"),
+    ("10.0.0.5", "IP address"), ("bücher.example", "xn--bcher-kva.example"),
+    ("'http://idmap.example.org'", "not a host name"), ("5", "string")])
+def test_a_bad_allowed_host_is_refused_naming_the_key(tmp_path: Path, entry: str,
+                                                      words: str) -> None:
+    with pytest.raises(BadInputError) as err:
+        load_config(write(tmp_path, f"api: {{allowed_hosts: [{entry}]}}"))
+    assert "api.allowed_hosts" in str(err.value) and words in str(err.value), str(err.value)

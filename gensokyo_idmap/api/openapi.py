@@ -24,15 +24,19 @@ def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
 def _errors(*statuses: int) -> dict[str, Any]:
     words = {400: "bad input (the message names the field and the value)",
              401: "no or wrong Bearer token (when api.token is set)",
-             403: "peer not allowed (no api.token: loopback and api.getid_allow only)",
+             403: "peer not allowed (no api.token: loopback and api.getid_allow only), or "
+                  "a write from another site (Origin, Sec-Fetch-Site: cross-site)",
              404: "not found", 409: "conflict with what is stored",
+             415: "a write whose body is not sent as application/json",
+             421: "a Host naming something but localhost or an api.allowed_hosts name",
              503: "a store cannot serve"}
     return {str(status): _json(_ERROR, words[status]) for status in statuses}
 
 
 def _op(summary: str, ok: dict[str, Any], *errors: int, **extra: Any) -> dict[str, Any]:
     return {"summary": summary, "responses": {"200": _json(ok, "success"),
-                                              **_errors(401, 403, 503, *errors)}, **extra}
+                                              **_errors(401, 403, 421, 503, *errors)},
+            **extra}
 
 
 def _body(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
@@ -132,7 +136,7 @@ def openapi_document() -> dict[str, Any]:
         "paths": {
             "/v1/resolve": {"post": _op(
                 "Resolve identities seen together to one vUIN (allocated when all are new)",
-                {"$ref": "#/components/schemas/Resolution"}, 400, 409,
+                {"$ref": "#/components/schemas/Resolution"}, 400, 409, 415,
                 requestBody=_body({"keys": {"type": "array", "items": _IDENTITY_INPUT,
                                             "minItems": 1, "maxItems": 64},
                                    "scene": {"type": "string"}}, ["keys"]))},
@@ -151,12 +155,12 @@ def openapi_document() -> dict[str, Any]:
                     _query("app_id", "AppID whose OpenIDs are usable (default bot.app_id)")])},
             "/v1/bind": {"post": _op(
                 "Bind a key to a vUIN (added to its set; moved from the one it had)",
-                {"$ref": "#/components/schemas/Bind"}, 400, 404, 409,
+                {"$ref": "#/components/schemas/Bind"}, 400, 404, 409, 415,
                 requestBody=_body({"key": _IDENTITY_INPUT, "vuin": _VUIN_INPUT},
                                   ["key", "vuin"]))},
             "/v1/rebind": {"post": _op(
                 "Move every identity of one vUIN to another; the old one becomes an alias",
-                {"$ref": "#/components/schemas/Rebind"}, 400, 404, 409,
+                {"$ref": "#/components/schemas/Rebind"}, 400, 404, 409, 415,
                 requestBody=_body({"old": _VUIN_INPUT, "new": _VUIN_INPUT}, ["old", "new"]))},
             "/v1/msgids/{virtual_id}": {"get": _op(
                 "A live virtual message id", {"$ref": "#/components/schemas/MsgRecord"},
@@ -178,7 +182,7 @@ def openapi_document() -> dict[str, Any]:
                 "responses": {
                     "200": _json({"$ref": "#/components/schemas/Getid"}, "success"),
                     **{str(s): _json(_LEGACY_ERROR, "error") for s in (400, 403, 404, 409,
-                                                                       503)}}}},
+                                                                       421, 503)}}}},
             "/healthz": {"get": {"summary": "Stores writable, servers answering", "responses": {
                 "204": {"description": "healthy"},
                 "503": _json(_ERROR, "unhealthy: the reason")}}},

@@ -19,6 +19,16 @@ Routes (documented in ``/openapi.json``)::
 Errors of ``/v1`` are ``{"error": {"code", "message"}}`` with the error class's HTTP status
 (errors.py): 400 bad input, 401 no or wrong token, 403 peer not allowed, 404, 409, 503. Only a
 bug of ours is a 500.
+
+Before any of that, the routes behind access (``/v1``, ``/getid``, ``/ui/``) take only what
+:mod:`gensokyo_idmap.admission` lets in from a browser's reach (same error shape): a ``Host``
+that is an IP address, ``localhost`` or in ``api.allowed_hosts`` (else 421); for a request
+that may write (any method but GET/HEAD/OPTIONS, and every ``/getid``, whose types 1, 3, 8
+… write on a GET) no foreign ``Origin`` and no ``Sec-Fetch-Site: cross-site`` (403); and
+for ``/v1`` writes a JSON body sent as ``application/json`` (415). The console's forms are
+form-encoded: their own CSRF token and the Origin check guard them. ``/healthz``,
+``/metrics`` and ``/openapi.json`` answer any ``Host``: monitoring dials by name, and they
+say nothing about anyone.
 """
 
 from __future__ import annotations
@@ -35,6 +45,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from gensokyo_idmap import jsonio, metrics
+from gensokyo_idmap.admission import SAFE_METHODS, Admission
 from gensokyo_idmap.api.access import AccessPolicy
 from gensokyo_idmap.api.console.pages import Console
 from gensokyo_idmap.api.console.status import LinkStatus
@@ -72,6 +83,8 @@ log = structlog.get_logger("gensokyo_idmap.api")
 
 MAX_RESOLVE_KEYS = 64
 _Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+#: Routes anyone who reaches the listener may call, under any Host (access.py).
+_OPEN_ROUTES = frozenset({"/healthz", "/metrics", "/openapi.json"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +99,8 @@ class ApiSettings:
     #: where the graph is, as /v1/stats reports it: ``identity_path`` when empty; the
     #: PostgreSQL URL (no password) when the graph is there and no file exists
     identity_location: str = ""
+    #: host names besides localhost that requests may address (``api.allowed_hosts``)
+    allowed_hosts: tuple[str, ...] = ()
 
 
 def _error(status: int, code: str, message: str) -> web.Response:
@@ -143,6 +158,7 @@ class ApiServer:
         self.legacy = LegacyIdmap(graph, settings.app_id, msgids)
         self.access = AccessPolicy(settings.token, settings.getid_allow)
         self.proxies = TrustedProxies(settings.trusted_proxies)
+        self.admission = Admission(settings.allowed_hosts)
         self.registry = CollectorRegistry(auto_describe=True)
         self.registry.register(metrics.StoreSizeCollector(
             self._identity_counts, partial(legacy_counts, graph.store), msgids.counts,
@@ -172,8 +188,9 @@ class ApiServer:
         ]
 
     def application(self) -> web.Application:
-        """The listener's application: :meth:`routes`, and the console at ``/ui/``."""
-        app = web.Application()
+        """The listener's application: :meth:`routes`, and the console at ``/ui/``, behind
+        the admission rules."""
+        app = web.Application(middlewares=[self._admit])
         app.add_routes(self.routes())
         app.add_subapp("/ui/", self.console.application())
         app.router.add_get("/ui", _to_console)
@@ -190,6 +207,25 @@ class ApiServer:
         """Whether the browser came over HTTPS (this listener's TLS or a trusted proxy's)."""
         return self.proxies.is_https(request.remote, request.scheme,
                                      request.headers.getall("X-Forwarded-Proto", []))
+
+    @web.middleware
+    async def _admit(self, request: web.Request, handler: _Handler) -> web.StreamResponse:
+        """The admission rules (module docstring) before any route, the console's too."""
+        path = request.path
+        if path not in _OPEN_ROUTES:
+            writes = request.method not in SAFE_METHODS or path == "/getid"
+            refused = self.admission.refusal(
+                request.headers, guarded=writes,
+                json_body=writes and path.startswith("/v1/"))
+            if refused is not None:
+                log.warning("[api] request refused", peer=request.remote,
+                            method=request.method, path=path, status=refused.status,
+                            reason=refused.message)
+                if path == "/getid":  # its own error shape (getid.py)
+                    return web.json_response({"error": refused.message},
+                                             status=refused.status)
+                return _error(refused.status, refused.code, refused.message)
+        return await handler(request)
 
     def _v1(self, handler: _Handler) -> _Handler:
         async def guarded(request: web.Request) -> web.StreamResponse:

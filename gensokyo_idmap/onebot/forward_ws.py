@@ -4,12 +4,14 @@
 - ``/event``: events only; action frames sent there are ignored, as go-cqhttp does;
 - ``/api``: actions only: no lifecycle event, no heartbeat, no events.
 
-Each path also takes a trailing ``/``. The token (``onebot.forward_ws_access_token``, default
-``onebot.access_token``) is checked on upgrade (:mod:`~gensokyo_idmap.onebot.http_auth`:
-missing 401, wrong 403) and no socket opens without it. Every connection that takes events
-gets its own bounded queue and runs :func:`serve_socket` (events confirmed by ping/pong).
-Events published while no framework is connected are not kept: that is what the reverse
-direction is for.
+Each path also takes a trailing ``/``. The handshake's ``Host`` and ``Origin`` (a browser
+page may open a WebSocket to any address and read what comes), then the token
+(``onebot.forward_ws_access_token``, default ``onebot.access_token``) are checked on upgrade
+(:mod:`~gensokyo_idmap.onebot.http_auth`: a name not in ``api.allowed_hosts`` 421, a
+foreign Origin 403, a missing token 401, a wrong one 403) and no socket opens without them.
+Every connection that takes events gets its own bounded queue and runs :func:`serve_socket`
+(events confirmed by ping/pong). Events published while no framework is connected are not
+kept: that is what the reverse direction is for.
 
 A client that falls behind never slows the others: once it has not answered a ping for
 :data:`~gensokyo_idmap.onebot.event_queue.LAG_GRACE` its confirmations are no longer waited
@@ -27,9 +29,10 @@ from typing import Any, Final, Literal
 import structlog
 from aiohttp import web
 
+from gensokyo_idmap.admission import Admission
 from gensokyo_idmap.onebot.connection import ActionHandler, serve_actions, serve_socket
 from gensokyo_idmap.onebot.event_queue import DEFAULT_WINDOW, EventQueue
-from gensokyo_idmap.onebot.http_auth import token_refusal
+from gensokyo_idmap.onebot.http_auth import admission_refusal, token_refusal
 
 __all__ = ["ForwardWsServer", "Role"]
 
@@ -68,9 +71,12 @@ class ForwardWsServer:
         on_action: ActionHandler | None = None,
         clock: Callable[[], float] = time.time,
         confirm_on_write: bool = False,
+        admission: Admission | None = None,
     ) -> None:
+        """``admission``: the rules over ``api.allowed_hosts`` (default: none listed)."""
         self.self_id = self_id
         self._token = access_token or None
+        self._admission = admission if admission is not None else Admission()
         self.heartbeat_interval = heartbeat_interval
         self.ping_timeout = ping_timeout
         self._queue_size = queue_size
@@ -124,12 +130,15 @@ class ForwardWsServer:
         queue.end()
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
-        refusal = token_refusal(request, self._token)
-        if refusal is not None:
+        refused = admission_refusal(request, self._admission, "forward_ws")
+        if refused is None:
+            refused = token_refusal(request, self._token)
+            if refused is not None:
+                log.warning("[onebot] forward ws refused: wrong or missing access token",
+                            peer=request.remote, path=request.path, status=refused.status)
+        if refused is not None:
             self.refused += 1
-            log.warning("[onebot] forward ws refused: wrong or missing access token",
-                        peer=request.remote, path=request.path, status=refusal.status)
-            return refusal
+            return refused
         role = _PATHS.get(request.path, "universal")
         ws = web.WebSocketResponse(autoping=False)
         await ws.prepare(request)

@@ -2,7 +2,9 @@
 ``POST /`` with ``{"action", "params"}`` as go-cqhttp accepts (reference §1.1).
 
 Params come from the query string, a form body or a JSON body (query values are text; the
-action handlers read numbers and booleans leniently). The token
+action handlers read numbers and booleans leniently). A request from a browser's reach (a
+name not in ``api.allowed_hosts`` as ``Host``, a foreign ``Origin``) is refused first
+(:func:`~gensokyo_idmap.onebot.http_auth.admission_refusal`). The token
 (``onebot.http_api_access_token``, default ``onebot.access_token``) is checked as on the
 forward WebSocket (:mod:`http_auth`: missing → 401, wrong → 403, in constant time). An
 unknown action is HTTP 404 with the usual failed body; a malformed body 400; a body type we
@@ -17,17 +19,21 @@ from typing import Any
 from aiohttp import web
 
 from gensokyo_idmap import jsonio
+from gensokyo_idmap.admission import Admission
 from gensokyo_idmap.onebot.actions import RETCODE_UNKNOWN_ACTION, failed
 from gensokyo_idmap.onebot.connection import ActionHandler
-from gensokyo_idmap.onebot.http_auth import token_refusal
+from gensokyo_idmap.onebot.http_auth import admission_refusal, token_refusal
 
 __all__ = ["HttpApiServer"]
 
 
 class HttpApiServer:
-    def __init__(self, on_action: ActionHandler, *, access_token: str | None = None) -> None:
+    def __init__(self, on_action: ActionHandler, *, access_token: str | None = None,
+                 admission: Admission | None = None) -> None:
+        """``admission``: the rules over ``api.allowed_hosts`` (default: none listed)."""
         self._on_action = on_action
         self._token = access_token or None
+        self._admission = admission if admission is not None else Admission()
 
     def routes(self) -> list[web.RouteDef]:
         return [web.route("*", "/", self.handle_root),
@@ -35,7 +41,8 @@ class HttpApiServer:
                 web.route("*", "/{action}/", self.handle)]
 
     def _refusal(self, request: web.Request) -> web.Response | None:
-        return token_refusal(request, self._token)
+        return (admission_refusal(request, self._admission, "http_api")
+                or token_refusal(request, self._token))
 
     async def _body(self, request: web.Request) -> dict[str, Any] | web.Response:
         if request.method not in ("GET", "POST"):

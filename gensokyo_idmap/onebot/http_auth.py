@@ -1,6 +1,16 @@
-"""The access token of the OneBot servers (forward WS, HTTP API): one rule, one answer.
+"""Who may call the OneBot servers (forward WS, HTTP API): one rule, one answer.
 
-What go-cqhttp does (``server/http.go`` ``checkAuth``), and so what frameworks expect:
+First, what :mod:`gensokyo_idmap.admission` takes from a browser's reach, whatever token a
+request carries: a ``Host`` that is an IP address, ``localhost`` or in ``api.allowed_hosts``
+(else 421, retcode 1421), and no foreign ``Origin`` or ``Sec-Fetch-Site: cross-site`` (403,
+retcode 1403) on any request, as every action may write (OneBot's HTTP API takes actions
+by GET, and a browser page may open a WebSocket to any address). Frameworks send no
+``Origin``; browsers always do on a WebSocket handshake and a POST. Content types stay as
+OneBot v11 has them (JSON, form, query string): the Origin check is what keeps a page's
+form out (``docs/security.md``).
+
+Then the token, as go-cqhttp checks it (``server/http.go`` ``checkAuth``), and so as
+frameworks expect:
 
 1. The token comes from ``Authorization: Bearer <t>`` or ``Token <t>`` (scheme in any case),
    else from ``?access_token=<t>``. A header with any other scheme presents no token.
@@ -18,12 +28,17 @@ from __future__ import annotations
 
 from typing import Final
 
+import structlog
 from aiohttp import web
 
+from gensokyo_idmap.admission import Admission
 from gensokyo_idmap.api.access import same_token
 from gensokyo_idmap.onebot.actions import failed
 
-__all__ = ["RETCODE_TOKEN_MISSING", "RETCODE_TOKEN_WRONG", "presented_token", "token_refusal"]
+__all__ = ["RETCODE_TOKEN_MISSING", "RETCODE_TOKEN_WRONG", "admission_refusal",
+           "presented_token", "token_refusal"]
+
+log = structlog.get_logger("gensokyo_idmap.onebot.http_auth")
 
 RETCODE_TOKEN_MISSING: Final = 1401
 RETCODE_TOKEN_WRONG: Final = 1403
@@ -51,3 +66,16 @@ def token_refusal(request: web.Request, expected: str | None) -> web.Response | 
         return web.json_response(failed(RETCODE_TOKEN_WRONG, "access token wrong"),
                                  status=403)
     return None
+
+
+def admission_refusal(request: web.Request, admission: Admission,
+                      server: str) -> web.Response | None:
+    """The 421/403 answer for a request from a browser's reach (logged, naming ``server``
+    and why); None when it may go on to :func:`token_refusal`."""
+    refused = admission.refusal(request.headers, guarded=True)
+    if refused is None:
+        return None
+    log.warning("[onebot] request refused", server=server, peer=request.remote,
+                path=request.path, status=refused.status, reason=refused.message)
+    return web.json_response(failed(1000 + refused.status, refused.message),
+                             status=refused.status)

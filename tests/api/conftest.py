@@ -1,4 +1,5 @@
-"""The API listener on a real socket (127.0.0.1, a free port) over real LMDB stores."""
+"""The API listener (its whole application: admission rules, routes, console) on a real
+socket (127.0.0.1, a free port) over real LMDB stores."""
 
 from __future__ import annotations
 
@@ -68,14 +69,12 @@ def msgids(msgid_store: LmdbMsgIdStore, clock: Any) -> MsgIdMap:
 def serve_api(graph: IdentityGraph, msgids: MsgIdMap, identity_db_path: Path,
               msgid_db_path: Path) -> ServeApi:
     @asynccontextmanager
-    async def serving(app_id: str = APP_ID, token: str = "",
-                      getid_allow: tuple[str, ...] = ()) -> AsyncIterator[Client]:
+    async def serving(app_id: str = APP_ID, token: str = "", getid_allow: tuple[str, ...] = (),
+                      allowed_hosts: tuple[str, ...] = ()) -> AsyncIterator[Client]:
         server = ApiServer(graph, msgids, ApiSettings(
             app_id=app_id, identity_path=identity_db_path, msgid_path=msgid_db_path,
-            token=token, getid_allow=getid_allow))
-        app = web.Application()
-        app.add_routes(server.routes())
-        runner = web.AppRunner(app, access_log=None)
+            token=token, getid_allow=getid_allow, allowed_hosts=allowed_hosts))
+        runner = web.AppRunner(server.application(), access_log=None)
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0)
         await site.start()

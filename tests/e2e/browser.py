@@ -32,12 +32,12 @@ async_api = pytest.importorskip("playwright.async_api",
 
 
 @asynccontextmanager
-async def chromium() -> AsyncIterator[Any]:
-    """A page of a fresh headless Chromium, 1280 px wide; the script errors it meets are
-    kept for :func:`script_errors`."""
+async def chromium(*args: str) -> AsyncIterator[Any]:
+    """A page of a fresh headless Chromium, 1280 px wide, started with :data:`CHROMIUM_ARGS`
+    and ``args``; the script errors it meets are kept for :func:`script_errors`."""
     async with async_api.async_playwright() as playwright:
         browser = await playwright.chromium.launch(executable_path=CHROMIUM,
-                                                   args=CHROMIUM_ARGS, headless=True)
+                                                   args=[*CHROMIUM_ARGS, *args], headless=True)
         try:
             page = await browser.new_page(viewport={"width": 1280, "height": 1000})
             page.set_default_timeout(20_000)

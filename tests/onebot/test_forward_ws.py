@@ -13,6 +13,7 @@ from aiohttp.test_utils import TestServer
 from structlog.testing import capture_logs
 from yarl import URL
 
+from gensokyo_idmap.admission import Admission
 from gensokyo_idmap.bridge.inbound import BridgeSettings, InboundBridge, InboundPipeline
 from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.msgid import MsgIdMap
@@ -297,3 +298,46 @@ def group_message(n: int) -> Any:
                  "timestamp": "2025-01-01T12:00:00+08:00", "group_openid": "A" * 32,
                  "author": {"id": "B" * 32, "member_openid": "B" * 32}}}
     return parse_dispatch(parse_envelope(json.dumps(raw).encode()), APP)
+
+
+@pytest.mark.parametrize(("headers", "status"), [
+    ({"Host": "evil.example"}, 421), ({"Host": "localhost.evil.example:6700"}, 421),
+    ({"Origin": "http://evil.example"}, 403), ({"Origin": "null"}, 403),
+    ({"Origin": "http://localhost:3000"}, 403), ({"Sec-Fetch-Site": "cross-site"}, 403),
+    ({"Host": "evil.example", "Origin": "http://evil.example"}, 421)])
+def test_a_browser_pages_handshake_is_refused_whatever_its_token(
+        headers: dict[str, str], status: int) -> None:
+    """A page of another site (Origin) or at a rebound name (Host) may open a WebSocket to
+    any address and read the events: no socket opens, with or without the token."""
+    server = ForwardWsServer(1, access_token="s3cret", heartbeat_interval=60)
+
+    async def scenario(session: ClientSession, url: str) -> None:
+        with capture_logs() as logs:
+            with pytest.raises(WSServerHandshakeError) as err:
+                async with session.ws_connect(url, headers={
+                        **headers, "Authorization": "Bearer s3cret"}):
+                    pass
+        assert err.value.status == status
+        assert server.refused == 1 and server.connections == 0
+        refused = [e for e in logs if e["event"] == "[onebot] request refused"]
+        assert len(refused) == 1 and refused[0]["server"] == "forward_ws", logs
+        assert "s3cret" not in str(logs)
+
+    serve(server, scenario)
+
+
+def test_frameworks_without_origin_and_the_listeners_own_origin_connect() -> None:
+    """Frameworks send no Origin; a page served by the listener's own address would send
+    that address; a listed name is taken as Host."""
+    server = ForwardWsServer(1, heartbeat_interval=60,
+                             admission=Admission(["gensokyo"]))
+
+    async def scenario(session: ClientSession, url: str) -> None:
+        own = url.rstrip("/")
+        for headers in ({}, {"Origin": own}, {"Host": "gensokyo:6700"},
+                        {"Host": "localhost"}, {"Origin": "https://gensokyo"}):
+            async with session.ws_connect(url, headers=headers) as ws:
+                assert (await next_json(ws))["sub_type"] == "connect", headers
+        assert server.refused == 0
+
+    serve(server, scenario)

@@ -10,6 +10,7 @@ from aiohttp import ClientSession, FormData
 from aiohttp.test_utils import TestServer
 from aiohttp.web import Application
 
+from gensokyo_idmap.admission import Admission
 from gensokyo_idmap.errors import BadInputError
 from gensokyo_idmap.onebot.actions import failed_from, ok, parse_action, unknown_action
 from gensokyo_idmap.onebot.http_api import HttpApiServer
@@ -30,10 +31,12 @@ async def echo_params(frame: dict[str, Any]) -> dict[str, Any]:
     return ok(dict(request.params), request.echo)
 
 
-def with_server(scenario: Any, token: str | None = TOKEN) -> None:
+def with_server(scenario: Any, token: str | None = TOKEN,
+                allowed_hosts: tuple[str, ...] = ()) -> None:
     async def main() -> None:
         app = Application()
-        app.add_routes(HttpApiServer(echo_params, access_token=token).routes())
+        app.add_routes(HttpApiServer(echo_params, access_token=token,
+                                     admission=Admission(allowed_hosts)).routes())
         server = TestServer(app, host="127.0.0.1")
         await server.start_server()
         try:
@@ -130,3 +133,41 @@ def test_absurdly_nested_json_body_is_400() -> None:
             assert resp.status == 400
 
     with_server(scenario, token=None)
+
+
+def test_a_browser_pages_request_is_refused_before_its_token_or_action() -> None:
+    """Every OneBot action may write (send_msg), also by GET: a foreign Origin, a
+    cross-site fetch and a rebound Host are refused with the failed body, token or not."""
+    async def scenario(http: ClientSession) -> None:
+        for headers, status in [
+            ({"Origin": "http://evil.example"}, 403), ({"Origin": "null"}, 403),
+            ({"Sec-Fetch-Site": "cross-site"}, 403), ({"Host": "evil.example"}, 421),
+            ({"Host": "evil.example:5700", "Origin": "http://evil.example:5700"}, 421)]:
+            for request in (http.get("/echo_params?user_id=1", headers={**AUTH, **headers}),
+                            http.post("/echo_params", data=FormData({"user_id": "1"}),
+                                      headers={**AUTH, **headers}),
+                            http.post("/", json={"action": "echo_params"},
+                                      headers={**AUTH, **headers})):
+                async with request as resp:
+                    body = await resp.json()
+                    assert (resp.status, body["retcode"]) == (status, 1000 + status), headers
+                    assert body["status"] == "failed" and TOKEN not in str(body)
+
+    with_server(scenario)
+
+
+def test_clients_by_address_name_or_own_origin_keep_every_content_type() -> None:
+    """Frameworks send no Origin and may POST a form or GET a query (OneBot v11 §1.1):
+    those stay; so do a listed name and the listener's own origin."""
+    async def scenario(http: ClientSession) -> None:
+        async with http.get("/echo_params", headers=AUTH) as first:
+            own = f"http://{first.url.host}:{first.url.port}"  # the server's own origin
+        for headers in ({}, {"Host": "gensokyo:5700"}, {"Host": "LocalHost."},
+                        {"Origin": own, "Sec-Fetch-Site": "same-origin"}):
+            async with http.get("/echo_params?user_id=1", headers={**AUTH, **headers}) as r:
+                assert (await r.json())["data"] == {"user_id": "1"}, headers
+            async with http.post("/echo_params", data=FormData({"user_id": "2"}),
+                                 headers={**AUTH, **headers}) as r:
+                assert (await r.json())["data"] == {"user_id": "2"}, headers
+
+    with_server(scenario, allowed_hosts=("gensokyo",))

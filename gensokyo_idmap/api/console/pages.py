@@ -64,7 +64,9 @@ CSP: Final = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 
 _HEADERS: Final = {
     "Content-Security-Policy": CSP,
     "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
+    # same-origin, not no-referrer: under no-referrer a browser sends the console's own form
+    # posts with ``Origin: null``, which the admission rules refuse as another site's
+    "Referrer-Policy": "same-origin",
     "X-Frame-Options": "DENY",
     "Cache-Control": "no-store",
 }
