@@ -7,13 +7,21 @@ So every store file is read here first, with ``pread`` (a short file is a short 
 a signal), and refused with :class:`DamagedStoreError` naming what is wrong:
 
 * :func:`read_meta` - the header: the file is not empty, both meta pages carry LMDB's magic
-  ``0xBEEFC0DE``, data version 1 and one page size, and the newest one's last page and roots
-  lie inside the file. Costs two reads.
+  ``0xBEEFC0DE``, data version 1 and one page size, and the newest one's roots lie among its
+  pages (2 to its last page). Costs two reads.
 * :func:`check_tree` - every page the newest meta reaches (the free list, the main database,
   every named database, dupsort sub-databases and sub-pages, overflow pages): its page
-  number, its type, its bounds, each node inside the page, each child or overflow page inside
-  the file, one depth for all leaves, no page reached twice. What passes can be read by
-  LMDB without leaving the pages it checked. Costs one read of every page in use.
+  number, its type, its bounds, each node inside the page, each child page and each whole
+  overflow run inside the file, one depth for all leaves, no page reached twice. What passes
+  can be read by LMDB without leaving the pages it checked. Costs one read of every page in
+  use.
+
+The file may end before the meta's last page, and that is no damage: a page a transaction
+took from the end of the file and freed again before its commit is never written (LMDB
+drops it from the pages to write), yet the meta counts it; ``mdb_env_copy`` itself copies
+only up to the file's end. LMDB reads only pages the trees reach, so only a reached page
+past the end is refused (a free-list entry may name a page past it: a writer that takes it
+writes it before any reader sees it).
 
 Layout of the 64-bit LMDB 0.9 format (``mdb.c``): a page starts with ``pgno u64, pad u16,
 flags u16, lower u16, upper u16`` (an overflow page has ``pages u32`` in lower/upper), then
@@ -164,19 +172,18 @@ def read_metas(fd: int, file_size: int, name: str) -> tuple[LmdbMeta, LmdbMeta]:
 
 
 def read_meta(fd: int, file_size: int, name: str) -> LmdbMeta:
-    """The meta LMDB would use (the newer one), checked against the file size."""
+    """The meta LMDB would use (the newer one), its roots checked (:func:`check_meta`)."""
     meta = max(read_metas(fd, file_size, name), key=lambda m: m.txnid)
     check_meta(meta, name)
     return meta
 
 
 def check_meta(meta: LmdbMeta, name: str) -> None:
-    """The meta's last page and roots lie inside the file."""
-    needed = (meta.last_page + 1) * meta.page_size
-    if meta.last_page < 1 or needed > meta.file_size:
-        raise DamagedStoreError(
-            f"{name} is cut short: its last page is {meta.last_page}, so it needs "
-            f"{needed} bytes, but the file has {meta.file_size} (truncated?)")
+    """The meta's roots lie among its pages. Not against the file size: the file may end
+    before the last page (see the module notes); the walk refuses a reached page past it."""
+    if meta.last_page < 1:
+        raise DamagedStoreError(f"{name}: its meta page gives {meta.last_page} as its last "
+                                f"page, below its two meta pages (0 and 1)")
     for label, record in (("free list", meta.free), ("main database", meta.main)):
         if not record.empty and not 2 <= record.root <= meta.last_page:
             raise DamagedStoreError(
@@ -196,6 +203,13 @@ class _Walk:
     def fail(self, where: str, what: str) -> DamagedStoreError:
         return DamagedStoreError(f"{self.name} is damaged: {where}: {what}")
 
+    def cut_short(self, where: str, first: int, last: int) -> DamagedStoreError:
+        """A page in use (``first``; an overflow run ``first``..``last``) past the end."""
+        pages = f"page {first}" if first == last else f"pages {first}..{last}"
+        return DamagedStoreError(
+            f"{self.name} is cut short: {where} points to {pages}, but the file ends after "
+            f"{self.meta.file_size} bytes (truncated?)")
+
     def page(self, pgno: int, where: str) -> bytes:
         if not 2 <= pgno <= self.meta.last_page:
             raise self.fail(where, f"points to page {pgno}, outside pages 2.."
@@ -206,7 +220,7 @@ class _Walk:
         size = self.meta.page_size
         raw = _read(self.fd, size, pgno * size)
         if len(raw) < size:
-            raise self.fail(f"page {pgno}", "lies past the end of the file")
+            raise self.cut_short(where, pgno, pgno)
         stored = struct.unpack_from("<Q", raw)[0]
         if stored != pgno:
             raise self.fail(f"page {pgno}", f"holds page number {stored}")
@@ -303,6 +317,8 @@ class _Walk:
         if pages * size - _PAGE_HEADER < dsize:
             raise self.fail(f"page {pgno}", f"an overflow of {pages} pages cannot hold "
                                             f"{dsize} bytes")
+        if (pgno + pages) * size > self.meta.file_size:
+            raise self.cut_short(where, pgno, pgno + pages - 1)
         for extra in range(pgno + 1, pgno + pages):
             if extra in self.seen:
                 raise self.fail(f"page {pgno}", f"its page {extra} is reached twice")

@@ -32,6 +32,7 @@ import random
 import signal
 import sys
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -121,6 +122,75 @@ def plan(rng: random.Random) -> list[tuple[str, ...]]:
     return steps
 
 
+async def push_gateway(platform: ResumingPlatform, chats: Sequence[str],
+                       user: Callable[[], str], rng: random.Random,
+                       stop: asyncio.Event) -> None:
+    """Group messages of ``chats`` pushed by the emulator, a few ms apart, until ``stop``."""
+    sent = dict.fromkeys(chats, 0)
+    while not stop.is_set():
+        chat = rng.choice(chats)
+        sent[chat] += 1
+        try:
+            await platform.push("GROUP_AT_MESSAGE_CREATE", group_payload(chat, sent[chat],
+                                                                         user()))
+        except (ConnectionError, RuntimeError, ClientError):
+            pass  # recorded in ``sent``: the next Resume replays it
+        await asyncio.sleep(rng.uniform(0.004, 0.012))
+
+
+async def post_webhooks(session: ClientSession, url: str, chat: str, key: WebhookKey,
+                        user: Callable[[], str], acked: list[tuple[str, int]],
+                        stop: asyncio.Event) -> None:
+    """The chat's messages one after the other, each posted again until it gets its 200
+    (as the platform retries; then it joins ``acked``); once ``stop`` is set, the one
+    pending is finished."""
+    seq = 0
+    while not stop.is_set():
+        seq += 1
+        body = json.dumps({"op": 0, "s": seq, "t": "GROUP_AT_MESSAGE_CREATE",
+                           "id": f"GROUP_AT_MESSAGE_CREATE:{chat}-{seq}",
+                           "d": group_payload(chat, seq, user())}).encode()
+        while True:
+            ts = str(int(time.time()))
+            headers = {TIMESTAMP_HEADER: ts, SIGNATURE_HEADER: key.sign_callback(ts, body)}
+            try:
+                async with session.post(url, data=body, headers=headers) as resp:
+                    await resp.read()
+                    status = resp.status
+            except (ClientError, asyncio.TimeoutError):
+                status = 0  # the daemon is down
+            if status == 200:
+                acked.append((chat, seq))
+                break
+            await asyncio.sleep(0.05)
+
+
+async def catch_up(platform: ResumingPlatform, framework: Framework, daemon: DaemonProcess,
+                   tasks: Sequence[asyncio.Task[None]], stop: asyncio.Event,
+                   acked: list[tuple[str, int]]) -> None:
+    """The quiet end: the sources stop, every message the emulator sent and every webhook
+    in ``acked`` reaches the framework, then the daemon stops cleanly."""
+    stop.set()
+    await asyncio.wait_for(asyncio.gather(*tasks), 60)
+    wanted = {(c, s) for _, c, s in platform.messages()} | set(acked)
+    await until(lambda: wanted <= set(framework.delivered()), 60, lambda: (
+        f"the rest: missing {sorted(wanted - set(framework.delivered()))[:20]}\n"
+        f"{daemon.tail()}"))
+    assert await daemon.stop(signal.SIGTERM) == 0, daemon.tail()
+
+
+async def tear_down(platform: ResumingPlatform, framework: Framework, daemon: DaemonProcess,
+                    tasks: Sequence[asyncio.Task[None]], stop: asyncio.Event) -> None:
+    """Whatever the test started, stopped (after a failure too)."""
+    stop.set()
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    await daemon.kill()
+    await framework.kill()
+    await platform.close()
+
+
 @pytest.mark.slow
 def test_no_acknowledged_event_is_lost_to_daemon_kills_and_framework_faults(
         tmp_path: Path) -> None:
@@ -128,7 +198,6 @@ def test_no_acknowledged_event_is_lost_to_daemon_kills_and_framework_faults(
     platform = ResumingPlatform()
     data_dir = tmp_path / "data"
     state_file = data_dir / "gateway-session.json"
-    gw_next = dict.fromkeys(GW_CHATS, 0)
     wh_acked: list[tuple[str, int]] = []
     gw_acked_seq = 0  # the highest emulator seq the daemon is known to have saved
     faults: dict[str, int] = {}
@@ -140,41 +209,6 @@ def test_no_acknowledged_event_is_lost_to_daemon_kills_and_framework_faults(
 
     def user() -> str:
         return rng.choice(USERS) if rng.random() < 0.5 else f"{rng.getrandbits(128):032X}"
-
-    async def push_gateway(stop: asyncio.Event) -> None:
-        while not stop.is_set():
-            chat = rng.choice(GW_CHATS)
-            gw_next[chat] += 1
-            try:
-                await platform.push("GROUP_AT_MESSAGE_CREATE",
-                                    group_payload(chat, gw_next[chat], user()))
-            except (ConnectionError, RuntimeError, ClientError):
-                pass  # recorded in ``sent``: the next Resume replays it
-            await asyncio.sleep(rng.uniform(0.004, 0.012))
-
-    async def post_webhooks(session: ClientSession, url: str, chat: str, key: WebhookKey,
-                            stop: asyncio.Event) -> None:
-        """The chat's messages one after the other, each posted again until it gets its 200
-        (as the platform retries); once ``stop`` is set, the one pending is finished."""
-        seq = 0
-        while not stop.is_set():
-            seq += 1
-            body = json.dumps({"op": 0, "s": seq, "t": "GROUP_AT_MESSAGE_CREATE",
-                               "id": f"GROUP_AT_MESSAGE_CREATE:{chat}-{seq}",
-                               "d": group_payload(chat, seq, user())}).encode()
-            while True:
-                ts = str(int(time.time()))
-                headers = {TIMESTAMP_HEADER: ts, SIGNATURE_HEADER: key.sign_callback(ts, body)}
-                try:
-                    async with session.post(url, data=body, headers=headers) as resp:
-                        await resp.read()
-                        status = resp.status
-                except (ClientError, asyncio.TimeoutError):
-                    status = 0  # the daemon is down
-                if status == 200:
-                    wh_acked.append((chat, seq))
-                    break
-                await asyncio.sleep(0.05)
 
     async def main() -> list[tuple[str, int]]:
         nonlocal daemon_kills
@@ -200,9 +234,10 @@ def test_no_acknowledged_event_is_lost_to_daemon_kills_and_framework_faults(
                 await framework.start()
                 await daemon_up()
                 await until(state_file.exists, 20, lambda: f"gateway READY\n{daemon.tail()}")
-                tasks.append(asyncio.create_task(push_gateway(stop_streams)))
-                tasks += [asyncio.create_task(post_webhooks(session, url, chat, key,
-                                                            stop_streams))
+                tasks.append(asyncio.create_task(push_gateway(platform, GW_CHATS, user, rng,
+                                                              stop_streams)))
+                tasks += [asyncio.create_task(post_webhooks(session, url, chat, key, user,
+                                                            wh_acked, stop_streams))
                           for chat in WH_CHATS]
                 for step in plan(rng):
                     await asyncio.sleep(rng.uniform(0.2, 0.6))  # events stream in
@@ -233,22 +268,10 @@ def test_no_acknowledged_event_is_lost_to_daemon_kills_and_framework_faults(
                         await framework.start()
                     await daemon_up()
                 # quiet: no more faults; the platform stops sending, the daemon catches up
-                stop_streams.set()
-                await asyncio.wait_for(asyncio.gather(*tasks), 60)
-                wanted = ({(c, s) for _, c, s in platform.messages()} | set(wh_acked))
-                await until(lambda: wanted <= set(framework.delivered()), 60, lambda: (
-                    f"the rest: missing {sorted(wanted - set(framework.delivered()))[:20]}\n"
-                    f"{daemon.tail()}"))
-                assert await daemon.stop(signal.SIGTERM) == 0, daemon.tail()
+                await catch_up(platform, framework, daemon, tasks, stop_streams, wh_acked)
                 note_saved_seq()
         finally:
-            stop_streams.set()
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            await daemon.kill()
-            await framework.kill()
-            await platform.close()
+            await tear_down(platform, framework, daemon, tasks, stop_streams)
         return framework.delivered()
 
     delivered = asyncio.run(asyncio.wait_for(main(), 240))

@@ -46,6 +46,8 @@ from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore
 from gensokyo_idmap.store.lmdb_outbox import LmdbOutboxStore
 from gensokyo_idmap.store.serve_lock import LOCK_NAME
 
+from ..lmdb_pages import walk_pages
+
 APP = "102000001"
 RUNNER = Path(__file__).with_name("command_runner.py")
 SCRIPT = Path(sys.executable).parent / "gensokyo-idmap"
@@ -135,13 +137,16 @@ def _truncate(size: Callable[[int], int]) -> Callable[[Path], None]:
     return damage
 
 
+#: A file may end before its last page (pages a commit freed again are never written), so
+#: "truncated" cuts at or below the last page a tree reaches, which LMDB would read.
 DAMAGES: dict[str, Callable[[Path], None]] = {
     "missing": lambda path: path.unlink(),
     "empty": _truncate(lambda size: 0),
     "truncated-100": _truncate(lambda size: 100),
     "truncated-5000": _truncate(lambda size: 5000),
     "truncated-to-metas": _truncate(lambda size: 2 * PAGE),
-    "truncated-last-page": _truncate(lambda size: size - PAGE),
+    "truncated-last-page-in-use": lambda path: os.truncate(path,
+                                                           max(walk_pages(path)[0]) * PAGE),
     "meta0-random": lambda path: _scribble(path, lambda n: [0], 1),
     "meta1-random": lambda path: _scribble(path, lambda n: [1], 2),
     "main-root-random": lambda path: _scribble(path, lambda n: [_root_of(path, None)], 3),
@@ -203,40 +208,43 @@ class Outcome:
     tmp: Path
 
 
-def _prepare(used_dir: Path, root: Path, store: str, damage: str, command: str
-             ) -> tuple[dict[str, Any], Path]:
-    tmp = root / _case_id(store, damage, command)
-    data_dir = tmp / "data"
-    shutil.copytree(used_dir, data_dir)
-    DAMAGES[damage](data_dir / store)
+def command_job(job_id: str, tmp: Path, data_dir: Path, args: tuple[str, ...],
+                **fill: str) -> dict[str, Any]:
+    """The runner's job of one command on ``data_dir`` (``{tmp}`` and ``fill`` filled into
+    its arguments); ``tmp`` gets the config ``serve`` reads."""
     (tmp / "config.yml").write_text(
         f'bot:\n  app_id: "{APP}"\nidmap:\n  data_dir: {data_dir}\napi:\n  listen: ""\n'
         "log:\n  level: info\n", encoding="utf-8")
-    args = [a.format(tmp=tmp) for a in COMMANDS[command].args]
-    job = {"id": _case_id(store, damage, command), "cwd": str(tmp),
-           "args": ["--data-dir", str(data_dir), *args],
-           "stop_on": "[app] ready" if command == "serve" else None}
-    return job, data_dir
+    return {"id": job_id, "cwd": str(tmp),
+            "args": ["--data-dir", str(data_dir), *(a.format(tmp=tmp, **fill) for a in args)],
+            "stop_on": "[app] ready" if "serve" in args else None}
 
 
-@pytest.fixture(scope="module")
-def outcomes(used_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Outcome]:
-    """Every case, run by one runner process (a fork per case)."""
-    root = tmp_path_factory.mktemp("cases")
-    jobs, dirs, before = [], {}, {}
-    for store, damage, command in CASES:
-        job, data_dir = _prepare(used_dir, root, store, damage, command)
-        jobs.append(job)
-        dirs[job["id"]] = data_dir
-        before[job["id"]] = snapshot(data_dir)
+def run_commands(jobs: list[dict[str, Any]], dirs: dict[str, Path]) -> dict[str, Outcome]:
+    """Every job, run by one runner process (a fork each); ``dirs``: each job's data dir."""
+    before = {job_id: snapshot(data_dir) for job_id, data_dir in dirs.items()}
     env = {k: v for k, v in os.environ.items() if not k.startswith("GSK_")}
     done = subprocess.run([sys.executable, str(RUNNER)], input=json.dumps(jobs),
                           capture_output=True, text=True, timeout=600, env=env, check=False)
     assert done.returncode == 0, done.stderr
     results = json.loads(done.stdout)
-    return {case: Outcome(r["returncode"], r["stdout"], r["stderr"], before[case],
-                          snapshot(dirs[case]), dirs[case].parent)
-            for case, r in results.items()}
+    return {job_id: Outcome(r["returncode"], r["stdout"], r["stderr"], before[job_id],
+                            snapshot(dirs[job_id]), dirs[job_id].parent)
+            for job_id, r in results.items()}
+
+
+@pytest.fixture(scope="module")
+def outcomes(used_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Outcome]:
+    """Every case on a copy of the used data dir with its damage."""
+    root = tmp_path_factory.mktemp("cases")
+    jobs, dirs = [], {}
+    for store, damage, command in CASES:
+        case = _case_id(store, damage, command)
+        dirs[case] = data_dir = root / case / "data"
+        shutil.copytree(used_dir, data_dir)
+        DAMAGES[damage](data_dir / store)
+        jobs.append(command_job(case, data_dir.parent, data_dir, COMMANDS[command].args))
+    return run_commands(jobs, dirs)
 
 
 def _unchanged_except_other_locks(outcome: Outcome, store: str) -> None:
