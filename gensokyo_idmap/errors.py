@@ -8,6 +8,7 @@ carries the OneBot ``retcode``, the HTTP status and the CLI exit code that fit i
     ├── NotFoundError               retcode 100  http 404  exit 1   nothing stored under that name
     │   └── NoUsableIdentityError   retcode 100  http 404  exit 1   a vUIN exists, no identity fits
     ├── ConflictError               retcode 100  http 409  exit 1   request contradicts the store
+    ├── NotConfiguredError          retcode 100  http 503  exit 1   a needed setting is unset
     ├── StoreError                  retcode 102  http 503  exit 1   the store cannot serve
     │   ├── UnreachableError        retcode 102  http 503  exit 1   its server does not answer now
     │   ├── SchemaVersionError      retcode 102  http 503  exit 1   the file is from a newer version
@@ -31,6 +32,7 @@ __all__ = [
     "IdmapError",
     "LegacyDbError",
     "NoUsableIdentityError",
+    "NotConfiguredError",
     "NotFoundError",
     "PlatformError",
     "SchemaVersionError",
@@ -93,6 +95,19 @@ class ConflictError(IdmapError):
 
     http_status = 409
     code = "conflict"
+
+
+class NotConfiguredError(IdmapError):
+    """What was asked needs a setting the operator has not given (``bot.secret``): not the
+    caller's fault, and no retry helps until the config is completed and the daemon
+    restarted. ``setting`` names the key; its value is never part of the message."""
+
+    http_status = 503
+    code = "not_configured"
+
+    def __init__(self, setting: str, reason: str) -> None:
+        super().__init__(f"{setting}: {reason}")
+        self.setting = setting
 
 
 class StoreError(IdmapError):

@@ -39,7 +39,7 @@ import structlog
 from aiohttp import web
 
 from gensokyo_idmap import counters
-from gensokyo_idmap.errors import BadInputError, IdmapError
+from gensokyo_idmap.errors import BadInputError, IdmapError, NotConfiguredError
 from gensokyo_idmap.qq.events import QQEvent, parse_dispatch, parse_envelope
 from gensokyo_idmap.qq.signing import (
     DEFAULT_MAX_AGE_SECONDS,
@@ -146,8 +146,8 @@ class WebhookReceiver:
                 APPID_HEADER, appid, "is not this bot's AppID (bot.app_id): the callback "
                 "is meant for another bot"))
         if self.key is None:
-            return self._refuse(401, BadInputError(
-                "bot.secret", "<unset>", "not configured: callbacks cannot be verified"))
+            return self._refuse(401, NotConfiguredError(
+                "bot.secret", "not configured: callbacks cannot be verified"))
         timestamp = request.headers.get(TIMESTAMP_HEADER)
         signature = request.headers.get(SIGNATURE_HEADER)
         envelope = None
