@@ -5,6 +5,11 @@
 ``refresh_margin`` seconds left (the platform hands out a new one only in the last 60 s);
 :meth:`invalidate` drops it after a 401 or a gateway close 4004. Concurrent callers share
 one request. Neither the secret nor the token ever appears in a log line or an error.
+
+The daemon does not wait for its first reply to find out that the secret is wrong or the
+platform out of reach: :meth:`AccessTokenManager.keep_fresh` fetches a token at start and
+again before each one expires, retrying a failure with backoff, and
+:attr:`~AccessTokenManager.failure` says why the last attempt failed (``/readyz``).
 """
 
 from __future__ import annotations
@@ -57,6 +62,10 @@ class AccessTokenManager:
         self._expires_at = 0.0
         self._inflight: asyncio.Task[str] | None = None
         self.fetches = 0
+        #: whether a token was ever obtained; why the last attempt failed (None after one
+        #: that did not): what readiness reports, never the secret
+        self.obtained = False
+        self.failure: str | None = None
 
     def __repr__(self) -> str:
         return f"AccessTokenManager(app_id={self.app_id!r}, token_url={self.token_url!r})"
@@ -83,7 +92,37 @@ class AccessTokenManager:
         self._token = None
         self._expires_at = 0.0
 
+    async def keep_fresh(self, first_delay: float = 1.0, max_delay: float = 60.0) -> None:
+        """Hold a valid token until cancelled: fetch one now, and a new one once it enters
+        the refresh margin (looking at least every ``max_delay``); a failure is logged and
+        tried again after ``first_delay``, doubling up to ``max_delay`` (the platform may
+        be down, or the secret wrong: the operator sees which in the log and ``/readyz``)."""
+        delay = first_delay
+        while True:
+            try:
+                await self.get()
+            except PlatformError as err:
+                log.warning("[qq] access token not obtained", reason=err.message,
+                            retry_in=delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, max_delay)
+                continue
+            delay = first_delay
+            # looks again at least every max_delay: a get() of a valid token is free
+            await asyncio.sleep(min(max(self._expires_at - self._margin - self._clock(),
+                                        first_delay), max_delay))
+
     async def _fetch(self) -> str:
+        try:
+            token = await self._request()
+        except PlatformError as err:
+            self.failure = err.message
+            raise
+        self.obtained = True
+        self.failure = None
+        return token
+
+    async def _request(self) -> str:
         self.fetches += 1
         body = {"appId": self.app_id, "clientSecret": self._secret}
         try:

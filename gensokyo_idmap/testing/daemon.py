@@ -29,6 +29,9 @@ __all__ = ["DaemonProcess", "daemon_command", "daemon_config", "running_daemon",
 #: OneBot settings for tests: no heartbeat noise among the events, quick reconnects.
 TEST_ONEBOT: Mapping[str, Any] = {"heartbeat_interval_seconds": 60,
                                   "reconnect_interval_seconds": 0.1}
+#: ``qq.token_url`` of a daemon given no platform: the discard port of loopback, where
+#: nothing listens (a refusal at once, never a request to the real platform).
+NO_PLATFORM_TOKEN_URL = "http://127.0.0.1:9/app/getAppAccessToken"
 
 
 def daemon_config(data_dir: Path, *, platform: EmulatedPlatform | None = None,
@@ -38,8 +41,9 @@ def daemon_config(data_dir: Path, *, platform: EmulatedPlatform | None = None,
     """A daemon config (the dict a config file holds) for a test on loopback.
 
     ``platform``: take the gateway, token and OpenAPI from this emulated platform (else the
-    gateway is off). ``webhook`` / ``api``: their ``host:port`` (empty: off; the API is off
-    by default so no test takes its well-known port). ``onebot``: that section, over
+    gateway is off, and the token is asked of :data:`NO_PLATFORM_TOKEN_URL`). ``webhook`` /
+    ``api``: their ``host:port`` (empty: off; the API is off by default so no test takes
+    its well-known port). ``onebot``: that section, over
     :data:`TEST_ONEBOT`. Any other section (``idmap={"map_size_mb": 1}``) is merged in.
     """
     config: dict[str, Any] = {
@@ -50,8 +54,10 @@ def daemon_config(data_dir: Path, *, platform: EmulatedPlatform | None = None,
         "api": {"listen": api},
         "log": {"level": log_level},
     }
-    if platform is not None:
-        config["qq"] = platform.qq_config()
+    # without a platform, the token endpoint is a closed port on loopback: the daemon asks
+    # for a token at start (a wrong secret shows then), and a test never reaches out
+    config["qq"] = (platform.qq_config() if platform is not None
+                    else {"token_url": NO_PLATFORM_TOKEN_URL})
     for name, section in sections.items():
         config.setdefault(name, {}).update(section)
     return config

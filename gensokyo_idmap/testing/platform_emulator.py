@@ -132,6 +132,9 @@ class EmulatedPlatform:
         self.next_close_code: int | None = None
         self.interaction_acks: list[tuple[str, Any, str | None]] = []
         self.reject_next_token: bool = False
+        # set: Identify and Resume are answered; cleared by hold_sessions()
+        self._sessions_open = asyncio.Event()
+        self._sessions_open.set()
         self.server: TestServer | None = None
         self.api_calls: list[tuple[str, str, Any]] = []  # (method, path, JSON body)
         self.fail_next: list[tuple[int, dict[str, Any]]] = []
@@ -321,6 +324,15 @@ class EmulatedPlatform:
                                                           "max_concurrency": 1}})
 
     # gateway
+    def hold_sessions(self) -> None:
+        """From now on a connection gets its Hello, but its Identify or Resume waits
+        unanswered until :meth:`release_sessions`: a platform slow to establish sessions
+        (the daemon is connected to a socket, not yet to a session)."""
+        self._sessions_open.clear()
+
+    def release_sessions(self) -> None:
+        self._sessions_open.set()
+
     async def gateway(self, request: web.Request) -> web.WebSocketResponse:
         ws = web.WebSocketResponse()
         await ws.prepare(request)
@@ -331,6 +343,8 @@ class EmulatedPlatform:
                 continue
             frame = json.loads(message.data)
             op, d = frame.get("op"), frame.get("d")
+            if op in (2, 6):
+                await self._sessions_open.wait()
             if op == 1:
                 self.heartbeats.append(d)
                 await ws.send_json({"op": 11})

@@ -91,6 +91,31 @@ def test_drop_resumes_and_replays_what_was_missed(tmp_path: Path) -> None:
     run_with(tmp_path, scenario)
 
 
+def test_connected_is_true_from_ready_or_resumed_until_the_connection_ends(
+        tmp_path: Path) -> None:
+    """What readiness reports: a session on an open connection, not a socket alone."""
+
+    async def scenario(platform: EmulatedPlatform, make: Callable[[], GatewayClient],
+                       events: list[QQEvent]) -> None:
+        client = make()
+        assert not client.connected
+        async with ClientSession() as session:
+            task = asyncio.create_task(client.run(session))
+            await until(lambda: client.connected, TIMEOUT, "READY")
+            platform.hold_sessions()
+            await platform.drop(4009)
+            await until(lambda: len(platform.sockets) == 2, TIMEOUT, "the reconnection")
+            assert not client.connected  # a socket, no session yet
+            platform.release_sessions()
+            await until(lambda: client.connected, TIMEOUT, "RESUMED")
+            assert client.resumes == 1
+            await client.close()
+            await task
+        assert not client.connected
+
+    run_with(tmp_path, scenario)
+
+
 def test_restart_of_the_daemon_resumes_the_saved_session(tmp_path: Path) -> None:
     async def scenario(platform: EmulatedPlatform, make: Callable[[], GatewayClient],
                        events: list[QQEvent]) -> None:
@@ -390,6 +415,7 @@ def test_a_failed_batch_pauses_reading_until_the_backends_answer(tmp_path: Path)
             async with connected(client):
                 await platform.push("GROUP_AT_MESSAGE_CREATE", group_message(1))
                 await until(lambda: len(probes) >= 5, TIMEOUT, "the paused client asking")
+                assert client.paused  # what /readyz reports meanwhile
                 beats = len(platform.heartbeats)
                 await platform.push("GROUP_AT_MESSAGE_CREATE", group_message(2))
                 await until(lambda: len(platform.heartbeats) > beats, TIMEOUT, "a heartbeat")
@@ -399,7 +425,7 @@ def test_a_failed_batch_pauses_reading_until_the_backends_answer(tmp_path: Path)
                 await until(lambda: len(messages(events)) == 2, TIMEOUT, "the replay")
         assert messages(events) == ["m1", "m2"]
         assert len(platform.resumes) == 1 and len(platform.identifies) == 1
-        assert client.pauses == 1
+        assert client.pauses == 1 and not client.paused
         names = [e["event"] for e in logs]
         assert names.count(PAUSED) == 1 and names.count("[qq] gateway resumes reading") == 1
 

@@ -109,3 +109,52 @@ def test_unreachable_endpoint_is_a_platform_error(clock: FakeClock) -> None:
                 await manager.get()
 
     asyncio.run(main())
+
+
+def test_keep_fresh_retries_a_refusal_and_says_why_until_a_token_comes(
+        clock: FakeClock) -> None:
+    endpoint = TokenEndpoint()
+    endpoint.refuse = True
+
+    async def scenario(manager: AccessTokenManager) -> None:
+        assert (manager.obtained, manager.failure) == (False, None)  # not asked yet
+        keeper = asyncio.create_task(manager.keep_fresh(first_delay=0.01, max_delay=0.02))
+        try:
+            while endpoint.calls < 2:  # refused, and asked again
+                await asyncio.sleep(0.01)
+            assert not manager.obtained
+            assert manager.failure is not None and "100016" in manager.failure
+            assert SECRET not in manager.failure
+            endpoint.refuse = False
+            while not manager.obtained:
+                await asyncio.sleep(0.01)
+            assert manager.failure is None
+            calls = endpoint.calls
+            await asyncio.sleep(0.05)  # a valid token: the keeper waits for its margin
+            assert endpoint.calls == calls
+        finally:
+            keeper.cancel()
+            await asyncio.gather(keeper, return_exceptions=True)
+
+    with_manager(endpoint, clock, scenario)
+
+
+def test_keep_fresh_fetches_again_once_the_token_enters_its_margin(clock: FakeClock) -> None:
+    endpoint = TokenEndpoint(expires_in="60")  # 60 s, margin 50: due for refresh in 10 s
+
+    async def scenario(manager: AccessTokenManager) -> None:
+        keeper = asyncio.create_task(manager.keep_fresh(first_delay=0.01, max_delay=0.02))
+        try:
+            while not manager.obtained:
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.05)
+            assert endpoint.calls == 1  # still valid: looked at, not fetched
+            clock.advance(11)  # in the margin now
+            while endpoint.calls < 2:
+                await asyncio.sleep(0.01)
+            assert await manager.get() == "T2"
+        finally:
+            keeper.cancel()
+            await asyncio.gather(keeper, return_exceptions=True)
+
+    with_manager(endpoint, clock, scenario)
