@@ -120,7 +120,7 @@ class Daemon:
             listeners.append(f"onebot http api http://{config.onebot.http_api}/")
         if self.identity_api is not None:
             listeners.append(f"identity api http://{config.api.listen}/ "
-                             "(/v1, /getid, /healthz, /metrics, console /ui/)")
+                             "(/v1, /getid, /healthz, /readyz, /metrics, console /ui/)")
         if self.gateway is not None:
             listeners.append(f"qq gateway via {config.qq.api_base}/gateway/bot")
         listeners += [f"reverse ws {c.url}" for c in self.clients]
@@ -199,7 +199,9 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
     services.push_async_callback(_stop_periodic, sweeper, stop)
     trimmer = asyncio.create_task(run_trimmer(stop))
     services.push_async_callback(_stop_periodic, trimmer, stop)
-    watch = LinkWatch(outbox)
+    watch = LinkWatch(outbox, app_id=bool(config.bot.app_id),
+                      secret=bool(config.bot.secret.get_secret_value()),
+                      gateway_wanted=config.qq.gateway)
     identity_api = (await _start_api(config, graph, msgids, outbox_store,
                                      _server_checks(config, graph, msgids, services), watch,
                                      plan)
@@ -207,6 +209,10 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
     if identity_api is not None:
         intake.push_async_callback(identity_api.cleanup)
     platform = _platform_client(config, services)
+    if platform is not None:  # a wrong secret shows now, not at the first reply (/readyz)
+        watch.tokens = platform.tokens
+        keeper = asyncio.create_task(platform.tokens.keep_fresh())
+        services.push_async_callback(_cancel, keeper)  # before its HTTP client closes
     actions = ActionService(OutboundSender(
         graph, msgids, None if platform is None else platform.openapi, OutboundSettings(
         app_id=config.bot.app_id, self_id=config.self_id,

@@ -27,7 +27,15 @@ import structlog
 from structlog.testing import capture_logs
 
 from gensokyo_idmap.app import run_daemon
-from gensokyo_idmap.config import ApiConfig, BotConfig, Config, IdmapConfig, LogConfig, load_config
+from gensokyo_idmap.config import (
+    ApiConfig,
+    BotConfig,
+    Config,
+    IdmapConfig,
+    LogConfig,
+    QQConfig,
+    load_config,
+)
 from gensokyo_idmap.errors import SchemaVersionError, StoreError
 from gensokyo_idmap.identity import OpenId
 from gensokyo_idmap.logging import configure_logging
@@ -36,6 +44,7 @@ from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
 from migrate.startup import migrate_if_found
 
 from gensokyo_idmap.testing import free_port, until
+from gensokyo_idmap.testing.daemon import NO_PLATFORM_TOKEN_URL
 
 APP_ID = "102000001"
 OPENID = "9F3A0C55E1B24D7A8C6E0F1D2B3A4C5D"
@@ -56,6 +65,8 @@ def make_config(data_dir: Path) -> Config:
     daemon someone runs on this machine)."""
     return Config(
         bot=BotConfig(app_id=APP_ID, secret=SECRET),  # type: ignore[arg-type]
+        # the token is asked for at start: of a closed port here, never the real platform
+        qq=QQConfig(token_url=NO_PLATFORM_TOKEN_URL),
         idmap=IdmapConfig(data_dir=data_dir, map_size_mb=1),
         api=ApiConfig(listen=f"127.0.0.1:{free_port()}"),
         log=LogConfig(level="debug", format="json"),
@@ -87,7 +98,8 @@ def run_until_ready_then_stop(config: Config) -> list[dict[str, Any]]:
             assert not task.done()
             stop.set()
             await asyncio.wait_for(task, TIMEOUT)
-        return logs
+        # no platform here: the token refused by its closed port is not what these look at
+        return [entry for entry in logs if entry["event"] != "[qq] access token not obtained"]
 
     return asyncio.run(scenario())
 
@@ -193,6 +205,7 @@ def test_framework_urls_are_logged_without_their_credentials(tmp_path: Path) -> 
     closed = free_port()  # nothing listens: the reverse WS logs its failed attempts
     config = Config.model_validate({
         "bot": {"app_id": APP_ID, "secret": SECRET},
+        "qq": {"token_url": NO_PLATFORM_TOKEN_URL},
         "idmap": {"data_dir": str(tmp_path / "data"), "map_size_mb": 1},
         "api": {"listen": ""},
         "onebot": {"reverse_ws": [f"ws://user:{SECRET}@127.0.0.1:{closed}/ws",
@@ -302,6 +315,7 @@ def test_serve_process_ready_then_signal(tmp_path: Path, sig: signal.Signals, fm
     config_file = tmp_path / "config.yml"
     config_file.write_text(
         f'bot:\n  app_id: "{APP_ID}"\n  secret: "{SECRET}"\n'
+        f"qq:\n  token_url: {NO_PLATFORM_TOKEN_URL}\n"
         f"idmap:\n  data_dir: {data_dir}\n  map_size_mb: 1\n"
         f"log:\n  level: debug\n  format: {fmt}\n",
         encoding="utf-8",
@@ -354,6 +368,7 @@ def test_a_second_serve_on_one_data_dir_is_refused_and_readers_work_beside_it(
     config_file = tmp_path / "config.yml"
     config_file.write_text(
         f'bot:\n  app_id: "{APP_ID}"\n  secret: "{SECRET}"\n'
+        f"qq:\n  token_url: {NO_PLATFORM_TOKEN_URL}\n"
         f'idmap:\n  data_dir: {data_dir}\n  map_size_mb: 1\napi:\n  listen: ""\n',
         encoding="utf-8")
 

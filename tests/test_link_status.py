@@ -15,6 +15,7 @@ from gensokyo_idmap.bridge.outbox import Backlog, Outbox
 from gensokyo_idmap.link_status import LinkWatch
 from gensokyo_idmap.onebot.forward_ws import ForwardWsServer
 from gensokyo_idmap.onebot.reverse_ws import ReverseWsClient
+from gensokyo_idmap.readiness import PlatformReadiness
 from gensokyo_idmap.store.lmdb_outbox import LmdbOutboxStore
 from gensokyo_idmap.testing import until
 
@@ -33,6 +34,7 @@ def test_frameworks_with_what_they_are_owed(tmp_path: Path) -> None:
             watch.clients, watch.forward = [client], forward
             view = watch()
             assert view.gateway is None and view.last_webhook is None
+            assert view.platform == PlatformReadiness(app_id=False, secret=False)
             reverse, nobody = view.frameworks
             assert (reverse.transport, reverse.connected, reverse.durable) == (
                 "reverse_ws", False, 1)

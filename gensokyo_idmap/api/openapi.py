@@ -15,6 +15,13 @@ _VUIN = {"type": "integer", "minimum": 1, "maximum": 2**63 - 1}
 _VUIN_INPUT = {"oneOf": [_VUIN, {"type": "string", "description": "decimal digits"}]}
 _ERROR = {"$ref": "#/components/schemas/Error"}
 _LEGACY_ERROR = {"$ref": "#/components/schemas/LegacyError"}
+_READINESS: dict[str, Any] = {
+    "type": "object", "required": ["ready", "missing"],
+    "properties": {"ready": {"type": "boolean"},
+                   "missing": {"type": "array", "items": {"type": "string"},
+                               "description": "what the daemon lacks, one reason each "
+                                              "(a setting, the token, the gateway, a "
+                                              "store or server); no secret"}}}
 
 
 def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
@@ -186,6 +193,12 @@ def openapi_document() -> dict[str, Any]:
             "/healthz": {"get": {"summary": "Stores writable, servers answering", "responses": {
                 "204": {"description": "healthy"},
                 "503": _json(_ERROR, "unhealthy: the reason")}}},
+            "/readyz": {"get": {
+                "summary": "Able to do its job: configured, token obtained, gateway "
+                           "connected (qq.gateway), stores and servers working",
+                "responses": {
+                    "200": _json(_READINESS, "ready (missing is empty)"),
+                    "503": _json(_READINESS, "not ready: missing names each reason")}}},
             "/metrics": {"get": {"summary": "Prometheus metrics", "responses": {"200": {
                 "description": "Prometheus text format",
                 "content": {"text/plain": {"schema": {"type": "string"}}}}}}},

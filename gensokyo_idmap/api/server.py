@@ -13,7 +13,7 @@ Routes (documented in ``/openapi.json``)::
     GET  /v1/msgids?real_id=…      the virtual id of a real message id
     GET  /v1/stats                 counts per table of both stores
     GET  /getid?type=N&…           the Go daemon's API (getid.py)
-    GET  /healthz  /metrics  /openapi.json
+    GET  /healthz  /readyz  /metrics  /openapi.json
     /ui/…                          the operator console (console/pages.py)
 
 Errors of ``/v1`` are ``{"error": {"code", "message"}}`` with the error class's HTTP status
@@ -29,6 +29,10 @@ for ``/v1`` writes a JSON body sent as ``application/json`` (415). The console's
 form-encoded: their own CSRF token and the Origin check guard them. ``/healthz``,
 ``/metrics`` and ``/openapi.json`` answer any ``Host``: monitoring dials by name, and they
 say nothing about anyone.
+
+``/healthz`` is liveness (the stores and their servers work); ``/readyz`` is readiness: 200
+``{"ready": true, "missing": []}`` once the daemon can do its job, else 503 naming each
+missing part (:mod:`gensokyo_idmap.readiness`).
 """
 
 from __future__ import annotations
@@ -66,6 +70,7 @@ from gensokyo_idmap.identity import (
 )
 from gensokyo_idmap.idmap import IdentityGraph, openid_of_app
 from gensokyo_idmap.msgid import MessageIds, check_virtual_id
+from gensokyo_idmap.readiness import missing
 from gensokyo_idmap.recency import chat_recency
 from gensokyo_idmap.reports import (
     bind_data,
@@ -84,7 +89,7 @@ log = structlog.get_logger("gensokyo_idmap.api")
 MAX_RESOLVE_KEYS = 64
 _Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 #: Routes anyone who reaches the listener may call, under any Host (access.py).
-_OPEN_ROUTES = frozenset({"/healthz", "/metrics", "/openapi.json"})
+_OPEN_ROUTES = frozenset({"/healthz", "/readyz", "/metrics", "/openapi.json"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +160,8 @@ class ApiServer:
                 *([outbox] if outbox is not None else []))
             if not any(store is other for other in served)]
         self._servers = [check for _, check in servers]
+        self.link = link
+        self._last_missing: list[str] = []
         self.legacy = LegacyIdmap(graph, settings.app_id, msgids)
         self.access = AccessPolicy(settings.token, settings.getid_allow)
         self.proxies = TrustedProxies(settings.trusted_proxies)
@@ -183,6 +190,7 @@ class ApiServer:
             web.get("/v1/stats", v1(self.stats)),
             web.get("/getid", self.getid),
             web.get("/healthz", self.healthz),
+            web.get("/readyz", self.readyz),
             web.get("/metrics", self.metrics),
             web.get("/openapi.json", self.openapi),
         ]
@@ -362,6 +370,28 @@ class ApiServer:
             log.warning("[api] healthz failed", reasons=found)
             return _error(503, "unhealthy", "; ".join(found))
         return web.Response(status=204)
+
+    async def missing(self) -> list[str]:
+        """What the daemon lacks to do its job now (:func:`gensokyo_idmap.readiness.missing`):
+        the platform side as the daemon's link reports it, then what ``/healthz`` finds.
+        A change is logged once, not at every probe."""
+        platform = self.link().platform if self.link is not None else None
+        found = missing(platform, problems(self._health_sources)
+                        + await server_problems(self._servers))
+        if found != self._last_missing:
+            if found:
+                log.warning("[api] not ready", missing=found)
+            else:
+                log.info("[api] ready")
+            self._last_missing = found
+        return found
+
+    async def readyz(self, request: web.Request) -> web.Response:
+        """200 when the daemon can do its job, else 503 naming what is missing; either way
+        ``{"ready", "missing": [reasons]}``. Writes nothing, says no secret."""
+        found = await self.missing()
+        return web.json_response({"ready": not found, "missing": found},
+                                 status=503 if found else 200)
 
     async def metrics(self, request: web.Request) -> web.Response:
         started = time.perf_counter()

@@ -13,6 +13,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from gensokyo_idmap.api.console.status import LinkStatus
 from gensokyo_idmap.api.server import ApiServer, ApiSettings
 from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.msgid import MsgIdMap
@@ -70,10 +71,11 @@ def serve_api(graph: IdentityGraph, msgids: MsgIdMap, identity_db_path: Path,
               msgid_db_path: Path) -> ServeApi:
     @asynccontextmanager
     async def serving(app_id: str = APP_ID, token: str = "", getid_allow: tuple[str, ...] = (),
-                      allowed_hosts: tuple[str, ...] = ()) -> AsyncIterator[Client]:
+                      allowed_hosts: tuple[str, ...] = (),
+                      link: LinkStatus | None = None) -> AsyncIterator[Client]:
         server = ApiServer(graph, msgids, ApiSettings(
             app_id=app_id, identity_path=identity_db_path, msgid_path=msgid_db_path,
-            token=token, getid_allow=getid_allow, allowed_hosts=allowed_hosts))
+            token=token, getid_allow=getid_allow, allowed_hosts=allowed_hosts), link=link)
         runner = web.AppRunner(server.application(), access_log=None)
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0)

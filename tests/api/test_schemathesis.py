@@ -151,7 +151,7 @@ def serve_in_thread(application: Served) -> Iterator[str]:
 
 
 ADMISSION = Admission(["idmap.test"])
-OPEN_ROUTES = ("/healthz", "/metrics", "/openapi.json")
+OPEN_ROUTES = ("/healthz", "/readyz", "/metrics", "/openapi.json")
 
 
 def _admitted_as_the_rules_say(case: Any, response: schemathesis.Response, *, guarded: bool,

@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from gensokyo_idmap.api.console.status import LinkView
 from gensokyo_idmap.identity import OpenId, RUin
 from gensokyo_idmap.msgid import MsgContext
+from gensokyo_idmap.readiness import PlatformReadiness
 
 from ..conftest import FakeClock
 from gensokyo_idmap.testing.loopback import raw_request
@@ -208,6 +210,38 @@ def test_healthz_204_then_503_when_a_store_is_closed(serve_api: ServeApi, msgid_
     scenario(serve_api, body)
 
 
+def test_readyz_names_what_is_missing_and_is_200_once_nothing_is(
+        serve_api: ServeApi, msgid_store: Any) -> None:
+    """Liveness and readiness differ: a daemon without bot.secret is alive (``/healthz``
+    204) but not ready; with everything there, 200; a store that fails is named too."""
+    platform = [PlatformReadiness(app_id=True, secret=False, webhook=True)]
+
+    def link() -> LinkView:
+        return LinkView(webhook=True, platform=platform[0])
+
+    async def body(c: Any) -> None:
+        assert await c.get("/healthz") == (204, None)
+        status, answer = await c.get("/readyz")
+        assert status == 503 and answer["ready"] is False
+        assert len(answer["missing"]) == 1 and "bot.secret" in answer["missing"][0]
+        platform[0] = PlatformReadiness(app_id=True, secret=True, token_obtained=True,
+                                        webhook=True)
+        assert await c.get("/readyz") == (200, {"ready": True, "missing": []})
+        msgid_store.close()
+        status, answer = await c.get("/readyz")
+        assert status == 503 and [reason.split(":")[0] for reason in answer["missing"]] == [
+            msgid_store.path.name]
+
+    scenario(serve_api, body, link=link)
+
+
+def test_readyz_without_a_link_judges_the_stores_alone(serve_api: ServeApi) -> None:
+    async def body(c: Any) -> None:
+        assert await c.get("/readyz") == (200, {"ready": True, "missing": []})
+
+    scenario(serve_api, body)
+
+
 def test_healthz_writes_nothing(serve_api: ServeApi, graph: Any, msgids: Any) -> None:
     """It used to commit a write to each store (and fsync) per call: now no transaction is
     committed and no file changes, however often it is asked."""
@@ -275,7 +309,7 @@ def test_openapi_document_names_every_route(serve_api: ServeApi) -> None:
         assert documented == {"/v1/resolve", "/v1/identity", "/v1/vuins/{vuin}",
                               "/v1/vuins/{vuin}/pick", "/v1/bind", "/v1/rebind",
                               "/v1/msgids/{virtual_id}", "/v1/msgids", "/v1/stats", "/getid",
-                              "/healthz", "/metrics", "/openapi.json"}
+                              "/healthz", "/readyz", "/metrics", "/openapi.json"}
         served = {route.path for route in c.server.routes()}
         assert served == documented
 

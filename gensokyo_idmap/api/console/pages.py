@@ -327,10 +327,12 @@ class Console:
         stores, store_error = await self._stores()
         problems = self.tail.problems_since(now - HOUR)
         totals = _totals()
+        missing = await self.api.missing()  # what /readyz answers
         return {
             "version": __version__,
             "started": self.started,
             "uptime_seconds": round(now - self.started),
+            "readiness": {"ready": not missing, "missing": missing},
             "link": {
                 "gateway": None if link.gateway is None else {
                     "session_id": link.gateway.session_id, "seq": link.gateway.seq,

@@ -11,6 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeAlias
 
+from gensokyo_idmap.readiness import PlatformReadiness
+
 __all__ = ["FrameworkLink", "GatewayLink", "LinkStatus", "LinkView", "WebhookEvent"]
 
 
@@ -48,6 +50,8 @@ class LinkView:
     webhook: bool = False
     last_webhook: WebhookEvent | None = None
     frameworks: tuple[FrameworkLink, ...] = field(default_factory=tuple)
+    #: the platform side as ``/readyz`` judges it (None: not known, nothing said of it)
+    platform: PlatformReadiness | None = None
 
 
 #: Called for each overview: what the daemon's platform link and frameworks look like now.

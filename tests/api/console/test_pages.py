@@ -22,6 +22,7 @@ from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.logging import configure_logging
 from gensokyo_idmap.logtail import TAIL
 from gensokyo_idmap.msgid import MsgContext, MsgIdMap
+from gensokyo_idmap.readiness import PlatformReadiness
 
 from ...conftest import run
 from ..conftest import ALICE, APP_ID, BOB, GROUP
@@ -120,6 +121,26 @@ def test_overview_shows_stores_link_frameworks_and_counts(serve_console: ServeCo
         assert resp.content_type == "image/svg+xml" and svg.startswith("<svg")
 
     scenario(serve_console, body, link=lambda: view)
+
+
+def test_overview_shows_readiness_as_readyz_answers(serve_console: ServeConsole) -> None:
+    platform = [PlatformReadiness(app_id=True, secret=False, webhook=True)]
+
+    async def body(browser: Browser) -> None:
+        status, page, _ = await browser.get("/ui/")
+        assert re.search(r'id="ready"[^>]*>no<', page)
+        assert "bot.secret not set" in page
+        overview = json.loads((await browser.get("/ui/overview.json"))[1])
+        assert overview["readiness"]["ready"] is False
+        assert overview["readiness"]["missing"] == (await browser.server.missing())
+        platform[0] = PlatformReadiness(app_id=True, secret=True, token_obtained=True,
+                                        webhook=True)
+        status, page, _ = await browser.get("/ui/")
+        assert re.search(r'id="ready"[^>]*>yes<', page) and "bot.secret" not in page
+        overview = json.loads((await browser.get("/ui/overview.json"))[1])
+        assert overview["readiness"] == {"ready": True, "missing": []}
+
+    scenario(serve_console, body, link=lambda: LinkView(webhook=True, platform=platform[0]))
 
 
 def test_errors_of_the_last_hour_come_from_the_log(serve_console: ServeConsole,
