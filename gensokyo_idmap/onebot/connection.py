@@ -72,13 +72,22 @@ def abort(ws: Any) -> None:
         transport.abort()  # also when closing: it may be waiting for its buffer to drain
 
 
-async def _close_socket(ws: _Socket, code: int, patience: float) -> None:
-    """Close with ``code``; drop the connection if the peer has not answered in time."""
+async def _close_socket(ws: _Socket, code: int, patience: float,
+                        stop: asyncio.Event | None = None) -> None:
+    """Close with ``code``; drop the connection if the peer has not answered in time, or
+    once ``stop`` is set (a daemon's stop never waits on a peer that does not read)."""
     if ws.closed:
         return
+    closing = asyncio.ensure_future(ws.close(code=code))
+    waits: list[asyncio.Future[Any]] = [closing]
+    if stop is not None:
+        waits.append(asyncio.ensure_future(stop.wait()))
     try:
-        await asyncio.wait_for(ws.close(code=code), patience)
-    except (TimeoutError, ConnectionError):
+        await asyncio.wait(waits, timeout=patience, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for wait in waits:
+            wait.cancel()
+    if not closing.done() or closing.cancelled() or closing.exception() is not None:
         abort(ws)
 
 
@@ -240,7 +249,7 @@ async def serve_socket(
         if on_closing is not None:
             on_closing()
         if silent or queue.ended.is_set():
-            await _close_socket(ws, CLOSE_TRY_LATER, close_patience)
+            await _close_socket(ws, CLOSE_TRY_LATER, close_patience, stop)
         else:
             # a peer that stopped reading may never take the close frame: bounded too
             await _close_socket(ws, CLOSE_NORMAL, ping_timeout)

@@ -342,6 +342,35 @@ def test_waits_for_a_client_that_stops_answering_end_at_the_lag_grace(
     serve(server, scenario, timeout=2 * TIMEOUT)
 
 
+def test_a_stop_does_not_wait_for_a_client_that_does_not_take_its_close_frame() -> None:
+    """A client that handshakes and then neither reads nor answers: once its queue is full
+    it is closed with 1013 and given ping_timeout (30 s) to take the close frame; the
+    server's close (the daemon's stop) drops it at once instead of waiting that long."""
+    server = ForwardWsServer(1, heartbeat_interval=60, ping_timeout=30, queue_size=20)
+
+    async def scenario(session: ClientSession, url: str) -> None:
+        port = URL(url).port
+        assert port is not None
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        try:
+            writer.write(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"
+                         b"Connection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+                         b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
+            assert (await reader.readuntil(b"\r\n\r\n")).startswith(b"HTTP/1.1 101 ")
+            await until(lambda: server.connections == 1)
+            for n in range(21):
+                server.publish({"post_type": "message", "n": n})
+            assert server.fell_behind == 1 and server.connections == 0
+            await asyncio.sleep(0.1)
+            assert server._sessions  # waiting for the client to take the close frame
+            await asyncio.wait_for(server.close(), TIMEOUT)
+            assert not server._sessions
+        finally:
+            writer.close()
+
+    serve(server, scenario)
+
+
 def group_message(n: int) -> Any:
     raw = {"op": 0, "s": n + 1, "t": "GROUP_AT_MESSAGE_CREATE",
            "id": f"GROUP_AT_MESSAGE_CREATE:{n}",
