@@ -150,7 +150,8 @@ class EventQueue:
                         dropped=self.dropped)
         future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self._waiting.append((event, future))
-        self._wakeup.set()
+        if len(self._flight) < self.window:  # else only a confirmation makes it sendable:
+            self._wakeup.set()  # a peer that stopped reading costs no wake-up per event
         return future
 
     def __len__(self) -> int:

@@ -117,6 +117,25 @@ def test_the_window_bounds_what_is_in_flight() -> None:
     asyncio.run(main())
 
 
+def test_publishing_to_a_full_window_wakes_no_sender() -> None:
+    """With the window full only a confirmation makes an event sendable: a publish then
+    leaves the sender asleep (a peer that stopped reading would cost a wake-up per event)."""
+
+    async def main() -> None:
+        queue = EventQueue(10, "q", window=1)
+        queue.publish({"n": 0})
+        assert queue.take() == {"n": 0}
+        queue._wakeup.clear()  # the sender went to sleep: nothing sendable
+        queue.publish({"n": 1})
+        assert not queue.ready() and not queue._wakeup.is_set()
+        number = queue.ping(0.0)
+        assert number is not None
+        queue.pong(b"%d" % number)
+        assert queue.ready() and queue._wakeup.is_set()
+
+    asyncio.run(main())
+
+
 def test_lagging_once_a_ping_is_unanswered_past_the_grace() -> None:
     async def main() -> None:
         queue = EventQueue(10, "q")
