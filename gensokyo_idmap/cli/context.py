@@ -3,11 +3,14 @@ the stores they point at, opened as a command needs them."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+import click
+from click.core import ParameterSource
 
 from gensokyo_idmap.config import Config
 from gensokyo_idmap.data_dir import IDENTITY_DB, MSGID_DB, DataDir
@@ -22,7 +25,11 @@ if TYPE_CHECKING:
     from gensokyo_idmap.store.identity_cache import CachedIdentityStore
     from gensokyo_idmap.store.pg_identity import PgIdentityStore
 
-__all__ = ["CliContext", "existing", "open_graph", "open_msgids"]
+__all__ = ["ROOT_CONFIG", "CliContext", "RootConfigOption", "existing", "open_graph",
+           "open_msgids"]
+
+#: The name of the root command's ``--config`` parameter, read by :class:`RootConfigOption`.
+ROOT_CONFIG = "config_path"
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,3 +113,19 @@ def open_msgids(ctx: CliContext, ttl_seconds: float, *, readonly: bool = False
     finally:
         store.close()
 
+
+class RootConfigOption(click.Option):
+    """The ``--config`` of a command that has one of its own (``serve``, ``demo``): not
+    given there, the root's ``--config`` is taken, so ``gensokyo-idmap --config FILE serve``
+    runs as ``gensokyo-idmap serve --config FILE`` does; given in both places, the
+    command's wins. Only when neither is given does the option's default apply (or, for a
+    required one, click's "Missing option '--config'"). The help text stays the option's
+    own."""
+
+    def consume_value(self, ctx: click.Context, opts: Mapping[str, Any]
+                      ) -> tuple[Any, ParameterSource]:
+        value, source = super().consume_value(ctx, opts)
+        if source in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT):
+            return value, source
+        given = ctx.find_root().params.get(ROOT_CONFIG)
+        return (given, ParameterSource.COMMANDLINE) if given is not None else (value, source)

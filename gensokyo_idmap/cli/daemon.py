@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from gensokyo_idmap.cli.context import RootConfigOption
 from gensokyo_idmap.config import Config, load_config
 from gensokyo_idmap.logging import configure_logging
 
@@ -14,7 +15,8 @@ __all__ = ["demo", "serve"]
 
 
 @click.command()
-@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--config", "config_path", cls=RootConfigOption,
+              type=click.Path(dir_okay=False, path_type=Path),
               required=True, help="YAML config file (see examples/config.yml).")
 def serve(config_path: Path) -> None:
     """Run the daemon."""
@@ -34,7 +36,8 @@ def serve(config_path: Path) -> None:
 
 
 @click.command()
-@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--config", "config_path", cls=RootConfigOption,
+              type=click.Path(dir_okay=False, path_type=Path),
               default=Path("examples/config.yml"), show_default=True,
               help="YAML config file: its listeners, OneBot and log settings (the bot's "
                    "credentials, platform and stores are the demo's own).")

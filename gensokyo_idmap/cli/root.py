@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from gensokyo_idmap.cli.config import config_group
-from gensokyo_idmap.cli.context import CliContext
+from gensokyo_idmap.cli.context import ROOT_CONFIG, CliContext
 from gensokyo_idmap.cli.daemon import demo, serve
 from gensokyo_idmap.cli.identity import identity
 from gensokyo_idmap.cli.migration import migrate_command
@@ -28,8 +28,8 @@ __all__ = ["main"]
 @click.option("--app-id", default=None, envvar="GSK_BOT__APP_ID",
               help="Serving AppID: bare OpenIDs belong to it.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
-              default=None,
+@click.option("--config", ROOT_CONFIG, type=click.Path(dir_okay=False, path_type=Path),
+              default=None,  # serve and demo take it too, when not given their own
               help="YAML config file (with GSK_* overrides): its data dir, AppID and identity "
                    "backend, unless --data-dir / --app-id say otherwise.")
 @click.pass_context
