@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import click
 
+from gensokyo_idmap import __version__
 from gensokyo_idmap.config import Config, load_config
 from gensokyo_idmap.data_dir import IDENTITY_DB, MSGID_DB, DataDir
 from gensokyo_idmap.errors import BadInputError, IdmapError, NotFoundError, StoreError
@@ -138,6 +139,7 @@ def _describe(key: IdentityKey) -> str:
 
 
 @click.group(cls=_ReportsErrors)
+@click.version_option(__version__, prog_name="gensokyo-idmap")
 @click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("data"),
               show_default=True, envvar="GSK_IDMAP__DATA_DIR",
               help="Directory holding openid-map.db.")
@@ -164,7 +166,7 @@ def main(click_ctx: click.Context, data_dir: Path, app_id: str | None, as_json: 
 
 @main.command()
 @click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
-              required=True, help="YAML config file (see examples/config.yml).")
+              required=True, help="YAML config file (`gensokyo-idmap init` writes one).")
 def serve(config_path: Path) -> None:
     """Run the daemon."""
     from gensokyo_idmap.app import run_daemon
@@ -184,9 +186,10 @@ def serve(config_path: Path) -> None:
 
 @main.command()
 @click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
-              default=Path("examples/config.yml"), show_default=True,
+              default=None,
               help="YAML config file: its listeners, OneBot and log settings (the bot's "
-                   "credentials, platform and stores are the demo's own).")
+                   "credentials, platform and stores are the demo's own). Default: the "
+                   "example config that `init` writes.")
 @click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path),
               default=Path("data-demo"), show_default=True,
               help="The demo's data dir (never the config's, unless given here).")
@@ -194,21 +197,45 @@ def serve(config_path: Path) -> None:
               help="Seed of the users' script (default: a new one each run, printed).")
 @click.option("--pace", type=click.FloatRange(min=0.0), default=2.0, show_default=True,
               help="Mean seconds between two things the users do.")
-def demo(config_path: Path, data_dir: Path, seed: int | None, pace: float) -> None:
+def demo(config_path: Path | None, data_dir: Path, seed: int | None, pace: float) -> None:
     """Run the daemon fed by an emulated QQ platform: simulated users chat, join and leave;
     a bot connected to it answers them (no QQ credentials needed; docs/demo.md)."""
     import secrets
 
+    from gensokyo_idmap.config_example import example_path
     from gensokyo_idmap.demo.run import DemoOptions, run_demo
     from gensokyo_idmap.executor import DaemonThreadExecutor
 
-    config: Config = load_config(config_path)
+    if config_path is None:
+        with example_path() as path:
+            config: Config = load_config(path)
+    else:
+        config = load_config(config_path)
     configure_logging(config.log.level, config.log.format)
     options = DemoOptions(data_dir=data_dir, pace=pace,
                           seed=secrets.randbelow(10_000) if seed is None else seed)
     with asyncio.Runner() as runner:
         runner.get_loop().set_default_executor(DaemonThreadExecutor())
         runner.run(run_demo(config, options, click.echo))
+
+
+@main.command("init")
+@click.argument("directory", required=False, default=Path("."),
+                type=click.Path(file_okay=False, path_type=Path))
+@click.option("--force", is_flag=True, help="Replace an existing config.yml.")
+@click.pass_obj
+def init_command(ctx: _Context, directory: Path, force: bool) -> None:
+    """Write a commented config.yml, every key with its default, into DIRECTORY (default:
+    here) and say what to fill in."""
+    from gensokyo_idmap.config_example import TO_FILL_IN, write_example
+
+    written = write_example(directory, force=force)
+    width = max(len(key) for key, _ in TO_FILL_IN)
+    _emit(ctx, {"file": str(written), "fill_in": [key for key, _ in TO_FILL_IN]},
+          lambda: "\n".join([f"wrote {written}", "fill in:",
+                             *(f"  {key:<{width}}  {why}" for key, why in TO_FILL_IN),
+                             f"then: gensokyo-idmap config check {written}",
+                             f"      gensokyo-idmap serve --config {written}"]))
 
 
 @main.group()
@@ -645,7 +672,7 @@ def config_import_gensokyo(ctx: _Context, file: Path, out: Path | None, force: b
     if out is not None and out.exists() and not force:
         raise BadInputError("--out", str(out), "exists already (--force replaces it)")
     header = (f"# gensokyo-idmap config, converted from the Go Gensokyo config {file.name}.\n"
-              "# Every key and its default: examples/config.yml.\n")
+              "# Every key and its default: `gensokyo-idmap init` writes them.\n")
     shown = masked(result.config)
     if out is not None:
         text = header + yaml.safe_dump(result.config, sort_keys=False, allow_unicode=True)
