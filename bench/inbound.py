@@ -258,6 +258,7 @@ class Target:
     sender: WebhookSender | None = None
     env: dict[str, str] = field(default_factory=dict)  # added to this process's environment
     idmap: dict[str, Any] = field(default_factory=dict)  # the daemon's idmap keys, over ours
+    onebot: dict[str, Any] = field(default_factory=dict)  # the daemon's onebot keys, over ours
     only: tuple[str, str] | None = None  # the one scenario it runs (None: all)
 
     @property
@@ -329,7 +330,7 @@ def daemon_command(target: Target) -> list[str]:
                "token_url": target.platform.url("/app/getAppAccessToken")},
         "webhook": {"listen": f"127.0.0.1:{target.hook_port}", "path": "/qqbot"},
         "onebot": {"forward_ws": f"127.0.0.1:{target.forward_port}", "reverse_ws": [],
-                   "heartbeat_interval_seconds": 60},
+                   "heartbeat_interval_seconds": 60, **target.onebot},
         "log": {"level": target.log_level, "format": "json"},
     }
     config_path = target.tmp / f"{target.slug}.yml"
@@ -352,8 +353,9 @@ def relay_command(target: Target) -> list[str]:
 
 
 async def post_all(sender: WebhookSender, prepared: list[Any], sent: dict[int, int],
-                   numbers: list[int]) -> None:
-    """Post the prepared deliveries, WINDOW in flight; each must be acknowledged (200)."""
+                   numbers: list[int], acked: list[int] | None = None) -> None:
+    """Post the prepared deliveries, WINDOW in flight; each must be acknowledged (200), and
+    the time of each acknowledgement goes into ``acked`` when given."""
     clock = time.perf_counter_ns
     todo = iter(range(len(prepared)))
 
@@ -364,6 +366,8 @@ async def post_all(sender: WebhookSender, prepared: list[Any], sent: dict[int, i
             if delivery.status != 200:
                 raise RuntimeError(f"webhook delivery answered {delivery.status}: "
                                    f"{delivery.body[:200]!r}")
+            if acked is not None:
+                acked.append(clock())
 
     await asyncio.gather(*(worker() for _ in range(WINDOW)))
 
@@ -402,8 +406,9 @@ def dispatcher(target: Target, via: str, events: Events, who: str, count: int
 
 
 async def flood(target: Target, via: str, events: Events, who: str, count: int,
-                timeout: float) -> tuple[int, float]:
-    """Send ``count`` events as fast as the transport takes them; (arrived, seconds)."""
+                timeout: float, acked: list[int] | None = None) -> tuple[int, float]:
+    """Send ``count`` events as fast as the transport takes them; (arrived, seconds). The
+    webhook's acknowledgement times go into ``acked`` when given."""
     consumer = target.consumer
     numbers, send, prepared = dispatcher(target, via, events, who, count)
     sent: dict[int, int] = {}
@@ -413,7 +418,8 @@ async def flood(target: Target, via: str, events: Events, who: str, count: int,
         await asyncio.wait_for(_push_all(send, sent, numbers), timeout)
     else:
         assert target.sender is not None
-        await asyncio.wait_for(post_all(target.sender, prepared, sent, numbers), timeout)
+        await asyncio.wait_for(post_all(target.sender, prepared, sent, numbers, acked),
+                               timeout)
     try:
         await asyncio.wait_for(consumer.all_in.wait(), timeout)
     except TimeoutError:

@@ -28,7 +28,7 @@ from aiohttp import web
 from gensokyo_idmap import jsonio
 from gensokyo_idmap.admission import Admission
 from gensokyo_idmap.api import ApiServer
-from gensokyo_idmap.api.server import ApiSettings
+from gensokyo_idmap.api.settings import ApiSettings
 from gensokyo_idmap.bridge.actions import ActionService
 from gensokyo_idmap.bridge.dedup import ClaimStore, DeliveryLog, DurableClaims, window_seconds
 from gensokyo_idmap.bridge.inbound import BridgeSettings, EventSink, InboundBridge, InboundPipeline
@@ -49,6 +49,7 @@ from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.link_status import LinkWatch
 from gensokyo_idmap.memory import run_trimmer
 from gensokyo_idmap.msgid import MessageIds, MsgIdMap
+from gensokyo_idmap.msgid_blocks import IdBlocks, reserve_in
 from gensokyo_idmap.onebot.forward_ws import ForwardWsServer
 from gensokyo_idmap.onebot.http_api import HttpApiServer
 from gensokyo_idmap.onebot.http_post import HttpPostTarget
@@ -191,7 +192,8 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
 
     graph = IdentityGraph(store)
     window = window_seconds(config.webhook.max_age_seconds)
-    msgids, claims, budget = await _runtime_state(config, msgid_store, window, services)
+    msgids, claims, budget = await _runtime_state(config, store, msgid_store, window,
+                                                  services)
     _log_stores_open(config, graph, msgids)
     plan = _connection_plan(config)
     sweeper = asyncio.create_task(
@@ -373,16 +375,20 @@ def _reach_graph(store: LmdbIdentityStore | PgIdentityStore) -> asyncio.Task[Non
     return asyncio.create_task(reaching())
 
 
-async def _runtime_state(config: Config, msgid_store: LmdbMsgIdStore, window: float,
-                         stack: AsyncExitStack) -> tuple[MessageIds, ClaimStore, ReplyBudget]:
+async def _runtime_state(config: Config, graph_store: IdentityStore, msgid_store: LmdbMsgIdStore,
+                         window: float, stack: AsyncExitStack
+                         ) -> tuple[MessageIds, ClaimStore, ReplyBudget]:
     """Message ids, delivery claims and reply counts: in msgid-map.db and this process's
     memory, or on the Redis every daemon of the prefix shares (``idmap.runtime_backend``;
     the client closes with ``stack``). Redis is asked once (a ``PING``): one that is down
     at start degrades the daemon as it would later (:mod:`gensokyo_idmap.runtime_redis`),
-    the outage logged now."""
+    the outage logged now. The message ids' high-water mark is in ``graph_store``
+    (:mod:`msgid_blocks`)."""
     seq_base = seq_base_for_process(time.time())
     ttl = config.idmap.msgid_ttl_seconds
     keep = config.idmap.keep_message_content
+    blocks = IdBlocks(partial(reserve_in, graph_store))
+    stack.callback(blocks.close)  # a reservation under way ends before the stores close
     if config.idmap.runtime_backend == "redis":
         # imported here: redis-py is an optional extra, needed only by this backend
         from gensokyo_idmap.runtime_redis import RedisClaims, RedisMsgIdMap, RedisReplyBudget
@@ -392,10 +398,10 @@ async def _runtime_state(config: Config, msgid_store: LmdbMsgIdStore, window: fl
         runtime = RedisRuntime(config.idmap.redis_url, config.idmap.redis_prefix)
         stack.push_async_callback(runtime.aclose)
         ids = RedisMsgIds(runtime)
-        msgids = RedisMsgIdMap(ids, ttl_seconds=ttl, keep_content=keep)
+        msgids = RedisMsgIdMap(ids, ttl_seconds=ttl, keep_content=keep, blocks=blocks)
         await msgids.ask_at_start()
         return msgids, RedisClaims(ids, window), RedisReplyBudget(ids, seq_base=seq_base)
-    return (MsgIdMap(msgid_store, ttl_seconds=ttl, keep_content=keep),
+    return (MsgIdMap(msgid_store, ttl_seconds=ttl, keep_content=keep, blocks=blocks),
             DurableClaims(msgid_store, window), ReplyBudget(seq_base=seq_base))
 
 

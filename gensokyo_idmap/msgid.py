@@ -2,9 +2,10 @@
 
 Rules this module keeps:
 
-1. **No live virtual id maps to two real ids.** Ids come from ``msg_counter``, which wraps
-   from 2**31-1 to 1 and skips every id whose record is still alive; an expired record in
-   the way is purged (all of its index entries) before its id is reused.
+1. **No live virtual id maps to two real ids.** Ids come from ``msg_counter``, a position
+   whose id wraps from 2**31-1 to 1 (:func:`~gensokyo_idmap.msgid_blocks.virtual_id_at`);
+   every id whose record is still alive is skipped; an expired record in the way is purged
+   (all of its index entries) before its id is reused.
 2. **Expired means gone.** A lookup never returns a record whose expiry has passed, swept
    or not; storing a real id whose record expired allocates afresh.
 3. **A store hit refreshes the TTL** (same virtual id, new expiry, ``[idmap] msg_id hit``).
@@ -26,6 +27,10 @@ Rules this module keeps:
    inbound message's ``msg_idx`` is a second key of its record in the real → virtual
    index (``MsgContent.alias``), written, kept and deleted with it; :meth:`MsgIdMap.quoted`
    answers only while the live record still names that key.
+9. **No id is handed out twice, even when the store is lost.** A position is used only
+   within a block reserved in the precious store (:mod:`gensokyo_idmap.msgid_blocks`,
+   ``blocks`` of :class:`MsgIdMap`): a fresh msgid-map.db, or a restart, goes on above every
+   position reserved before.
 
 Write functions validate before their first write (the store's batch contract).
 """
@@ -46,6 +51,7 @@ from gensokyo_idmap import counters
 from gensokyo_idmap.errors import BadInputError, IdmapError, NotFoundError, StoreError
 from gensokyo_idmap.health import HealthSource
 from gensokyo_idmap.identity import MAX_OPENID_LEN
+from gensokyo_idmap.msgid_blocks import INT32_MAX, IdBlocks, virtual_id_at
 from gensokyo_idmap.periodic import every
 from gensokyo_idmap.store.base import (
     MsgContent,
@@ -71,7 +77,6 @@ __all__ = [
 
 log = structlog.get_logger("gensokyo_idmap.msgid")
 
-INT32_MAX: Final = 2**31 - 1
 DEFAULT_MSGID_TTL_SECONDS: Final = 3600
 DEFAULT_SWEEP_INTERVAL_SECONDS: Final = 60
 MAX_REAL_ID_BYTES: Final = 400
@@ -197,16 +202,24 @@ def check_virtual_id(value: int | str, field: str = "message_id") -> int:
 
 # --- pure rules over a store view ---------------------------------------------------------
 
+#: The blocks of a map without a high-water mark (tests, benchmarks, read-only tools).
+_NO_MARK: Final = IdBlocks(None)
+
 
 def _alive(record: MsgRecord | None, now_ms: int) -> MsgRecord | None:
     return record if record is not None and record.expires_ms > now_ms else None
 
 
-def _allocate(writer: MsgIdWriter, now_ms: int) -> int:
-    """Next virtual id after the counter that no live record holds (wrapping at int32)."""
-    candidate = writer.msg_counter()
+def _allocate(writer: MsgIdWriter, now_ms: int, blocks: IdBlocks) -> int:
+    """The virtual id of the next position after the counter whose id no live record holds
+    (ids wrap at int32, positions do not), within the blocks reserved (rule 9)."""
+    position, soon = writer.msg_counter(), blocks.soon
     for _ in range(_MAX_PROBES):
-        candidate = candidate % INT32_MAX + 1
+        if position >= soon:  # twice a block
+            position = blocks.advance(position + 1) - 1  # may raise: nothing written yet
+            soon = blocks.soon
+        candidate = position % INT32_MAX + 1  # virtual_id_at(position + 1), per probe
+        position += 1
         held = writer.record(candidate)
         if held is None:
             break
@@ -215,13 +228,13 @@ def _allocate(writer: MsgIdWriter, now_ms: int) -> int:
             break
     else:
         raise StoreError(f"no free virtual message id within {_MAX_PROBES} of the counter")
-    writer.set_msg_counter(candidate)
+    writer.set_msg_counter(position)
     return candidate
 
 
 def _apply_store(
     writer: MsgIdWriter, real_id: str, context: MsgContext, now_ms: int, ttl_ms: int,
-    keep_text: bool = True,
+    keep_text: bool = True, blocks: IdBlocks = _NO_MARK,
 ) -> tuple[int, bool]:
     known = writer.virtual_of(real_id)
     if known is not None:
@@ -233,7 +246,7 @@ def _apply_store(
             return known, True
     else:
         record = None
-    virtual_id = _allocate(writer, now_ms)  # may raise: nothing is written before it
+    virtual_id = _allocate(writer, now_ms, blocks)  # may raise: nothing written before
     if record is not None and record.real_id == real_id:
         writer.delete_record(record)  # expired: invisible, so it starts afresh
     writer.put_record(
@@ -437,10 +450,14 @@ class MsgIdMap:
         ttl_seconds: float = DEFAULT_MSGID_TTL_SECONDS,
         *,
         keep_content: bool = True,
+        blocks: IdBlocks | None = None,
     ) -> None:
+        """``blocks``: the positions reserved in the precious store (rule 9); None: no
+        high-water mark, the counter alone (tests, benchmarks, read-only commands)."""
         if ttl_seconds <= 0:
             raise BadInputError("msgid_ttl_seconds", ttl_seconds, "must be positive")
         self.store = store
+        self._blocks = blocks or _NO_MARK
         self._clock = clock
         self._ttl_ms = int(ttl_seconds * 1000)
         self._keep_content = keep_content  # idmap.keep_message_content (rule 6)
@@ -509,7 +526,8 @@ class MsgIdMap:
         def store(view: MsgIdWriter) -> tuple[int, bool]:
             if ctx.direction == "in":
                 self._inbound_stored(ctx)
-            return _apply_store(view, real_id, ctx, now_ms, self._ttl_ms, self._keep_content)
+            return _apply_store(view, real_id, ctx, now_ms, self._ttl_ms, self._keep_content,
+                                self._blocks)
 
         return store, ctx
 
@@ -648,8 +666,11 @@ class MsgIdMap:
                 return total
 
     def counts(self) -> MsgIdCounts:
+        """Records held and the last virtual id handed out (the counter holds its
+        position: rule 1)."""
         with self.store.read() as view:
-            return view.counts()
+            counts = view.counts()
+        return replace(counts, counter=counts.counter and virtual_id_at(counts.counter))
 
     async def run_sweeper(
         self, stop: asyncio.Event, interval_seconds: float = DEFAULT_SWEEP_INTERVAL_SECONDS

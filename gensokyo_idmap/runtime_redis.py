@@ -51,6 +51,7 @@ from gensokyo_idmap.msgid import (
     real_id_of,
     stored,
 )
+from gensokyo_idmap.msgid_blocks import IdBlocks
 from gensokyo_idmap.qq.passive_reply import (
     _LONGEST_WINDOW,
     MAX_REPLIES,
@@ -60,7 +61,7 @@ from gensokyo_idmap.qq.passive_reply import (
     ReplyBudget,
 )
 from gensokyo_idmap.store.base import MsgContent, MsgIdCounts, MsgRecord
-from gensokyo_idmap.store.redis_msgid import RedisMsgIds, StoreItem
+from gensokyo_idmap.store.redis_msgid import RedisMsgIds, Stored, StoreItem
 from gensokyo_idmap.store.redis_trips import Together, concatenated, distinct, own, whole
 
 __all__ = [
@@ -100,6 +101,11 @@ _LOOKUP_FAILED = "message ids are unknown until Redis answers: replies go out wi
                  "passive-reply id, recalls and lookups of earlier messages fail"
 
 
+#: Blocks one store may take before it is "no free id" (the probes of an item start again
+#: in each block; a store takes a second block only when the first runs out under it).
+_BLOCKS_PER_STORE = 8
+
+
 #: How long a message of each msgid-map chat kind can be replied to (its messages and its
 #: reply-able events), in ms: how long it stays a candidate of the reply choice on Redis.
 _REPLY_WINDOWS_MS = {kind: int(seconds * 1000)
@@ -109,14 +115,20 @@ _REPLY_WINDOWS_MS = {kind: int(seconds * 1000)
 
 class RedisMsgIdMap:
     """:class:`~gensokyo_idmap.msgid.MessageIds` on Redis, shared by every daemon using
-    the same prefix. No sweeper: every key has a native TTL."""
+    the same prefix. No sweeper: every key has a native TTL. Its ids come from blocks of
+    positions of its own (:mod:`~gensokyo_idmap.msgid_blocks`), its place in them kept in
+    its memory: a Redis that loses its keys does not send them back."""
 
     def __init__(self, ids: RedisMsgIds, clock: Callable[[], float] = time.time,
                  ttl_seconds: float = DEFAULT_MSGID_TTL_SECONDS, *,
-                 keep_content: bool = True) -> None:
+                 keep_content: bool = True, blocks: IdBlocks | None = None) -> None:
+        """``blocks``: the positions this daemon reserved in the precious store; None: no
+        high-water mark (tests, benchmarks)."""
         if ttl_seconds <= 0:
             raise BadInputError("msgid_ttl_seconds", ttl_seconds, "must be positive")
         self.ids = ids
+        self._blocks = blocks or IdBlocks(None)
+        self._position = 0  # the last position this daemon used (msgid_blocks rule 1)
         self._keep_content = keep_content  # idmap.keep_message_content
         self.store = ids.runtime  # what /healthz asks
         self._clock = clock
@@ -125,8 +137,7 @@ class RedisMsgIdMap:
         # stores asked for while one is on the wire go out together in the next script
         self._stores: Together[StoreItem, list[tuple[int, bool] | None],
                                 list[tuple[int, bool] | None]] = Together(
-            lambda wanted: self.ids.store(wanted, self._now_ms(), self._ttl_ms),
-            concatenated, own)
+            self._store_blocks, concatenated, own)
 
     def _now_ms(self) -> int:
         return int(self._clock() * 1000)
@@ -136,6 +147,46 @@ class RedisMsgIdMap:
         logged once now (and known to every caller), not found out by the first event;
         the daemon runs degraded and goes back to Redis by itself, as after any outage."""
         await self.store.softly_awaited(self.store.ping, None, _NOT_ACKNOWLEDGED)
+
+    async def _store_blocks(self, wanted: list[StoreItem]) -> list[tuple[int, bool] | None]:
+        """Store ``wanted`` from this daemon's blocks, one script per block they take (a
+        reservation it waits for on a worker thread: a durable write elsewhere)."""
+        outcomes: list[tuple[int, bool] | None] = []
+        for _ in range(_BLOCKS_PER_STORE):
+            if self._position >= self._blocks.soon:
+                await asyncio.to_thread(self._advance)
+            if self._took(wanted, outcomes, await self.ids.store(*self._script(wanted, outcomes))):
+                break
+        return outcomes + [None] * (len(wanted) - len(outcomes))
+
+    def _store_blocks_sync(self, wanted: list[StoreItem]) -> list[tuple[int, bool] | None]:
+        """Blocking :meth:`_store_blocks`."""
+        outcomes: list[tuple[int, bool] | None] = []
+        for _ in range(_BLOCKS_PER_STORE):
+            if self._position >= self._blocks.soon:
+                self._advance()
+            if self._took(wanted, outcomes, self.ids.store_sync(*self._script(wanted, outcomes))):
+                break
+        return outcomes + [None] * (len(wanted) - len(outcomes))
+
+    def _advance(self) -> None:
+        """Past half the block: the next one asked for; past its end: the next one's start
+        (msgid_blocks rule 4)."""
+        self._position = self._blocks.advance(self._position + 1) - 1
+
+    def _script(self, wanted: list[StoreItem], outcomes: list[tuple[int, bool] | None]
+                ) -> tuple[list[StoreItem], int, int, tuple[int, int]]:
+        """The arguments of the next store script: the items not stored yet, from here to
+        the end of the block."""
+        return (wanted[len(outcomes):], self._now_ms(), self._ttl_ms,
+                (self._position, self._blocks.limit))
+
+    def _took(self, wanted: list[StoreItem], outcomes: list[tuple[int, bool] | None],
+              answer: Stored) -> bool:
+        """Note a script's answer; whether every item has its outcome now."""
+        self._position, done = answer
+        outcomes += done
+        return len(outcomes) == len(wanted)
 
     # --- stores ---------------------------------------------------------------------------
 
@@ -198,7 +249,7 @@ class RedisMsgIdMap:
     def store_real_sync(self, real_id: str, context: MsgContext | None = None) -> int:
         wanted, contexts = self._items([(real_id, context)])
         try:
-            outcomes = self.ids.store_sync(wanted, self._now_ms(), self._ttl_ms)
+            outcomes = self._store_blocks_sync(wanted)
         except redis.RedisError as exc:
             raise self._unavailable(exc) from exc
         self.store.answered()

@@ -50,6 +50,7 @@ from gensokyo_idmap.identity import (
 )
 from gensokyo_idmap.idmap import allocate_vuin, follow_alias, vuin_in_use
 from gensokyo_idmap.msgid import INT32_MAX
+from gensokyo_idmap.msgid_blocks import MSG_RESERVED
 from gensokyo_idmap.store.base import MIGRATION_MARKER
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore, LmdbView
 from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore, MsgIdView
@@ -793,6 +794,12 @@ def _migrate_open(path: Path, identity_store: LmdbIdentityStore,
             result = _Conversion(view, bolt, fresh, tell).run()
             result.counters["legacy_cache_counter"] = msg_counter
             sha256 = hasher.result()  # (a dry run too: a file that cannot be read fails)
+            if msg_counter and not dry_run:
+                # the old message ids feed the high-water mark too: a msgid-map.db lost
+                # later (or none given here) still goes on above them (msgid_blocks)
+                held = view.get_meta(MSG_RESERVED)
+                view.set_meta(MSG_RESERVED, max(held if isinstance(held, int) else 0,
+                                                msg_counter % INT32_MAX))
             if not dry_run:
                 view.set_meta(MARKER, {
                     "legacy_path": str(path.resolve()),

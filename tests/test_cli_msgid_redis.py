@@ -36,14 +36,19 @@ def cli(*args: str) -> tuple[int, str]:
     return result.exit_code, result.output
 
 
+#: (last position, end of the block) of a store script: from the start, no high-water mark
+#: (a daemon's come from its blocks, msgid_blocks)
+ANY_POSITION = (0, 2**62)
+
+
 def seed(url: str, prefix: str, *items: tuple[str, str], ttl_ms: int = 600_000) -> list[int]:
     """Store (real id, target) pairs as a daemon on ``prefix`` does; their virtual ids."""
     runtime = RedisRuntime(url, prefix)
     try:
-        stored = RedisMsgIds(runtime).store_sync(
+        _, stored = RedisMsgIds(runtime).store_sync(
             # 0: no reply window (not a reply candidate); no author, no content, no msg_idx
             [(real, APP_ID, "group", target, "in", 0, 0, 0, "", "") for real, target in items],
-            int(time.time() * 1000), ttl_ms)
+            int(time.time() * 1000), ttl_ms, ANY_POSITION)
     finally:
         runtime.sync.close()
     return [outcome[0] for outcome in stored if outcome is not None]
@@ -94,9 +99,11 @@ def test_an_expired_record_still_in_redis_is_unknown(
     url = private_redis.url
     runtime = RedisRuntime(url, PREFIX)
     try:
-        [(vid, _)] = [o for o in RedisMsgIds(runtime).store_sync(
+        _, [stored] = RedisMsgIds(runtime).store_sync(
             [("ROBOT1.0_old", APP_ID, "group", "G1", "in", 0, 0, 0, "", "")],
-            int(time.time() * 1000) - 600_000, 60_000) if o is not None]  # gone 9 minutes ago
+            int(time.time() * 1000) - 600_000, 60_000, ANY_POSITION)  # gone 9 minutes ago
+        assert stored is not None
+        vid = stored[0]
     finally:
         runtime.sync.close()
     code, out = cli("--config", str(write_config(tmp_path, url)), "msgid", "lookup", str(vid))

@@ -18,10 +18,12 @@ from gensokyo_idmap.errors import BadInputError, NotFoundError, StoreError
 from gensokyo_idmap.msgid import (
     INT32_MAX,
     MAX_CONTENT_BYTES,
+    MessageIds,
     MsgContext,
     MsgIdMap,
     check_virtual_id,
 )
+from gensokyo_idmap.runtime_redis import RedisMsgIdMap
 from gensokyo_idmap.store.base import MsgContent, MsgRecord
 from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore
 
@@ -59,6 +61,16 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 @pytest.fixture
 def msgids(msgid_backend: str, request: pytest.FixtureRequest, clock: FakeClock) -> MsgIdMap:
     return msgid_map(msgid_backend, request, clock, TTL)  # type: ignore[return-value]
+
+
+def rewind(msgids: MessageIds) -> None:
+    """Allocation goes on from position 0 again (id 1 next, if no live record holds it):
+    msgid-map.db's counter, or the Redis map's own position (its blocks are in memory)."""
+    if isinstance(msgids, MsgIdMap):
+        msgids.store.write_sync(lambda view: view.set_msg_counter(0))
+    else:
+        assert isinstance(msgids, RedisMsgIdMap)
+        msgids._position = 0
 
 
 def now_ms(clock: FakeClock) -> int:
@@ -338,14 +350,10 @@ def test_a_hit_keeps_the_first_content_and_it_expires_with_the_record(
 
 
 def test_an_id_handed_out_again_does_not_carry_the_content_of_its_earlier_holder(
-        msgids: MsgIdMap, clock: FakeClock, request: pytest.FixtureRequest) -> None:
+        msgids: MsgIdMap, clock: FakeClock) -> None:
     assert msgids.store_real_sync("old", GROUP.about(42, "secret")) == 1
     clock.advance(TTL + 1)  # expired, not swept
-    if isinstance(msgids, MsgIdMap):
-        msgids.store.write_sync(lambda view: view.set_msg_counter(0))
-    else:  # Redis: the counter key of this test's prefix
-        runtime = request.getfixturevalue("redis_runtime")
-        runtime.sync.set(runtime.prefix + "m:ctr", 0)
+    rewind(msgids)
     assert msgids.store_real_sync("new", OUT) == 1
     assert msgids.lookup_content(1) == (msgids.lookup(1), None)
     assert msgids.store_real_sync("new2", OUT.about(9, "mine")) == 2
@@ -430,14 +438,10 @@ def test_a_message_is_found_by_its_chat_and_msg_idx_while_it_lives(
 
 
 def test_an_id_handed_out_again_is_not_found_by_its_earlier_holders_msg_idx(
-        msgids: MsgIdMap, clock: FakeClock, request: pytest.FixtureRequest) -> None:
+        msgids: MsgIdMap, clock: FakeClock) -> None:
     assert msgids.store_real_sync("old", GROUP.about(42, "quoted", "REFIDX_old")) == 1
     clock.advance(TTL + 1)  # expired, not swept
-    if isinstance(msgids, MsgIdMap):
-        msgids.store.write_sync(lambda view: view.set_msg_counter(0))
-    else:
-        runtime = request.getfixturevalue("redis_runtime")
-        runtime.sync.set(runtime.prefix + "m:ctr", 0)
+    rewind(msgids)
     assert msgids.store_real_sync("new", GROUP.about(7, "other")) == 1
     assert msgids.quoted(APP, "group", "G1", "REFIDX_old") is None
 

@@ -29,7 +29,7 @@ from aiohttp import WSMsgType
 from gensokyo_idmap import jsonio
 from gensokyo_idmap.onebot import events as ob
 from gensokyo_idmap.onebot.actions import RETCODE_BAD_JSON, failed, unknown_action
-from gensokyo_idmap.onebot.event_queue import EventQueue
+from gensokyo_idmap.onebot.event_queue import LAG_GRACE, EventQueue
 
 __all__ = ["ActionHandler", "EventQueue", "abort", "serve_actions", "serve_socket"]
 
@@ -72,13 +72,22 @@ def abort(ws: Any) -> None:
         transport.abort()  # also when closing: it may be waiting for its buffer to drain
 
 
-async def _close_socket(ws: _Socket, code: int, patience: float) -> None:
-    """Close with ``code``; drop the connection if the peer has not answered in time."""
+async def _close_socket(ws: _Socket, code: int, patience: float,
+                        stop: asyncio.Event | None = None) -> None:
+    """Close with ``code``; drop the connection if the peer has not answered in time, or
+    once ``stop`` is set (a daemon's stop never waits on a peer that does not read)."""
     if ws.closed:
         return
+    closing = asyncio.ensure_future(ws.close(code=code))
+    waits: list[asyncio.Future[Any]] = [closing]
+    if stop is not None:
+        waits.append(asyncio.ensure_future(stop.wait()))
     try:
-        await asyncio.wait_for(ws.close(code=code), patience)
-    except (TimeoutError, ConnectionError):
+        await asyncio.wait(waits, timeout=patience, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for wait in waits:
+            wait.cancel()
+    if not closing.done() or closing.cancelled() or closing.exception() is not None:
         abort(ws)
 
 
@@ -116,15 +125,23 @@ async def _heartbeats(ws: _Socket, queue: EventQueue, self_id: int, interval: fl
 
 
 async def _watch_pongs(queue: EventQueue, ping_timeout: float) -> None:
-    """Return once a ping has been unanswered for ``ping_timeout`` seconds."""
+    """Return once a confirmation has been awaited for ``ping_timeout`` seconds; tell the
+    queue once one has been awaited for :data:`LAG_GRACE` (:meth:`EventQueue.lagged`: a
+    forward-WS client's waits end then). Looks every quarter of the shorter of the two, or
+    at the timeout's deadline when that comes first."""
     loop = asyncio.get_running_loop()
+    tick = min(LAG_GRACE, ping_timeout) / 4
     while True:
         oldest = queue.oldest_ping()
         now = loop.time()
-        if oldest is not None and now - oldest >= ping_timeout:
+        if oldest is None:
+            await asyncio.sleep(tick)
+            continue
+        if now - oldest >= ping_timeout:
             return
-        await asyncio.sleep(ping_timeout / 2 if oldest is None
-                            else oldest + ping_timeout - now)
+        if now - oldest >= LAG_GRACE:
+            queue.lagged()
+        await asyncio.sleep(min(tick, oldest + ping_timeout - now))
 
 
 async def _answer(ws: _Socket, on_action: ActionHandler | None, frame: Any) -> None:
@@ -193,14 +210,24 @@ async def serve_socket(
     stop: asyncio.Event,
     name: str,
     on_open: Callable[[], None] | None = None,
+    on_closing: Callable[[], None] | None = None,
+    close_patience: float = _UNRESPONSIVE_CLOSE,
+    probe_first: bool = False,
     answer_actions: bool = True,
 ) -> None:
     """Run one connection until it closes, ``stop`` is set, the queue is ended (its owner
-    gave up on the peer: closed with 1013) or a ping goes unanswered for ``ping_timeout``
-    (closed with 1013, dropped if the peer does not take the close frame). The queue's
-    in-flight events stay in flight: requeueing or failing them is the owner's choice."""
+    gave up on the peer: closed with 1013) or a confirmation is awaited for ``ping_timeout``
+    (closed with 1013). A peer given up on gets ``close_patience`` seconds to take the close
+    frame (queued behind whatever it has not read), then the connection is dropped;
+    ``on_closing`` runs first, so that wait costs nobody. With ``probe_first`` a ping goes
+    right after the lifecycle event, so a peer that reads nothing after the handshake is
+    closed ``ping_timeout`` after it, and one that reads is known to before any event goes
+    (:meth:`EventQueue.confirming`). The queue's in-flight events stay in flight: requeueing or
+    failing them is the owner's choice."""
     await ws.send_str(jsonio.dumps(ob.lifecycle(self_id=self_id, time=int(clock()),
                                               sub_type="connect")))
+    if probe_first:
+        await _ping(ws, queue, probe=True)
     if on_open is not None:
         on_open()
     sending = asyncio.create_task(_send_events(ws, queue))
@@ -213,12 +240,16 @@ async def serve_socket(
     try:
         await _until_one_ends(tasks)
     finally:
-        if watching.done() and not watching.cancelled() and watching.exception() is None:
+        silent = (watching.done() and not watching.cancelled()
+                  and watching.exception() is None)
+        if silent:
             log.warning("[onebot] no pong in time: connection dropped", connection=name,
-                        ping_timeout=ping_timeout, in_flight=queue.in_flight)
-            await _close_socket(ws, CLOSE_TRY_LATER, _UNRESPONSIVE_CLOSE)
-        elif queue.ended.is_set():
-            await _close_socket(ws, CLOSE_TRY_LATER, _UNRESPONSIVE_CLOSE)
+                        ping_timeout=ping_timeout, in_flight=queue.in_flight,
+                        code=CLOSE_TRY_LATER)
+        if on_closing is not None:
+            on_closing()
+        if silent or queue.ended.is_set():
+            await _close_socket(ws, CLOSE_TRY_LATER, close_patience, stop)
         else:
             # a peer that stopped reading may never take the close frame: bounded too
             await _close_socket(ws, CLOSE_NORMAL, ping_timeout)

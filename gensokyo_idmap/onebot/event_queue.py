@@ -30,10 +30,19 @@ Rules (docs/delivery.md):
    :func:`~gensokyo_idmap.onebot.encoding.event_bytes` logs and counts it), never retried:
    its future turns True, because nothing is owed for an event no framework can ever be
    given, and a future left False would keep it in the outbox and resend it at every start.
+6. **A peer that stopped confirming is waited for by nobody.** It is *lagging* once a
+   confirmation is overdue by :data:`LAG_GRACE` (:meth:`lagging`), and *confirming* only
+   once it has answered a ping at all (:meth:`confirming`: a client that never reads after
+   the handshake never is). Owners wait for the futures of confirming peers only. A queue
+   made with ``owed_while_lagging=False`` (a forward-WS client: nothing durable to fall back
+   on) also lets go of the waits already under way: the connection's watcher calls
+   :meth:`lagged` once the grace has passed, and every future still pending turns False
+   then (the events stay queued and are still sent), instead of at the owner's timeout.
 
 A future turns True once nothing more is owed for its event (confirmed, or dropped as
 unsendable), False when the event left the queue unconfirmed (dropped by a full queue, the
-connection closed for good).
+connection closed for good) or, with ``owed_while_lagging=False``, when the peer lagged
+(rule 6).
 """
 
 from __future__ import annotations
@@ -97,7 +106,8 @@ class EventQueue:
     """The events of one connection, oldest first (rules in the module docstring)."""
 
     def __init__(self, size: int, name: str, *, kind: str = "reverse_ws",
-                 window: int = DEFAULT_WINDOW, confirm_on_write: bool = False) -> None:
+                 window: int = DEFAULT_WINDOW, confirm_on_write: bool = False,
+                 owed_while_lagging: bool = True) -> None:
         self._waiting: deque[tuple[dict[str, Any], asyncio.Future[bool]]] = deque()
         # (event, future, number of the ping that confirms it), in the order sent
         self._flight: deque[tuple[dict[str, Any], asyncio.Future[bool], int]] = deque()
@@ -113,6 +123,10 @@ class EventQueue:
         #: bench only: an event counts as confirmed once written (the behaviour before
         #: confirmation by ping), to measure what confirmation costs
         self.confirm_on_write = confirm_on_write
+        #: False: a lagging peer is owed nothing any more (rule 6, :meth:`lagged`)
+        self.owed_while_lagging = owed_while_lagging
+        #: whether the peer has answered a ping of ours (it reads: rule 6)
+        self.answered = False
         #: called whenever events leave the queue (an ower refilling it from elsewhere)
         self.on_room: Callable[[], None] | None = None
         #: set to end the connection (its owner closes it, e.g. a client that fell behind)
@@ -136,7 +150,8 @@ class EventQueue:
                         dropped=self.dropped)
         future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self._waiting.append((event, future))
-        self._wakeup.set()
+        if len(self._flight) < self.window:  # else only a confirmation makes it sendable:
+            self._wakeup.set()  # a peer that stopped reading costs no wake-up per event
         return future
 
     def __len__(self) -> int:
@@ -158,6 +173,28 @@ class EventQueue:
         """Whether a confirmation is overdue by more than :data:`LAG_GRACE`."""
         oldest = self.oldest_ping()
         return oldest is not None and now - oldest > LAG_GRACE
+
+    def confirming(self, now: float) -> bool:
+        """Whether the peer's confirmations are worth a wait (rule 6): it has answered a
+        ping, and none is overdue."""
+        return self.answered and not self.lagging(now)
+
+    def lagged(self) -> None:
+        """A confirmation is overdue by :data:`LAG_GRACE` (the connection's watcher saw it):
+        without ``owed_while_lagging`` every future still pending turns False, so nobody
+        waits for this peer any more (rule 6); the events stay queued."""
+        if self.owed_while_lagging:
+            return
+        # newest first: those before the first one already done were let go by an earlier
+        # call (or confirmed), so a peer that stays lagging costs only its new events
+        for _, future in reversed(self._waiting):
+            if future.done():
+                return
+            future.set_result(False)
+        for _, future, _ in reversed(self._flight):
+            if future.done():
+                return
+            future.set_result(False)
 
     def oldest_ping(self) -> float | None:
         """Since when a confirmation is awaited: the oldest unanswered ping, or the first
@@ -297,6 +334,7 @@ class EventQueue:
             if not future.done():
                 future.set_result(True)
             confirmed += 1
+        self.answered = True
         pings = self._pings
         while pings and pings[0][0] <= number:
             pings.popleft()

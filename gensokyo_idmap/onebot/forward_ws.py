@@ -13,10 +13,16 @@ Every connection that takes events gets its own bounded queue and runs :func:`se
 (events confirmed by ping/pong). Events published while no framework is connected are not
 kept: that is what the reverse direction is for.
 
-A client that falls behind never slows the others: once it has not answered a ping for
-:data:`~gensokyo_idmap.onebot.event_queue.LAG_GRACE` its confirmations are no longer waited
-for; once its queue is full it is closed with 1013 (logged with its address) and its events
-count as not delivered; no pong within ``ping_timeout``: closed (dropped) as well.
+A client that stops reading never slows the others (docs/delivery.md, "To frameworks"). A
+forward client is owed nothing durably, so an event is owed to it only while it confirms
+(event_queue rule 6): its confirmations are waited for once it has answered a ping (one goes
+right after the lifecycle event) and until one is overdue by
+:data:`~gensokyo_idmap.onebot.event_queue.LAG_GRACE`; at that moment the waits already under
+way end too, and it is a framework owed nothing until it answers again. It is closed with
+1013 (logged with its address) once a ping has gone unanswered for ``ping_timeout`` or its
+queue is full, whichever comes first: taken off the connections at once, then given
+``ping_timeout`` to take the close frame (behind what it has not read) before the TCP
+connection is dropped. Its events count as not delivered.
 """
 
 from __future__ import annotations
@@ -104,7 +110,8 @@ class ForwardWsServer:
 
     def publish(self, event: dict[str, Any]) -> asyncio.Future[Any] | None:
         """Queue for every connected framework; the future resolves when every one that is
-        keeping up confirmed it (a lagging one is not waited for, a full one is closed)."""
+        confirming has confirmed it or lagged (one that is not is not waited for, a full one
+        is closed)."""
         if not self._queues:
             return None
         now = asyncio.get_running_loop().time()
@@ -114,7 +121,7 @@ class ForwardWsServer:
                 self._behind(queue)
                 continue
             future = queue.publish(event)
-            if not queue.lagging(now):
+            if queue.confirming(now):
                 confirmed.append(future)
         if len(confirmed) == 1:
             return confirmed[0]  # the usual case: no gather to build per event
@@ -122,12 +129,16 @@ class ForwardWsServer:
 
     def _behind(self, queue: EventQueue) -> None:
         """A client whose queue is full: closed with 1013, nobody waits for it any more."""
-        self._queues.discard(queue)
         self.fell_behind += 1
         log.warning("[onebot] forward ws client fell behind: closed", peer=queue.name,
                     queued=len(queue), code=1013)
-        queue.fail_all()
+        self._gone(queue)
         queue.end()
+
+    def _gone(self, queue: EventQueue) -> None:
+        """A client given up on (or closed): no more events, its futures turn False."""
+        self._queues.discard(queue)
+        queue.fail_all()  # a forward client's events die with its connection
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         refused = admission_refusal(request, self._admission, "forward_ws")
@@ -147,7 +158,7 @@ class ForwardWsServer:
             await self._serve_api(ws, peer)
             return ws
         queue = EventQueue(self._queue_size, peer, kind="forward_ws", window=self._window,
-                           confirm_on_write=self._confirm_on_write)
+                           confirm_on_write=self._confirm_on_write, owed_while_lagging=False)
         self._queues.add(queue)
         task = asyncio.current_task()
         if task is not None:
@@ -159,10 +170,11 @@ class ForwardWsServer:
                                ping_timeout=self.ping_timeout,
                                on_action=self._on_action, clock=self._clock,
                                stop=self._closing, name=f"forward ws {peer}",
+                               on_closing=lambda: self._gone(queue),
+                               close_patience=self.ping_timeout, probe_first=True,
                                answer_actions=role == "universal")
         finally:
-            self._queues.discard(queue)
-            queue.fail_all()  # a forward client's events die with its connection
+            self._gone(queue)
             if task is not None:
                 self._sessions.discard(task)
             log.info("[onebot] forward ws closed", peer=peer)

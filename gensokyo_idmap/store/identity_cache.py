@@ -234,6 +234,9 @@ class _RecordingWriter(IdentityWriter):
         self._view.set_vuin_counter(value)
 
     # writes no probe answer depends on
+    def set_meta(self, name: str, value: Any) -> None:
+        self._view.set_meta(name, value)
+
     def add_identity(self, vuin: int, key: str) -> None:
         self._view.add_identity(vuin, key)
 

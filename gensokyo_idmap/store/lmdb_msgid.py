@@ -4,7 +4,7 @@ Tables (docs/stores.md):
 
 | table | key → value |
 |---|---|
-| ``meta`` | ``schema_version``, ``msg_counter`` (last virtual id handed out) |
+| ``meta`` | ``schema_version``, ``msg_counter`` (the position of the last virtual id handed out: it does not wrap, its id does, :func:`gensokyo_idmap.msgid_blocks.virtual_id_at`) |
 | ``msg_to_virtual`` | real message id → virtual id (4-byte big-endian) |
 | ``virtual_to_msg`` | virtual id → cbor [real id, AppID, chat kind, target, direction, created ms, expires ms] |
 | ``expires_at`` | expires ms (8 bytes) + virtual id (4 bytes) → empty: a sweep reads only what expired |

@@ -4,7 +4,7 @@ Keys, each under the prefix (``gsk:`` by default):
 
 | key | type | what |
 |---|---|---|
-| ``m:ctr`` | string | the last virtual id handed out (``INCR``; wraps at int32) |
+| ``m:ctr`` | string | the last virtual id handed out, by any daemon (for ``msgid stats``: each daemon allocates from a block of positions of its own, :mod:`gensokyo_idmap.msgid_blocks`) |
 | ``m:v:<virtual id>`` | hash | the record: ``r`` real id, ``a`` AppID, ``k`` chat kind, ``t`` target, ``d`` direction, ``c`` created ms, ``e`` expires ms; and what ``get_msg`` answers: ``u`` the author's vUIN (0: unknown), ``m`` the OneBot content as CQ text (absent: not kept), ``x`` the alias key of a message with a ``msg_idx`` (what a quote of it names). A record written before these were kept has none |
 | ``m:r:<real id>`` | string | the virtual id of a real id; also ``m:r:<alias>`` (:func:`gensokyo_idmap.msgid.quote_key`), written, refreshed and purged with the record |
 | ``m:c:<AppID>\\0<kind>\\0<target>`` | sorted set | inbound messages of a chat, members ``<created ms, 16 hex><virtual id, 8 hex>`` (lexical order is time order), the newest 256 |
@@ -19,9 +19,12 @@ without sleeping.
 
 Allocation is one Lua script per batch, so it is atomic across every daemon on this
 Redis: a virtual id is taken only if no live record holds it (an expired one in the way
-is purged first), and the real → virtual mapping is written in the same step. After a
-``FLUSHALL`` the counter starts again at 1 and no record exists: no id can be handed to
-two live messages, the old ones are simply unknown. The scripts build their keys from the
+is purged first), and the real → virtual mapping is written in the same step. The
+positions come from the calling daemon's block, reserved in the precious store and held in
+its memory (:mod:`gensokyo_idmap.msgid_blocks`), not from Redis: after a ``FLUSHALL``, a
+Redis restarted empty or from an older snapshot, each daemon goes on where it was, and a
+daemon that starts goes on above every block reserved before, so no id is handed out
+twice. The scripts build their keys from the
 prefix they are given, which a Redis Cluster would refuse; a single Redis (or a
 replicated pair) is what this is for.
 
@@ -44,7 +47,7 @@ from gensokyo_idmap.store.base import MsgContent, MsgIdCounts, MsgRecord
 from gensokyo_idmap.store.redis_runtime import RedisRuntime
 from gensokyo_idmap.store.redis_trips import ScriptTrips
 
-__all__ = ["CHAT_KEPT", "INT32_MAX", "RedisMsgIds"]
+__all__ = ["CHAT_KEPT", "INT32_MAX", "RedisMsgIds", "Stored"]
 
 INT32_MAX: Final = 2**31 - 1
 #: Inbound messages kept per chat for "the newest one with replies left": far more than
@@ -66,13 +69,18 @@ end
 """
 
 _STORE_LUA: Final = _LUA_COMMON + r"""
--- ARGV: prefix, now ms, ttl ms, int32 max, probes, chat kept, then per item
--- real id, AppID, chat kind, target, direction, reply window ms (0: none), author vUIN,
--- content kept ('1' / '0'), content, alias key ('': none). Returns per item
--- {virtual id, hit} ({0, 0}: no free id within the probes; nothing written for it). A hit keeps the author and content of
--- the first store, and its alias key points at it again (as on LMDB).
+-- ARGV: prefix, now ms, ttl ms, int32 max, probes, chat kept, the calling daemon's last
+-- position and the end of its reserved block, then per item real id, AppID, chat kind,
+-- target, direction, reply window ms (0: none), author vUIN, content kept ('1' / '0'),
+-- content, alias key ('': none). Returns the last position used, then per item
+-- {virtual id, hit} ({0, 0}: no free id within the probes; nothing written for it); the
+-- items after the one that reached the block's end are left out (the caller sends them
+-- again with its next block). A hit keeps the author and content of the first store, and
+-- its alias key points at it again (as on LMDB).
 local now, ttl = tonumber(ARGV[2]), tonumber(ARGV[3])
 local top, probes, kept = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local pos, lim = tonumber(ARGV[7]), tonumber(ARGV[8])
+local last = nil
 local function extend(key)
   if redis.call('PTTL', key) < ttl then redis.call('PEXPIRE', key, ttl) end
 end
@@ -89,8 +97,8 @@ local function purge(vid, rec)
     redis.call('ZREM', chat_key(rec[2], rec[3], rec[4]), member(tonumber(rec[6]), vid))
   end
 end
-local out = {}
-for i = 7, #ARGV, 10 do
+local out = {0}
+for i = 9, #ARGV, 10 do
   local real, app, kind, target, dir = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
   local window = tonumber(ARGV[i + 5])
   local author, has_text, text, alias = ARGV[i + 6], ARGV[i + 7], ARGV[i + 8], ARGV[i + 9]
@@ -115,11 +123,9 @@ for i = 7, #ARGV, 10 do
   if not result then
     local vid = nil
     for _ = 1, probes do
-      local c = redis.call('INCR', p .. 'm:ctr')
-      if c > top then
-        c = (c - 1) % top + 1
-        redis.call('SET', p .. 'm:ctr', c)
-      end
+      if pos >= lim then break end
+      pos = pos + 1
+      local c = (pos - 1) % top + 1
       local held = rec_of(c)
       if not held[1] then vid = c break end
       if tonumber(held[7]) <= now then purge(c, held) vid = c break end
@@ -150,12 +156,17 @@ for i = 7, #ARGV, 10 do
         end
       end
       result = {vid, 0}
+      last = vid
+    elseif pos >= lim then
+      break
     else
       result = {0, 0}
     end
   end
   out[#out + 1] = result
 end
+out[1] = pos
+if last then redis.call('SET', p .. 'm:ctr', last) end
 return out
 """
 
@@ -299,6 +310,15 @@ def _content(fields: Sequence[bytes | str | None]) -> MsgContent | None:
                       None if alias is None else _text(alias))
 
 
+#: The last position a store script used, and (virtual id, hit) per item it stored (None:
+#: no free id within the probes).
+Stored = tuple[int, list[tuple[int, bool] | None]]
+
+
+def _stored(raw: list[Any]) -> Stored:
+    return int(raw[0]), [None if vid == 0 else (int(vid), bool(hit)) for vid, hit in raw[1:]]
+
+
 #: real id, AppID, chat kind, target, direction, reply window ms (0: not replied to),
 #: author vUIN (0: unknown), content kept (1 / 0), content, alias key ('': none)
 StoreItem = tuple[str, str, str, str, str, int, int, int, str, str]
@@ -326,25 +346,26 @@ class RedisMsgIds:
 
     # --- message ids ----------------------------------------------------------------------
 
-    def _store_args(self, items: Sequence[StoreItem], now_ms: int,
-                    ttl_ms: int) -> list[str | int]:
+    def _store_args(self, items: Sequence[StoreItem], now_ms: int, ttl_ms: int,
+                    block: tuple[int, int]) -> list[str | int]:
         args: list[str | int] = [self._prefix, now_ms, ttl_ms, INT32_MAX, MAX_PROBES,
-                                 CHAT_KEPT]
+                                 CHAT_KEPT, *block]
         for item in items:
             args.extend(item)
         return args
 
-    async def store(self, items: Sequence[StoreItem], now_ms: int,
-                    ttl_ms: int) -> list[tuple[int, bool] | None]:
+    async def store(self, items: Sequence[StoreItem], now_ms: int, ttl_ms: int,
+                    block: tuple[int, int]) -> Stored:
         """(virtual id, whether it was a hit) per item, in one atomic script; None for an
-        item no free id was found for."""
-        raw = await self._run_aio(_STORE_LUA, self._store_args(items, now_ms, ttl_ms))
-        return [None if vid == 0 else (int(vid), bool(hit)) for vid, hit in raw]
+        item no free id was found for. ``block`` is (the last position used, the last one
+        reserved): the answer says where it stopped, and leaves out the items after the one
+        the block ran out at."""
+        return _stored(await self._run_aio(_STORE_LUA, self._store_args(items, now_ms,
+                                                                         ttl_ms, block)))
 
-    def store_sync(self, items: Sequence[StoreItem], now_ms: int,
-                   ttl_ms: int) -> list[tuple[int, bool] | None]:
-        raw = self._store_sync(args=self._store_args(items, now_ms, ttl_ms))
-        return [None if vid == 0 else (int(vid), bool(hit)) for vid, hit in raw]
+    def store_sync(self, items: Sequence[StoreItem], now_ms: int, ttl_ms: int,
+                   block: tuple[int, int]) -> Stored:
+        return _stored(self._store_sync(args=self._store_args(items, now_ms, ttl_ms, block)))
 
     def record(self, virtual_id: int) -> MsgRecord | None:
         fields = self.runtime.sync.hmget(self.runtime.key("m:v", virtual_id), _RECORD_FIELDS)

@@ -14,6 +14,7 @@ import pytest
 from gensokyo_idmap.errors import BadInputError, ConflictError, LegacyDbError
 from gensokyo_idmap.identity import OpenId, RawId
 from gensokyo_idmap.idmap import IdentityGraph, follow_alias
+from gensokyo_idmap.msgid_blocks import MSG_RESERVED
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
 from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore
 from migrate.legacy import MARKER, MigrationReport, migrate_legacy
@@ -132,6 +133,9 @@ def test_every_manifest_mapping_lands(stores: Stores, legacy_copy: Any, name: st
         else:  # hash mode keeps no counter: start above every old message row
             rows = [int(r) for r in expected["cache"]["reverse"]]
             assert view.msg_counter() >= max(r for r in rows if r <= 2**31 - 1)
+        carried = view.msg_counter()
+    with stores.identity.read() as view:  # and the high-water mark goes on above it too
+        assert view.get_meta(MSG_RESERVED) == carried > 0
     if expected["ids"]["current_row"] is not None:  # hash mode: only a stale one (noise)
         assert report.counters["legacy_current_row"] == expected["ids"]["current_row"]
 

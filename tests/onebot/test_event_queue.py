@@ -117,6 +117,25 @@ def test_the_window_bounds_what_is_in_flight() -> None:
     asyncio.run(main())
 
 
+def test_publishing_to_a_full_window_wakes_no_sender() -> None:
+    """With the window full only a confirmation makes an event sendable: a publish then
+    leaves the sender asleep (a peer that stopped reading would cost a wake-up per event)."""
+
+    async def main() -> None:
+        queue = EventQueue(10, "q", window=1)
+        queue.publish({"n": 0})
+        assert queue.take() == {"n": 0}
+        queue._wakeup.clear()  # the sender went to sleep: nothing sendable
+        queue.publish({"n": 1})
+        assert not queue.ready() and not queue._wakeup.is_set()
+        number = queue.ping(0.0)
+        assert number is not None
+        queue.pong(b"%d" % number)
+        assert queue.ready() and queue._wakeup.is_set()
+
+    asyncio.run(main())
+
+
 def test_lagging_once_a_ping_is_unanswered_past_the_grace() -> None:
     async def main() -> None:
         queue = EventQueue(10, "q")
@@ -164,18 +183,68 @@ def test_the_bench_switch_confirms_on_write_and_pings_nothing() -> None:
     asyncio.run(main())
 
 
-OPS = st.lists(st.sampled_from(["publish", "take", "ping", "pong", "pong_all", "requeue"]),
-               max_size=60)
+def test_a_peer_that_never_answered_or_lags_is_not_confirming() -> None:
+    async def main() -> None:
+        queue = EventQueue(10, "q")
+        probe = queue.ping(100.0, probe=True)
+        assert probe is not None
+        assert not queue.confirming(100.1)  # it has read nothing yet, as far as we know
+        queue.pong(b"%d" % probe)
+        assert queue.confirming(100.2)
+        queue.publish({"n": 0})
+        queue.take()
+        queue.ping(101.0)
+        assert queue.confirming(101.5) and not queue.confirming(102.5)
+
+    asyncio.run(main())
 
 
-@given(OPS)
-def test_confirmed_events_are_a_prefix_and_every_event_goes_out_in_order(ops: list[str]) -> None:
-    """Any interleaving of publish, send, ping, pong and reconnect: what is confirmed is
-    always a prefix of what was published, and the events written on each connection, with
-    repeats after a reconnect removed, follow publish order."""
+def test_a_lagging_peer_owed_nothing_lets_go_of_every_wait_and_keeps_its_events() -> None:
+    """``owed_while_lagging=False`` (forward WS): once the watcher calls ``lagged``, every
+    pending future turns False, in flight or waiting, the events stay queued and go out in
+    order, and a pong later still takes them off; with the default, ``lagged`` changes
+    nothing."""
 
     async def main() -> None:
-        queue = EventQueue(1000, "q", window=5)
+        kept = EventQueue(10, "kept")
+        kept_futures = [kept.publish({"n": n}) for n in range(2)]
+        kept.take()
+        kept.lagged()
+        assert resolved(kept_futures) == [None, None]
+
+        queue = EventQueue(10, "q", window=2, owed_while_lagging=False)
+        futures = [queue.publish({"n": n}) for n in range(3)]
+        assert queue.take() == {"n": 0} and queue.take() == {"n": 1}
+        number = queue.ping(0.0)
+        queue.lagged()
+        assert resolved(futures) == [False, False, False]
+        assert len(queue) == 3 and queue.in_flight == 2
+        later = queue.publish({"n": 3})
+        queue.lagged()
+        assert later.done() and later.result() is False
+        assert number is not None
+        queue.pong(b"%d" % number)  # it answers after all: what it confirmed leaves
+        assert len(queue) == 2 and queue.confirmed == 2
+        assert queue.take() == {"n": 2} and queue.take() == {"n": 3}
+
+    asyncio.run(main())
+
+
+OPS = st.lists(st.sampled_from(["publish", "take", "ping", "pong", "pong_all", "requeue",
+                                "lagged"]), max_size=60)
+
+
+@given(OPS, st.booleans())
+def test_confirmed_events_are_a_prefix_and_every_event_goes_out_in_order(
+        ops: list[str], owed_while_lagging: bool) -> None:
+    """Any interleaving of publish, send, ping, pong, reconnect and lag: what is confirmed is
+    always a prefix of what was published, and the events written on each connection, with
+    repeats after a reconnect removed, follow publish order. Without ``owed_while_lagging``
+    a lag lets go of every pending future (False), and only then is one False."""
+
+    async def main() -> None:
+        queue = EventQueue(1000, "q", window=5, owed_while_lagging=owed_while_lagging)
+        let_go = False
         futures: list[asyncio.Future[bool]] = []
         pings: list[int] = []
         first_sends: list[int] = []
@@ -203,9 +272,14 @@ def test_confirmed_events_are_a_prefix_and_every_event_goes_out_in_order(ops: li
                 pings.clear()
                 assert connection == sorted(connection)  # one connection: in order
                 connection = []
+            elif op == "lagged":
+                queue.lagged()
+                if not owed_while_lagging:
+                    let_go = let_go or bool(futures)
+                    assert all(f.done() for f in futures)
             done = [f.done() for f in futures]
             assert done == sorted(done, reverse=True), done  # confirmed: a prefix
-            assert all(f.result() for f in futures if f.done())
+            assert let_go or all(f.result() for f in futures if f.done())
         assert first_sends == sorted(first_sends)
         assert connection == sorted(connection)
 

@@ -142,6 +142,8 @@ def test_event_path_gets_events_and_ignores_actions() -> None:
     async def scenario(session: ClientSession, url: str) -> None:
         async with session.ws_connect(url + "event", autoping=False) as ws:
             assert (await next_json(ws))["sub_type"] == "connect"
+            probe = await asyncio.wait_for(ws.receive(), TIMEOUT)  # the ping after it
+            assert probe.type == WSMsgType.PING
             await until(lambda: server.connections == 1)
             await ws.send_json({"action": "send_msg", "params": {}, "echo": 1})
             await ws.send_str("not json")
@@ -207,17 +209,19 @@ def test_a_token_that_is_not_utf8_is_refused_403_not_a_500(token: bytes) -> None
 
 
 def test_a_client_whose_queue_overflows_is_closed_with_1013_and_its_events_fail() -> None:
-    """The client reads frames but never answers a ping, so nothing it got is confirmed:
-    once its queue (20) is full it is closed with 1013, logged with its address, and the
-    futures of what it had turn False (nobody waits for it any more)."""
+    """The client reads frames but answers no ping after the first, so nothing it got is
+    confirmed: once its queue (20) is full it is closed with 1013, logged with its address,
+    and the futures of what it had turn False (nobody waits for it any more)."""
     server = ForwardWsServer(1, heartbeat_interval=60, queue_size=20, window=10)
 
     async def scenario(session: ClientSession, url: str) -> None:
         async with session.ws_connect(url, autoping=False) as ws:
             host, port = ws.get_extra_info("sockname")[:2]
             await next_json(ws)  # connect
-            while server.connections < 1:
-                await asyncio.sleep(0.01)
+            probe = await asyncio.wait_for(ws.receive(), TIMEOUT)
+            await ws.pong(probe.data)  # it reads: its confirmations are waited for
+            await until(lambda: server.connections == 1
+                        and all(queue.answered for queue in server._queues))
             with capture_logs() as logs:
                 futures = [server.publish({"n": n}) for n in range(25)]
                 message = await asyncio.wait_for(ws.receive(), TIMEOUT)
@@ -289,6 +293,83 @@ def test_a_client_that_never_reads_does_not_hold_up_intake_or_the_other_client(
         await asyncio.wait_for(scenario(session, url), 60)
 
     serve(server, bounded, timeout=90)
+
+
+def test_a_client_that_never_answered_a_ping_is_not_waited_for() -> None:
+    """The ping after the lifecycle event goes unanswered: the client reads nothing (as far
+    as anyone can tell), so publishing to it offers nothing to wait on, and once
+    ``ping_timeout`` has passed it is closed with 1013."""
+    server = ForwardWsServer(1, heartbeat_interval=60, ping_timeout=1.0)
+
+    async def scenario(session: ClientSession, url: str) -> None:
+        async with session.ws_connect(url, autoping=False) as ws:
+            await next_json(ws)  # connect
+            probe = await asyncio.wait_for(ws.receive(), TIMEOUT)
+            assert probe.type == WSMsgType.PING  # never answered
+            await until(lambda: server.connections == 1)
+            assert server.publish({"post_type": "message", "n": 1}) is None
+            message = await asyncio.wait_for(ws.receive(), TIMEOUT)
+            while message.type in (WSMsgType.TEXT, WSMsgType.PING):
+                message = await asyncio.wait_for(ws.receive(), TIMEOUT)
+            assert (message.type, message.data) == (WSMsgType.CLOSE, 1013)
+            assert server.connections == 0
+
+    serve(server, scenario)
+
+
+def test_waits_for_a_client_that_stops_answering_end_at_the_lag_grace(
+        identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore) -> None:
+    """A client answers the first ping, then no more. The pipeline, told to wait up to 60 s
+    for confirmations, returns once the client lags (LAG_GRACE), not after those 60 s: its
+    events' futures turn False then, though it is still connected and gets the events."""
+    server = ForwardWsServer(1, heartbeat_interval=60, ping_timeout=30)
+    bridge = InboundBridge(IdentityGraph(identity_store), MsgIdMap(msgid_store),
+                           BridgeSettings(app_id=APP, self_id=1))
+    pipeline = InboundPipeline(bridge, [server])
+    pipeline.delivery_wait = 60
+
+    async def scenario(session: ClientSession, url: str) -> None:
+        async with session.ws_connect(url, autoping=False) as ws:
+            await next_json(ws)  # connect
+            probe = await asyncio.wait_for(ws.receive(), TIMEOUT)
+            await ws.pong(probe.data)
+            await until(lambda: server.connections == 1
+                        and all(queue.answered for queue in server._queues))
+            await asyncio.wait_for(pipeline(group_message(1)), TIMEOUT)
+            assert server.connections == 1  # not closed: lagging is not ping_timeout
+            frame = await next_json(ws)
+            assert frame["post_type"] == "message"
+
+    serve(server, scenario, timeout=2 * TIMEOUT)
+
+
+def test_a_stop_does_not_wait_for_a_client_that_does_not_take_its_close_frame() -> None:
+    """A client that handshakes and then neither reads nor answers: once its queue is full
+    it is closed with 1013 and given ping_timeout (30 s) to take the close frame; the
+    server's close (the daemon's stop) drops it at once instead of waiting that long."""
+    server = ForwardWsServer(1, heartbeat_interval=60, ping_timeout=30, queue_size=20)
+
+    async def scenario(session: ClientSession, url: str) -> None:
+        port = URL(url).port
+        assert port is not None
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        try:
+            writer.write(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"
+                         b"Connection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
+                         b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
+            assert (await reader.readuntil(b"\r\n\r\n")).startswith(b"HTTP/1.1 101 ")
+            await until(lambda: server.connections == 1)
+            for n in range(21):
+                server.publish({"post_type": "message", "n": n})
+            assert server.fell_behind == 1 and server.connections == 0
+            await asyncio.sleep(0.1)
+            assert server._sessions  # waiting for the client to take the close frame
+            await asyncio.wait_for(server.close(), TIMEOUT)
+            assert not server._sessions
+        finally:
+            writer.close()
+
+    serve(server, scenario)
 
 
 def group_message(n: int) -> Any:
