@@ -28,7 +28,7 @@ from aiohttp import web
 from gensokyo_idmap import jsonio
 from gensokyo_idmap.admission import Admission
 from gensokyo_idmap.api import ApiServer
-from gensokyo_idmap.api.server import ApiSettings
+from gensokyo_idmap.api.settings import ApiSettings
 from gensokyo_idmap.bridge.actions import ActionService
 from gensokyo_idmap.bridge.dedup import ClaimStore, DeliveryLog, DurableClaims, window_seconds
 from gensokyo_idmap.bridge.inbound import BridgeSettings, EventSink, InboundBridge, InboundPipeline

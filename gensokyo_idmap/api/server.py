@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -56,6 +55,7 @@ from gensokyo_idmap.api.console.status import LinkStatus
 from gensokyo_idmap.api.forwarded import TrustedProxies
 from gensokyo_idmap.api.getid import answer_getid
 from gensokyo_idmap.api.openapi import openapi_document
+from gensokyo_idmap.api.settings import ApiSettings
 from gensokyo_idmap.compat import LegacyIdmap
 from gensokyo_idmap.errors import BadInputError, IdmapError, NotFoundError
 from gensokyo_idmap.health import HealthSource, ServerCheck, problems, server_problems
@@ -82,7 +82,7 @@ from gensokyo_idmap.reports import (
 )
 from gensokyo_idmap.store.base import TableCounts, legacy_counts
 
-__all__ = ["ApiServer", "ApiSettings"]
+__all__ = ["ApiServer"]
 
 log = structlog.get_logger("gensokyo_idmap.api")
 
@@ -90,22 +90,6 @@ MAX_RESOLVE_KEYS = 64
 _Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 #: Routes anyone who reaches the listener may call, under any Host (access.py).
 _OPEN_ROUTES = frozenset({"/healthz", "/readyz", "/metrics", "/openapi.json"})
-
-
-@dataclass(frozen=True, slots=True)
-class ApiSettings:
-    app_id: str
-    identity_path: Path
-    msgid_path: Path
-    token: str = ""
-    getid_allow: tuple[str, ...] = ()
-    #: networks (CIDR) of reverse proxies whose X-Forwarded-For / -Proto are believed
-    trusted_proxies: tuple[str, ...] = ()
-    #: where the graph is, as /v1/stats reports it: ``identity_path`` when empty; the
-    #: PostgreSQL URL (no password) when the graph is there and no file exists
-    identity_location: str = ""
-    #: host names besides localhost that requests may address (``api.allowed_hosts``)
-    allowed_hosts: tuple[str, ...] = ()
 
 
 def _error(status: int, code: str, message: str) -> web.Response:

@@ -14,7 +14,8 @@ import pytest
 from aiohttp import web
 
 from gensokyo_idmap.api.console.status import LinkStatus
-from gensokyo_idmap.api.server import ApiServer, ApiSettings
+from gensokyo_idmap.api.server import ApiServer
+from gensokyo_idmap.api.settings import ApiSettings
 from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.msgid import MsgIdMap
 from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore
