@@ -385,6 +385,10 @@ class HttpConfig(_Section):
 class LogConfig(_Section):
     level: Literal["debug", "info", "warning", "error"] = "info"
     format: Literal["console", "json"] = "console"
+    time: Literal["local", "utc"] = Field(
+        default="local",
+        description="the timestamps' time zone: local (with its UTC offset, as the "
+                    "machine's other logs) or utc (ending in Z)")
 
 
 class Config(_Section):

@@ -187,6 +187,10 @@ def test_run_daemon_data_dir_is_a_file_is_a_store_error(tmp_path: Path) -> None:
     assert str(blocker) in failure.message
 
 
+#: ``[onebot] reverse ws unavailable`` in a JSON line (the component in a field of its own).
+UNAVAILABLE = '"event":"reverse ws unavailable"'
+
+
 def test_framework_urls_are_logged_without_their_credentials(tmp_path: Path) -> None:
     """Reverse-WS and HTTP POST URLs written with user:password@ (or ?access_token=) were
     logged as written: the start-up lines, the listener list and every connect attempt."""
@@ -206,7 +210,7 @@ def test_framework_urls_are_logged_without_their_credentials(tmp_path: Path) -> 
         stop = asyncio.Event()
         task = asyncio.create_task(run_daemon(config, stop))
         for _ in range(int(TIMEOUT / 0.01)):
-            if stream.getvalue().count("[onebot] reverse ws unavailable") >= 2:
+            if stream.getvalue().count(UNAVAILABLE) >= 2:
                 break
             await asyncio.sleep(0.01)
         stop.set()
@@ -214,8 +218,8 @@ def test_framework_urls_are_logged_without_their_credentials(tmp_path: Path) -> 
 
     asyncio.run(scenario())
     text = stream.getvalue()
-    assert text.count("[onebot] reverse ws unavailable") >= 2, text
-    assert "[app] ready" in text
+    assert text.count(UNAVAILABLE) >= 2, text
+    assert '"event":"ready"' in text
     assert SECRET not in text
     assert f"ws://***@127.0.0.1:{closed}/ws" in text and "access_token=***" in text
 
@@ -308,16 +312,20 @@ def test_serve_process_ready_then_signal(tmp_path: Path, sig: signal.Signals, fm
     )
     assert load_config(config_file).bot.secret.get_secret_value() == SECRET
 
+    # JSON lines carry the component in a field of their own: "[app] ready" is
+    # "event":"ready" … "component":"app"
+    ready, stopping, stopped = (f"[app] {event}" if fmt == "console" else f'"event":"{event}"'
+                                for event in ("ready", "stopping", "stopped"))
     serving = _start_serve(config_file, tmp_path)
     try:
-        _wait_for_line(serving[1], serving[2], "[app] ready")
+        _wait_for_line(serving[1], serving[2], ready)
         assert (data_dir / "openid-map.db").exists()
     finally:
         code, stdout, stderr = _end(serving, sig)
 
     assert code == 0, stderr
-    assert "[app] stopping" in stderr
-    assert "[app] stopped" in stderr
+    assert stopping in stderr
+    assert stopped in stderr
     assert "Traceback" not in stderr
     assert SECRET not in stderr
     assert SECRET not in stdout

@@ -294,6 +294,15 @@ def test_unsupported_segments_are_refused_by_default_or_dropped(tmp_path: Path) 
         load_config(write(tmp_path, "onebot: {unsupported_segments: ignore}\n"))
 
 
+def test_log_time_is_local_by_default_or_utc(tmp_path: Path) -> None:
+    assert load_config(EXAMPLE).log.time == "local"
+    assert Config().log.time == "local"
+    assert load_config(write(tmp_path, "log: {time: utc}\n")).log.time == "utc"
+    for bad in ("UTC+8", "gmt", "Z"):
+        with pytest.raises(BadInputError, match="log.time"):
+            load_config(write(tmp_path, f"log: {{time: {bad}}}\n"))
+
+
 def test_message_content_is_kept_by_default_and_can_be_switched_off(tmp_path: Path) -> None:
     assert load_config(EXAMPLE).idmap.keep_message_content is True
     assert Config().idmap.keep_message_content is True
