@@ -63,6 +63,15 @@ class LinkWatch:
         return LinkView(
             gateway=None if gateway is None else GatewayLink(
                 gateway.session_id, gateway.seq, gateway.resumes, gateway.identifies,
-                gateway.pauses),
+                gateway.pauses, _state(gateway)),
             webhook=self.webhook, last_webhook=self.last_webhook,
             frameworks=tuple(frameworks))
+
+
+def _state(gateway: GatewayClient) -> str:
+    """The gateway's state as ``/metrics`` and the console name it."""
+    if gateway.fatal is not None:
+        return "stopped"
+    if gateway.paused:
+        return "paused"
+    return "connected" if gateway.connected else "connecting"

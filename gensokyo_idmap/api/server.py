@@ -50,11 +50,19 @@ from gensokyo_idmap.api.console.pages import Console
 from gensokyo_idmap.api.console.status import LinkStatus
 from gensokyo_idmap.api.forwarded import TrustedProxies
 from gensokyo_idmap.api.getid import answer_getid
+from gensokyo_idmap.api.link_metrics import LinkCollector
 from gensokyo_idmap.api.openapi import openapi_document
 from gensokyo_idmap.api.settings import ApiSettings
 from gensokyo_idmap.compat import LegacyIdmap
 from gensokyo_idmap.errors import BadInputError, IdmapError, NotFoundError
-from gensokyo_idmap.health import HealthSource, ServerCheck, problems, server_problems
+from gensokyo_idmap.health import (
+    HealthSource,
+    ServerCheck,
+    problems,
+    server_answers,
+    server_problems,
+    store_problems,
+)
 from gensokyo_idmap.identity import (
     MAX_SCENE_BYTES,
     RUin,
@@ -147,6 +155,11 @@ class ApiServer:
         self.registry.register(metrics.StoreSizeCollector(
             self._identity_counts, partial(legacy_counts, graph.store), msgids.counts,
             (settings.identity_path, settings.msgid_path)))
+        self.registry.register(metrics.DataDirCollector(settings.msgid_path.parent))
+        self._backends_up = metrics.BackendUpCollector()
+        self.registry.register(self._backends_up)
+        if link is not None:
+            self.registry.register(LinkCollector(link))
         self.console = Console(self, link)
 
     def _identity_counts(self) -> TableCounts:
@@ -347,8 +360,21 @@ class ApiServer:
             return _error(503, "unhealthy", "; ".join(found))
         return web.Response(status=204)
 
+    async def backends_up(self) -> dict[str, bool]:
+        """Per backend (``lmdb``, ``postgres``, ``redis``), whether its stores work now: what
+        ``/healthz`` asks, less the free space (``gensokyo_data_dir_free_bytes`` says that)."""
+        up: dict[str, bool] = {}
+        if self._health_sources:
+            up["lmdb"] = not store_problems(self._health_sources)
+        answers = await server_answers(self._servers)
+        for check, problem in zip(self._servers, answers, strict=True):
+            backend = metrics.backend_of(check)
+            up[backend] = up.get(backend, True) and problem is None
+        return up
+
     async def metrics(self, request: web.Request) -> web.Response:
         started = time.perf_counter()
+        self._backends_up.update(await self.backends_up())
         body = metrics.render(self.registry)
         log.debug("[api] metrics rendered", seconds=round(time.perf_counter() - started, 6))
         return web.Response(body=body, headers={"Content-Type": metrics.CONTENT_TYPE})

@@ -260,6 +260,10 @@ class GatewayClient:
         self.identifies = 0
         self.resumes = 0
         self.fatal: str | None = None
+        #: a session is established (READY or RESUMED) on the open connection; reading
+        #: is paused (rule 6): what readiness reports
+        self.connected = False
+        self.paused = False
 
     async def close(self) -> None:
         self._stop.set()
@@ -335,6 +339,7 @@ class GatewayClient:
             await self._finish_in_flight()
             await ws.close()
         finally:
+            self.connected = False
             if not reading.done():
                 reading.cancel()  # cancelled from outside: the reads must not outlive us
             await asyncio.gather(reading, return_exceptions=True)
@@ -351,6 +356,13 @@ class GatewayClient:
         """A batch failed: read nothing more until it can be replayed (rule 6), or a stop."""
         self._failures += 1
         self.pauses += 1
+        self.paused = True
+        try:
+            await self._paused_until_processable()
+        finally:
+            self.paused = False
+
+    async def _paused_until_processable(self) -> None:
         delay = min(self._base_delay * 2 ** (self._failures - 1), self._max_delay)
         began = self._clock()
         problems = await self._backends() if self._backends is not None else []
@@ -445,9 +457,11 @@ class GatewayClient:
             return
         if isinstance(event, Ready):
             self.session_id = event.session_id
+            self.connected = True
             self._delay = self._base_delay
             log.info("[qq] gateway ready", session_id=event.session_id)
         elif isinstance(event, Resumed):
+            self.connected = True
             self._delay = self._base_delay
             log.info("[qq] gateway resumed", seq=self.seq)
         else:
