@@ -17,8 +17,9 @@ Routes (documented in ``/openapi.json``)::
     /ui/…                          the operator console (console/pages.py)
 
 Errors of ``/v1`` are ``{"error": {"code", "message"}}`` with the error class's HTTP status
-(errors.py): 400 bad input, 401 no or wrong token, 403 peer not allowed, 404, 409, 503. Only a
-bug of ours is a 500.
+(errors.py): 400 bad input, 401 no or wrong token, 403 peer not allowed, 404, 409, 503; so
+is a path no route serves (404 ``not_found``, or 405 ``method_not_allowed`` for a route's
+wrong method). Only a bug of ours is a 500.
 
 Before any of that, the routes behind access (``/v1``, ``/getid``, ``/ui/``) take only what
 :mod:`gensokyo_idmap.admission` lets in from a browser's reach (same error shape): a ``Host``
@@ -41,6 +42,7 @@ from typing import Any
 
 import structlog
 from aiohttp import web
+from aiohttp.web_urldispatcher import MatchInfoError
 from prometheus_client import CollectorRegistry
 
 from gensokyo_idmap import jsonio, metrics
@@ -222,7 +224,19 @@ class ApiServer:
                     return web.json_response({"error": refused.message},
                                              status=refused.status)
                 return _error(refused.status, refused.code, refused.message)
-        return await handler(request)
+        try:
+            return await handler(request)
+        except (web.HTTPNotFound, web.HTTPMethodNotAllowed) as exc:
+            # no such route: the same envelope as every other error (the console's pages
+            # under /ui/ answer their own)
+            if not isinstance(request.match_info, MatchInfoError) or path.startswith("/ui/"):
+                raise
+            if isinstance(exc, web.HTTPNotFound):
+                return _error(404, "not_found", f"no route {path} (see /openapi.json)")
+            response = _error(405, "method_not_allowed",
+                              f"{request.method} is not a method of {path}")
+            response.headers["Allow"] = exc.headers.get("Allow", "")
+            return response
 
     def _v1(self, handler: _Handler) -> _Handler:
         async def guarded(request: web.Request) -> web.StreamResponse:

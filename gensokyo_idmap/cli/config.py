@@ -1,4 +1,5 @@
-"""``config``: check a config file; convert an old Go Gensokyo config.yml."""
+"""``config``: check a config file; convert an old Go Gensokyo config.yml. ``init``: write
+the example config to start from."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from gensokyo_idmap.cli.output import emit
 from gensokyo_idmap.config import Config, load_config
 from gensokyo_idmap.errors import BadInputError
 
-__all__ = ["config_group"]
+__all__ = ["config_group", "init_command"]
 
 
 @click.group("config")
@@ -91,7 +92,7 @@ def config_import_gensokyo(ctx: CliContext, file: Path, out: Path | None, force:
     if out is not None and out.exists() and not force:
         raise BadInputError("--out", str(out), "exists already (--force replaces it)")
     header = (f"# gensokyo-idmap config, converted from the Go Gensokyo config {file.name}.\n"
-              "# Every key and its default: examples/config.yml.\n")
+              "# Every key and its default: `gensokyo-idmap init` writes them.\n")
     shown = masked(result.config)
     if out is not None:
         text = header + yaml.safe_dump(result.config, sort_keys=False, allow_unicode=True)
@@ -103,7 +104,7 @@ def config_import_gensokyo(ctx: CliContext, file: Path, out: Path | None, force:
         lines = [f"wrote {out}" if out is not None else
                  "# secrets are shown as <hidden>: use --out FILE to write them"]
         lines += [f"note: {note}" for note in result.notes]
-        lines += [f"no equivalent: {key} ({why})" for key, why in result.unmapped]
+        lines += [f"no equivalent: {key}: {why}" for key, why in result.unmapped]
         return "\n".join(lines)
 
     if ctx.as_json:
@@ -114,3 +115,22 @@ def config_import_gensokyo(ctx: CliContext, file: Path, out: Path | None, force:
     else:
         click.echo(header + yaml.safe_dump(shown, sort_keys=False, allow_unicode=True), nl=False)
         click.echo(report(), err=True)
+
+
+@click.command("init")
+@click.argument("directory", required=False, default=Path("."),
+                type=click.Path(file_okay=False, path_type=Path))
+@click.option("--force", is_flag=True, help="Replace an existing config.yml.")
+@click.pass_obj
+def init_command(ctx: CliContext, directory: Path, force: bool) -> None:
+    """Write a commented config.yml, every key with its default, into DIRECTORY (default:
+    here) and say what to fill in."""
+    from gensokyo_idmap.config_example import TO_FILL_IN, write_example
+
+    written = write_example(directory, force=force)
+    width = max(len(key) for key, _ in TO_FILL_IN)
+    emit(ctx, {"file": str(written), "fill_in": [key for key, _ in TO_FILL_IN]},
+         lambda: "\n".join([f"wrote {written}", "fill in:",
+                            *(f"  {key:<{width}}  {why}" for key, why in TO_FILL_IN),
+                            f"then: gensokyo-idmap config check {written}",
+                            f"      gensokyo-idmap serve --config {written}"]))

@@ -17,7 +17,7 @@ __all__ = ["demo", "serve"]
 @click.command()
 @click.option("--config", "config_path", cls=RootConfigOption,
               type=click.Path(dir_okay=False, path_type=Path),
-              required=True, help="YAML config file (see examples/config.yml).")
+              required=True, help="YAML config file (`gensokyo-idmap init` writes one).")
 def serve(config_path: Path) -> None:
     """Run the daemon."""
     from gensokyo_idmap.app import run_daemon
@@ -38,9 +38,10 @@ def serve(config_path: Path) -> None:
 @click.command()
 @click.option("--config", "config_path", cls=RootConfigOption,
               type=click.Path(dir_okay=False, path_type=Path),
-              default=Path("examples/config.yml"), show_default=True,
+              default=None,
               help="YAML config file: its listeners, OneBot and log settings (the bot's "
-                   "credentials, platform and stores are the demo's own).")
+                   "credentials, platform and stores are the demo's own). Default: the "
+                   "example config that `init` writes.")
 @click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path),
               default=Path("data-demo"), show_default=True,
               help="The demo's data dir (never the config's, unless given here).")
@@ -48,15 +49,20 @@ def serve(config_path: Path) -> None:
               help="Seed of the users' script (default: a new one each run, printed).")
 @click.option("--pace", type=click.FloatRange(min=0.0), default=2.0, show_default=True,
               help="Mean seconds between two things the users do.")
-def demo(config_path: Path, data_dir: Path, seed: int | None, pace: float) -> None:
+def demo(config_path: Path | None, data_dir: Path, seed: int | None, pace: float) -> None:
     """Run the daemon fed by an emulated QQ platform: simulated users chat, join and leave;
     a bot connected to it answers them (no QQ credentials needed; docs/demo.md)."""
     import secrets
 
+    from gensokyo_idmap.config_example import example_path
     from gensokyo_idmap.demo.run import DemoOptions, run_demo
     from gensokyo_idmap.executor import DaemonThreadExecutor
 
-    config: Config = load_config(config_path)
+    if config_path is None:  # from any directory: the example shipped in the package
+        with example_path() as path:
+            config: Config = load_config(path)
+    else:
+        config = load_config(config_path)
     configure_logging(config.log.level, config.log.format, zone=config.log.time)
     options = DemoOptions(data_dir=data_dir, pace=pace,
                           seed=secrets.randbelow(10_000) if seed is None else seed)
