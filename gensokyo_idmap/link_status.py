@@ -29,6 +29,15 @@ from gensokyo_idmap.redaction import redact_url
 __all__ = ["LinkWatch"]
 
 
+def _state(gateway: GatewayClient) -> str:
+    """The gateway's state as ``/metrics`` and the console name it."""
+    if gateway.fatal is not None:
+        return "stopped"
+    if gateway.paused:
+        return "paused"
+    return "connected" if gateway.connected else "connecting"
+
+
 class LinkWatch:
     """The parts of one daemon the console describes; set as the daemon makes them."""
 
@@ -67,11 +76,3 @@ class LinkWatch:
             webhook=self.webhook, last_webhook=self.last_webhook,
             frameworks=tuple(frameworks))
 
-
-def _state(gateway: GatewayClient) -> str:
-    """The gateway's state as ``/metrics`` and the console name it."""
-    if gateway.fatal is not None:
-        return "stopped"
-    if gateway.paused:
-        return "paused"
-    return "connected" if gateway.connected else "connecting"

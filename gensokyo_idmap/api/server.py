@@ -374,6 +374,13 @@ class ApiServer:
             return _error(503, "unhealthy", "; ".join(found))
         return web.Response(status=204)
 
+    async def metrics(self, request: web.Request) -> web.Response:
+        started = time.perf_counter()
+        self._backends_up.update(await self.backends_up())
+        body = metrics.render(self.registry)
+        log.debug("[api] metrics rendered", seconds=round(time.perf_counter() - started, 6))
+        return web.Response(body=body, headers={"Content-Type": metrics.CONTENT_TYPE})
+
     async def backends_up(self) -> dict[str, bool]:
         """Per backend (``lmdb``, ``postgres``, ``redis``), whether its stores work now: what
         ``/healthz`` asks, less the free space (``gensokyo_data_dir_free_bytes`` says that)."""
@@ -385,13 +392,6 @@ class ApiServer:
             backend = metrics.backend_of(check)
             up[backend] = up.get(backend, True) and problem is None
         return up
-
-    async def metrics(self, request: web.Request) -> web.Response:
-        started = time.perf_counter()
-        self._backends_up.update(await self.backends_up())
-        body = metrics.render(self.registry)
-        log.debug("[api] metrics rendered", seconds=round(time.perf_counter() - started, 6))
-        return web.Response(body=body, headers={"Content-Type": metrics.CONTENT_TYPE})
 
     async def openapi(self, request: web.Request) -> web.Response:
         return web.json_response(openapi_document())

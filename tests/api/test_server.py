@@ -226,37 +226,6 @@ def test_healthz_204_then_503_when_a_store_is_closed(serve_api: ServeApi, msgid_
     scenario(serve_api, body)
 
 
-def metric(text: str, sample: str) -> float | None:
-    """The value of one sample (name and labels as written) in Prometheus text, or None."""
-    for line in text.splitlines():
-        if line.startswith(sample + " "):
-            return float(line.rsplit(" ", 1)[1])
-    return None
-
-
-def test_metrics_say_whether_the_lmdb_stores_work_and_the_space_left(
-        serve_api: ServeApi, msgid_store: Any, msgid_db_path: Any) -> None:
-    """``gensokyo_backend_up{backend="lmdb"}`` follows what /healthz finds of the stores;
-    ``gensokyo_data_dir_free_bytes`` is the data dir's free space as statvfs says it."""
-    import os
-
-    async def body(c: Any) -> None:
-        status, text = await c.get("/metrics")
-        assert status == 200
-        assert metric(text, 'gensokyo_backend_up{backend="lmdb"}') == 1
-        stats = os.statvfs(msgid_db_path.parent)
-        free = metric(text, "gensokyo_data_dir_free_bytes")
-        assert free is not None and free > 0
-        assert abs(free - stats.f_bavail * stats.f_frsize) < 256 * 1024 * 1024
-        msgid_store.close()
-        status, text = await c.get("/metrics")
-        assert status == 200  # a broken store is a 0, not a failed scrape
-        assert metric(text, 'gensokyo_backend_up{backend="lmdb"}') == 0
-        assert metric(text, 'gensokyo_backend_up{backend="redis"}') is None  # none here
-
-    scenario(serve_api, body)
-
-
 def test_healthz_writes_nothing(serve_api: ServeApi, graph: Any, msgids: Any) -> None:
     """It used to commit a write to each store (and fsync) per call: now no transaction is
     committed and no file changes, however often it is asked."""
@@ -393,5 +362,36 @@ def test_writes_take_json_only_and_no_other_sites_request(serve_api: ServeApi) -
             "Sec-Fetch-Site": "same-origin"})
         assert status == 200 and moved["outcome"] == "moved", moved
         assert (await c.get(f"/getid?type=1&id={GROUP}"))[0] == 200  # lotus: no headers
+
+    scenario(serve_api, body)
+
+
+def metric(text: str, sample: str) -> float | None:
+    """The value of one sample (name and labels as written) in Prometheus text, or None."""
+    for line in text.splitlines():
+        if line.startswith(sample + " "):
+            return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+def test_metrics_say_whether_the_lmdb_stores_work_and_the_space_left(
+        serve_api: ServeApi, msgid_store: Any, msgid_db_path: Any) -> None:
+    """``gensokyo_backend_up{backend="lmdb"}`` follows what /healthz finds of the stores;
+    ``gensokyo_data_dir_free_bytes`` is the data dir's free space as statvfs says it."""
+    import os
+
+    async def body(c: Any) -> None:
+        status, text = await c.get("/metrics")
+        assert status == 200
+        assert metric(text, 'gensokyo_backend_up{backend="lmdb"}') == 1
+        stats = os.statvfs(msgid_db_path.parent)
+        free = metric(text, "gensokyo_data_dir_free_bytes")
+        assert free is not None and free > 0
+        assert abs(free - stats.f_bavail * stats.f_frsize) < 256 * 1024 * 1024
+        msgid_store.close()
+        status, text = await c.get("/metrics")
+        assert status == 200  # a broken store is a 0, not a failed scrape
+        assert metric(text, 'gensokyo_backend_up{backend="lmdb"}') == 0
+        assert metric(text, 'gensokyo_backend_up{backend="redis"}') is None  # none here
 
     scenario(serve_api, body)
