@@ -75,4 +75,3 @@ class LinkWatch:
                 gateway.pauses, _state(gateway)),
             webhook=self.webhook, last_webhook=self.last_webhook,
             frameworks=tuple(frameworks))
-
