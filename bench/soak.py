@@ -537,7 +537,9 @@ def stop_daemon(proc: subprocess.Popen[bytes], log: Path) -> str:
             proc.kill()
             proc.wait(5)
             return "did not exit within 30 s of SIGTERM (killed)"
-    stopped = '"[app] stopped"' in log.read_text(errors="replace")
+    # a JSON line: "[app] stopped" is "event":"stopped" with "component":"app"
+    stopped = any('"event":"stopped"' in line and '"component":"app"' in line
+                  for line in log.read_text(errors="replace").splitlines())
     return f"exit code {proc.returncode}, " + ("'[app] stopped' logged" if stopped
                                                else "no '[app] stopped' in the log")
 

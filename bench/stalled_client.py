@@ -64,7 +64,9 @@ import aiohttp
 
 TARGET_RATIO = 0.9
 PING_TIMEOUT = 60.0  # longer than any flood: the stalled client is there throughout
-CLOSED_LINES = ("[onebot] no pong in time", "[onebot] forward ws client fell behind")
+#: ``[onebot] no pong in time`` and ``[onebot] forward ws client fell behind`` in the
+#: daemon's JSON log, whose lines carry the component in a field of their own.
+CLOSED_LINES = ('"event":"no pong in time', '"event":"forward ws client fell behind')
 TOTAL_TIMEOUT = 600.0
 WITHOUT, WITH = "daemon", "daemon + stalled client"
 

@@ -19,7 +19,6 @@ here so each metric is spelled once.
 from __future__ import annotations
 
 import threading
-import time
 from bisect import bisect_left
 from collections.abc import Callable, Iterable
 from typing import Final
@@ -40,6 +39,7 @@ __all__ = [
     "MSGID_HIT",
     "MSGID_LOOKUP",
     "MSGID_SWEEP_SECONDS",
+    "WEBHOOK_RESPONSES",
     "Count",
     "Durations",
     "Family",
@@ -48,13 +48,12 @@ __all__ = [
 
 
 class Count:
-    """One number that only grows; ``created`` is when it started (unix seconds)."""
+    """One number that only grows."""
 
-    __slots__ = ("created", "value")
+    __slots__ = ("value",)
 
     def __init__(self) -> None:
         self.value = 0.0
-        self.created = time.time()
 
     def inc(self, amount: float = 1) -> None:
         self.value += amount
@@ -127,7 +126,6 @@ class Family:
             sources = self._pulled.get(values)
             if sources:
                 total = Count()
-                total.created = count.created
                 total.value = count.value + sum(read() for read in sources)
                 count = total
             found.append((values, count))
@@ -138,8 +136,7 @@ class Durations:
     """How long something took, in buckets (a histogram without labels), under a lock:
     what it times runs in a worker thread."""
 
-    __slots__ = ("_lock", "bucket_counts", "buckets", "created", "documentation", "name",
-                 "sum")
+    __slots__ = ("_lock", "bucket_counts", "buckets", "documentation", "name", "sum")
 
     def __init__(self, name: str, documentation: str, buckets: Iterable[float]) -> None:
         self.name = name
@@ -147,7 +144,6 @@ class Durations:
         self.buckets = tuple(sorted(buckets))
         self.bucket_counts = [0] * (len(self.buckets) + 1)  # the last one: above every bound
         self.sum = 0.0
-        self.created = time.time()
         self._lock = threading.Lock()
 
     def observe(self, seconds: float) -> None:
@@ -192,6 +188,12 @@ EVENTS_OUT: Final = Family(
     "gensokyo_events_out", "OneBot events handed to a framework connection, by transport",
     ["transport"])
 
+#: What the webhook answered the platform: a 5xx means an event was not processed (the
+#: platform delivers it again), a 401 a callback that was not signed by this bot's secret.
+WEBHOOK_RESPONSES: Final = Family(
+    "gensokyo_webhook_responses", "Webhook callbacks answered, by HTTP status code (200 "
+    "acknowledged; 4xx refused; 503 not processed: the platform delivers it again)", ["code"])
+
 #: The server backends (label ``backend``: ``postgres``, ``redis``). Bumped from the
 #: writer thread and the worker threads as well as the loop: shared counts.
 BACKEND_ROUND_TRIPS: Final = Family(
@@ -216,4 +218,4 @@ IDENTITY_CACHE: Final = Family(
 #: Every family in the order ``/metrics`` writes them.
 FAMILIES: Final[tuple[Family | Durations, ...]] = (
     _IDENTITIES, BIND_RESULTS, _MSGIDS, _EXPIRED, MSGID_SWEEP_SECONDS, EVENTS_IN, EVENTS_OUT,
-    BACKEND_ROUND_TRIPS, BACKEND_POOL_WAITS, BACKEND_ERRORS, IDENTITY_CACHE)
+    WEBHOOK_RESPONSES, BACKEND_ROUND_TRIPS, BACKEND_POOL_WAITS, BACKEND_ERRORS, IDENTITY_CACHE)

@@ -30,7 +30,9 @@ __all__ = [
     "disk_problem",
     "low_space",
     "problems",
+    "server_answers",
     "server_problems",
+    "store_problems",
 ]
 
 #: Less free space than this in a data dir is reported as a full disk: a group commit of a
@@ -86,16 +88,24 @@ def _unreadable(store: HealthSource) -> str | None:
         return f"cannot be read: {reason}"
 
 
-def problems(stores: Iterable[tuple[Path, HealthSource]],
-             minimum: int = MIN_FREE_BYTES) -> list[str]:
-    """Every reason the daemon cannot take events now, each naming its store (given with
-    its file) or data dir."""
+def store_problems(stores: Iterable[tuple[Path, HealthSource]]) -> list[str]:
+    """Why each store (given with its file) cannot take writes or be read, each named."""
     found: list[str] = []
-    dirs: list[Path] = []
     for path, store in stores:
         for problem in (store.health(), _unreadable(store)):
             if problem is not None:
                 found.append(f"{path.name}: {problem}")
+    return found
+
+
+def problems(stores: Iterable[tuple[Path, HealthSource]],
+             minimum: int = MIN_FREE_BYTES) -> list[str]:
+    """Every reason the daemon cannot take events now, each naming its store (given with
+    its file) or data dir."""
+    stores = list(stores)
+    found = store_problems(stores)
+    dirs: list[Path] = []
+    for path, _ in stores:
         if path.parent not in dirs:
             dirs.append(path.parent)
     for data_dir in dirs:
@@ -117,9 +127,15 @@ async def _server_problem(check: ServerCheck, timeout: float) -> str | None:
     return None
 
 
+async def server_answers(checks: Iterable[ServerCheck],
+                         timeout: float = SERVER_TIMEOUT_SECONDS) -> list[str | None]:
+    """For each server of ``checks`` (asked all at once), in order: None when it answered
+    within ``timeout``, else why not (named)."""
+    return list(await asyncio.gather(*(_server_problem(check, timeout) for check in checks)))
+
+
 async def server_problems(checks: Iterable[ServerCheck],
                           timeout: float = SERVER_TIMEOUT_SECONDS) -> list[str]:
     """Every server of ``checks`` that did not answer within ``timeout`` (asked all at
     once), each named."""
-    found = await asyncio.gather(*(_server_problem(check, timeout) for check in checks))
-    return [problem for problem in found if problem is not None]
+    return [problem for problem in await server_answers(checks, timeout) if problem is not None]

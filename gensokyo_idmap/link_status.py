@@ -33,6 +33,15 @@ from gensokyo_idmap.redaction import redact_url
 __all__ = ["LinkWatch"]
 
 
+def _state(gateway: GatewayClient) -> str:
+    """The gateway's state as ``/metrics`` and the console name it."""
+    if gateway.fatal is not None:
+        return "stopped"
+    if gateway.paused:
+        return "paused"
+    return "connected" if gateway.connected else "connecting"
+
+
 class LinkWatch:
     """The parts of one daemon the console describes; set as the daemon makes them."""
 
@@ -84,6 +93,6 @@ class LinkWatch:
         return LinkView(
             gateway=None if gateway is None else GatewayLink(
                 gateway.session_id, gateway.seq, gateway.resumes, gateway.identifies,
-                gateway.pauses),
+                gateway.pauses, _state(gateway)),
             webhook=self.webhook, last_webhook=self.last_webhook,
             frameworks=tuple(frameworks), platform=self.readiness())

@@ -1,5 +1,8 @@
 """structlog set-up: console or JSON lines, level filtering, and secret redaction.
 
+Timestamps are in local time with the UTC offset unless ``log.time: utc`` asks for UTC
+(``…Z``); JSON lines carry an event's component (``[idmap]``) in a field of its own.
+
 Debug calls on the hot path (``[idmap] identity hit``) must cost nothing when the level is
 INFO, so the bound logger is a filtering one. Loggers are not cached globally (that would
 blind ``structlog.testing.capture_logs``); hot objects bind their own logger once when they
@@ -14,6 +17,7 @@ needs is never held back; ``kill -9`` may cost the last fraction of a second of 
 from __future__ import annotations
 
 import atexit
+import functools
 import io
 import logging
 import sys
@@ -29,7 +33,8 @@ from gensokyo_idmap.logrender import PlainConsoleRenderer
 from gensokyo_idmap.logtail import TailingRenderer
 from gensokyo_idmap.redaction import HIDDEN, is_secret_name, redact_url
 
-__all__ = ["configure_logging", "flush_logs", "redact_secrets"]
+__all__ = ["JsonLineRenderer", "TimeStamper", "configure_logging", "flush_logs",
+           "redact_secrets"]
 
 FLUSH_SECONDS: Final = 0.2
 _secret_names: dict[str, bool] = {}  # field name → named like a secret (a pure function)
@@ -67,23 +72,77 @@ def redact_secrets(
     return event_dict
 
 
-class UtcStamper:
-    """``timestamp`` as ISO 8601 UTC with microseconds (``2026-11-30T17:57:09.098353Z``),
-    as structlog's ``TimeStamper(fmt="iso", utc=True)`` writes it, at a fraction of the
-    cost: the date and time part is formatted once per second."""
+class TimeStamper:
+    """``timestamp`` as ISO 8601 with microseconds, as structlog's ``TimeStamper(fmt="iso")``
+    writes it, at a fraction of the cost: the date and time part is formatted once per
+    second. In local time with its UTC offset (``2026-11-30T18:57:09.098353+01:00``: what
+    an operator reads beside the other logs of the machine), or with ``utc`` in UTC
+    (``2026-11-30T17:57:09.098353Z``)."""
 
-    def __init__(self) -> None:
-        self._second: tuple[int, str] = (-1, "")  # one attribute: swapped atomically
+    def __init__(self, *, utc: bool = False) -> None:
+        self._utc = utc
+        self._second: tuple[int, str, str] = (-1, "", "")  # one attribute: swapped atomically
+
+    def _format(self, whole: int) -> tuple[str, str]:
+        """The date and time of second ``whole``, and what follows the microseconds."""
+        if self._utc:
+            return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)), "Z"
+        local = time.localtime(whole)
+        offset = local.tm_gmtoff or 0
+        sign = "-" if offset < 0 else "+"
+        hours, minutes = divmod(abs(offset) // 60, 60)
+        return time.strftime("%Y-%m-%dT%H:%M:%S", local), f"{sign}{hours:02d}:{minutes:02d}"
 
     def __call__(self, _logger: Any, _method: str,
                  event_dict: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
         whole, nanos = divmod(time.time_ns(), 1_000_000_000)
-        second, text = self._second
+        second, text, zone = self._second
         if second != whole:
-            text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole))
-            self._second = (whole, text)
-        event_dict["timestamp"] = f"{text}.{nanos // 1000:06d}Z"
+            text, zone = self._format(whole)
+            self._second = (whole, text, zone)
+        event_dict["timestamp"] = f"{text}.{nanos // 1000:06d}{zone}"
         return event_dict
+
+
+class JsonLineRenderer:
+    """A JSON line, the component of the event in its own field: ``[idmap] identity
+    create`` is written ``"component": "idmap", "event": "identity create"``, so a log
+    shipper filters on a field instead of parsing the message. The console format keeps the
+    name whole (``[idmap] identity create`` is what operators grep for); so does the
+    console's live tail, which takes the name before the line is rendered. A line that
+    carries a ``component`` of its own keeps its event whole.
+
+    Event names are a few hundred constant texts: each is split once (:func:`_split` is
+    cached), so a line costs a cache look-up more than structlog's ``JSONRenderer``, not a
+    parse."""
+
+    def __call__(self, _logger: Any, _method: str, event_dict: MutableMapping[str, Any]
+                 ) -> str:
+        event = event_dict.get("event")
+        if event.__class__ is str and "component" not in event_dict:
+            split = _split(event)
+            if split:
+                event_dict["component"], event_dict["event"] = split
+        return jsonio.dumps(event_dict, default=_json_fallback)
+
+
+@functools.lru_cache(maxsize=4096)
+def _split(event: str) -> tuple[str, str] | tuple[()]:
+    """``[idmap] identity create`` → ``("idmap", "identity create")``; () for a name
+    without a component. Cached: the names are a few hundred constant texts."""
+    end = event.find("] ", 2)
+    if event[:1] != "[" or end < 0:
+        return ()
+    return event[1:end], event[end + 2:]
+
+
+def _json_fallback(value: Any) -> Any:
+    """What JSON cannot hold, as structlog's ``JSONRenderer`` writes it: its
+    ``__structlog__()``, else its ``repr``."""
+    try:
+        return value.__structlog__()
+    except AttributeError:
+        return repr(value)
 
 
 class _BufferedStderr:
@@ -150,12 +209,15 @@ def configure_logging(
     level: str = "info",
     fmt: Literal["console", "json"] = "console",
     stream: TextIO | None = None,
+    zone: Literal["local", "utc"] = "local",
 ) -> None:
+    """``level``, ``fmt`` and ``zone`` are ``log.level``, ``log.format`` and ``log.time``
+    (the timestamps' time zone); lines go to ``stream``, else to stderr."""
     numeric = logging.getLevelName(level.upper())
     if not isinstance(numeric, int):
         raise ValueError(f"log.level: unknown level {level!r}")
     renderer: Any = (
-        structlog.processors.JSONRenderer(serializer=jsonio.dumps)
+        JsonLineRenderer()
         if fmt == "json"
         else PlainConsoleRenderer()  # ConsoleRenderer(colors=False)'s text, faster
     )
@@ -167,7 +229,7 @@ def configure_logging(
         processors=[
             redact_secrets,  # first: the level and timestamp added next need no look
             structlog.processors.add_log_level,
-            UtcStamper(),
+            TimeStamper(utc=zone == "utc"),
             TailingRenderer(renderer),  # the console's live tail: the same redacted text
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),

@@ -7,7 +7,18 @@ prometheus-client and a bump on the hot path is one plain add. Store sizes are n
 as they change either: :class:`StoreSizeCollector` reads them at scrape time. The few
 metrics of the outer layers (unencodable events, action latency) are prometheus-client
 objects here. The registry is this module's own (not prometheus-client's global one), so
-tests and several in-process daemons never collide on a name.
+tests and several in-process daemons never collide on a name; it carries prometheus-client's
+``process_*`` and ``python_*`` collectors too, as operators' dashboards expect.
+
+No ``*_created`` series are written: every counter and histogram would otherwise come with
+a second series holding its start time, which doubles what Prometheus stores and shows up
+as a duplicate of each metric in Grafana's metric browser. ``process_start_time_seconds``
+says when the process started. They are switched off with
+``prometheus_client.disable_created_metrics()`` as this module is imported, not with the
+``PROMETHEUS_DISABLE_CREATED_SERIES`` environment variable: that one is read once, when
+prometheus-client is first imported, so it would depend on which module got there first and
+on the environment the daemon was started with. Both are process-wide; the daemon is the
+only user of prometheus-client in its process.
 """
 
 from __future__ import annotations
@@ -18,7 +29,16 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Final, TypeVar
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    GCCollector,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    disable_created_metrics,
+    generate_latest,
+)
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -28,7 +48,6 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from gensokyo_idmap import counters
-from gensokyo_idmap.errors import StoreError
 from gensokyo_idmap.store.base import LegacyCounts, MsgIdCounts, TableCounts
 
 __all__ = [
@@ -37,9 +56,12 @@ __all__ = [
     "EVENTS_OUT",
     "EVENTS_UNENCODABLE",
     "REGISTRY",
+    "BackendUpCollector",
+    "DataDirCollector",
     "DurationsCollector",
     "HotCounter",
     "StoreSizeCollector",
+    "backend_of",
     "render",
     "transport_of",
 ]
@@ -48,18 +70,21 @@ T = TypeVar("T")
 
 CONTENT_TYPE: Final = "text/plain; version=0.0.4; charset=utf-8"
 
+disable_created_metrics()  # type: ignore[no-untyped-call]  # see the module docstring
+
 REGISTRY: Final = CollectorRegistry(auto_describe=True)
+ProcessCollector(registry=REGISTRY)  # process_cpu_seconds_total, process_open_fds, …
+PlatformCollector(registry=REGISTRY)  # python_info
+GCCollector(registry=REGISTRY)  # python_gc_*: read from gc.get_stats() when scraped
 
 
 class HotCounter(Collector):
     """A :class:`counters.Family` in a registry: its counts are read when ``/metrics`` is
-    scraped (``created``: write the ``_created`` series, as prometheus-client's ``Counter``
-    does)."""
+    scraped."""
 
-    def __init__(self, family: counters.Family, registry: CollectorRegistry | None = None, *,
-                 created: bool = False) -> None:
+    def __init__(self, family: counters.Family, registry: CollectorRegistry | None = None
+                 ) -> None:
         self.family = family
-        self._created = created
         if registry is not None:
             registry.register(self)
 
@@ -68,8 +93,7 @@ class HotCounter(Collector):
         metric = CounterMetricFamily(family.name, family.documentation,
                                      labels=family.labelnames)
         for values, count in family.children():
-            metric.add_metric(list(values), count.value,
-                              created=count.created if self._created else None)
+            metric.add_metric(list(values), count.value)
         yield metric
 
 
@@ -88,21 +112,15 @@ class DurationsCollector(Collector):
         for bound, n in zip((*durations.buckets, math.inf), per_bucket, strict=True):
             seen += n
             cumulative.append(("+Inf" if bound == math.inf else repr(float(bound)), seen))
-        metric = HistogramMetricFamily(durations.name, durations.documentation,
-                                       buckets=cumulative, sum_value=total)
-        metric.add_sample(f"{durations.name}_created", {}, durations.created)
-        yield metric
+        yield HistogramMetricFamily(durations.name, durations.documentation,
+                                    buckets=cumulative, sum_value=total)
 
-
-#: Counts that were prometheus-client ``Counter`` objects: they keep their ``_created``
-#: series, so ``/metrics`` shows what it showed before they moved to ``counters``.
-_WITH_CREATED: Final = frozenset({"gensokyo_bind_results", "gensokyo_msgid_expired"})
 
 for _family in counters.FAMILIES:  # in the order /metrics writes them
     if isinstance(_family, counters.Durations):
         DurationsCollector(_family, REGISTRY)
     else:
-        HotCounter(_family, REGISTRY, created=_family.name in _WITH_CREATED)
+        HotCounter(_family, REGISTRY)
 
 #: Counted by the bridge, which reads it here.
 EVENTS_OUT: Final = counters.EVENTS_OUT
@@ -131,13 +149,81 @@ def transport_of(sink: object) -> str:
     return _TRANSPORTS.get(name, name)
 
 
+#: Server check class name → ``backend`` label, as ``gensokyo_backend_*_total`` spell it.
+_BACKENDS: Final = {"PgPing": "postgres", "RedisRuntime": "redis"}
+
+
+def backend_of(check: object) -> str:
+    """The ``backend`` label of a server a store lives on (its class name when unknown)."""
+    name = type(check).__name__
+    return _BACKENDS.get(name, name)
+
+
+class BackendUpCollector(Collector):
+    """``gensokyo_backend_up{backend}``: 1 when the stores on that backend answered the
+    last scrape's probe, 0 when not. The probe is asynchronous (a server is asked, within
+    a second) and a collector is not, so the API asks before it renders and hands the
+    answers to :meth:`update`."""
+
+    def __init__(self) -> None:
+        self._up: dict[str, bool] = {}
+
+    def update(self, up: dict[str, bool]) -> None:
+        self._up = dict(up)
+
+    def describe(self) -> Iterator[Metric]:
+        yield _backend_up()
+
+    def collect(self) -> Iterator[Metric]:
+        metric = _backend_up()
+        for backend, up in self._up.items():
+            metric.add_metric([backend], 1.0 if up else 0.0)
+        yield metric
+
+
+def _backend_up() -> GaugeMetricFamily:
+    return GaugeMetricFamily(
+        "gensokyo_backend_up", "Whether the stores on a backend work (1) or not (0), asked "
+        "at each scrape: lmdb (the data dir's files can be read and their last write did not "
+        "fail), postgres (select 1 within a second), redis (PING within a second)",
+        labels=["backend"])
+
+
+class DataDirCollector(Collector):
+    """``gensokyo_data_dir_free_bytes``: the space left for the daemon in its data dir
+    (``statvfs``, as ``/healthz`` reads it), so an alert needs no node exporter."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self._data_dir = data_dir
+
+    def describe(self) -> Iterator[Metric]:
+        yield _free_bytes()
+
+    def collect(self) -> Iterator[Metric]:
+        metric = _free_bytes()
+        try:
+            stats = os.statvfs(self._data_dir)
+        except OSError:
+            yield metric  # no sample: /healthz names why
+            return
+        metric.add_metric([], stats.f_bavail * stats.f_frsize)
+        yield metric
+
+
+def _free_bytes() -> GaugeMetricFamily:
+    return GaugeMetricFamily(
+        "gensokyo_data_dir_free_bytes", "Bytes free for the daemon on the data dir's file "
+        "system (below 16 MiB /healthz reports the disk full)")
+
+
 class StoreSizeCollector(Collector):
     """Entries per table and file sizes of both stores, read at scrape time.
 
-    A store on a server that does not answer (PostgreSQL, Redis: at start or later) leaves
-    its entries out of that scrape; every other metric is still written, and ``/healthz``
-    says what is down. Registering asks no store (:meth:`describe`), so a daemon can start
-    while one is down."""
+    A store on a server that does not answer (PostgreSQL, Redis: at start or later), or
+    one that cannot be read at all (an LMDB file closed by a failure), leaves its entries
+    out of that scrape; every other metric is still written, ``gensokyo_backend_up`` is 0
+    and ``/healthz`` says what is down. Registering asks no store (:meth:`describe`), so a
+    daemon can start while one is down."""
 
     def __init__(self, identity_counts: Callable[[], TableCounts],
                  legacy_counts: Callable[[], LegacyCounts],
@@ -188,7 +274,7 @@ def _file_sizes() -> GaugeMetricFamily:
 def _unless_down(count: Callable[[], T]) -> T | None:
     try:
         return count()
-    except StoreError:
+    except Exception:  # noqa: BLE001 - a server down (StoreError), a file closed: /healthz says
         return None
 
 

@@ -129,6 +129,41 @@ def test_run_daemon_starts_stops_and_closes(tmp_path: Path) -> None:
         assert graph.lookup(OpenId(APP_ID, OPENID)) == 1
 
 
+def test_v1_stats_gives_the_store_sizes_as_stats_json_does(tmp_path: Path) -> None:
+    """/v1/stats of a daemon on LMDB measures openid-map.db (it said `bytes: null`, as for a
+    PostgreSQL graph, while `stats --json` gave the size)."""
+    import aiohttp
+    from click.testing import CliRunner
+
+    from gensokyo_idmap.cli import main
+
+    config = make_config(tmp_path / "data")
+
+    async def scenario() -> dict[str, Any]:
+        stop = asyncio.Event()
+        with capture_logs() as logs:
+            task = asyncio.create_task(run_daemon(config, stop))
+            await wait_for_path(config.identity_db_path, task)
+            await wait_for_event(logs, "[app] ready")
+            async with aiohttp.ClientSession() as http, \
+                    http.get(f"http://{config.api.listen}/v1/stats") as resp:
+                assert resp.status == 200, await resp.text()
+                stats: dict[str, Any] = await resp.json()
+            stop.set()
+            await asyncio.wait_for(task, TIMEOUT)
+        return stats
+
+    served = asyncio.run(scenario())
+    result = CliRunner(env={"GSK_IDMAP__DATA_DIR": None}).invoke(
+        main, ["--data-dir", str(config.idmap.data_dir), "--json", "stats"])
+    assert result.exit_code == 0, result.output
+    printed = json.loads(result.stdout)
+    size = config.identity_db_path.stat().st_size
+    assert served["openid_map"]["path"] == str(config.identity_db_path)
+    assert served["openid_map"]["bytes"] == printed["openid_map"]["bytes"] == size
+    assert served["msgid_map"]["bytes"] == printed["msgid_map"]["bytes"] > 0
+
+
 def test_run_daemon_keeps_existing_identities(tmp_path: Path) -> None:
     config = make_config(tmp_path / "data")
     with LmdbIdentityStore(config.identity_db_path) as store:
@@ -199,6 +234,10 @@ def test_run_daemon_data_dir_is_a_file_is_a_store_error(tmp_path: Path) -> None:
     assert str(blocker) in failure.message
 
 
+#: ``[onebot] reverse ws unavailable`` in a JSON line (the component in a field of its own).
+UNAVAILABLE = '"event":"reverse ws unavailable"'
+
+
 def test_framework_urls_are_logged_without_their_credentials(tmp_path: Path) -> None:
     """Reverse-WS and HTTP POST URLs written with user:password@ (or ?access_token=) were
     logged as written: the start-up lines, the listener list and every connect attempt."""
@@ -219,7 +258,7 @@ def test_framework_urls_are_logged_without_their_credentials(tmp_path: Path) -> 
         stop = asyncio.Event()
         task = asyncio.create_task(run_daemon(config, stop))
         for _ in range(int(TIMEOUT / 0.01)):
-            if stream.getvalue().count("[onebot] reverse ws unavailable") >= 2:
+            if stream.getvalue().count(UNAVAILABLE) >= 2:
                 break
             await asyncio.sleep(0.01)
         stop.set()
@@ -227,8 +266,8 @@ def test_framework_urls_are_logged_without_their_credentials(tmp_path: Path) -> 
 
     asyncio.run(scenario())
     text = stream.getvalue()
-    assert text.count("[onebot] reverse ws unavailable") >= 2, text
-    assert "[app] ready" in text
+    assert text.count(UNAVAILABLE) >= 2, text
+    assert '"event":"ready"' in text
     assert SECRET not in text
     assert f"ws://***@127.0.0.1:{closed}/ws" in text and "access_token=***" in text
 
@@ -322,16 +361,20 @@ def test_serve_process_ready_then_signal(tmp_path: Path, sig: signal.Signals, fm
     )
     assert load_config(config_file).bot.secret.get_secret_value() == SECRET
 
+    # JSON lines carry the component in a field of their own: "[app] ready" is
+    # "event":"ready" … "component":"app"
+    ready, stopping, stopped = (f"[app] {event}" if fmt == "console" else f'"event":"{event}"'
+                                for event in ("ready", "stopping", "stopped"))
     serving = _start_serve(config_file, tmp_path)
     try:
-        _wait_for_line(serving[1], serving[2], "[app] ready")
+        _wait_for_line(serving[1], serving[2], ready)
         assert (data_dir / "openid-map.db").exists()
     finally:
         code, stdout, stderr = _end(serving, sig)
 
     assert code == 0, stderr
-    assert "[app] stopping" in stderr
-    assert "[app] stopped" in stderr
+    assert stopping in stderr
+    assert stopped in stderr
     assert "Traceback" not in stderr
     assert SECRET not in stderr
     assert SECRET not in stdout

@@ -108,12 +108,11 @@ def test_json_lines_carry_event_and_level() -> None:
     lines = lines_of(stream)
     assert len(lines) == 2
     first, second = (json.loads(line) for line in lines)
-    assert first["event"] == "[idmap] identity create"
+    assert (first["component"], first["event"]) == ("idmap", "identity create")
     assert first["level"] == "info"
     assert first["key"] == "openid:QQ:1:ABC"
     assert first["vuin"] == 3
-    assert first["timestamp"].endswith("Z")
-    assert second["event"] == "[idmap] bind failed"
+    assert (second["component"], second["event"]) == ("idmap", "bind failed")
     assert second["level"] == "warning"
     assert second["reason"] == "why"
 
@@ -133,13 +132,55 @@ def test_json_lines_hold_any_value_non_ascii_as_is_and_secrets_hidden() -> None:
     assert values["access_token"] == "***"
 
 
+def named(line: str) -> str:
+    """The event name of a JSON line as the code logs it (``[component] event``)."""
+    entry = json.loads(line)
+    return f"[{entry['component']}] {entry['event']}" if "component" in entry else entry["event"]
+
+
+@pytest.mark.parametrize(("event", "fields", "component", "written"), [
+    ("[api] healthz failed", {}, "api", "healthz failed"),
+    ("[qq] gateway op ignored", {"op": 7}, "qq", "gateway op ignored"),
+    ("[redis] unreachable, running degraded", {}, "redis", "unreachable, running degraded"),
+    ("first", {}, None, "first"),  # no component: the event as it is
+    ("[] odd", {}, None, "[] odd"),
+    ("[idmap]", {}, None, "[idmap]"),
+    ("[idmap]identity", {}, None, "[idmap]identity"),
+    ("[x] mine", {"component": "other"}, "other", "[x] mine"),  # the caller's own field wins
+])
+def test_json_lines_put_the_component_in_its_own_field(
+        event: str, fields: dict[str, Any], component: str | None, written: str) -> None:
+    stream = io.StringIO()
+    configure_logging("info", "json", stream=stream)
+    structlog.get_logger("test").info(event, **fields)
+    [line] = lines_of(stream)
+    entry = json.loads(line)
+    assert entry.get("component") == component
+    assert entry["event"] == written
+
+
+def test_console_lines_and_the_tail_keep_the_event_name_whole() -> None:
+    """Operators grep for ``[idmap] identity create`` (DESIGN §7): only JSON splits it."""
+    from gensokyo_idmap.logtail import TAIL
+
+    for fmt in ("console", "json"):
+        stream = io.StringIO()
+        configure_logging("info", fmt, stream=stream)  # type: ignore[arg-type]
+        structlog.get_logger("test").info("[idmap] identity create", vuin=3)
+        [line] = lines_of(stream)
+        assert TAIL.since(TAIL.last_seq - 1)[-1].event == "[idmap] identity create"
+        if fmt == "console":
+            assert " [info     ] [idmap] identity create " in line
+            assert "component" not in line
+
+
 def test_level_filters_lower_events() -> None:
     stream = io.StringIO()
     configure_logging("info", "json", stream=stream)
     log = structlog.get_logger("test")
     log.debug("[idmap] identity hit", vuin=1)
     log.info("[app] ready")
-    events = [json.loads(line)["event"] for line in lines_of(stream)]
+    events = [named(line) for line in lines_of(stream)]
     assert events == ["[app] ready"]
 
 
@@ -149,7 +190,7 @@ def test_warning_level_drops_info() -> None:
     log = structlog.get_logger("test")
     log.info("[app] ready")
     log.error("[app] broken")
-    events = [json.loads(line)["event"] for line in lines_of(stream)]
+    events = [named(line) for line in lines_of(stream)]
     assert events == ["[app] broken"]
 
 
@@ -158,8 +199,8 @@ def test_debug_level_keeps_debug() -> None:
     configure_logging("DEBUG", "json", stream=stream)
     structlog.get_logger("test").debug("[idmap] identity hit", vuin=9)
     (line,) = lines_of(stream)
-    assert json.loads(line) == {**json.loads(line), "event": "[idmap] identity hit", "vuin": 9,
-                                "level": "debug"}
+    assert json.loads(line) == {**json.loads(line), "component": "idmap",
+                                "event": "identity hit", "vuin": 9, "level": "debug"}
 
 
 def test_json_output_redacts_secrets() -> None:
@@ -251,9 +292,9 @@ def test_utc_stamper_writes_what_structlogs_iso_stamper_writes() -> None:
     import re
     from datetime import datetime, timezone
 
-    from gensokyo_idmap.logging import UtcStamper
+    from gensokyo_idmap.logging import TimeStamper
 
-    stamp = UtcStamper()
+    stamp = TimeStamper(utc=True)
     before = datetime.now(timezone.utc)
     first = stamp(None, "info", {})["timestamp"]
     second = stamp(None, "info", {})["timestamp"]
@@ -263,6 +304,46 @@ def test_utc_stamper_writes_what_structlogs_iso_stamper_writes() -> None:
         when = datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc)
         assert before.replace(microsecond=0) <= when <= after
     assert first <= second
+
+
+LOCAL_CHILD = """
+import io, json, sys, structlog
+from gensokyo_idmap.logging import configure_logging
+out = io.StringIO()
+configure_logging("info", "json", stream=out, **({"zone": sys.argv[1]} if sys.argv[1] else {}))
+structlog.get_logger("t").info("[app] ready")
+print(json.loads(out.getvalue())["timestamp"])
+"""
+
+
+@pytest.mark.parametrize(("tz", "zone", "suffix", "hours"), [
+    ("Asia/Shanghai", "", "+08:00", 8),  # local is the default
+    ("Asia/Shanghai", "local", "+08:00", 8),
+    ("America/St_Johns", "local", None, None),  # -03:30 or -02:30 (summer): minutes too
+    ("UTC", "local", "+00:00", 0),  # a machine on UTC still says its offset
+    ("Asia/Shanghai", "utc", "Z", 0),
+])
+def test_timestamps_are_local_with_their_offset_unless_utc_is_asked_for(
+        tz: str, zone: str, suffix: str | None, hours: int | None) -> None:
+    """``log.time``: local time with its UTC offset by default, UTC ending in ``Z`` when
+    asked; either way the instant is now (run in a child whose ``TZ`` is set)."""
+    import os
+    import subprocess
+    import sys
+    from datetime import datetime, timedelta, timezone
+
+    before = datetime.now(timezone.utc)
+    text = subprocess.run([sys.executable, "-c", LOCAL_CHILD, zone], capture_output=True,
+                          text=True, check=True, env={**os.environ, "TZ": tz},
+                          timeout=60).stdout.strip()
+    after = datetime.now(timezone.utc)
+    when = datetime.fromisoformat(text)  # Python 3.11 reads both the offset and Z
+    assert before.replace(microsecond=0) <= when <= after, text
+    if suffix is None:
+        assert text[-6:] in ("-03:30", "-02:30"), text
+    else:
+        assert text.endswith(suffix), text
+        assert when.utcoffset() == timedelta(hours=hours or 0), text
 
 
 @pytest.mark.parametrize("fmt", ["json", "console"])

@@ -17,8 +17,9 @@ Routes (documented in ``/openapi.json``)::
     /ui/…                          the operator console (console/pages.py)
 
 Errors of ``/v1`` are ``{"error": {"code", "message"}}`` with the error class's HTTP status
-(errors.py): 400 bad input, 401 no or wrong token, 403 peer not allowed, 404, 409, 503. Only a
-bug of ours is a 500.
+(errors.py): 400 bad input, 401 no or wrong token, 403 peer not allowed, 404, 409, 503; so
+is a path no route serves (404 ``not_found``, or 405 ``method_not_allowed`` for a route's
+wrong method). Only a bug of ours is a 500.
 
 Before any of that, the routes behind access (``/v1``, ``/getid``, ``/ui/``) take only what
 :mod:`gensokyo_idmap.admission` lets in from a browser's reach (same error shape): a ``Host``
@@ -45,6 +46,7 @@ from typing import Any
 
 import structlog
 from aiohttp import web
+from aiohttp.web_urldispatcher import MatchInfoError
 from prometheus_client import CollectorRegistry
 
 from gensokyo_idmap import jsonio, metrics
@@ -54,11 +56,19 @@ from gensokyo_idmap.api.console.pages import Console
 from gensokyo_idmap.api.console.status import LinkStatus
 from gensokyo_idmap.api.forwarded import TrustedProxies
 from gensokyo_idmap.api.getid import answer_getid
+from gensokyo_idmap.api.link_metrics import LinkCollector
 from gensokyo_idmap.api.openapi import openapi_document
 from gensokyo_idmap.api.settings import ApiSettings
 from gensokyo_idmap.compat import LegacyIdmap
 from gensokyo_idmap.errors import BadInputError, IdmapError, NotFoundError
-from gensokyo_idmap.health import HealthSource, ServerCheck, problems, server_problems
+from gensokyo_idmap.health import (
+    HealthSource,
+    ServerCheck,
+    problems,
+    server_answers,
+    server_problems,
+    store_problems,
+)
 from gensokyo_idmap.identity import (
     MAX_SCENE_BYTES,
     RUin,
@@ -154,6 +164,11 @@ class ApiServer:
         self.registry.register(metrics.StoreSizeCollector(
             self._identity_counts, partial(legacy_counts, graph.store), msgids.counts,
             (settings.identity_path, settings.msgid_path)))
+        self.registry.register(metrics.DataDirCollector(settings.msgid_path.parent))
+        self._backends_up = metrics.BackendUpCollector()
+        self.registry.register(self._backends_up)
+        if link is not None:
+            self.registry.register(LinkCollector(link))
         self.console = Console(self, link)
 
     def _identity_counts(self) -> TableCounts:
@@ -217,7 +232,19 @@ class ApiServer:
                     return web.json_response({"error": refused.message},
                                              status=refused.status)
                 return _error(refused.status, refused.code, refused.message)
-        return await handler(request)
+        try:
+            return await handler(request)
+        except (web.HTTPNotFound, web.HTTPMethodNotAllowed) as exc:
+            # no such route: the same envelope as every other error (the console's pages
+            # under /ui/ answer their own)
+            if not isinstance(request.match_info, MatchInfoError) or path.startswith("/ui/"):
+                raise
+            if isinstance(exc, web.HTTPNotFound):
+                return _error(404, "not_found", f"no route {path} (see /openapi.json)")
+            response = _error(405, "method_not_allowed",
+                              f"{request.method} is not a method of {path}")
+            response.headers["Allow"] = exc.headers.get("Allow", "")
+            return response
 
     def _v1(self, handler: _Handler) -> _Handler:
         async def guarded(request: web.Request) -> web.StreamResponse:
@@ -379,9 +406,22 @@ class ApiServer:
 
     async def metrics(self, request: web.Request) -> web.Response:
         started = time.perf_counter()
+        self._backends_up.update(await self.backends_up())
         body = metrics.render(self.registry)
         log.debug("[api] metrics rendered", seconds=round(time.perf_counter() - started, 6))
         return web.Response(body=body, headers={"Content-Type": metrics.CONTENT_TYPE})
+
+    async def backends_up(self) -> dict[str, bool]:
+        """Per backend (``lmdb``, ``postgres``, ``redis``), whether its stores work now: what
+        ``/healthz`` asks, less the free space (``gensokyo_data_dir_free_bytes`` says that)."""
+        up: dict[str, bool] = {}
+        if self._health_sources:
+            up["lmdb"] = not store_problems(self._health_sources)
+        answers = await server_answers(self._servers)
+        for check, problem in zip(self._servers, answers, strict=True):
+            backend = metrics.backend_of(check)
+            up[backend] = up.get(backend, True) and problem is None
+        return up
 
     async def openapi(self, request: web.Request) -> web.Response:
         return web.json_response(openapi_document())

@@ -104,7 +104,7 @@ def config_import_gensokyo(ctx: CliContext, file: Path, out: Path | None, force:
         lines = [f"wrote {out}" if out is not None else
                  "# secrets are shown as <hidden>: use --out FILE to write them"]
         lines += [f"note: {note}" for note in result.notes]
-        lines += [f"no equivalent: {key} ({why})" for key, why in result.unmapped]
+        lines += [f"no equivalent: {key}: {why}" for key, why in result.unmapped]
         return "\n".join(lines)
 
     if ctx.as_json:

@@ -25,8 +25,8 @@ if TYPE_CHECKING:
     from gensokyo_idmap.store.identity_cache import CachedIdentityStore
     from gensokyo_idmap.store.pg_identity import PgIdentityStore
 
-__all__ = ["ROOT_CONFIG", "CliContext", "RootConfigOption", "existing", "open_graph",
-           "open_msgids"]
+__all__ = ["ROOT_CONFIG", "CliContext", "EnvOption", "RootConfigOption", "check_app_id_option",
+           "existing", "open_graph", "open_msgids"]
 
 #: The name of the root command's ``--config`` parameter, read by :class:`RootConfigOption`.
 ROOT_CONFIG = "config_path"
@@ -129,3 +129,29 @@ class RootConfigOption(click.Option):
             return value, source
         given = ctx.find_root().params.get(ROOT_CONFIG)
         return (given, ParameterSource.COMMANDLINE) if given is not None else (value, source)
+
+
+class EnvOption(click.Option):
+    """An option that may come from a ``GSK_*`` variable (``envvar``): an error about a
+    value taken from the environment names that variable, not a flag the user never typed
+    (``Invalid value for 'GSK_IDMAP__DATA_DIR' (environment variable): …``)."""
+
+    def get_error_hint(self, ctx: click.Context | None) -> str:
+        if (ctx is not None and self.name is not None and isinstance(self.envvar, str)
+                and ctx.get_parameter_source(self.name) == ParameterSource.ENVIRONMENT):
+            return f"'{self.envvar}' (environment variable)"
+        return super().get_error_hint(ctx)
+
+
+def check_app_id_option(_ctx: click.Context, _param: click.Parameter,
+                        value: str | None) -> str | None:
+    """``--app-id`` (or ``GSK_BOT__APP_ID``) checked where it is read, so a bad one is
+    named by where it came from."""
+    from gensokyo_idmap.identity import check_app_id
+
+    if value is None:
+        return None
+    try:
+        return check_app_id(value)
+    except BadInputError as err:
+        raise click.BadParameter(f"{err.reason} (got {value!r})") from None

@@ -26,7 +26,7 @@ def serve(config_path: Path) -> None:
     from migrate.startup import migrate_if_found
 
     config: Config = load_config(config_path)
-    configure_logging(config.log.level, config.log.format)
+    configure_logging(config.log.level, config.log.format, zone=config.log.time)
     collect_less_often()  # sends in flight hold more than the default lets live
     with asyncio.Runner() as runner:
         # blocking calls (name lookups, sweeps) on daemon threads: one still waiting at
@@ -63,7 +63,7 @@ def demo(config_path: Path | None, data_dir: Path, seed: int | None, pace: float
             config: Config = load_config(path)
     else:
         config = load_config(config_path)
-    configure_logging(config.log.level, config.log.format)
+    configure_logging(config.log.level, config.log.format, zone=config.log.time)
     options = DemoOptions(data_dir=data_dir, pace=pace,
                           seed=secrets.randbelow(10_000) if seed is None else seed)
     with asyncio.Runner() as runner:

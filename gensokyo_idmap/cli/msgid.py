@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING
 
 import click
 
-from gensokyo_idmap.cli.context import CliContext, open_msgids
+from gensokyo_idmap.cli.context import CliContext, EnvOption, open_msgids
 from gensokyo_idmap.cli.output import emit
-from gensokyo_idmap.errors import BadInputError, StoreError
+from gensokyo_idmap.errors import StoreError
 from gensokyo_idmap.msgid import DEFAULT_MSGID_TTL_SECONDS, MsgContext, check_virtual_id
 from gensokyo_idmap.redaction import redact_url
 from gensokyo_idmap.reports import record_data
@@ -45,15 +45,20 @@ def _redis_msgids(ctx: CliContext) -> Iterator[RedisMsgIds]:
         runtime.sync.close()
 
 
+def _positive(_ctx: click.Context, _param: click.Parameter, value: float) -> float:
+    if value <= 0:
+        raise click.BadParameter(f"must be positive (got {value:g})")
+    return value
+
+
 @click.group()
-@click.option("--ttl-seconds", type=float, default=DEFAULT_MSGID_TTL_SECONDS, show_default=True,
-              envvar="GSK_IDMAP__MSGID_TTL_SECONDS", help="Lifetime of a stored message id.")
+@click.option("--ttl-seconds", cls=EnvOption, type=float, default=DEFAULT_MSGID_TTL_SECONDS,
+              show_default=True, envvar="GSK_IDMAP__MSGID_TTL_SECONDS", callback=_positive,
+              help="Lifetime of a stored message id.")
 @click.pass_context
 def msgid(click_ctx: click.Context, ttl_seconds: float) -> None:
     """Store, look up and sweep virtual message ids in msgid-map.db (on Redis, with
     idmap.runtime_backend redis: lookup and stats, which write nothing)."""
-    if ttl_seconds <= 0:
-        raise BadInputError("--ttl-seconds", ttl_seconds, "must be positive")
     click_ctx.meta["ttl_seconds"] = ttl_seconds
 
 

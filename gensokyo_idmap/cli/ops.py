@@ -94,13 +94,16 @@ def backup_command(ctx: CliContext, dest: Path, force: bool) -> None:
         result = backup_postgres(ctx.config.idmap.postgres_dsn, dest, force=force)
     else:
         result = backup_store(ctx.files.identity_db, dest, force=force)
-    emit(ctx, result.to_json(), lambda: "\n".join(
-        [f"backup {result.dest}: {result.bytes} bytes"
-         + (f" (store {result.source_bytes})" if result.source_bytes else
-            f" (from {result.source})")
-         if result.written else
-         f"no backup written: the copy of {result.source} fails verify ({result.dest} untouched)",
-         *result.verify.lines()]))
+    def human() -> str:
+        if not result.written:
+            return "\n".join([f"no backup written: the copy of {result.source} fails verify "
+                              f"({result.dest} untouched)", *result.verify.lines()])
+        counts = ", ".join(f"{n} {kind}" for kind, n in result.verify.counts.items())
+        return (f"backup {result.dest}: {result.bytes} bytes"
+                + (f" (store {result.source_bytes})" if result.source_bytes else
+                   f" (from {result.source})") + f", verified: {counts}")
+
+    emit(ctx, result.to_json(), human)
     if not result.written:
         sys.exit(1)
 
@@ -150,7 +153,9 @@ def recover_outbox(ctx: CliContext) -> None:
 
     result = reset_outbox(ctx.data_dir)
     emit(ctx, result.to_json(), lambda: (
-        f"outbox.db started empty: {result.path} (was: {result.reason})"
+        (f"{result.reason}: an empty outbox.db started in its place"  # the reason names it
+         if result.path in result.reason else
+         f"outbox.db started empty: {result.path} (was: {result.reason})")
         + (f"; the old file is {result.moved_to}" if result.moved_to else "")))
 
 

@@ -8,7 +8,7 @@ import click
 
 from gensokyo_idmap import __version__
 from gensokyo_idmap.cli.config import config_group, init_command
-from gensokyo_idmap.cli.context import ROOT_CONFIG, CliContext
+from gensokyo_idmap.cli.context import ROOT_CONFIG, CliContext, EnvOption, check_app_id_option
 from gensokyo_idmap.cli.daemon import demo, serve
 from gensokyo_idmap.cli.identity import identity
 from gensokyo_idmap.cli.migration import migrate_command
@@ -24,11 +24,11 @@ __all__ = ["main"]
 
 @click.group(cls=ReportsErrors)
 @click.version_option(__version__, prog_name="gensokyo-idmap")
-@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("data"),
-              show_default=True, envvar="GSK_IDMAP__DATA_DIR",
+@click.option("--data-dir", cls=EnvOption, type=click.Path(file_okay=False, path_type=Path),
+              default=Path("data"), show_default=True, envvar="GSK_IDMAP__DATA_DIR",
               help="Directory holding openid-map.db.")
-@click.option("--app-id", default=None, envvar="GSK_BOT__APP_ID",
-              help="Serving AppID: bare OpenIDs belong to it.")
+@click.option("--app-id", cls=EnvOption, default=None, envvar="GSK_BOT__APP_ID",
+              callback=check_app_id_option, help="Serving AppID: bare OpenIDs belong to it.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.option("--config", ROOT_CONFIG, type=click.Path(dir_okay=False, path_type=Path),
               default=None,  # serve and demo take it too, when not given their own

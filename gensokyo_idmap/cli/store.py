@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from gensokyo_idmap.cli.context import CliContext, existing
+from gensokyo_idmap.cli.context import CliContext, EnvOption, existing
 from gensokyo_idmap.cli.output import emit
 from gensokyo_idmap.config import Config, load_config
 from gensokyo_idmap.data_dir import IDENTITY_DB
@@ -39,8 +39,18 @@ class _Database:
         return dsn
 
 
+def _postgres_url(_ctx: click.Context, _param: click.Parameter, value: str | None
+                  ) -> str | None:
+    """Checked where it is read, so a bad one is named by where it came from (the flag,
+    or ``GSK_IDMAP__POSTGRES_DSN``)."""
+    if value and not value.startswith(("postgresql://", "postgres://")):
+        raise click.BadParameter("must be a postgresql:// URL")
+    return value
+
+
 @click.group("db")
-@click.option("--postgres-dsn", default=None, envvar="GSK_IDMAP__POSTGRES_DSN",
+@click.option("--postgres-dsn", cls=EnvOption, default=None, envvar="GSK_IDMAP__POSTGRES_DSN",
+              callback=_postgres_url,
               help="PostgreSQL URL of the identity graph (default: the --config file's "
                    "idmap.postgres_dsn).")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
@@ -118,7 +128,8 @@ def store_group() -> None:
 @click.option("--from", "source_file", type=click.Path(dir_okay=False, path_type=Path),
               default=None, help="With --to postgres: this openid-map.db file (a backup, "
                                  "say) instead of the data dir's.")
-@click.option("--postgres-dsn", default=None, envvar="GSK_IDMAP__POSTGRES_DSN",
+@click.option("--postgres-dsn", cls=EnvOption, default=None, envvar="GSK_IDMAP__POSTGRES_DSN",
+              callback=_postgres_url,
               help="PostgreSQL URL (default: the --config file's idmap.postgres_dsn).")
 @click.option("--schema", default=None,
               help="PostgreSQL schema of the graph (default: the server's search_path).")

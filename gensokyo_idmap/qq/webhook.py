@@ -64,6 +64,10 @@ Pipeline = Callable[[QQEvent], Awaitable[None]]
 _ACK: Final = b'{"op": 12}'  # byte for byte what json_response wrote
 #: ``gensokyo_events_in`` of this transport, counted as each event goes to the pipeline.
 _RECEIVED: Final = counters.EVENTS_IN.labels("webhook")
+#: ``gensokyo_webhook_responses`` of each status the receiver answers, made before the first
+#: callback: a dashboard's rate of 5xx is 0, not "no data", until one happens.
+_ANSWERED: Final = {status: counters.WEBHOOK_RESPONSES.labels(str(status))
+                    for status in (200, 400, 401, 403, 413, 500, 503)}
 
 
 class WebhookReceiver:
@@ -135,6 +139,18 @@ class WebhookReceiver:
         check_fresh(timestamp, self._clock(), self.max_age_seconds)
 
     async def handle(self, request: web.Request) -> web.Response:
+        """The answer to one callback, counted by status (``gensokyo_webhook_responses``;
+        a bug of ours is the 500 aiohttp answers)."""
+        try:
+            response = await self._answer(request)
+        except Exception:
+            _ANSWERED[500].inc()
+            raise
+        status = response.status
+        (_ANSWERED.get(status) or counters.WEBHOOK_RESPONSES.labels(str(status))).inc()
+        return response
+
+    async def _answer(self, request: web.Request) -> web.Response:
         body = await self._read_body(request)
         if body is None:
             return self._refuse(413, BadInputError(

@@ -167,6 +167,24 @@ def test_stats_counts_tables(serve_api: ServeApi) -> None:
     scenario(serve_api, body)
 
 
+def test_a_path_no_route_serves_answers_the_error_envelope(serve_api: ServeApi) -> None:
+    """An unknown path or a route's wrong method answers JSON like every other error (it
+    was aiohttp's plain text "404: Not Found"); the console keeps its own pages."""
+    async def body(c: Any) -> None:
+        for path in ("/v1/nope", "/v2/stats", "/", "/uix"):
+            status, answer = await c.get(path)
+            assert error_code((status, answer)) == (404, "not_found"), path
+            assert path in answer["error"]["message"]
+        status, answer = await c.post("/v1/stats", {})
+        assert error_code((status, answer)) == (405, "method_not_allowed")
+        async with c.session.post(c.base + "/v1/stats", json={}) as resp:
+            assert "GET" in resp.headers["Allow"]
+        status, _ = await c.get("/ui/no-such-page")
+        assert status == 404  # the console's own answer
+
+    scenario(serve_api, body)
+
+
 def test_token_guards_v1_but_not_health(serve_api: ServeApi) -> None:
     async def body(c: Any) -> None:
         assert error_code(await c.get("/v1/stats")) == (401, "unauthorized")
@@ -378,5 +396,36 @@ def test_writes_take_json_only_and_no_other_sites_request(serve_api: ServeApi) -
             "Sec-Fetch-Site": "same-origin"})
         assert status == 200 and moved["outcome"] == "moved", moved
         assert (await c.get(f"/getid?type=1&id={GROUP}"))[0] == 200  # lotus: no headers
+
+    scenario(serve_api, body)
+
+
+def metric(text: str, sample: str) -> float | None:
+    """The value of one sample (name and labels as written) in Prometheus text, or None."""
+    for line in text.splitlines():
+        if line.startswith(sample + " "):
+            return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+def test_metrics_say_whether_the_lmdb_stores_work_and_the_space_left(
+        serve_api: ServeApi, msgid_store: Any, msgid_db_path: Any) -> None:
+    """``gensokyo_backend_up{backend="lmdb"}`` follows what /healthz finds of the stores;
+    ``gensokyo_data_dir_free_bytes`` is the data dir's free space as statvfs says it."""
+    import os
+
+    async def body(c: Any) -> None:
+        status, text = await c.get("/metrics")
+        assert status == 200
+        assert metric(text, 'gensokyo_backend_up{backend="lmdb"}') == 1
+        stats = os.statvfs(msgid_db_path.parent)
+        free = metric(text, "gensokyo_data_dir_free_bytes")
+        assert free is not None and free > 0
+        assert abs(free - stats.f_bavail * stats.f_frsize) < 256 * 1024 * 1024
+        msgid_store.close()
+        status, text = await c.get("/metrics")
+        assert status == 200  # a broken store is a 0, not a failed scrape
+        assert metric(text, 'gensokyo_backend_up{backend="lmdb"}') == 0
+        assert metric(text, 'gensokyo_backend_up{backend="redis"}') is None  # none here
 
     scenario(serve_api, body)

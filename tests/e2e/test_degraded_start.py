@@ -86,9 +86,12 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]
 
 
 def log_events(log: Path) -> list[str]:
-    """The event names of a daemon's JSON log (``log.format: json``)."""
-    return [json.loads(line)["event"] for line in log.read_text("utf-8").splitlines()
-            if line.startswith("{")]
+    """The event names of a daemon's JSON log (``log.format: json``), as the code logs them
+    (``[component] event``)."""
+    entries = [json.loads(line) for line in log.read_text("utf-8").splitlines()
+               if line.startswith("{")]
+    return [f"[{e['component']}] {e['event']}" if "component" in e else e["event"]
+            for e in entries]
 
 
 async def healthz(session: ClientSession, port: int) -> tuple[int, str]:

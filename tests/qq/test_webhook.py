@@ -199,17 +199,24 @@ def test_duplicate_deliveries_are_processed_once(
     assert pipeline.duplicates == 2
 
 
-def test_failed_processing_is_not_acknowledged_and_is_retried(
-        identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore) -> None:
-    failures = [RuntimeError("downstream queue closed")]
+def failing_first(*failures: Exception) -> Callable[[Any], Any]:
+    """A translate wrapper for :func:`serve`: the first calls raise ``failures``, in turn."""
+    left = list(failures)
 
     def flaky(translate: Any) -> Any:
         async def wrapped(events: list[QQEvent]) -> list[list[dict[str, Any]]]:
-            if failures:
-                raise failures.pop()
+            if left:
+                raise left.pop(0)
             result: list[list[dict[str, Any]]] = await translate(events)
             return result
         return wrapped
+
+    return flaky
+
+
+def test_failed_processing_is_not_acknowledged_and_is_retried(
+        identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore) -> None:
+    flaky = failing_first(RuntimeError("downstream queue closed"))
 
     async def scenario(session: ClientSession, url: str, receiver: WebhookReceiver,
                        forwarded: list[dict[str, Any]]) -> None:
@@ -374,3 +381,44 @@ def test_bodies_up_to_4_mib_are_taken_larger_ones_get_the_json_413(
         assert len(forwarded) == 1
 
     serve(identity_store, msgid_store, scenario)
+
+
+def test_every_answer_is_counted_by_its_status_code(
+        identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore) -> None:
+    """``gensokyo_webhook_responses_total{code}``: what the alert on the webhook's 5xx rate
+    reads. Each status the receiver answers is counted once per answer, a bug of ours (an
+    exception out of the handler: aiohttp's 500) too; every code it can answer is there
+    from the start, at 0."""
+    from gensokyo_idmap import counters, metrics
+
+    def count(code: str) -> float:
+        return counters.WEBHOOK_RESPONSES.labels(code).value
+
+    text = metrics.render().decode()
+    for code in ("200", "400", "401", "403", "413", "500", "503"):
+        assert f'gensokyo_webhook_responses_total{{code="{code}"}}' in text
+    before = {code: count(code) for code in ("200", "400", "401", "500", "503")}
+    flaky = failing_first(RuntimeError("downstream queue closed"))
+    clock_fails = False
+
+    def clock() -> float:
+        if clock_fails:
+            raise RuntimeError("a bug of ours")
+        return time.time()
+
+    async def scenario(session: ClientSession, url: str, receiver: WebhookReceiver,
+                       forwarded: list[dict[str, Any]]) -> None:
+        nonlocal clock_fails
+        for body, headers, status in [(DISPATCH, signed(DISPATCH), 503),
+                                      (DISPATCH, signed(DISPATCH), 200),
+                                      (DISPATCH, {}, 401), (DISPATCH, {}, 401),
+                                      (b"{", signed(b"{"), 400)]:
+            async with session.post(url, data=body, headers=headers) as resp:
+                assert resp.status == status
+        clock_fails = True
+        async with session.post(url, data=DISPATCH, headers=signed(DISPATCH)) as resp:
+            assert resp.status == 500
+
+    serve(identity_store, msgid_store, scenario, flaky, clock=clock)
+    assert {code: count(code) - before[code] for code in before} == {
+        "200": 1, "400": 1, "401": 2, "500": 1, "503": 1}

@@ -23,6 +23,9 @@ class GatewayLink:
     resumes: int
     identifies: int
     pauses: int
+    #: connecting, connected (a session established), paused (reading stops until events
+    #: can be processed) or stopped (closed for good): ``link_metrics.GATEWAY_STATES``
+    state: str = "connecting"
 
 
 @dataclass(frozen=True, slots=True)
