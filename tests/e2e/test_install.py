@@ -2,7 +2,7 @@
 fresh virtualenv in tmp_path (outside the checkout, no PYTHONPATH), then the console script
 from there: ``--version``, ``init``, ``config check`` on what ``init`` wrote, ``demo`` in an
 empty directory with no file given, and ``serve`` on the written config until its identity
-API answers ``/healthz``.
+API answers ``/healthz`` and ``/readyz`` names the missing secret.
 
 pip resolves the wheel's ranges itself, from the index this machine's pip is set up for (its
 cache makes a second run quicker): the wheel is a library to pip, the lock files are only for
@@ -13,6 +13,7 @@ and nothing is dialled out, through ``GSK_*`` variables, as the README's test do
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -127,6 +128,15 @@ def answers(url: str) -> bool:
         return False
 
 
+def fetch(url: str) -> tuple[int, object]:
+    """The status and JSON body of a GET, whatever the status."""
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as refused:
+        return refused.code, json.loads(refused.read())
+
+
 @pytest.mark.slow
 def test_the_wheel_installs_and_runs_outside_the_checkout(tmp_path: Path) -> None:
     wheel = build_wheel(tmp_path)
@@ -174,11 +184,14 @@ def test_the_wheel_installs_and_runs_outside_the_checkout(tmp_path: Path) -> Non
         stop(demo, signal.SIGINT, logs)
     assert (empty / "data-demo" / "openid-map.db").exists()
 
-    # serve: the written config as it is, but for the ports; /healthz answers
+    # serve: the written config as it is, but for the ports; /healthz answers, and /readyz
+    # says what init said to fill in (no secret yet: 503 naming bot.secret)
     moved, api = on_free_ports()
     logs = tmp_path / "serve-logs"
     with running([script, "serve", "--config", "config.yml"], site,
                  clean_env(**moved), logs) as daemon:
         wait_for("/healthz", lambda: answers(f"http://127.0.0.1:{api}/healthz"), daemon, logs)
+        status, readiness = fetch(f"http://127.0.0.1:{api}/readyz")
+        assert status == 503 and "bot.secret" in json.dumps(readiness), (status, readiness)
         stop(daemon, signal.SIGTERM, logs)
     assert (site / "data" / "openid-map.db").exists()  # data_dir ./data, from where it ran
