@@ -26,7 +26,6 @@ from gensokyo_idmap.identity import IdentityKey, RUin, parse_identity_input, par
 from gensokyo_idmap.identity_backend import cached_identity_store, open_identity_store
 from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.logging import configure_logging
-from gensokyo_idmap.msgid import DEFAULT_MSGID_TTL_SECONDS, MsgContext, MsgIdMap, check_virtual_id
 from gensokyo_idmap.redaction import redact_url
 from gensokyo_idmap.reports import (
     bind_data,
@@ -36,14 +35,20 @@ from gensokyo_idmap.reports import (
     stats_data,
     vuin_data,
 )
-from gensokyo_idmap.store.base import MsgIdCounts, MsgRecord
+from gensokyo_idmap.runtime.base import MsgIdCounts, MsgRecord
+from gensokyo_idmap.runtime.lmdb import LmdbMsgIdStore, open_msgid_store
+from gensokyo_idmap.runtime.msgid import (
+    DEFAULT_MSGID_TTL_SECONDS,
+    MsgContext,
+    MsgIdMap,
+    check_virtual_id,
+)
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
-from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore, open_msgid_store
 
 if TYPE_CHECKING:
+    from gensokyo_idmap.runtime.redis.scripts import RedisMsgIds
     from gensokyo_idmap.store.identity_cache import CachedIdentityStore
     from gensokyo_idmap.store.pg_identity import PgIdentityStore
-    from gensokyo_idmap.store.redis_msgid import RedisMsgIds
 
 __all__ = ["main"]
 
@@ -316,8 +321,8 @@ def _redis_msgids(ctx: _Context) -> Iterator[RedisMsgIds]:
     daemon's soft fallback, "unknown", would be a wrong answer here)."""
     import redis
 
-    from gensokyo_idmap.store.redis_msgid import RedisMsgIds
-    from gensokyo_idmap.store.redis_runtime import RedisRuntime
+    from gensokyo_idmap.runtime.redis.connection import RedisRuntime
+    from gensokyo_idmap.runtime.redis.scripts import RedisMsgIds
 
     assert ctx.config is not None
     runtime = RedisRuntime(ctx.config.idmap.redis_url, ctx.config.idmap.redis_prefix)

@@ -60,8 +60,8 @@ def cached_identity_store(config: Config, store: LmdbIdentityStore | PgIdentityS
     if idmap.backend != "postgres" or not idmap.redis_url or not idmap.identity_cache_size:
         return store
     # imported here: redis-py is an optional extra
+    from gensokyo_idmap.runtime.redis.invalidation import RedisInvalidations
     from gensokyo_idmap.store.identity_cache import CachedIdentityStore, IdentityCache
-    from gensokyo_idmap.store.redis_invalidation import RedisInvalidations
 
     cache = IdentityCache(idmap.identity_cache_size, idmap.identity_cache_max_age_seconds)
     try:

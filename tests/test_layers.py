@@ -14,7 +14,7 @@ import gensokyo_idmap
 
 PACKAGE = Path(gensokyo_idmap.__file__).parent
 
-MODULES = ["gensokyo_idmap.identity", "gensokyo_idmap.idmap", "gensokyo_idmap.msgid", "gensokyo_idmap.counters",
+MODULES = ["gensokyo_idmap.identity", "gensokyo_idmap.idmap", "gensokyo_idmap.runtime.msgid", "gensokyo_idmap.counters",
            "gensokyo_idmap.store.base"]
 CASES = [(module, backend) for module in MODULES for backend in ("lmdb", "prometheus_client")]
 

@@ -24,7 +24,6 @@ from typing import Any, Final, Literal
 
 from gensokyo_idmap.bridge.guilds import ConfigEntry, channel_entries, dm_entries
 from gensokyo_idmap.identity import IdentityKey, RawId
-from gensokyo_idmap.msgid import MsgContext
 from gensokyo_idmap.onebot import events as ob
 from gensokyo_idmap.onebot.message import Segment
 from gensokyo_idmap.qq.events import (
@@ -36,6 +35,7 @@ from gensokyo_idmap.qq.events import (
     GuildMessageDelete,
     QQEvent,
 )
+from gensokyo_idmap.runtime.msgid import MsgContext
 
 __all__ = ["GUILD_EVENTS", "GuildEvent", "config_entries", "guild_msgid", "guild_onebot",
            "guild_people", "guild_segments"]

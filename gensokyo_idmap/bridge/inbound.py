@@ -49,7 +49,7 @@ import structlog
 from gensokyo_idmap import metrics
 from gensokyo_idmap.bridge.chat import Chat, ChatKind
 from gensokyo_idmap.bridge.chat_turns import ChatTurns, wait_all
-from gensokyo_idmap.bridge.dedup import DeliveryLog, delivery_key
+from gensokyo_idmap.bridge.dedup import delivery_key
 from gensokyo_idmap.bridge.guild_inbound import (
     GUILD_EVENTS,
     config_entries,
@@ -63,7 +63,6 @@ from gensokyo_idmap.bridge.outbox import TrackedSink
 from gensokyo_idmap.errors import IdmapError, StoreError
 from gensokyo_idmap.identity import IdentityKey, OpenId, RawId
 from gensokyo_idmap.idmap import IdentityGraph
-from gensokyo_idmap.msgid import MAX_CONTENT_BYTES, MessageIds, MsgContext
 from gensokyo_idmap.onebot import events as ob
 from gensokyo_idmap.onebot.event_queue import EventBacklog
 from gensokyo_idmap.onebot.message import Segment, segments_to_cq_within
@@ -78,6 +77,8 @@ from gensokyo_idmap.qq.events import (
     QQEvent,
 )
 from gensokyo_idmap.recent_cache import RecentCache
+from gensokyo_idmap.runtime.claims import DeliveryLog
+from gensokyo_idmap.runtime.msgid import MAX_CONTENT_BYTES, MessageIds, MsgContext
 
 __all__ = ["BridgeSettings", "EventSink", "InboundBridge", "InboundPipeline",
            "attachment_segment"]

@@ -66,7 +66,7 @@ def _redis(url: str, prefix: str) -> Reached:
     try:
         import redis
 
-        from gensokyo_idmap.store.redis_runtime import RedisRuntime
+        from gensokyo_idmap.runtime.redis.connection import RedisRuntime
     except ImportError:
         return Reached("redis", where, False, "redis-py is not installed: pip install "
                        "'gensokyo-idmap[redis]'")

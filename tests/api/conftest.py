@@ -15,8 +15,8 @@ from aiohttp import web
 
 from gensokyo_idmap.api.server import ApiServer, ApiSettings
 from gensokyo_idmap.idmap import IdentityGraph
-from gensokyo_idmap.msgid import MsgIdMap
-from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore
+from gensokyo_idmap.runtime.msgid import MsgIdMap
+from gensokyo_idmap.runtime.lmdb import LmdbMsgIdStore
 
 from ..conftest import run
 

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from gensokyo_idmap.identity import OpenId, RUin
-from gensokyo_idmap.msgid import MsgContext
+from gensokyo_idmap.runtime.msgid import MsgContext
 
 from ..conftest import FakeClock
 from gensokyo_idmap.testing.loopback import raw_request

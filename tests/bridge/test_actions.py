@@ -10,7 +10,7 @@ import pytest
 
 from gensokyo_idmap.errors import UnsupportedError
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
-from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore
+from gensokyo_idmap.runtime.lmdb import LmdbMsgIdStore
 
 from ..conftest import FakeClock
 from .test_outbound import GROUP, GROUP2, USER, USER2, Harness, with_daemon

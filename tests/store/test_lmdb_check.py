@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 
 from gensokyo_idmap.store.lmdb_check import DamagedStoreError, _Walk, check_file, read_meta
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore, LmdbView
-from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore
+from gensokyo_idmap.runtime.lmdb import LmdbMsgIdStore
 from gensokyo_idmap.store.lmdb_outbox import LmdbOutboxStore
 
 from ..lmdb_pages import leave_unwritten_tail, pages_past_end, walk_pages

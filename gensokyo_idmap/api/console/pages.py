@@ -46,8 +46,8 @@ from gensokyo_idmap.api.console.status import LinkStatus, LinkView
 from gensokyo_idmap.errors import BadInputError, IdmapError, NotFoundError
 from gensokyo_idmap.identity import parse_identity_input, parse_vuin
 from gensokyo_idmap.logtail import LEVELS, TAIL, LogTail
-from gensokyo_idmap.msgid import check_virtual_id
 from gensokyo_idmap.reports import bind_data, rebind_data, record_data, stats_data, vuin_data
+from gensokyo_idmap.runtime.msgid import check_virtual_id
 from gensokyo_idmap.store.lmdb_env import LmdbEnv
 
 if TYPE_CHECKING:

@@ -17,7 +17,7 @@ from aiohttp import web
 from gensokyo_idmap.api.console.status import LinkStatus
 from gensokyo_idmap.api.server import ApiServer, ApiSettings
 from gensokyo_idmap.idmap import IdentityGraph
-from gensokyo_idmap.msgid import MsgIdMap
+from gensokyo_idmap.runtime.msgid import MsgIdMap
 
 from ..conftest import APP_ID, TIMEOUT
 

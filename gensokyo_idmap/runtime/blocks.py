@@ -8,7 +8,7 @@ Rules this module keeps:
    what ``msg_counter`` and a daemon's Redis position hold); the virtual id of a position is
    :func:`virtual_id_at`, from 1 to 2**31-1 and then from 1 again. So an id comes back only
    after 2**31-1 further positions, and then only if no live record holds it
-   (:mod:`gensokyo_idmap.msgid` skips those).
+   (:mod:`gensokyo_idmap.runtime.msgid` skips those).
 2. **Reserved before used.** A process hands out a position only once the precious store
    (openid-map.db ``meta``, or PostgreSQL's ``meta`` with ``idmap.backend: postgres``)
    durably holds ``msg_reserved`` at or above it: a block of :data:`BLOCK` positions is

@@ -3,7 +3,7 @@
 Rules this module keeps:
 
 1. **No live virtual id maps to two real ids.** Ids come from ``msg_counter``, a position
-   whose id wraps from 2**31-1 to 1 (:func:`~gensokyo_idmap.msgid_blocks.virtual_id_at`);
+   whose id wraps from 2**31-1 to 1 (:func:`~gensokyo_idmap.runtime.blocks.virtual_id_at`);
    every id whose record is still alive is skipped; an expired record in the way is purged
    (all of its index entries) before its id is reused.
 2. **Expired means gone.** A lookup never returns a record whose expiry has passed, swept
@@ -28,7 +28,7 @@ Rules this module keeps:
    index (``MsgContent.alias``), written, kept and deleted with it; :meth:`MsgIdMap.quoted`
    answers only while the live record still names that key.
 9. **No id is handed out twice, even when the store is lost.** A position is used only
-   within a block reserved in the precious store (:mod:`gensokyo_idmap.msgid_blocks`,
+   within a block reserved in the precious store (:mod:`gensokyo_idmap.runtime.blocks`,
    ``blocks`` of :class:`MsgIdMap`): a fresh msgid-map.db, or a restart, goes on above every
    position reserved before.
 
@@ -51,9 +51,8 @@ from gensokyo_idmap import counters
 from gensokyo_idmap.errors import BadInputError, IdmapError, NotFoundError, StoreError
 from gensokyo_idmap.health import HealthSource
 from gensokyo_idmap.identity import MAX_OPENID_LEN
-from gensokyo_idmap.msgid_blocks import INT32_MAX, IdBlocks, virtual_id_at
 from gensokyo_idmap.periodic import every
-from gensokyo_idmap.store.base import (
+from gensokyo_idmap.runtime.base import (
     MsgContent,
     MsgIdCounts,
     MsgIdReader,
@@ -61,6 +60,7 @@ from gensokyo_idmap.store.base import (
     MsgIdWriter,
     MsgRecord,
 )
+from gensokyo_idmap.runtime.blocks import INT32_MAX, IdBlocks, virtual_id_at
 
 __all__ = [
     "DEFAULT_MSGID_TTL_SECONDS",
@@ -270,7 +270,7 @@ def _apply_sweep(writer: MsgIdWriter, now_ms: int, limit: int) -> int:
 
 
 def _apply_claim_sweep(writer: MsgIdWriter, now_ms: int, limit: int) -> int:
-    """Delete delivery claims (``dedup``) whose window has passed; how many."""
+    """Delete delivery claims (:mod:`.claims`) whose window has passed; how many."""
     expired = writer.expired_claims(now_ms, limit)
     for expires_ms, key in expired:
         writer.delete_claim(key, expires_ms)
@@ -410,7 +410,7 @@ class _Walking:
 
 class MessageIds(Protocol):
     """What the bridge, the APIs and the CLI need of a message-id map: :class:`MsgIdMap`
-    over msgid-map.db, or :class:`~gensokyo_idmap.runtime_redis.RedisMsgIdMap` shared by
+    over msgid-map.db, or :class:`~gensokyo_idmap.runtime.redis.state.RedisMsgIdMap` shared by
     several daemons (``idmap.runtime_backend``). Each method is documented on
     :class:`MsgIdMap`."""
 
@@ -643,7 +643,7 @@ class MsgIdMap:
         return await asyncio.to_thread(self.sweep_sync)
 
     def sweep_sync(self) -> int:
-        """Blocking :meth:`sweep`; it also deletes the expired delivery claims (``dedup``)
+        """Blocking :meth:`sweep`; it also deletes the expired delivery claims (:mod:`.claims`)
         this store keeps. Returns how many message ids it deleted."""
         now_ms = self._now_ms()
         started = time.perf_counter()

@@ -14,22 +14,22 @@ from collections.abc import Iterator
 import pytest
 from structlog.testing import capture_logs
 
-from gensokyo_idmap.bridge.dedup import DeliveryLog
+from gensokyo_idmap.runtime.claims import DeliveryLog
 from gensokyo_idmap.errors import StoreError
-from gensokyo_idmap.msgid import INT32_MAX, MsgContext
-from gensokyo_idmap.runtime_redis import (
+from gensokyo_idmap.runtime.msgid import INT32_MAX, MsgContext
+from gensokyo_idmap.runtime.redis.state import (
     IN_FLIGHT_SECONDS,
     RedisClaims,
     RedisMsgIdMap,
     RedisReplyBudget,
 )
-from gensokyo_idmap.store.redis_msgid import RedisMsgIds
-from gensokyo_idmap.store.redis_runtime import RETRY_AFTER_SECONDS, RedisRuntime
+from gensokyo_idmap.runtime.redis.scripts import RedisMsgIds
+from gensokyo_idmap.runtime.redis.connection import RETRY_AFTER_SECONDS, RedisRuntime
 
-from .conftest import REDIS_URL, FakeClock, run, test_prefix
-from .test_backend_metrics import scraped
-from . import redis_server
-from .redis_server import PrivateRedis
+from ...conftest import REDIS_URL, FakeClock, run, test_prefix
+from ...test_backend_metrics import scraped
+from ... import redis_server
+from ...redis_server import PrivateRedis
 
 private_redis = redis_server.private_redis  # the fixture, for this module's tests
 

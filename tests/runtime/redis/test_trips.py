@@ -1,4 +1,4 @@
-"""Round trips to Redis shared by the calls made while one is out (store/redis_trips.py):
+"""Round trips to Redis shared by the calls made while one is out (runtime/redis/trips.py):
 scripts of several kinds in one pipeline, each caller with its own answer or error, and
 scripts Redis lost (a restart, SCRIPT FLUSH) loaded again."""
 
@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 import redis
 
-from gensokyo_idmap.store.redis_runtime import RedisRuntime
-from gensokyo_idmap.store.redis_trips import ScriptTrips
+from gensokyo_idmap.runtime.redis.connection import RedisRuntime
+from gensokyo_idmap.runtime.redis.trips import ScriptTrips
 
-from ..conftest import REDIS_URL, run, test_prefix
-from ..test_backend_metrics import scraped
-from .. import redis_server
-from ..redis_server import PrivateRedis
+from ...conftest import REDIS_URL, run, test_prefix
+from ...test_backend_metrics import scraped
+from ... import redis_server
+from ...redis_server import PrivateRedis
 
 private_redis = redis_server.private_redis  # the fixture, for this module's tests
 

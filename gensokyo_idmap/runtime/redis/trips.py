@@ -24,7 +24,7 @@ from typing import Any, Generic, TypeVar
 import redis
 from redis.commands.core import AsyncScript
 
-from gensokyo_idmap.store.redis_runtime import RedisRuntime
+from gensokyo_idmap.runtime.redis.connection import RedisRuntime
 
 __all__ = ["ScriptTrips", "Together", "concatenated", "distinct", "own", "whole"]
 

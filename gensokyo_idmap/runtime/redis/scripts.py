@@ -4,9 +4,9 @@ Keys, each under the prefix (``gsk:`` by default):
 
 | key | type | what |
 |---|---|---|
-| ``m:ctr`` | string | the last virtual id handed out, by any daemon (for ``msgid stats``: each daemon allocates from a block of positions of its own, :mod:`gensokyo_idmap.msgid_blocks`) |
+| ``m:ctr`` | string | the last virtual id handed out, by any daemon (for ``msgid stats``: each daemon allocates from a block of positions of its own, :mod:`gensokyo_idmap.runtime.blocks`) |
 | ``m:v:<virtual id>`` | hash | the record: ``r`` real id, ``a`` AppID, ``k`` chat kind, ``t`` target, ``d`` direction, ``c`` created ms, ``e`` expires ms; and what ``get_msg`` answers: ``u`` the author's vUIN (0: unknown), ``m`` the OneBot content as CQ text (absent: not kept), ``x`` the alias key of a message with a ``msg_idx`` (what a quote of it names). A record written before these were kept has none |
-| ``m:r:<real id>`` | string | the virtual id of a real id; also ``m:r:<alias>`` (:func:`gensokyo_idmap.msgid.quote_key`), written, refreshed and purged with the record |
+| ``m:r:<real id>`` | string | the virtual id of a real id; also ``m:r:<alias>`` (:func:`gensokyo_idmap.runtime.msgid.quote_key`), written, refreshed and purged with the record |
 | ``m:c:<AppID>\\0<kind>\\0<target>`` | sorted set | inbound messages of a chat, members ``<created ms, 16 hex><virtual id, 8 hex>`` (lexical order is time order), the newest 256 |
 | ``d:<delivery key>`` | string | a delivery claim: its expiry ms; while a daemon delivers the event, ``<that daemon's token>:<until ms>``: a lease of a few seconds that daemon renews while the delivery lasts |
 | ``m:a:<AppID>\\0<kind>\\0<target>`` | sorted set | the chat's inbound messages within their reply window that may have replies left (members as in ``m:c``): what a send answers |
@@ -21,7 +21,7 @@ Allocation is one Lua script per batch, so it is atomic across every daemon on t
 Redis: a virtual id is taken only if no live record holds it (an expired one in the way
 is purged first), and the real → virtual mapping is written in the same step. The
 positions come from the calling daemon's block, reserved in the precious store and held in
-its memory (:mod:`gensokyo_idmap.msgid_blocks`), not from Redis: after a ``FLUSHALL``, a
+its memory (:mod:`gensokyo_idmap.runtime.blocks`), not from Redis: after a ``FLUSHALL``, a
 Redis restarted empty or from an older snapshot, each daemon goes on where it was, and a
 daemon that starts goes on above every block reserved before, so no id is handed out
 twice. The scripts build their keys from the
@@ -43,9 +43,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Final
 
-from gensokyo_idmap.store.base import MsgContent, MsgIdCounts, MsgRecord
-from gensokyo_idmap.store.redis_runtime import RedisRuntime
-from gensokyo_idmap.store.redis_trips import ScriptTrips
+from gensokyo_idmap.runtime.base import MsgContent, MsgIdCounts, MsgRecord
+from gensokyo_idmap.runtime.redis.connection import RedisRuntime
+from gensokyo_idmap.runtime.redis.trips import ScriptTrips
 
 __all__ = ["CHAT_KEPT", "INT32_MAX", "RedisMsgIds", "Stored"]
 
@@ -326,7 +326,7 @@ StoreItem = tuple[str, str, str, str, str, int, int, int, str, str]
 
 class RedisMsgIds:
     """The Redis commands of message ids, claims and reply counts (the rules on top live in
-    :mod:`gensokyo_idmap.runtime_redis`). Errors are redis-py's: the caller decides what a
+    :mod:`gensokyo_idmap.runtime.redis.state`). Errors are redis-py's: the caller decides what a
     Redis that does not answer means for it."""
 
     def __init__(self, runtime: RedisRuntime) -> None:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gensokyo_idmap.qq.passive_reply import MAX_REPLIES, REPLY_WINDOW_SECONDS, ReplyBudget, ReplyTo
+from gensokyo_idmap.runtime.replies import MAX_REPLIES, REPLY_WINDOW_SECONDS, ReplyBudget, ReplyTo
 
 from ..conftest import FakeClock
 

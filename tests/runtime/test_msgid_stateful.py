@@ -42,15 +42,15 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from gensokyo_idmap.errors import NotFoundError
-from gensokyo_idmap.msgid import INT32_MAX, MsgContext, MsgIdMap, quote_key
-from gensokyo_idmap.runtime_redis import RedisMsgIdMap
-from gensokyo_idmap.store.base import MsgContent
+from gensokyo_idmap.runtime.msgid import INT32_MAX, MsgContext, MsgIdMap, quote_key
+from gensokyo_idmap.runtime.redis.state import RedisMsgIdMap
+from gensokyo_idmap.runtime.base import MsgContent
 from gensokyo_idmap.store.codec import decode_u64, decode_value
-from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore, open_msgid_store
-from gensokyo_idmap.store.redis_msgid import RedisMsgIds
-from gensokyo_idmap.store.redis_runtime import RedisRuntime
+from gensokyo_idmap.runtime.lmdb import LmdbMsgIdStore, open_msgid_store
+from gensokyo_idmap.runtime.redis.scripts import RedisMsgIds
+from gensokyo_idmap.runtime.redis.connection import RedisRuntime
 
-from .conftest import REDIS_URL, FakeClock, test_prefix
+from ..conftest import REDIS_URL, FakeClock, test_prefix
 
 TTL = 100.0
 TTL_MS = int(TTL * 1000)

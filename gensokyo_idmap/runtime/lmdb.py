@@ -4,7 +4,7 @@ Tables (docs/stores.md):
 
 | table | key → value |
 |---|---|
-| ``meta`` | ``schema_version``, ``msg_counter`` (the position of the last virtual id handed out: it does not wrap, its id does, :func:`gensokyo_idmap.msgid_blocks.virtual_id_at`) |
+| ``meta`` | ``schema_version``, ``msg_counter`` (the position of the last virtual id handed out: it does not wrap, its id does, :func:`gensokyo_idmap.runtime.blocks.virtual_id_at`) |
 | ``msg_to_virtual`` | real message id → virtual id (4-byte big-endian) |
 | ``virtual_to_msg`` | virtual id → cbor [real id, AppID, chat kind, target, direction, created ms, expires ms] |
 | ``expires_at`` | expires ms (8 bytes) + virtual id (4 bytes) → empty: a sweep reads only what expired |
@@ -14,7 +14,7 @@ Tables (docs/stores.md):
 | ``msg_content`` | virtual id → cbor [author vUIN (0: unknown), OneBot content as CQ text or null] and, for a message with a ``msg_idx``, its alias key as a third item: what ``get_msg`` answers; written and deleted with the record |
 
 A message with a ``msg_idx`` has a second ``msg_to_virtual`` key, its alias
-(:func:`gensokyo_idmap.msgid.quote_key`), pointing at the same virtual id: how a quote of
+(:func:`gensokyo_idmap.runtime.msgid.quote_key`), pointing at the same virtual id: how a quote of
 it is found. It is written and deleted with the record (the delete reads the alias from
 ``msg_content``).
 
@@ -42,7 +42,7 @@ import lmdb
 import structlog
 
 from gensokyo_idmap.errors import StoreError
-from gensokyo_idmap.store.base import MsgContent, MsgIdCounts, MsgIdWriter, MsgRecord
+from gensokyo_idmap.runtime.base import MsgContent, MsgIdCounts, MsgIdWriter, MsgRecord
 from gensokyo_idmap.store.codec import decode_u64, decode_value, encode_u64, encode_value
 from gensokyo_idmap.store.lmdb_env import CounterView, LmdbEnv, Table
 

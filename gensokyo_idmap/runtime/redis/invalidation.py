@@ -17,8 +17,8 @@ a message is handled on the listening side:
 
 Publishing runs on a thread of its own, so a slow or absent Redis never holds up a write's
 caller; a publish that fails is dropped (the outage logged once, as for the runtime state:
-:class:`~redis_runtime.RedisRuntime`): the other daemons' subscriptions are down too then,
-and they clear their caches when they come back.
+:class:`~.connection.RedisRuntime`): the other daemons' subscriptions are down too then, and
+they clear their caches when they come back.
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ from redis.backoff import NoBackoff
 from gensokyo_idmap import jsonio
 from gensokyo_idmap.errors import BadInputError
 from gensokyo_idmap.redaction import redact_url
+from gensokyo_idmap.runtime.redis.connection import SOCKET_TIMEOUT_SECONDS, RedisRuntime
 from gensokyo_idmap.store.identity_cache import Changes, IdentityCache
-from gensokyo_idmap.store.redis_runtime import SOCKET_TIMEOUT_SECONDS, RedisRuntime
 
 __all__ = ["CHANNEL_SUFFIX", "RedisInvalidations", "decode_changes", "encode_changes"]
 

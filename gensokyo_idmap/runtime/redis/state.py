@@ -2,12 +2,12 @@
 passive-reply counts (``idmap.runtime_backend: redis``).
 
 The same rules as on LMDB, shared rather than copied: requests are checked by
-:mod:`gensokyo_idmap.msgid` (real ids, virtual ids, contexts) and a record is alive by the
+:mod:`gensokyo_idmap.runtime.msgid` (real ids, virtual ids, contexts) and a record is alive by the
 same comparison with the same clock; what differs is where the state lives
-(:mod:`gensokyo_idmap.store.redis_msgid`: Lua scripts and native TTL, no sweeper).
+(:mod:`gensokyo_idmap.runtime.redis.scripts`: Lua scripts and native TTL, no sweeper).
 
 Redis holds nothing that cannot be lost, so a Redis that does not answer degrades the
-daemon instead of stopping it (:class:`~gensokyo_idmap.store.redis_runtime.RedisRuntime`
+daemon instead of stopping it (:class:`~gensokyo_idmap.runtime.redis.connection.RedisRuntime`
 logs the outage once):
 
 - storing a message id raises :class:`~gensokyo_idmap.errors.StoreError`: the event is
@@ -31,9 +31,11 @@ from typing import TypeVar, cast
 import redis
 import structlog
 
-from gensokyo_idmap.bridge.dedup import DEDUP_SECONDS, stored_key
 from gensokyo_idmap.errors import BadInputError, StoreError
-from gensokyo_idmap.msgid import (
+from gensokyo_idmap.runtime.base import MsgContent, MsgIdCounts, MsgRecord
+from gensokyo_idmap.runtime.blocks import IdBlocks
+from gensokyo_idmap.runtime.claims import DEDUP_SECONDS, stored_key
+from gensokyo_idmap.runtime.msgid import (
     DEFAULT_MSGID_TTL_SECONDS,
     DEFAULT_SWEEP_INTERVAL_SECONDS,
     EVENT_KINDS,
@@ -51,8 +53,9 @@ from gensokyo_idmap.msgid import (
     real_id_of,
     stored,
 )
-from gensokyo_idmap.msgid_blocks import IdBlocks
-from gensokyo_idmap.qq.passive_reply import (
+from gensokyo_idmap.runtime.redis.scripts import RedisMsgIds, Stored, StoreItem
+from gensokyo_idmap.runtime.redis.trips import Together, concatenated, distinct, own, whole
+from gensokyo_idmap.runtime.replies import (
     _LONGEST_WINDOW,
     MAX_REPLIES,
     REPLY_WINDOW_SECONDS,
@@ -60,9 +63,6 @@ from gensokyo_idmap.qq.passive_reply import (
     Received,
     ReplyBudget,
 )
-from gensokyo_idmap.store.base import MsgContent, MsgIdCounts, MsgRecord
-from gensokyo_idmap.store.redis_msgid import RedisMsgIds, Stored, StoreItem
-from gensokyo_idmap.store.redis_trips import Together, concatenated, distinct, own, whole
 
 __all__ = [
     "IN_FLIGHT_SECONDS",
@@ -114,9 +114,9 @@ _REPLY_WINDOWS_MS = {kind: int(seconds * 1000)
 
 
 class RedisMsgIdMap:
-    """:class:`~gensokyo_idmap.msgid.MessageIds` on Redis, shared by every daemon using
+    """:class:`~gensokyo_idmap.runtime.msgid.MessageIds` on Redis, shared by every daemon using
     the same prefix. No sweeper: every key has a native TTL. Its ids come from blocks of
-    positions of its own (:mod:`~gensokyo_idmap.msgid_blocks`), its place in them kept in
+    positions of its own (:mod:`~gensokyo_idmap.runtime.blocks`), its place in them kept in
     its memory: a Redis that loses its keys does not send them back."""
 
     def __init__(self, ids: RedisMsgIds, clock: Callable[[], float] = time.time,
@@ -128,7 +128,7 @@ class RedisMsgIdMap:
             raise BadInputError("msgid_ttl_seconds", ttl_seconds, "must be positive")
         self.ids = ids
         self._blocks = blocks or IdBlocks(None)
-        self._position = 0  # the last position this daemon used (msgid_blocks rule 1)
+        self._position = 0  # the last position this daemon used (blocks rule 1)
         self._keep_content = keep_content  # idmap.keep_message_content
         self.store = ids.runtime  # what /healthz asks
         self._clock = clock
@@ -171,7 +171,7 @@ class RedisMsgIdMap:
 
     def _advance(self) -> None:
         """Past half the block: the next one asked for; past its end: the next one's start
-        (msgid_blocks rule 4)."""
+        (blocks rule 4)."""
         self._position = self._blocks.advance(self._position + 1) - 1
 
     def _script(self, wanted: list[StoreItem], outcomes: list[tuple[int, bool] | None]
@@ -337,9 +337,9 @@ class RedisMsgIdMap:
 
 
 class RedisClaims:
-    """Delivery claims on Redis (:class:`~gensokyo_idmap.bridge.dedup.ClaimStore`): shared
+    """Delivery claims on Redis (:class:`~gensokyo_idmap.runtime.claims.ClaimStore`): shared
     by every daemon on the prefix, so a webhook retry landing on another daemon is a known
-    repeat, or refused while the first daemon still delivers it (dedup rule 6). Redis
+    repeat, or refused while the first daemon still delivers it (claims rule 6). Redis
     down: nothing is known, marked or recorded (this daemon's memory still de-duplicates
     what it saw itself).
 

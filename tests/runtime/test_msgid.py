@@ -15,7 +15,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from gensokyo_idmap.errors import BadInputError, NotFoundError, StoreError
-from gensokyo_idmap.msgid import (
+from gensokyo_idmap.runtime.msgid import (
     INT32_MAX,
     MAX_CONTENT_BYTES,
     MessageIds,
@@ -23,11 +23,11 @@ from gensokyo_idmap.msgid import (
     MsgIdMap,
     check_virtual_id,
 )
-from gensokyo_idmap.runtime_redis import RedisMsgIdMap
-from gensokyo_idmap.store.base import MsgContent, MsgRecord
-from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore
+from gensokyo_idmap.runtime.redis.state import RedisMsgIdMap
+from gensokyo_idmap.runtime.base import MsgContent, MsgRecord
+from gensokyo_idmap.runtime.lmdb import LmdbMsgIdStore
 
-from .conftest import MSGID_BACKENDS, FakeClock, msgid_map, run
+from ..conftest import MSGID_BACKENDS, FakeClock, msgid_map, run
 
 TTL = 100.0  # seconds
 TTL_MS = int(TTL * 1000)
@@ -305,7 +305,7 @@ def test_sweep_sync_does_the_same(msgids: MsgIdMap, clock: FakeClock) -> None:
 def test_a_sweep_larger_than_one_batch_takes_everything(
     msgids: MsgIdMap, store: LmdbMsgIdStore, clock: FakeClock
 ) -> None:
-    from gensokyo_idmap import msgid as msgid_module
+    from gensokyo_idmap.runtime import msgid as msgid_module
 
     batch = msgid_module._SWEEP_BATCH
 
@@ -532,7 +532,7 @@ def test_store_many_raises_the_store_that_failed_and_keeps_the_others(
 ) -> None:
     """No free id for one real id: it writes nothing, the batch raises, the others stand."""
     assert [msgids.store_real_sync(r, GROUP) for r in ("a", "b")] == [1, 2]
-    monkeypatch.setattr("gensokyo_idmap.msgid._MAX_PROBES", 2)
+    monkeypatch.setattr("gensokyo_idmap.runtime.msgid._MAX_PROBES", 2)
     set_counter(store, INT32_MAX)  # next candidates 1 and 2: both live
     with pytest.raises(StoreError, match="no free virtual message id"):
         run(msgids.store_many([("b", GROUP), ("new", GROUP)]))
@@ -837,7 +837,7 @@ def test_run_sweeper_returns_at_once_if_already_stopped(msgids: MsgIdMap) -> Non
 
 def test_the_sweep_also_deletes_expired_delivery_claims(store: LmdbMsgIdStore,
                                                         clock: FakeClock) -> None:
-    """The de-duplication claims (``dedup``) live in this store; its sweeper clears them."""
+    """The de-duplication claims (``runtime.claims``) live in this store; its sweeper clears them."""
     msgids = MsgIdMap(store, clock=clock, ttl_seconds=TTL)
     old = [f"msg:old{i}" for i in range(2_500)]  # more than one sweep batch
     store.write_sync(lambda view: view.put_claims(old, now_ms(clock) + 10_000))

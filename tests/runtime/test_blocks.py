@@ -1,4 +1,4 @@
-"""The message ids' high-water mark in the precious store (msgid_blocks, issue 29.2): real
+"""The message ids' high-water mark in the precious store (runtime.blocks, issue 29.2): real
 openid-map.db files and PostgreSQL schemas, real msgid-map.db files and Redis prefixes.
 
 The daemon-level proof (a damaged msgid-map.db, FLUSHALL, Redis restarted empty, with each
@@ -18,22 +18,22 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gensokyo_idmap.errors import StoreError
-from gensokyo_idmap.msgid import INT32_MAX, MessageIds, MsgContext, MsgIdMap
-from gensokyo_idmap.msgid_blocks import (
+from gensokyo_idmap.runtime.msgid import INT32_MAX, MessageIds, MsgContext, MsgIdMap
+from gensokyo_idmap.runtime.blocks import (
     BLOCK,
     MSG_RESERVED,
     IdBlocks,
     reserve_in,
     virtual_id_at,
 )
-from gensokyo_idmap.runtime_redis import RedisMsgIdMap
+from gensokyo_idmap.runtime.redis.state import RedisMsgIdMap
 from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
-from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore, open_msgid_store
-from gensokyo_idmap.store.redis_msgid import RedisMsgIds
-from gensokyo_idmap.store.redis_runtime import RedisRuntime
+from gensokyo_idmap.runtime.lmdb import LmdbMsgIdStore, open_msgid_store
+from gensokyo_idmap.runtime.redis.scripts import RedisMsgIds
+from gensokyo_idmap.runtime.redis.connection import RedisRuntime
 
-from .conftest import MSGID_BACKENDS, FakeClock, run
-from .store_backends import StoreFactory, open_store  # noqa: F401 - the fixture
+from ..conftest import MSGID_BACKENDS, FakeClock, run
+from ..store_backends import StoreFactory, open_store  # noqa: F401 - the fixture
 
 GROUP = MsgContext("102000001", "group", "G1", "in")
 TTL = 3600.0
