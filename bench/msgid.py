@@ -96,7 +96,7 @@ from gensokyo_idmap.runtime.base import MsgRecord
 from gensokyo_idmap.runtime.blocks import IdBlocks, reserve_in
 from gensokyo_idmap.runtime.lmdb import LmdbMsgIdStore, MsgIdView, open_msgid_store
 from gensokyo_idmap.runtime.msgid import MsgContext, MsgIdMap
-from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
+from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
 
 T = TypeVar("T")
 

@@ -74,12 +74,12 @@ from gensokyo_idmap.runtime.lmdb import LmdbMsgIdStore, open_msgid_store
 from gensokyo_idmap.runtime.msgid import MessageIds, MsgIdMap
 from gensokyo_idmap.runtime.replies import ReplyBudget, seq_base_for_process
 from gensokyo_idmap.store.base import IdentityStore
-from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
-from gensokyo_idmap.store.lmdb_outbox import LmdbOutboxStore
+from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
+from gensokyo_idmap.store.lmdb.outbox import LmdbOutboxStore
 from gensokyo_idmap.store.serve_lock import ServeLock
 
 if TYPE_CHECKING:
-    from gensokyo_idmap.store.pg_identity import PgIdentityStore
+    from gensokyo_idmap.store.postgres.identity import PgIdentityStore
 
 __all__ = ["Daemon", "StorePreparation", "build_daemon", "run_daemon", "serve_until_stopped"]
 
@@ -409,9 +409,9 @@ async def _runtime_state(config: Config, graph_store: IdentityStore, msgid_store
 def _limit_server_waits(config: Config) -> None:
     """A PostgreSQL that hangs stops the reads the daemon's tasks make (and hand to worker
     threads) after ``LOOP_WAIT_SECONDS``, not never: for this task and every one it makes
-    from here on (:mod:`gensokyo_idmap.store.pg_connection`)."""
+    from here on (:mod:`gensokyo_idmap.store.postgres.connection`)."""
     if config.idmap.backend == "postgres":
-        from gensokyo_idmap.store.pg_connection import LOOP_WAIT_SECONDS, WAIT_LIMIT
+        from gensokyo_idmap.store.postgres.connection import LOOP_WAIT_SECONDS, WAIT_LIMIT
 
         WAIT_LIMIT.set(LOOP_WAIT_SECONDS)
 
@@ -426,7 +426,7 @@ def _server_checks(config: Config, graph: IdentityGraph | None, msgids: MessageI
     resumes, so waiting for one would wait for ever)."""
     checks: list[tuple[object, ServerCheck]] = []
     if config.idmap.backend == "postgres":
-        from gensokyo_idmap.store.pg_ping import PgPing  # psycopg: an optional extra
+        from gensokyo_idmap.store.postgres.ping import PgPing  # psycopg: an optional extra
 
         ping = (PgPing(config.idmap.postgres_dsn) if graph is None
                 else PgPing(config.idmap.postgres_dsn, known=graph.store.health))
@@ -586,7 +586,7 @@ async def _run_gateway(
     with ExitStack() as closing_state:
         state: SessionStore
         if config.idmap.backend == "postgres":
-            from gensokyo_idmap.store.pg_gateway_session import PgGatewaySession
+            from gensokyo_idmap.store.postgres.gateway_session import PgGatewaySession
 
             if opening is not None:
                 await asyncio.shield(opening)  # its failure stops the daemon

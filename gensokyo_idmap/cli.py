@@ -43,12 +43,12 @@ from gensokyo_idmap.runtime.msgid import (
     MsgIdMap,
     check_virtual_id,
 )
-from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
+from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
 
 if TYPE_CHECKING:
     from gensokyo_idmap.runtime.redis.scripts import RedisMsgIds
     from gensokyo_idmap.store.identity_cache import CachedIdentityStore
-    from gensokyo_idmap.store.pg_identity import PgIdentityStore
+    from gensokyo_idmap.store.postgres.identity import PgIdentityStore
 
 __all__ = ["main"]
 
@@ -473,8 +473,8 @@ def _migrate_into_postgres(ctx: _Context, legacy: Path, dry_run: bool) -> None:
     So the migration code stays on the store interfaces and never learns PostgreSQL, and
     a kill at any moment leaves the graph empty or migrated."""
     from gensokyo_idmap.ops.store_copy import copy_graph, read_lmdb_rows
-    from gensokyo_idmap.store.pg_connect import describe
-    from gensokyo_idmap.store.pg_copy import load_rows, target_state
+    from gensokyo_idmap.store.postgres.connect import describe
+    from gensokyo_idmap.store.postgres.copy import load_rows, target_state
     from migrate.legacy import MigrationReport, migrate_legacy
     from migrate.progress import progress_reporter
 
@@ -565,8 +565,8 @@ def stats_command(ctx: _Context) -> None:
 
 def _postgres_schema_version(config: Config) -> int:
     """The migration the PostgreSQL graph is at (``stats``; ``db status`` lists them)."""
-    from gensokyo_idmap.store.pg_connect import connect
-    from gensokyo_idmap.store.pg_migrate import migration_status
+    from gensokyo_idmap.store.postgres.connect import connect
+    from gensokyo_idmap.store.postgres.migrate import migration_status
 
     with connect(config.idmap.postgres_dsn) as conn:
         return migration_status(conn).current
@@ -817,7 +817,7 @@ class _Database:
 def db_group(click_ctx: click.Context, postgres_dsn: str | None, config_path: Path | None,
              schema: str | None) -> None:
     """Upgrade or show the schema of a PostgreSQL identity graph (idmap.backend: postgres)."""
-    from gensokyo_idmap.store.pg_connect import check_schema_name
+    from gensokyo_idmap.store.postgres.connect import check_schema_name
 
     click_ctx.meta["gsk.database"] = _Database(
         postgres_dsn, config_path, None if schema is None else check_schema_name(schema))
@@ -832,8 +832,8 @@ def _database(click_ctx: click.Context) -> _Database:
 @click.pass_context
 def db_upgrade(click_ctx: click.Context) -> None:
     """Apply the migrations the database has not run yet (each once, in one transaction)."""
-    from gensokyo_idmap.store.pg_connect import connect
-    from gensokyo_idmap.store.pg_migrate import migration_status, upgrade
+    from gensokyo_idmap.store.postgres.connect import connect
+    from gensokyo_idmap.store.postgres.migrate import migration_status, upgrade
 
     database = _database(click_ctx)
     ctx: _Context = click_ctx.obj
@@ -851,8 +851,8 @@ def db_upgrade(click_ctx: click.Context) -> None:
 def db_status(click_ctx: click.Context) -> None:
     """The migrations applied (with their SHA-256) and pending; refuses a database whose
     migrations this gensokyo-idmap does not know or whose checksums differ (exit 1)."""
-    from gensokyo_idmap.store.pg_connect import connect
-    from gensokyo_idmap.store.pg_migrate import migration_status
+    from gensokyo_idmap.store.postgres.connect import connect
+    from gensokyo_idmap.store.postgres.migrate import migration_status
 
     database = _database(click_ctx)
     ctx: _Context = click_ctx.obj
@@ -899,8 +899,8 @@ def store_copy(ctx: _Context, to: str, source_file: Path | None, postgres_dsn: s
     daemon's live openid-map.db while it runs, or stop it for a graph that stays current.
     """
     from gensokyo_idmap.ops.store_copy import copy_graph, read_lmdb_rows, write_lmdb_rows
-    from gensokyo_idmap.store.pg_connect import check_schema_name, describe
-    from gensokyo_idmap.store.pg_copy import load_rows, read_rows
+    from gensokyo_idmap.store.postgres.connect import check_schema_name, describe
+    from gensokyo_idmap.store.postgres.copy import load_rows, read_rows
 
     if schema is not None:
         check_schema_name(schema)

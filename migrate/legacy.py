@@ -53,7 +53,7 @@ from gensokyo_idmap.runtime.blocks import MSG_RESERVED
 from gensokyo_idmap.runtime.lmdb import LmdbMsgIdStore, MsgIdView
 from gensokyo_idmap.runtime.msgid import INT32_MAX
 from gensokyo_idmap.store.base import MIGRATION_MARKER
-from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore, LmdbView
+from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore, LmdbView
 from migrate.bbolt import BoltFile
 from migrate.progress import Progress
 

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from gensokyo_idmap import metrics
 from gensokyo_idmap.idmap import IdentityGraph
-from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
+from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
 from gensokyo_idmap.runtime.msgid import MessageIds, MsgIdMap
 from gensokyo_idmap.runtime.redis.state import RedisMsgIdMap
 from gensokyo_idmap.runtime.lmdb import LmdbMsgIdStore

@@ -15,7 +15,7 @@ from gensokyo_idmap.bridge.outbox import Backlog, Outbox
 from gensokyo_idmap.link_status import LinkWatch
 from gensokyo_idmap.onebot.forward_ws import ForwardWsServer
 from gensokyo_idmap.onebot.reverse_ws import ReverseWsClient
-from gensokyo_idmap.store.lmdb_outbox import LmdbOutboxStore
+from gensokyo_idmap.store.lmdb.outbox import LmdbOutboxStore
 from gensokyo_idmap.testing import until
 
 from .conftest import run

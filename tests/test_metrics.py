@@ -13,7 +13,7 @@ from gensokyo_idmap.counters import Durations, Family
 from gensokyo_idmap.metrics import DurationsCollector, HotCounter, StoreSizeCollector
 from gensokyo_idmap.runtime.redis.state import RedisMsgIdMap
 from gensokyo_idmap.store.base import TableCounts, legacy_counts
-from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
+from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
 from gensokyo_idmap.runtime.redis.scripts import RedisMsgIds
 from gensokyo_idmap.runtime.redis.connection import RedisRuntime
 from gensokyo_idmap.testing import free_port

@@ -29,7 +29,7 @@ from gensokyo_idmap.runtime.msgid import MsgIdMap
 from gensokyo_idmap.bridge.outbound import OutboundSender, OutboundSettings, Target
 from gensokyo_idmap.qq.events import C2CMessage, FriendEvent, GroupMessage, QQEvent
 from gensokyo_idmap.recency import chat_recency
-from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
+from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
 from gensokyo_idmap.runtime.lmdb import LmdbMsgIdStore
 
 from .conftest import FakeClock, run

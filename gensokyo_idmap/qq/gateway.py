@@ -94,7 +94,7 @@ class _Saved(NamedTuple):
 class SessionStore(Protocol):
     """Where a shard's session id and watermark seq are kept between connections and
     restarts: :class:`GatewayState` (a file), or PostgreSQL
-    (:class:`~gensokyo_idmap.store.pg_gateway_session.PgGatewaySession`)."""
+    (:class:`~gensokyo_idmap.store.postgres.gateway_session.PgGatewaySession`)."""
 
     def load(self) -> tuple[str | None, int | None]:
         """(session id, seq) saved last, (None, None) if none was."""

@@ -1,6 +1,6 @@
 """The daemon's disposable runtime state: message ids, delivery claims, passive-reply
 budgets. Losing any of it loses reply context or de-duplication memory, never an identity
-(DESIGN §2, §8b).
+(docs/stores.md).
 
 One set of rules, two backends. The rules and interfaces are the modules at this level:
 

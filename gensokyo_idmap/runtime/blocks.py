@@ -44,8 +44,9 @@ MSG_RESERVED: Final = "msg_reserved"
 #: Positions reserved by one durable write.
 BLOCK: Final = 10_000
 #: The longest a store waits for a block (on the event loop with msgid-map.db, as a
-#: PostgreSQL read of the graph may: ``pg_connection.LOOP_WAIT_SECONDS``); then it fails
-#: (the event is not acknowledged) and the next store waits for the same reservation.
+#: PostgreSQL read of the graph may: ``store.postgres.connection.LOOP_WAIT_SECONDS``); then
+#: it fails (the event is not acknowledged) and the next store waits for the same
+#: reservation.
 WAIT_SECONDS: Final = 2.0
 #: The limit of a process without a mark (tests, benchmarks): never reached.
 UNBOUNDED: Final = 2**62

@@ -43,8 +43,8 @@ import structlog
 
 from gensokyo_idmap.errors import StoreError
 from gensokyo_idmap.runtime.base import MsgContent, MsgIdCounts, MsgIdWriter, MsgRecord
-from gensokyo_idmap.store.codec import decode_u64, decode_value, encode_u64, encode_value
-from gensokyo_idmap.store.lmdb_env import CounterView, LmdbEnv, Table
+from gensokyo_idmap.store.lmdb.codec import decode_u64, decode_value, encode_u64, encode_value
+from gensokyo_idmap.store.lmdb.env import CounterView, LmdbEnv, Table
 
 __all__ = ["MSGID_SCHEMA_VERSION", "LmdbMsgIdStore", "open_msgid_store"]
 

@@ -34,6 +34,7 @@ __all__ = [
     "LegacyReader",
     "LegacyTables",
     "LegacyWriter",
+    "MappedFile",
     "OutboxReader",
     "OutboxStore",
     "OutboxWriter",
@@ -187,6 +188,16 @@ class LegacyWriter(LegacyReader, Protocol):
         """Whether ``key`` was there."""
         ...
     def put_user_info(self, key: bytes, value: bytes) -> None: ...
+
+
+@runtime_checkable
+class MappedFile(Protocol):
+    """A store in a memory-mapped file (LMDB), which the console shows the map of; a store
+    on a server is not one. Read without a transaction, as cheap as an attribute."""
+
+    def map_use(self) -> tuple[int, int]:
+        """(the map's size, the bytes of the pages in use)."""
+        ...
 
 
 @runtime_checkable

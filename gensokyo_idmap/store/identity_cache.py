@@ -291,7 +291,7 @@ def _run_recorded(view: IdentityWriter, *, fn: Callable[[IdentityWriter], T],
                   changes: Changes, keys: object = None) -> T:
     """``fn`` on a recording view. ``keys`` is not used here: it carries ``fn``'s own
     ``keys`` argument on, the hint a backend may read from a batch's functions to fetch
-    their keys together (``pg_view.keys_looked_up``)."""
+    their keys together (``postgres.view.keys_looked_up``)."""
     # numbers allocated are per run: a conflict re-runs the function on a fresh snapshot
     return fn(_RecordingWriter(view, changes, set()))
 

@@ -36,7 +36,7 @@ from gensokyo_idmap.api.server import ApiServer, ApiSettings
 from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.runtime.msgid import MsgIdMap
 from gensokyo_idmap.onebot.http_api import HttpApiServer
-from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
+from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
 from gensokyo_idmap.runtime.lmdb import LmdbMsgIdStore
 
 from ..onebot.test_http_api import echo_params

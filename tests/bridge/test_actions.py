@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from gensokyo_idmap.errors import UnsupportedError
-from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
+from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
 from gensokyo_idmap.runtime.lmdb import LmdbMsgIdStore
 
 from ..conftest import FakeClock

@@ -22,7 +22,7 @@ from gensokyo_idmap.identity import OpenId, UnionId
 from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.runtime.msgid import MsgIdMap
 from gensokyo_idmap.qq.events import parse_dispatch, parse_envelope
-from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
+from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
 from gensokyo_idmap.runtime.lmdb import LmdbMsgIdStore
 from gensokyo_idmap.testing.platform_emulator import c2c_message, group_message, quoting
 

@@ -27,7 +27,7 @@ from gensokyo_idmap.bridge import outbound
 from gensokyo_idmap.bridge.outbound import OutboundSender, OutboundSettings
 from gensokyo_idmap.runtime.replies import ReplyBudget
 from gensokyo_idmap.qq.events import parse_dispatch, parse_envelope
-from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
+from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
 from gensokyo_idmap.runtime.base import MsgRecord
 from gensokyo_idmap.runtime.lmdb import LmdbMsgIdStore
 

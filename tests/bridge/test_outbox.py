@@ -18,9 +18,9 @@ from gensokyo_idmap.runtime.msgid import MsgIdMap
 from gensokyo_idmap.onebot.event_queue import EventQueue
 from gensokyo_idmap.bridge.outbox import Backlog, Outbox, Tracked, TrackedSink
 from gensokyo_idmap.qq.events import parse_dispatch, parse_envelope
-from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
+from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
 from gensokyo_idmap.runtime.lmdb import LmdbMsgIdStore
-from gensokyo_idmap.store.lmdb_outbox import LmdbOutboxStore
+from gensokyo_idmap.store.lmdb.outbox import LmdbOutboxStore
 
 from ..conftest import unencodable
 

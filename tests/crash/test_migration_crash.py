@@ -45,7 +45,7 @@ from typing import TypeVar
 
 import pytest
 
-from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
+from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
 from gensokyo_idmap.runtime.lmdb import LmdbMsgIdStore
 from migrate.legacy import MARKER, migrate_legacy
 

@@ -19,7 +19,7 @@ from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.runtime.msgid import MsgIdMap
 from gensokyo_idmap.onebot.forward_ws import ForwardWsServer
 from gensokyo_idmap.qq.events import parse_dispatch, parse_envelope
-from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
+from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
 from gensokyo_idmap.runtime.lmdb import LmdbMsgIdStore
 
 from gensokyo_idmap.testing.loopback import raw_request

@@ -19,9 +19,9 @@ from gensokyo_idmap.identity import OpenId
 from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.runtime.msgid import MsgContext, MsgIdMap
 from gensokyo_idmap.ops.lmdb_files import open_readonly, verify_store
-from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
+from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
 from gensokyo_idmap.runtime.lmdb import LmdbMsgIdStore
-from gensokyo_idmap.store.lmdb_outbox import LmdbOutboxStore
+from gensokyo_idmap.store.lmdb.outbox import LmdbOutboxStore
 from migrate.legacy import MARKER, migrate_legacy
 
 from ..conftest import run, time_limit
@@ -58,7 +58,7 @@ class Holder:
 
     def __init__(self, path: Path, cls: str) -> None:
         module = {"LmdbMsgIdStore": "gensokyo_idmap.runtime.lmdb",
-                  "LmdbIdentityStore": "gensokyo_idmap.store.lmdb_identity"}[cls]
+                  "LmdbIdentityStore": "gensokyo_idmap.store.lmdb.identity"}[cls]
         self.proc = subprocess.Popen(
             [sys.executable, "-c",
              f"import sys; from {module} import {cls}; "

@@ -20,7 +20,7 @@ from gensokyo_idmap.runtime.msgid import MsgIdMap
 from gensokyo_idmap.qq.events import QQEvent
 from gensokyo_idmap.qq.signing import SIGNATURE_HEADER, TIMESTAMP_HEADER, WebhookKey
 from gensokyo_idmap.qq.webhook import WebhookReceiver
-from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
+from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
 from gensokyo_idmap.runtime.lmdb import LmdbMsgIdStore
 
 APP = "102000001"

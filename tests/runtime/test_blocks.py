@@ -27,7 +27,7 @@ from gensokyo_idmap.runtime.blocks import (
     virtual_id_at,
 )
 from gensokyo_idmap.runtime.redis.state import RedisMsgIdMap
-from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
+from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
 from gensokyo_idmap.runtime.lmdb import LmdbMsgIdStore, open_msgid_store
 from gensokyo_idmap.runtime.redis.scripts import RedisMsgIds
 from gensokyo_idmap.runtime.redis.connection import RedisRuntime

@@ -15,8 +15,8 @@ from gensokyo_idmap.identity import OpenId
 from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.runtime.msgid import MsgContext, MsgIdMap
 from gensokyo_idmap.runtime.base import MsgContent, MsgIdWriter
-from gensokyo_idmap.store.codec import decode_value, encode_u64, encode_value
-from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
+from gensokyo_idmap.store.lmdb.codec import decode_value, encode_u64, encode_value
+from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
 from gensokyo_idmap.runtime.lmdb import (
     MSGID_SCHEMA_VERSION,
     LmdbMsgIdStore,

@@ -45,7 +45,7 @@ from gensokyo_idmap.errors import NotFoundError
 from gensokyo_idmap.runtime.msgid import INT32_MAX, MsgContext, MsgIdMap, quote_key
 from gensokyo_idmap.runtime.redis.state import RedisMsgIdMap
 from gensokyo_idmap.runtime.base import MsgContent
-from gensokyo_idmap.store.codec import decode_u64, decode_value
+from gensokyo_idmap.store.lmdb.codec import decode_u64, decode_value
 from gensokyo_idmap.runtime.lmdb import LmdbMsgIdStore, open_msgid_store
 from gensokyo_idmap.runtime.redis.scripts import RedisMsgIds
 from gensokyo_idmap.runtime.redis.connection import RedisRuntime

@@ -1,5 +1,5 @@
 """The runtime state of several daemons on one Redis (``idmap.runtime_backend: redis``),
-and the identity caches' invalidation channel on the same Redis (DESIGN §8b: Redis holds
+and the identity caches' invalidation channel on the same Redis (docs/stores.md: Redis holds
 nothing that cannot be lost).
 
 - :mod:`.connection`: one client pair, key naming, failing softly;

@@ -21,7 +21,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from gensokyo_idmap.errors import BadInputError, StoreError, UnreachableError
 from gensokyo_idmap.redaction import describe_dsn as describe
 from gensokyo_idmap.redaction import redact_url
-from gensokyo_idmap.store.pg_connection import PgConnection
+from gensokyo_idmap.store.postgres.connection import PgConnection
 
 __all__ = ["check_schema_name", "connect", "describe", "open_pool", "unreachable"]
 

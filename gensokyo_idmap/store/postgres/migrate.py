@@ -1,6 +1,6 @@
 """Schema migrations of the PostgreSQL identity graph: known, applied, checked, applied now.
 
-The known migrations are the ``NNNN_<name>.sql`` files of :mod:`pg_schema`. A database
+The known migrations are the ``NNNN_<name>.sql`` files of :mod:`.schema`. A database
 records each one it ran in ``schema_migrations`` (version, name, SHA-256 of the SQL). We work
 on a database only when what it ran is a prefix of what we know, byte for byte: a version
 we do not know means a newer gensokyo-idmap wrote it; a checksum that differs means the
@@ -87,7 +87,7 @@ def known_migrations() -> tuple[Migration, ...]:
     """The migration files shipped with this gensokyo-idmap, in version order, numbered
     1, 2, 3 … without a gap (a packaging mistake is caught here, not in a database)."""
     found: list[Migration] = []
-    for entry in resources.files("gensokyo_idmap.store.pg_schema").iterdir():
+    for entry in resources.files("gensokyo_idmap.store.postgres.schema").iterdir():
         match = _FILE_NAME.fullmatch(entry.name)
         if match is not None:
             found.append(Migration(int(match[1]), match[2], entry.read_text(encoding="utf-8")))

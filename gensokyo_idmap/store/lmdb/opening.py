@@ -1,6 +1,6 @@
 """Opening an LMDB file without giving it a chance to kill the process.
 
-* A file is checked with plain reads (:mod:`lmdb_check`) before LMDB maps it; while another
+* A file is checked with plain reads (:mod:`.check`) before LMDB maps it; while another
   process keeps committing to it, the check runs again under a read transaction of this
   process, which keeps the snapshot's pages from being reused meanwhile.
 * A new store is created under a temporary name and linked into place only once it is
@@ -26,7 +26,7 @@ from typing import Any, Final
 import lmdb
 
 from gensokyo_idmap.errors import StoreError
-from gensokyo_idmap.store.lmdb_check import (
+from gensokyo_idmap.store.lmdb.check import (
     DamagedStoreError,
     LmdbMeta,
     check_meta,
@@ -34,7 +34,7 @@ from gensokyo_idmap.store.lmdb_check import (
     open_to_read,
     read_metas,
 )
-from gensokyo_idmap.store.stores_record import held_before
+from gensokyo_idmap.store.lmdb.stores_record import held_before
 
 __all__ = ["begin_read", "check_before_map", "check_pinned", "create_whole", "fsync_path",
            "lock_path", "missing",
@@ -100,7 +100,7 @@ def check_before_map(path: Path) -> bool:
     A walk stands when both meta pages read the same after it as before: no commit finished
     meanwhile (none was half-written when they were read), and a commit in progress writes
     only pages the newest snapshot does not use.
-    Raises :class:`~gensokyo_idmap.store.lmdb_check.DamagedStoreError`.
+    Raises :class:`~gensokyo_idmap.store.lmdb.check.DamagedStoreError`.
     """
     name = str(path)
     fd = open_to_read(path)

@@ -22,8 +22,8 @@ from gensokyo_idmap.errors import ConflictError, StoreError
 from gensokyo_idmap.redaction import redact_url
 from gensokyo_idmap.store.base import MIGRATION_MARKER, LastSeen
 from gensokyo_idmap.store.graph_rows import TABLES, GraphRows
-from gensokyo_idmap.store.pg_connect import connect, describe
-from gensokyo_idmap.store.pg_migrate import migration_status, upgrade
+from gensokyo_idmap.store.postgres.connect import connect, describe
+from gensokyo_idmap.store.postgres.migrate import migration_status, upgrade
 
 __all__ = ["TargetState", "load_rows", "read_rows", "target_state"]
 

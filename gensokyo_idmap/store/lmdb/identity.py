@@ -26,8 +26,8 @@ from gensokyo_idmap.store.base import (
     LegacyWriter,
     TableCounts,
 )
-from gensokyo_idmap.store.codec import decode_u64, decode_value, encode_u64, encode_value
-from gensokyo_idmap.store.lmdb_env import CounterView, LmdbEnv, Table
+from gensokyo_idmap.store.lmdb.codec import decode_u64, decode_value, encode_u64, encode_value
+from gensokyo_idmap.store.lmdb.env import CounterView, LmdbEnv, Table
 
 __all__ = [
     "DEFAULT_MAP_SIZE", "RECOVERY", "SCHEMA_VERSION", "TABLES", "UPGRADES", "LmdbIdentityStore",

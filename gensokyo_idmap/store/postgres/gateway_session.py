@@ -23,7 +23,7 @@ import psycopg
 import structlog
 
 from gensokyo_idmap.errors import StoreError
-from gensokyo_idmap.store.pg_connect import connect, describe
+from gensokyo_idmap.store.postgres.connect import connect, describe
 
 __all__ = ["PgGatewaySession"]
 

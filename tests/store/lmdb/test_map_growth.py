@@ -18,7 +18,7 @@ from pathlib import Path
 CHILD = r'''
 import json, resource, sys
 from gensokyo_idmap.errors import StoreError
-from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
+from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
 
 def address_space():
     with open("/proc/self/status") as status:

@@ -1,4 +1,4 @@
-"""The plain-read check of LMDB files (store/lmdb_check.py) on real files.
+"""The plain-read check of LMDB files (store/lmdb/check.py) on real files.
 
 Whole files of every shape our stores take pass, and the walk reaches every page in use
 (pages reached + pages the free list names + the two meta pages = the file's pages, LMDB's
@@ -25,12 +25,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gensokyo_idmap.store.lmdb_check import DamagedStoreError, _Walk, check_file, read_meta
-from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore, LmdbView
+from gensokyo_idmap.store.lmdb.check import DamagedStoreError, _Walk, check_file, read_meta
+from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore, LmdbView
 from gensokyo_idmap.runtime.lmdb import LmdbMsgIdStore
-from gensokyo_idmap.store.lmdb_outbox import LmdbOutboxStore
+from gensokyo_idmap.store.lmdb.outbox import LmdbOutboxStore
 
-from ..lmdb_pages import leave_unwritten_tail, pages_past_end, walk_pages
+from ...lmdb_pages import leave_unwritten_tail, pages_past_end, walk_pages
 
 PAGE = 4096
 

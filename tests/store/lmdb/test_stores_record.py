@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 
 from gensokyo_idmap.errors import StoreError
-from gensokyo_idmap.store.lmdb_env import LmdbEnv
-from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
+from gensokyo_idmap.store.lmdb.env import LmdbEnv
+from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
 from gensokyo_idmap.runtime.lmdb import LmdbMsgIdStore, open_msgid_store
-from gensokyo_idmap.store.lmdb_outbox import LmdbOutboxStore
+from gensokyo_idmap.store.lmdb.outbox import LmdbOutboxStore
 STORES_FILE = "stores.json"  # (a literal: the tests run against code that lacks it, too)
 
 Opener = Callable[..., LmdbEnv]  # type: ignore[type-arg]

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from gensokyo_idmap.errors import NotFoundError, SchemaVersionError, StoreError
 from gensokyo_idmap.idmap import allocate_vuin
 from gensokyo_idmap.store.base import IdentityWriter, LastSeen
-from gensokyo_idmap.store.codec import decode_value, encode_u64, encode_value
-from gensokyo_idmap.store.lmdb_identity import (
+from gensokyo_idmap.store.lmdb.codec import decode_value, encode_u64, encode_value
+from gensokyo_idmap.store.lmdb.identity import (
     SCHEMA_VERSION,
     LmdbIdentityStore,
     LmdbView,

@@ -12,10 +12,10 @@ Changing the map size needs no transaction open in this process: read transactio
 ``read_lock`` (an uncontended lock costs ~0.1 us, a fraction of a read), the writer's
 transaction holds ``write_lock``, and a remap takes both, always write lock first.
 
-Opening never lets a damaged file near LMDB's map (:mod:`lmdb_open`, :mod:`lmdb_check`): a
+Opening never lets a damaged file near LMDB's map (:mod:`.opening`, :mod:`.check`): a
 file is checked with plain reads first and refused with what is wrong; a new one is created
 whole under a temporary name; a precious store (one given a ``recovery``) that its data dir
-held once is refused when missing rather than created afresh (:mod:`stores_record`). No map
+held once is refused when missing rather than created afresh (:mod:`.stores_record`). No map
 is written through (``writemap`` off): a full disk is a failed commit, not a SIGBUS. A store
 remembers why its last write failed until one goes through (:meth:`LmdbEnv.health`).
 """
@@ -35,10 +35,10 @@ import lmdb
 import structlog
 
 from gensokyo_idmap.errors import IdmapError, NotFoundError, SchemaVersionError, StoreError
-from gensokyo_idmap.store.codec import decode_value, encode_value
 from gensokyo_idmap.store.group_commit import GroupCommitter, Outcome, settle, succeeded
-from gensokyo_idmap.store.lmdb_check import DamagedStoreError, read_meta
-from gensokyo_idmap.store.lmdb_open import (
+from gensokyo_idmap.store.lmdb.check import DamagedStoreError, read_meta
+from gensokyo_idmap.store.lmdb.codec import decode_value, encode_value
+from gensokyo_idmap.store.lmdb.opening import (
     check_before_map,
     check_pinned,
     create_whole,
@@ -47,7 +47,7 @@ from gensokyo_idmap.store.lmdb_open import (
     probe_address_space,
     refused,
 )
-from gensokyo_idmap.store.stores_record import record_store
+from gensokyo_idmap.store.lmdb.stores_record import record_store
 
 __all__ = ["LmdbEnv", "Table", "TxnView"]
 
@@ -557,6 +557,11 @@ class LmdbEnv(Generic[V]):
             self._growth_failure = exc.message  # "the map cannot grow to … bytes: …"
             log.error("[idmap] store map cannot grow", path=str(self.path), reason=exc.message)
             raise
+
+    def map_use(self) -> tuple[int, int]:
+        """:class:`~gensokyo_idmap.store.base.MappedFile`: LMDB's own figures."""
+        info, stat = self.env.info(), self.env.stat()
+        return int(info["map_size"]), (int(info["last_pgno"]) + 1) * int(stat["psize"])
 
     @property
     def map_size(self) -> int:

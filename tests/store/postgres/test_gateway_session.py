@@ -9,11 +9,11 @@ import pytest
 from structlog.testing import capture_logs
 
 from gensokyo_idmap.errors import StoreError
-from gensokyo_idmap.store.pg_connect import connect
-from gensokyo_idmap.store.pg_gateway_session import PgGatewaySession
-from gensokyo_idmap.store.pg_migrate import upgrade
+from gensokyo_idmap.store.postgres.connect import connect
+from gensokyo_idmap.store.postgres.gateway_session import PgGatewaySession
+from gensokyo_idmap.store.postgres.migrate import upgrade
 
-from ..store_backends import PG_DSN, fresh_schema
+from ...store_backends import PG_DSN, fresh_schema
 
 APP = "102000001"
 

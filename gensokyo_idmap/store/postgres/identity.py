@@ -8,7 +8,7 @@ PostgreSQL gets from its transactions:
   (:class:`GroupCommitter`, as on LMDB); everything queued while the previous commit was
   running becomes one transaction with one WAL flush. Inside it statements go in pipeline
   mode (only a read waits for its answer), the batch's writes go as one statement per
-  table (:mod:`pg_writes`) and its first reads together (:class:`~pg_view.PgView`), so 64
+  table (:mod:`.writes`) and its first reads together (:class:`~.view.PgView`), so 64
   new identities cost a handful of round trips, not 64 transactions.
 - **Any number of daemons at once.** Batches run ``SERIALIZABLE``: PostgreSQL aborts one of
   two transactions that saw each other's effects (two daemons allocating from the counter,
@@ -17,16 +17,16 @@ PostgreSQL gets from its transactions:
   protocol says). The rules therefore hold as if one writer ran every batch in some order.
 - **Held by the database too.** ``identity_to_vuin`` and ``vuin_to_identity`` reference each
   other, checked at commit (exact inverses, one set per key), vUINs are positive, an alias
-  never points at itself (``pg_schema/0001_identity_graph.sql``).
+  never points at itself (``schema/0001_identity_graph.sql``).
 - **Durable before returned.** ``synchronous_commit`` is on for every connection
-  (:mod:`pg_connect`); a waiter is woken only after ``COMMIT`` answered.
+  (:mod:`.connect`); a waiter is woken only after ``COMMIT`` answered.
 - **Reads** run in a ``REPEATABLE READ READ ONLY`` transaction (one snapshot for the whole
   ``with store.read()``) on a pooled connection; :meth:`PgIdentityStore.probe` is one
   statement in autocommit (its own snapshot), the one round trip of a known identity, and
   :meth:`PgIdentityStore.probe_soon` asks the probes of one turn of the event loop in one
   (resolve of new identities: 64 callers cost one round trip before their batch, not 64).
 
-The schema is managed by :mod:`pg_migrate`: opening applies pending migrations (as LMDB
+The schema is managed by :mod:`.migrate`: opening applies pending migrations (as LMDB
 upgrades an older file), ``readonly`` refuses a database that needs one.
 """
 
@@ -48,16 +48,16 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from gensokyo_idmap import counters
 from gensokyo_idmap.errors import IdmapError, StoreError, UnreachableError
 from gensokyo_idmap.store.group_commit import GroupCommitter, Outcome
-from gensokyo_idmap.store.pg_connect import (
+from gensokyo_idmap.store.postgres.connect import (
     check_schema_name,
     connect,
     describe,
     open_pool,
     unreachable,
 )
-from gensokyo_idmap.store.pg_connection import BACKEND
-from gensokyo_idmap.store.pg_migrate import migration_status, upgrade
-from gensokyo_idmap.store.pg_view import Conn, PgView, keys_looked_up
+from gensokyo_idmap.store.postgres.connection import BACKEND
+from gensokyo_idmap.store.postgres.migrate import migration_status, upgrade
+from gensokyo_idmap.store.postgres.view import Conn, PgView, keys_looked_up
 
 __all__ = ["PgIdentityStore", "PgView"]
 
@@ -151,7 +151,7 @@ class PgIdentityStore:
     def __init__(self, dsn: str, *, schema: str | None = None, readonly: bool = False,
                  pool_size: int = 8, wait_for_server: bool = False) -> None:
         """Opens the graph: its schema checked (upgraded unless ``readonly``), then its
-        pool. A schema that cannot be read or is refused (:mod:`pg_migrate`) is a
+        pool. A schema that cannot be read or is refused (:mod:`.migrate`) is a
         StoreError naming the DSN (no password). A server that cannot be reached is an
         :class:`UnreachableError`, unless ``wait_for_server`` (a daemon's start): then the
         store begins in an outage, every call a StoreError as when the server goes away
@@ -201,7 +201,7 @@ class PgIdentityStore:
                 reason = " ".join(str(exc).split()) or type(exc).__name__
                 raise StoreError(f"the schema of the identity graph at {describe(self.dsn)} "
                                  f"cannot be read: {reason}") from None
-            except StoreError as err:  # refused by pg_migrate: its message names no server
+            except StoreError as err:  # refused by migrate: its message names no server
                 raise type(err)(f"the identity graph at {describe(self.dsn)}: "
                                 f"{err.message}") from None
         if pending:

@@ -15,14 +15,14 @@ from gensokyo_idmap.errors import BadInputError, SchemaVersionError, StoreError,
 from gensokyo_idmap.identity import RawId
 from gensokyo_idmap.idmap import IdentityGraph, allocate_vuin
 from gensokyo_idmap.store.base import LastSeen, LegacyCounts, LegacyTables, legacy_counts
-from gensokyo_idmap.store.pg_connect import connect
-from gensokyo_idmap.store.pg_identity import PgIdentityStore, PgView
-from gensokyo_idmap.store.pg_migrate import known_migrations, migration_status
+from gensokyo_idmap.store.postgres.connect import connect
+from gensokyo_idmap.store.postgres.identity import PgIdentityStore, PgView
+from gensokyo_idmap.store.postgres.migrate import known_migrations, migration_status
 
-from ..conftest import run
-from ..pg_proxy import PgProxy
-from ..test_backend_metrics import scraped
-from ..store_backends import PG_DSN, fresh_schema, set_both
+from ...conftest import run
+from ...pg_proxy import PgProxy
+from ...test_backend_metrics import scraped
+from ...store_backends import PG_DSN, fresh_schema, set_both
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from typing import Final
 import psycopg
 
 from gensokyo_idmap.errors import StoreError
-from gensokyo_idmap.store.pg_connect import describe, unreachable
+from gensokyo_idmap.store.postgres.connect import describe, unreachable
 
 __all__ = ["PgPing"]
 

@@ -1,8 +1,8 @@
 """Reads and writes of one PostgreSQL transaction over the identity graph's tables.
 
 :class:`PgView` is what a write function (and ``with store.read()``) gets: the
-:class:`~gensokyo_idmap.store.base.IdentityWriter` of :mod:`pg_identity`'s store. Writes
-are held back (:mod:`pg_writes`) and sent before the next read of the server and before
+:class:`~gensokyo_idmap.store.base.IdentityWriter` of :mod:`.identity`'s store. Writes
+are held back (:mod:`.writes`) and sent before the next read of the server and before
 commit; what the transaction read is remembered and kept true by its own writes, so a batch
 of allocations asks the server a few times, not a few times per identity. Scene names are
 held to 400 bytes by the database (and checked by the graph before any write).
@@ -26,7 +26,7 @@ from gensokyo_idmap.store.base import (
     LegacyWriter,
     TableCounts,
 )
-from gensokyo_idmap.store.pg_writes import PendingWrites
+from gensokyo_idmap.store.postgres.writes import PendingWrites
 
 __all__ = ["Conn", "PgView", "keys_looked_up"]
 
@@ -90,7 +90,7 @@ class PgView(IdentityWriter, LegacyWriter):
         # server once: key → vUIN (None: no such key), and what is in use above the counter
         self._vuins: dict[str, int | None] = {}
         self._tail: _Tail | None = None
-        self._pending = PendingWrites()  # graph writes not sent yet (pg_writes)
+        self._pending = PendingWrites()  # graph writes not sent yet (.writes)
 
     def _execute(self, query: LiteralString, params: Sequence[Any]) -> psycopg.Cursor[Any]:
         if self._pending:
@@ -276,7 +276,7 @@ class PgView(IdentityWriter, LegacyWriter):
             self._pending.send(self._conn, self._prepare)
 
     # LegacyReader / LegacyWriter: the old daemon's config and UserInfo, byte for byte
-    # (their own tables, pg_schema/0002; written at once, not held back like the graph's)
+    # (their own tables, schema/0002; written at once, not held back like the graph's)
     def legacy_counts(self) -> LegacyCounts:
         row = self._one("SELECT (SELECT count(*) FROM config), "
                         "(SELECT count(*) FROM user_info)", ())

@@ -21,8 +21,8 @@ from typing import Any, Final
 import lmdb
 
 from gensokyo_idmap.errors import BadInputError
-from gensokyo_idmap.store.codec import decode_u64, encode_u64
-from gensokyo_idmap.store.lmdb_env import CounterView, LmdbEnv, Table
+from gensokyo_idmap.store.lmdb.codec import decode_u64, encode_u64
+from gensokyo_idmap.store.lmdb.env import CounterView, LmdbEnv, Table
 
 __all__ = ["OUTBOX_SCHEMA_VERSION", "RECOVERY", "LmdbOutboxStore", "OutboxView", "sink_of_key"]
 

@@ -13,8 +13,8 @@ from click.testing import CliRunner
 
 from gensokyo_idmap.cli import main
 from gensokyo_idmap.errors import SchemaVersionError, StoreError
-from gensokyo_idmap.store.pg_connect import connect
-from gensokyo_idmap.store.pg_migrate import (
+from gensokyo_idmap.store.postgres.connect import connect
+from gensokyo_idmap.store.postgres.migrate import (
     AppliedMigration,
     Migration,
     check_applied,
@@ -23,7 +23,7 @@ from gensokyo_idmap.store.pg_migrate import (
     upgrade,
 )
 
-from ..store_backends import PG_DSN, fresh_schema
+from ...store_backends import PG_DSN, fresh_schema
 
 
 @pytest.fixture
