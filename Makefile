@@ -1,26 +1,41 @@
 # Two commands do all the set-up: `make run` and `make test` (`make demo`: try it without
 # QQ credentials, docs/demo.md).
-# Each creates .venv when it is missing and installs the project with its test extras.
+# Each creates .venv when it is missing and installs into it, every package pinned and
+# checked against its hash, what a lock file holds: requirements/run.txt (the daemon's
+# dependencies: `make run`, `make demo`) or requirements/dev.txt (those and every test,
+# lint and build tool: `make test`, `make lint`, `make dist`, CI); then the checkout itself,
+# editable, built by the locked setuptools. `make lock` refreshes both lock files.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 CONFIG ?= examples/config.yml
 
-.PHONY: run demo test bench soak lint venv clean
+.PHONY: run demo test bench soak lint venv dist lock clean
 
-$(BIN)/gensokyo-idmap: pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+# $(call install,LOCK): the lock's packages by hash, then the checkout and nothing more
+define install
+	$(BIN)/python -m pip install --quiet --require-hashes -r $(1)
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
+endef
+
+$(VENV)/.run-installed: requirements/run.txt pyproject.toml | $(BIN)/python
+	$(call install,requirements/run.txt)
 	touch $@
 
-venv: $(BIN)/gensokyo-idmap
+$(VENV)/.dev-installed: requirements/dev.txt pyproject.toml | $(BIN)/python
+	$(call install,requirements/dev.txt)
+	touch $@
 
-run: venv
+venv: $(VENV)/.dev-installed
+
+run: $(VENV)/.run-installed
 	$(BIN)/gensokyo-idmap serve --config $(CONFIG)
 
 # the daemon with $(CONFIG)'s listeners, fed by an emulated QQ platform; data in ./data-demo
-demo: venv
+demo: $(VENV)/.run-installed
 	$(BIN)/gensokyo-idmap demo --config $(CONFIG)
 
 test: venv
@@ -43,16 +58,39 @@ MINUTES ?= 15
 soak: venv
 	$(BIN)/python bench/soak.py --minutes $(MINUTES)
 
-# The lint tools join the venv once (and again when pyproject.toml changes).
-$(VENV)/.lint-installed: $(BIN)/gensokyo-idmap
-	$(BIN)/python -m pip install --quiet -e '.[test,lint]'
-	touch $@
-
-# ruff's rules and import-linter's layer contracts live in pyproject.toml
-lint: $(VENV)/.lint-installed
+# ruff's rules and import-linter's layer contracts live in pyproject.toml; the tools'
+# versions in requirements/dev.txt
+lint: venv
 	$(BIN)/ruff check gensokyo_idmap migrate tests
 	$(BIN)/lint-imports
 	$(BIN)/mypy gensokyo_idmap migrate
 
+# The sdist and the wheel in dist/, checked as an index would (twine check). The build
+# backend is the locked setuptools: no isolated build environment fetched unpinned.
+dist: venv
+	rm -rf dist
+	$(BIN)/python -m build --no-isolation --outdir dist .
+	$(BIN)/twine check --strict dist/*
+
+# Both lock files from pyproject.toml's ranges (and requirements/dev.in): every package at
+# its newest release in range for this Python (3.11), with the hashes of all its files on
+# the index. `make lock LOCK_UPGRADE=` keeps today's pins and only follows a change of
+# pyproject.toml. pip-tools (hashed requirements) rather than uv.lock: plain pip installs
+# them with this machine's pip settings, and they name no index. The dev lock is held to
+# the run lock's pins (-c in dev.in), so the tests run what a service installs. The sed
+# drops the checkout's own file:// line that the test extra's self-reference leaves
+# (pip-tools issue 2110).
+LOCK_UPGRADE ?= --upgrade
+PIP_COMPILE = CUSTOM_COMPILE_COMMAND="make lock" $(BIN)/pip-compile --quiet --generate-hashes \
+	--allow-unsafe --strip-extras --no-emit-index-url --no-emit-find-links $(LOCK_UPGRADE)
+lock: venv
+	$(PIP_COMPILE) --all-build-deps --extra postgres --extra redis \
+		-o requirements/run.txt pyproject.toml
+	$(PIP_COMPILE) --extra test --extra lint -o requirements/dev.txt \
+		pyproject.toml requirements/dev.in
+	sed -i -e '/^# WARNING: pip install will require the following package to be hashed/d' \
+		-e '/^# Consider using a hashable URL/d' -e '/^gensokyo-idmap @ file:/{N;d}' \
+		requirements/dev.txt
+
 clean:
-	rm -rf $(VENV) data data-demo .pytest_cache .hypothesis
+	rm -rf $(VENV) data data-demo dist .pytest_cache .hypothesis

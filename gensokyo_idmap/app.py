@@ -28,7 +28,7 @@ from aiohttp import web
 from gensokyo_idmap import jsonio
 from gensokyo_idmap.admission import Admission
 from gensokyo_idmap.api import ApiServer
-from gensokyo_idmap.api.server import ApiSettings
+from gensokyo_idmap.api.settings import ApiSettings
 from gensokyo_idmap.bridge.actions import ActionService
 from gensokyo_idmap.bridge.dedup import window_seconds
 from gensokyo_idmap.bridge.inbound import BridgeSettings, EventSink, InboundBridge, InboundPipeline
@@ -665,7 +665,9 @@ async def _start_api(config: Config, graph: IdentityGraph, msgids: MessageIds,
     token = config.api.token.get_secret_value()  # without one, loopback: checked at start
     server = ApiServer(graph, msgids, ApiSettings(
         app_id=config.bot.app_id, identity_path=config.identity_db_path,
-        identity_location=identity_store_location(config),
+        # a file's location stays a Path, so /v1/stats reads its size as `stats` does
+        identity_location=identity_store_location(config)
+        if config.idmap.backend == "postgres" else "",
         msgid_path=config.msgid_db_path, token=token,
         getid_allow=tuple(config.api.getid_allow),
         trusted_proxies=tuple(config.api.trusted_proxies),

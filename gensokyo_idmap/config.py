@@ -11,7 +11,7 @@ import ipaddress
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
@@ -35,7 +35,7 @@ from gensokyo_idmap.identity import check_app_id
 from gensokyo_idmap.intents import intents_value
 
 __all__ = ["ApiConfig", "BotConfig", "Config", "HttpConfig", "HttpPostConfig", "IdmapConfig",
-           "LogConfig", "ReverseWsConfig", "load_config"]
+           "LogConfig", "ReverseWsConfig", "load_config", "nearest_key"]
 
 
 class _Section(BaseModel):
@@ -49,6 +49,10 @@ class BotConfig(_Section):
     @field_validator("app_id", mode="before")
     @classmethod
     def _digits(cls, value: object) -> object:
+        """Text. An unquoted ``app_id: 102000001`` (as the Go daemon's template writes it)
+        reaches here as text too: :func:`load_config` takes its digits as written. Any
+        other number (``0x1F``, ``1_000``, a model built in code) is refused, never
+        converted: YAML would have changed its digits."""
         if isinstance(value, int) and not isinstance(value, bool):
             raise ValueError('quote the AppID so YAML keeps it as text: app_id: "102000001"')
         if value:
@@ -439,7 +443,8 @@ def load_config(path: str | Path, environ: Mapping[str, str] | None = None) -> C
     (default: the process environment) over it; errors say which key and why."""
     file = Path(path)
     try:
-        raw = yaml.safe_load(file.read_text(encoding="utf-8")) or {}
+        text = file.read_text(encoding="utf-8")
+        raw = yaml.safe_load(text) or {}
     except OSError as exc:
         raise BadInputError("config", str(file), f"cannot read: {exc.strerror}") from None
     except UnicodeDecodeError:
@@ -452,6 +457,11 @@ def load_config(path: str | Path, environ: Mapping[str, str] | None = None) -> C
         raise BadInputError("config", str(file), f"not valid YAML: {problem}{where}") from None
     if not isinstance(raw, dict):
         raise BadInputError("config", str(file), "top level must be a mapping")
+    _app_id_as_written(raw, text)
+    if isinstance(raw.get("settings"), dict):  # version: 1, everything under settings
+        raise BadInputError("config", str(file), "an old Go Gensokyo config.yml, not ours: "
+                            "convert it with `gensokyo-idmap config import-gensokyo FILE "
+                            "--out config.yml`")
     overrides = env_overrides(os.environ if environ is None else environ)
     raw, from_env = apply_env_overrides(raw, overrides, Config)
     try:
@@ -465,4 +475,52 @@ def load_config(path: str | Path, environ: Mapping[str, str] | None = None) -> C
         var = next((v for p, v in from_env.items()
                     if where == p or p.startswith(where + ".") or where.startswith(p + ".")), None)
         origin = f"from {var}" if var else f"in {file}"
-        raise BadInputError(where, shown, f"{first['msg']} ({origin})") from None
+        guess = nearest_key(first["loc"]) if first["type"] == "extra_forbidden" else None
+        if guess and var:  # spelled as the variable the user typed
+            guess = "GSK_" + guess.upper().replace(".", "__")
+        hint = f"; did you mean `{guess}`?" if guess else ""
+        raise BadInputError(where, shown, f"{first['msg']}{hint} ({origin})") from None
+
+
+def _app_id_as_written(raw: dict[str, Any], text: str) -> None:
+    """An unquoted AppID (a YAML integer) as the digits the file holds: ``0123`` stays
+    ``0123`` (YAML would read octal 83). Left an integer when it is not plain digits (hex,
+    underscores, a sign): the validator refuses it."""
+    bot = raw.get("bot")
+    if not (isinstance(bot, dict) and isinstance(bot.get("app_id"), int)
+            and not isinstance(bot["app_id"], bool)):
+        return
+    node = yaml.compose(text)
+    for key in ("bot", "app_id"):
+        if not isinstance(node, yaml.MappingNode):
+            return
+        node = next((value for name, value in node.value
+                     if isinstance(name, yaml.ScalarNode) and name.value == key), None)
+    if isinstance(node, yaml.ScalarNode) and node.value.isascii() and node.value.isdigit():
+        bot["app_id"] = node.value
+
+
+def nearest_key(loc: tuple[int | str, ...]) -> str | None:
+    """The known key path an unknown one (``loc``, as pydantic gives it) was most likely
+    meant to be: a close spelling in the same section (``bot.appid`` → ``bot.app_id``), or
+    the same key in another section (``webhook.token`` → ``api.token``), or a close
+    section name; None when nothing is close."""
+    import difflib
+
+    names = [str(part) for part in loc]
+    sections = {name: field.annotation for name, field in Config.model_fields.items()}
+    if len(names) == 1:
+        close = difflib.get_close_matches(names[0], list(sections), n=1)
+        return close[0] if close else None
+    if len(names) != 2:
+        return None
+    section, key = names
+    model = sections.get(section)
+    if isinstance(model, type) and issubclass(model, BaseModel):
+        close = difflib.get_close_matches(key, list(model.model_fields), n=1)
+        if close:
+            return f"{section}.{close[0]}"
+    elsewhere = [f"{name}.{key}" for name, other in sections.items()
+                 if isinstance(other, type) and issubclass(other, BaseModel)
+                 and key in other.model_fields]
+    return elsewhere[0] if elsewhere else None

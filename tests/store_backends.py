@@ -30,7 +30,7 @@ def postgres_unreachable() -> str | None:
     try:
         import psycopg
     except ImportError:
-        return "psycopg is not installed (pip install -e '.[test]')"
+        return "psycopg is not installed (make test installs it: requirements/dev.txt)"
     try:
         psycopg.connect(PG_DSN, connect_timeout=5).close()
     except psycopg.Error as exc:

@@ -117,6 +117,41 @@ def test_run_daemon_starts_stops_and_closes(tmp_path: Path) -> None:
         assert graph.lookup(OpenId(APP_ID, OPENID)) == 1
 
 
+def test_v1_stats_gives_the_store_sizes_as_stats_json_does(tmp_path: Path) -> None:
+    """/v1/stats of a daemon on LMDB measures openid-map.db (it said `bytes: null`, as for a
+    PostgreSQL graph, while `stats --json` gave the size)."""
+    import aiohttp
+    from click.testing import CliRunner
+
+    from gensokyo_idmap.cli import main
+
+    config = make_config(tmp_path / "data")
+
+    async def scenario() -> dict[str, Any]:
+        stop = asyncio.Event()
+        with capture_logs() as logs:
+            task = asyncio.create_task(run_daemon(config, stop))
+            await wait_for_path(config.identity_db_path, task)
+            await wait_for_event(logs, "[app] ready")
+            async with aiohttp.ClientSession() as http, \
+                    http.get(f"http://{config.api.listen}/v1/stats") as resp:
+                assert resp.status == 200, await resp.text()
+                stats: dict[str, Any] = await resp.json()
+            stop.set()
+            await asyncio.wait_for(task, TIMEOUT)
+        return stats
+
+    served = asyncio.run(scenario())
+    result = CliRunner(env={"GSK_IDMAP__DATA_DIR": None}).invoke(
+        main, ["--data-dir", str(config.idmap.data_dir), "--json", "stats"])
+    assert result.exit_code == 0, result.output
+    printed = json.loads(result.stdout)
+    size = config.identity_db_path.stat().st_size
+    assert served["openid_map"]["path"] == str(config.identity_db_path)
+    assert served["openid_map"]["bytes"] == printed["openid_map"]["bytes"] == size
+    assert served["msgid_map"]["bytes"] == printed["msgid_map"]["bytes"] > 0
+
+
 def test_run_daemon_keeps_existing_identities(tmp_path: Path) -> None:
     config = make_config(tmp_path / "data")
     with LmdbIdentityStore(config.identity_db_path) as store:

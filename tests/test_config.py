@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pydantic
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from gensokyo_idmap.config import Config, load_config
 from gensokyo_idmap.errors import BadInputError
@@ -123,12 +125,31 @@ def test_app_id_must_fit_identity_keys(tmp_path: Path) -> None:
     assert err.value.field == "bot.app_id"
 
 
-def test_unquoted_app_id_is_refused_not_converted(tmp_path: Path) -> None:
-    # an unquoted number is a YAML int (0123 would even be octal 83): refused, never converted
-    for text in ("bot:\n  app_id: 102000001\n", "bot:\n  app_id: 0123\n"):
+def test_an_unquoted_app_id_is_taken_as_written(tmp_path: Path) -> None:
+    """The Go daemon's template writes `app_id: 12345`: the digits are taken as the file
+    has them (0123 stays 0123, where YAML reads octal 83); a number that is not plain
+    digits is refused, never converted."""
+    for digits in ("12345", "102000001", "0123", "1" * 20):
+        config = load_config(write(tmp_path, f"bot:\n  app_id: {digits}\n"), {})
+        assert config.bot.app_id == digits
+    for text in ("bot:\n  app_id: 0x1F\n", "bot:\n  app_id: 1_000\n",
+                 "bot:\n  app_id: " + "1" * 21 + "\n"):
         with pytest.raises(BadInputError) as err:
-            load_config(write(tmp_path, text))
+            load_config(write(tmp_path, text), {})
         assert err.value.field == "bot.app_id"
+    with pytest.raises(pydantic.ValidationError):  # built in code: no digits to go by
+        Config.model_validate({"bot": {"app_id": 12345}})
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(digits=st.text(alphabet="0123456789", min_size=1, max_size=20),
+       style=st.sampled_from(["block", "flow"]))
+def test_unquoted_digits_are_the_app_id_whatever_yaml_reads(tmp_path: Path, digits: str,
+                                                             style: str) -> None:
+    text = (f"bot:\n  app_id: {digits}\n" if style == "block"
+            else f"bot: {{app_id: {digits}, secret: s}}\n")
+    assert load_config(write(tmp_path, text), {}).bot.app_id == digits
 
 
 @pytest.mark.parametrize(

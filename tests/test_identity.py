@@ -15,6 +15,7 @@ from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from gensokyo_idmap.errors import BadInputError, IdmapError
+from gensokyo_idmap.redaction import redact_text
 from gensokyo_idmap.identity import (
     MAX_VUIN,
     OpenId,
@@ -89,9 +90,10 @@ def _b32_is_all_digits(text: str) -> bool:
 
 
 def _shown(value: object) -> str:
-    """How the offending value must appear in the error message."""
+    """How the offending value must appear in the error message: what follows a secret's
+    name (``SECRET:0``) hidden, as every echoed value is (gensokyo_idmap.redaction)."""
     if isinstance(value, str):
-        return repr(value[:200])[1:-1]
+        return repr(redact_text(value)[:200])[1:-1]
     return repr(value)
 
 
@@ -369,6 +371,7 @@ def test_digits_only_id_reads_back_as_itself(digits: str, platform: str, index: 
 @example("MF", 0)  # not canonical Base32
 @example("AA", 0)  # Base32 of "\x00"
 @example("GI4DOMBTGM4DSNRY=", 0)  # QQ's Base32 with a wrong padding
+@example("SECRET:0", 0)  # echoed with the value after "secret:" hidden
 def test_qq_ruin_text_ids_are_numbers(ident: str, index: int) -> None:
     """rUIN-QQ-…: an id that is neither digits nor the Base32 of digits is refused (it was
     kept as a raw id, so a mistyped number became a new identity); another platform takes

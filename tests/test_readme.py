@@ -1,9 +1,9 @@
-"""Every shell example in README.md runs as written and exits as documented.
+"""Every shell example in README.md and docs/*.md runs as written and exits as documented.
 
 What runs: in each ```sh block, in order, every line whose command is ``gensokyo-idmap`` (or a
 path ending in ``/gensokyo-idmap``, such as ``.venv/bin/gensokyo-idmap``) or ``curl``,
 through bash (so ``$(date +%F)`` works). Other lines of a block (``make run``, ``mkdir``…)
-are not run. Each block runs in a fresh directory holding what the README tells a reader to
+are not run. Each block runs in a fresh directory holding what the page tells a reader to
 have there:
 
 - ``examples/config.yml`` (this checkout's) and ``old/config.yml`` (a Go Gensokyo config,
@@ -11,7 +11,10 @@ have there:
 - ``data/`` as the daemon leaves it at its first start (empty ``openid-map.db``,
   ``msgid-map.db`` and ``outbox.db``), plus ``data/idmap.db``, an old Go daemon's file
   (``tests/fixtures/legacy/small-counter.db``) where the migration section says to put it;
-- ``backups/`` (empty) and ``.venv`` (this checkout's virtualenv, for ``.venv/bin/…``).
+- ``backups/`` (empty) and ``.venv`` (this checkout's virtualenv, for ``.venv/bin/…``);
+- for a block that reads ``--config config.yml`` (docs/stores.md's PostgreSQL sections): a
+  ``config.yml`` whose identity graph is PostgreSQL, in a schema of the test's own (skipped,
+  saying so, without a PostgreSQL; see tests/store_backends.py).
 
 Expected exit: 0, or N when the line's comment starts with ``exits N``.
 
@@ -21,7 +24,8 @@ HTTP POST and the QQ gateway off) through ``GSK_*`` variables; the block's curl 
 to the moved ports. At the end of the block the daemon gets SIGTERM and must exit 0.
 
 An illustrative example (placeholders such as ``PATH`` or ``FILE``, or something that needs a
-live QQ platform) goes in a block fenced ```text instead of ```sh: only ```sh blocks run.
+live QQ platform, several daemons or a Redis) goes in a block fenced ```text instead of
+```sh: only ```sh blocks run.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,8 +55,12 @@ from gensokyo_idmap.store.lmdb.outbox import LmdbOutboxStore
 
 from gensokyo_idmap.testing.loopback import free_port
 
+from .store_backends import fresh_schema, postgres_config
+
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
+#: The pages whose ```sh blocks run: the README and every page of docs/.
+PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 VENV_BIN = Path(sys.executable).parent
 COMMAND_TIMEOUT = 120.0
@@ -66,7 +75,7 @@ _EXITS = re.compile(r"\s#\s*exits (\d+)\b")
 
 @dataclass(frozen=True, slots=True)
 class Example:
-    line: int  # in README.md
+    line: int  # in its page
     text: str
     argv: tuple[str, ...]
 
@@ -84,6 +93,16 @@ class Example:
 class Block:
     line: int
     examples: tuple[Example, ...]
+    page: str = "README.md"
+
+    def where(self, example: Example) -> str:
+        return f"{self.page}:{example.line}: {example.text}"
+
+    @property
+    def needs_postgres(self) -> bool:
+        """It reads ``--config config.yml``: the PostgreSQL config of docs/stores.md."""
+        return any(pair == ("--config", "config.yml") for e in self.examples
+                   for pair in zip(e.argv, e.argv[1:], strict=False))
 
 
 def _is_ours(argv: list[str]) -> bool:
@@ -91,8 +110,9 @@ def _is_ours(argv: list[str]) -> bool:
                            or argv[0].endswith("/gensokyo-idmap"))
 
 
-def sh_blocks(text: str) -> list[Block]:
-    """The ```sh blocks of ``text`` with the lines this test runs (continuations joined)."""
+def sh_blocks(text: str, page: str = "README.md") -> list[Block]:
+    """The ```sh blocks of ``text`` (the page ``page``) with the lines this test runs
+    (continuations joined)."""
     blocks: list[Block] = []
     lines = text.splitlines()
     n = 0
@@ -121,23 +141,28 @@ def sh_blocks(text: str) -> list[Block]:
             try:
                 argv = shlex.split(joined, comments=True)
             except ValueError as exc:
-                raise AssertionError(f"README.md:{first}: not shell syntax: {exc}") from None
+                raise AssertionError(f"{page}:{first}: not shell syntax: {exc}") from None
             if argv and argv[-1] == "&":
                 argv = argv[:-1]
             if _is_ours(argv):
                 examples.append(Example(first, joined.strip(), tuple(argv)))
-        blocks.append(Block(start, tuple(examples)))
+        blocks.append(Block(start, tuple(examples), page))
     return blocks
 
 
-BLOCKS = [block for block in sh_blocks(README.read_text(encoding="utf-8")) if block.examples]
+BLOCKS = [block for page in PAGES
+          for block in sh_blocks(page.read_text(encoding="utf-8"), str(page.relative_to(ROOT)))
+          if block.examples]
 
 
-def test_the_readme_has_examples_to_run() -> None:
+def test_the_pages_have_examples_to_run() -> None:
     """A guard against a parser that finds nothing (and a test that passes vacuously)."""
-    examples = [e for block in BLOCKS for e in block.examples]
+    examples = [e for block in BLOCKS if block.page == "README.md" for e in block.examples]
     assert len(examples) >= 15, examples
     assert any(e.serves for e in examples) and any(e.argv[0] == "curl" for e in examples)
+    pages = {block.page for block in BLOCKS}
+    assert {"docs/identities.md", "docs/stores.md"} <= pages, pages
+    assert any(block.needs_postgres for block in BLOCKS)
 
 
 def test_the_parser_reads_what_the_docstring_says() -> None:
@@ -178,7 +203,9 @@ def _environment() -> dict[str, str]:
 class Daemon:
     """A ``serve`` example running for the rest of its block, on ports of its own."""
 
-    def __init__(self, example: Example, where: Path, env: dict[str, str]) -> None:
+    def __init__(self, example: Example, where: Path, env: dict[str, str],
+                 page: str = "README.md") -> None:
+        self.page = page
         config_file = example.argv[example.argv.index("--config") + 1]
         config = load_config(where / config_file, {})
         self.ports: dict[int, int] = {}
@@ -218,7 +245,7 @@ class Daemon:
             self.output.append(line)
             if "[app] ready" in line:
                 return
-        raise AssertionError(f"README.md:{example.line}: {example.text!r} did not get ready:\n"
+        raise AssertionError(f"{self.page}:{example.line}: {example.text!r} did not get ready:\n"
                              + "".join(self.output))
 
     def moved(self, text: str) -> str:
@@ -253,21 +280,30 @@ def daemons() -> Iterator[list[Daemon]]:
             daemon.stop(signal.SIGKILL)
 
 
-@pytest.mark.parametrize("block", BLOCKS, ids=[f"README.md:{b.line}" for b in BLOCKS])
-def test_readme_block_runs_as_written(block: Block, tmp_path: Path,
-                                      daemons: list[Daemon]) -> None:
+@pytest.mark.parametrize("block", BLOCKS, ids=[f"{b.page}:{b.line}" for b in BLOCKS])
+def test_block_runs_as_written(block: Block, tmp_path: Path, daemons: list[Daemon]) -> None:
     _prepare(tmp_path)
     env = _environment()
+    with ExitStack() as stack:
+        if block.needs_postgres:
+            schema = stack.enter_context(fresh_schema(create=True))
+            postgres_config(tmp_path / "config.yml", schema, app_id="102000001",
+                            data_dir=Path("data"))
+        _run_block(block, tmp_path, env, daemons)
+
+
+def _run_block(block: Block, where_dir: Path, env: dict[str, str],
+               daemons: list[Daemon]) -> None:
     for example in block.examples:
-        where = f"README.md:{example.line}: {example.text}"
+        where = block.where(example)
         if example.serves:
-            daemons.append(Daemon(example, tmp_path, env))
+            daemons.append(Daemon(example, where_dir, env, block.page))
             continue
         text = example.text.rstrip().removesuffix("&")
         if example.argv[0] == "curl":
             assert daemons, f"{where}: a curl example needs a serve example before it"
             text = daemons[-1].moved(text)
-        done = subprocess.run(["bash", "-c", text], cwd=tmp_path, env=env,
+        done = subprocess.run(["bash", "-c", text], cwd=where_dir, env=env,
                               capture_output=True, text=True, timeout=COMMAND_TIMEOUT)
         shown = f"{where}\nexit {done.returncode}\n{done.stdout}\n{done.stderr}"
         assert done.returncode == example.expected_exit, shown

@@ -17,8 +17,9 @@ Routes (documented in ``/openapi.json``)::
     /ui/…                          the operator console (console/pages.py)
 
 Errors of ``/v1`` are ``{"error": {"code", "message"}}`` with the error class's HTTP status
-(errors.py): 400 bad input, 401 no or wrong token, 403 peer not allowed, 404, 409, 503. Only a
-bug of ours is a 500.
+(errors.py): 400 bad input, 401 no or wrong token, 403 peer not allowed, 404, 409, 503; so
+is a path no route serves (404 ``not_found``, or 405 ``method_not_allowed`` for a route's
+wrong method). Only a bug of ours is a 500.
 
 Before any of that, the routes behind access (``/v1``, ``/getid``, ``/ui/``) take only what
 :mod:`gensokyo_idmap.admission` lets in from a browser's reach (same error shape): a ``Host``
@@ -35,13 +36,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 import structlog
 from aiohttp import web
+from aiohttp.web_urldispatcher import MatchInfoError
 from prometheus_client import CollectorRegistry
 
 from gensokyo_idmap import jsonio, metrics
@@ -52,6 +53,7 @@ from gensokyo_idmap.api.console.status import LinkStatus
 from gensokyo_idmap.api.forwarded import TrustedProxies
 from gensokyo_idmap.api.getid import answer_getid
 from gensokyo_idmap.api.openapi import openapi_document
+from gensokyo_idmap.api.settings import ApiSettings
 from gensokyo_idmap.compat import LegacyIdmap
 from gensokyo_idmap.errors import BadInputError, IdmapError, NotFoundError
 from gensokyo_idmap.health import HealthSource, ServerCheck, problems, server_problems
@@ -77,7 +79,7 @@ from gensokyo_idmap.reports import (
 from gensokyo_idmap.runtime.msgid import MessageIds, check_virtual_id
 from gensokyo_idmap.store.base import TableCounts, legacy_counts
 
-__all__ = ["ApiServer", "ApiSettings"]
+__all__ = ["ApiServer"]
 
 log = structlog.get_logger("gensokyo_idmap.api")
 
@@ -85,22 +87,6 @@ MAX_RESOLVE_KEYS = 64
 _Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 #: Routes anyone who reaches the listener may call, under any Host (access.py).
 _OPEN_ROUTES = frozenset({"/healthz", "/metrics", "/openapi.json"})
-
-
-@dataclass(frozen=True, slots=True)
-class ApiSettings:
-    app_id: str
-    identity_path: Path
-    msgid_path: Path
-    token: str = ""
-    getid_allow: tuple[str, ...] = ()
-    #: networks (CIDR) of reverse proxies whose X-Forwarded-For / -Proto are believed
-    trusted_proxies: tuple[str, ...] = ()
-    #: where the graph is, as /v1/stats reports it: ``identity_path`` when empty; the
-    #: PostgreSQL URL (no password) when the graph is there and no file exists
-    identity_location: str = ""
-    #: host names besides localhost that requests may address (``api.allowed_hosts``)
-    allowed_hosts: tuple[str, ...] = ()
 
 
 def _error(status: int, code: str, message: str) -> web.Response:
@@ -225,7 +211,19 @@ class ApiServer:
                     return web.json_response({"error": refused.message},
                                              status=refused.status)
                 return _error(refused.status, refused.code, refused.message)
-        return await handler(request)
+        try:
+            return await handler(request)
+        except (web.HTTPNotFound, web.HTTPMethodNotAllowed) as exc:
+            # no such route: the same envelope as every other error (the console's pages
+            # under /ui/ answer their own)
+            if not isinstance(request.match_info, MatchInfoError) or path.startswith("/ui/"):
+                raise
+            if isinstance(exc, web.HTTPNotFound):
+                return _error(404, "not_found", f"no route {path} (see /openapi.json)")
+            response = _error(405, "method_not_allowed",
+                              f"{request.method} is not a method of {path}")
+            response.headers["Allow"] = exc.headers.get("Allow", "")
+            return response
 
     def _v1(self, handler: _Handler) -> _Handler:
         async def guarded(request: web.Request) -> web.StreamResponse:

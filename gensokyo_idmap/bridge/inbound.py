@@ -32,6 +32,11 @@ Rules:
    message the map does not know (expired, from before, sent by the bot) adds nothing: the
    quoted text is never made up.
 
+What each kind of event contributes to those steps (whom it names, its content and quote,
+its real id, where its channel lives, its OneBot events) is its translator's
+(:mod:`gensokyo_idmap.bridge.translators`): the bridge batches the steps and never tests an
+event's type.
+
 Transports and the platform clients live elsewhere and call :meth:`InboundPipeline.process_batch`
 (the gateway: every frame of one read) or the pipeline itself (the webhook: one delivery).
 """
@@ -50,35 +55,20 @@ from gensokyo_idmap import metrics
 from gensokyo_idmap.bridge.chat import Chat, ChatKind
 from gensokyo_idmap.bridge.chat_turns import ChatTurns, wait_all
 from gensokyo_idmap.bridge.dedup import delivery_key
-from gensokyo_idmap.bridge.guild_inbound import (
-    GUILD_EVENTS,
-    config_entries,
-    guild_msgid,
-    guild_onebot,
-    guild_people,
-)
 from gensokyo_idmap.bridge.guilds import directory_of
 from gensokyo_idmap.bridge.message_filter import MessageFilter
 from gensokyo_idmap.bridge.outbox import TrackedSink
+from gensokyo_idmap.bridge.translators import TRANSLATORS, Scope, Translator, attachment_segment
 from gensokyo_idmap.errors import IdmapError, StoreError
 from gensokyo_idmap.identity import IdentityKey, OpenId, RawId
 from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.onebot import events as ob
 from gensokyo_idmap.onebot.event_queue import EventBacklog
-from gensokyo_idmap.onebot.message import Segment, segments_to_cq_within
-from gensokyo_idmap.qq.events import (
-    Attachment,
-    C2CMessage,
-    FriendEvent,
-    GroupMemberEvent,
-    GroupMessage,
-    GroupRobotEvent,
-    Interaction,
-    QQEvent,
-)
+from gensokyo_idmap.onebot.message import Segment
+from gensokyo_idmap.qq.events import Interaction, QQEvent
 from gensokyo_idmap.recent_cache import RecentCache
 from gensokyo_idmap.runtime.claims import DeliveryLog
-from gensokyo_idmap.runtime.msgid import MAX_CONTENT_BYTES, MessageIds, MsgContext
+from gensokyo_idmap.runtime.msgid import MessageIds, MsgContext
 
 __all__ = ["BridgeSettings", "EventSink", "InboundBridge", "InboundPipeline",
            "attachment_segment"]
@@ -103,34 +93,8 @@ class BridgeSettings:
     reads_off_loop: bool = False
 
 
-#: Non-message events whose envelope id the platform accepts as a send's ``event_id``.
-REPLYABLE_EVENTS: Final = {
-    "GROUP_ADD_ROBOT": "group", "GROUP_MSG_RECEIVE": "group",
-    "FRIEND_ADD": "c2c", "C2C_MSG_RECEIVE": "c2c",
-}
 _ID_FIELDS: Final = ("user_id", "group_id", "operator_id")
 _CONTEXTS_MAX: Final = 65_536
-
-
-def attachment_segment(attachment: Attachment) -> Segment:
-    """An attachment as the OneBot segment a framework expects for its kind."""
-    kind = attachment.content_type.lower()
-    if kind.startswith("image/"):
-        segment_type = "image"
-    elif kind in ("voice", "audio") or kind.startswith("audio/"):
-        segment_type = "record"
-    elif kind.startswith("video/"):
-        segment_type = "video"
-    else:
-        segment_type = "file"
-    data = [("file", attachment.url), ("url", attachment.url)]
-    if attachment.filename:
-        data.append(("name", attachment.filename))
-    return Segment(segment_type, tuple(data))
-
-
-def _avatar(app_id: str, openid: OpenId) -> str:
-    return f"https://q.qlogo.cn/qqapp/{app_id}/{openid.openid}/640"
 
 
 class InboundBridge:
@@ -156,50 +120,17 @@ class InboundBridge:
             _CONTEXTS_MAX)
         self._filter = MessageFilter(settings.self_id, settings.white_prefixes,
                                      settings.black_prefixes, settings.remove_at)
+        self._scope = Scope(settings.app_id, settings.self_id, settings.message_format,
+                            settings.extensions, settings.link_union_openid, self._context,
+                            self._log)
 
-    def _person(self, openid: OpenId, union: IdentityKey | None) -> list[IdentityKey]:
-        if union is not None and self.settings.link_union_openid:
-            return [openid, union]
-        return [openid]
-
-    def _segments(self, content: str, attachments: tuple[Attachment, ...],
-                  at_self: bool) -> list[Segment]:
-        segments: list[Segment] = []
-        if at_self:
-            # The platform strips the @bot (content then starts with a space); put it back
-            # as an at segment so frameworks see a message addressed to them.
-            segments.append(Segment("at", (("qq", str(self.settings.self_id)),)))
-        if content:
-            segments.append(Segment.text(content))
-        segments.extend(attachment_segment(a) for a in attachments)
-        return segments
-
-    def people(self, event: QQEvent) -> list[list[IdentityKey]]:
-        """Whom ``event`` names, each as the identity set of one vUIN, in the order
-        :meth:`_message` / :meth:`_notices` read their vUINs (group first)."""
-        if isinstance(event, GroupMessage):
-            return [[event.group], self._person(event.author, event.author_union)]
-        if isinstance(event, C2CMessage):
-            return [self._person(event.user, event.author_union)]
-        if isinstance(event, GroupRobotEvent):
-            return [[event.group], [event.operator]]
-        if isinstance(event, GroupMemberEvent):
-            people: list[list[IdentityKey]] = [[event.group], [event.member]]
-            return people if event.operator is None else [*people, [event.operator]]
-        if isinstance(event, FriendEvent):
-            return [[event.user]]
-        if isinstance(event, Interaction):
-            return [[key] for key in (event.group, event.group_member or event.user)
-                    if key is not None]
-        if isinstance(event, GUILD_EVENTS):
-            return guild_people(event)
-        return []
-
-    async def _resolve_people(self, events: Sequence[QQEvent]) -> list[list[int]]:
-        """The vUINs of everyone in ``events`` (rule 1): known ones straight from the store,
-        the others resolved concurrently, so the new people of a whole batch share one group
-        commit."""
-        people = [self.people(event) for event in events]
+    async def _resolve_people(self, events: Sequence[QQEvent],
+                              kinds: Sequence[Translator[Any]]) -> list[list[int]]:
+        """The vUINs of everyone in ``events`` (rule 1), each event's in the order its
+        translator names them: known ones straight from the store, the others resolved
+        concurrently, so the new people of a whole batch share one group commit."""
+        people = [kind.people(event, self._scope) for event, kind in zip(events, kinds,
+                                                                          strict=True)]
         found: list[list[int | None]] = []
         unknown: dict[tuple[tuple[IdentityKey, ...], str | None], int] = {}
         for event, persons in zip(events, people, strict=True):
@@ -247,16 +178,7 @@ class InboundBridge:
         for vuin, scene in mixed:
             await self.graph.resolve(last[(vuin, scene)], scene=scene)
 
-    def _message_segments(self, event: QQEvent) -> list[Segment] | None:
-        """The OneBot content of a message event (None for other events)."""
-        if isinstance(event, GroupMessage):
-            at_self = event.event_type == "GROUP_AT_MESSAGE_CREATE" or event.mentioned_bot
-            return self._segments(event.content, event.attachments, at_self)
-        if isinstance(event, C2CMessage):
-            return self._segments(event.content, event.attachments, False)
-        return None
-
-    async def _with_quotes(self, events: Sequence[QQEvent],
+    async def _with_quotes(self, events: Sequence[QQEvent], kinds: Sequence[Translator[Any]],
                            contents: list[list[Segment] | None]) -> list[list[Segment] | None]:
         """Each message's segments with the ``reply`` of the message it quotes first, when
         the map knows that one (rule 8); the lookups of a batch in one go, off the loop
@@ -265,10 +187,9 @@ class InboundBridge:
         for index, event in enumerate(events):
             if contents[index] is None:
                 continue
-            if isinstance(event, GroupMessage) and event.quoted_idx is not None:
-                asked.append((index, "group", event.group.openid, event.quoted_idx))
-            elif isinstance(event, C2CMessage) and event.quoted_idx is not None:
-                asked.append((index, "c2c", event.user.openid, event.quoted_idx))
+            quote = kinds[index].quoted(event)
+            if quote is not None:
+                asked.append((index, *quote))
         if not asked:
             return contents
 
@@ -284,24 +205,6 @@ class InboundBridge:
             if virtual_id is not None and segments is not None:
                 quoted[index] = [Segment("reply", (("id", str(virtual_id)),)), *segments]
         return quoted
-
-    def _msgid_of(self, event: QQEvent, people: list[int],
-                  segments: list[Segment] | None) -> tuple[str, MsgContext] | None:
-        """The real id ``event`` puts in the msgid map (rules 3 and 5), if any; a message's
-        with its author (the last vUIN of ``people``) and content."""
-        if isinstance(event, GroupMessage | C2CMessage):
-            kind: ChatKind = "group" if isinstance(event, GroupMessage) else "c2c"
-            target = event.group.openid if isinstance(event, GroupMessage) else event.user.openid
-            content = segments_to_cq_within(segments or (), MAX_CONTENT_BYTES)
-            return event.message_id, self._context(kind, target).about(
-                people[-1], content, event.msg_idx)
-        if isinstance(event, GUILD_EVENTS):
-            return guild_msgid(event, self.settings.app_id, people)
-        chat = self._reply_chat(event)
-        if chat is not None and event.event_id is not None:
-            # a reply-able event's id, so a send to that chat can answer it (rule 5)
-            return event.event_id, self._context(chat[0], chat[1].openid, of_event=True)
-        return None
 
     def _context(self, chat_kind: ChatKind, target: str, of_event: bool = False) -> MsgContext:
         """The inbound context of a message (or a reply-able event) of a chat of this AppID
@@ -324,30 +227,24 @@ class InboundBridge:
         group commit for the new ones) and one for their message ids, instead of one each.
         If any of it fails the batch raises and no OneBot event of it is built (identities
         already committed stay: the graph only ever adds)."""
-        vuins = await self._resolve_people(events)
-        contents = await self._with_quotes(events,
-                                           [self._message_segments(event) for event in events])
-        wanted = [self._msgid_of(event, people, segments)
-                  for event, people, segments in zip(events, vuins, contents, strict=True)]
+        scope = self._scope
+        kinds = [TRANSLATORS[type(event)] for event in events]
+        vuins = await self._resolve_people(events, kinds)
+        contents = await self._with_quotes(events, kinds, [
+            kind.content(event, scope) for event, kind in zip(events, kinds, strict=True)])
+        wanted = [kind.real_id(event, people, segments, scope) for event, kind, people, segments
+                  in zip(events, kinds, vuins, contents, strict=True)]
         stored = iter(await self.msgids.store_many([item for item in wanted if item]))
-        entries = [entry for event, people in zip(events, vuins, strict=True)
-                   for entry in config_entries(event, people)]
+        entries = [entry for event, kind, people in zip(events, kinds, vuins, strict=True)
+                   for entry in kind.config_entries(event, people)]
         if entries:  # where a channel or DM lives, before a framework can answer it
             await self.guilds.record(entries)
         now = int(self._clock())
         translated = []
-        s = self.settings
-        for event, people, item, segments in zip(events, vuins, wanted, contents, strict=True):
+        for event, kind, people, item, segments in zip(events, kinds, vuins, wanted, contents,
+                                                       strict=True):
             virtual_id = next(stored) if item else 0
-            if isinstance(event, GUILD_EVENTS):
-                self._log.info("[message] guild mapped", type=event.event_type,
-                               vuins=people, message_id=virtual_id)
-                onebot = guild_onebot(event, people, virtual_id, now, s.self_id,
-                                      s.message_format, s.extensions, attachment_segment)
-            elif isinstance(event, (GroupMessage, C2CMessage)):
-                onebot = self._message(event, people, virtual_id, now, segments or [])
-            else:
-                onebot = self._notices(event, people, now)
+            onebot = kind.onebot(event, people, virtual_id, now, segments, scope)
             if onebot and self._filter.active:
                 onebot = self._filter.events(onebot)
             if onebot and self.settings.op_userid_type != "vuin":
@@ -355,23 +252,6 @@ class InboundBridge:
                 onebot = [_with_ids(item, ids) for item in onebot]
             translated.append(onebot)
         return translated
-
-    @staticmethod
-    def _reply_chat(event: QQEvent) -> tuple[ChatKind, OpenId] | None:
-        """The chat whose sends may answer ``event`` by its envelope id, if any (a plain
-        function: it runs for every event, and messages, answered by their own id, have
-        none)."""
-        kind = REPLYABLE_EVENTS.get(event.event_type)
-        if isinstance(event, GroupRobotEvent) and kind is not None:
-            return ("group", event.group)
-        if isinstance(event, FriendEvent) and kind is not None:
-            return ("c2c", event.user)
-        if isinstance(event, Interaction):
-            if event.group is not None:
-                return ("group", event.group)
-            if event.user is not None:
-                return ("c2c", event.user)
-        return None
 
     def _downstream_ids(self, event: QQEvent) -> dict[int, int | str]:
         """vUIN → what ``op_userid_type`` sends instead, for the OpenIDs of ``event``."""
@@ -392,94 +272,6 @@ class InboundBridge:
             else:
                 ids[vuin] = _qq_number(self.graph.show(vuin).identities) or vuin
         return ids
-
-    def _message(self, event: GroupMessage | C2CMessage, vuins: list[int], virtual_id: int,
-                 now: int, segments: list[Segment]) -> list[dict[str, Any]]:
-        s = self.settings
-        if isinstance(event, GroupMessage):
-            group_vuin, user_vuin = vuins
-            self._log.info("[message] group mapped", group=group_vuin, user=user_vuin,
-                           message_id=virtual_id)
-            return [ob.group_message(
-                self_id=s.self_id, time=now, message_id=virtual_id, group_id=group_vuin,
-                user_id=user_vuin, fmt=s.message_format,
-                extra=self._extensions("group", event.author, event.group),
-                segments=segments)]
-        [user_vuin] = vuins
-        self._log.info("[message] c2c mapped", user=user_vuin, message_id=virtual_id)
-        return [ob.private_message(
-            self_id=s.self_id, time=now, message_id=virtual_id, user_id=user_vuin,
-            fmt=s.message_format, extra=self._extensions("private", event.user, None),
-            segments=segments)]
-
-    def _notices(self, event: QQEvent, vuins: list[int], now: int) -> list[dict[str, Any]]:
-        s = self.settings
-        if isinstance(event, GroupRobotEvent):
-            group_vuin, operator_vuin = vuins
-            self._log.info("[message] group robot event mapped", type=event.event_type,
-                           group=group_vuin, operator=operator_vuin)
-            when = event.timestamp or now
-            if event.event_type == "GROUP_ADD_ROBOT":
-                return [ob.group_increase(self_id=s.self_id, time=when, group_id=group_vuin,
-                                          user_id=s.self_id, operator_id=operator_vuin,
-                                          sub_type="invite")]
-            if event.event_type == "GROUP_DEL_ROBOT":
-                return [ob.group_decrease(self_id=s.self_id, time=when, group_id=group_vuin,
-                                          user_id=s.self_id, operator_id=operator_vuin,
-                                          sub_type="kick_me")]
-            return [self._notice(event.event_type.lower(), when, group_id=group_vuin,
-                                 operator_id=operator_vuin)]
-        if isinstance(event, GroupMemberEvent):
-            group_vuin, member_vuin, *operator = vuins
-            operator_vuin = operator[0] if operator else member_vuin
-            self._log.info("[message] group_member mapped", type=event.event_type,
-                           group=group_vuin, user=member_vuin)
-            when = event.timestamp or now
-            if event.event_type == "GROUP_MEMBER_ADD":
-                return [ob.group_increase(self_id=s.self_id, time=when, group_id=group_vuin,
-                                          user_id=member_vuin, operator_id=operator_vuin)]
-            left: Literal["leave", "kick"] = "leave" if operator_vuin == member_vuin else "kick"
-            return [ob.group_decrease(self_id=s.self_id, time=when, group_id=group_vuin,
-                                      user_id=member_vuin, operator_id=operator_vuin,
-                                      sub_type=left)]
-        if isinstance(event, FriendEvent):
-            [user_vuin] = vuins
-            self._log.info("[message] friend mapped", type=event.event_type, user=user_vuin)
-            when = event.timestamp or now
-            if event.event_type == "FRIEND_ADD":
-                return [ob.friend_add(self_id=s.self_id, time=when, user_id=user_vuin)]
-            return [self._notice(event.event_type.lower(), when, user_id=user_vuin)]
-        if isinstance(event, Interaction):
-            found = iter(vuins)
-            ids: dict[str, int] = {}
-            if event.group is not None:
-                ids["group_id"] = next(found)
-            if (event.group_member or event.user) is not None:
-                ids["user_id"] = next(found)
-            return [self._notice("interaction", now, interaction_id=event.interaction_id,
-                                 button_data=event.button_data, button_id=event.button_id,
-                                 **ids)]
-        self._log.info("[message] not forwarded", type=event.event_type)
-        return []
-
-    def _notice(self, notice_type: str, when: int, **fields: Any) -> dict[str, Any]:
-        """An extension notice (no v11 equivalent): documented in the README."""
-        return {"time": when, "self_id": self.settings.self_id, "post_type": "notice",
-                "notice_type": notice_type, **fields}
-
-    def _extensions(self, message_type: str, user: OpenId,
-                    group: OpenId | None) -> dict[str, Any] | None:
-        """The Go daemon's extra fields, when ``onebot.extensions`` is on."""
-        if not self.settings.extensions:
-            return None
-        extra: dict[str, Any] = {
-            "real_message_type": message_type,
-            "real_user_id": user.openid,
-            "avatar": _avatar(self.settings.app_id, user),
-        }
-        if group is not None:
-            extra["real_group_id"] = group.openid
-        return extra
 
 
 def _written(future: asyncio.Future[bool]) -> bool:

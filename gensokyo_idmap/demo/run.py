@@ -93,7 +93,8 @@ def demo_config(config: Config, platform: EmulatedPlatform, data_dir: Path) -> C
     listener stays as configured."""
     if not config.webhook.listen:
         raise BadInputError("webhook.listen", "", "the demo platform posts its events to the "
-                            "webhook: give it an address (examples/config.yml has one)")
+                            "webhook: give it an address (the config `gensokyo-idmap init` "
+                            "writes has one)")
     api_base = platform.url("/").rstrip("/")
     idmap = config.idmap.model_copy(update={
         "data_dir": data_dir, "backend": "lmdb", "runtime_backend": "lmdb", "legacy_db": None})

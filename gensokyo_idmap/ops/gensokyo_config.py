@@ -4,8 +4,10 @@ The old file is ``version: 1`` with everything under ``settings`` (key names as 
 daemon's ``template/config_template.go``). The Go daemon dialled the platform's WebSocket
 gateway, so the new config does too (``qq.gateway: true``). What carries over:
 
-- ``app_id`` → ``bot.app_id`` (as text); ``uin`` (the bot's QQ number) →
-  ``onebot.self_id``; ``client_secret`` → ``bot.secret``;
+- ``app_id`` → ``bot.app_id`` (as text: the template writes it as a YAML integer); ``uin``
+  (the bot's QQ number) → ``onebot.self_id`` (unless ``use_uin: false``, where the Go
+  daemon used the AppID, as ours does by default); ``client_secret`` → ``bot.secret``;
+  ``shard_id`` of ``shard_count`` → ``qq.shard``;
 - ``ws_address`` (text or list) → ``onebot.reverse_ws``;
 - ``ws_token``, ``ws_server_token``, ``http_access_token`` → ``onebot.access_token`` (the
   first set), and a transport's own token where its differs (``{url, access_token}``
@@ -24,7 +26,9 @@ gateway, so the new config does too (``qq.gateway: true``). What carries over:
 - ``text_intent`` (handler names) → ``qq.intents`` (intent names);
 - ``sandbox_mode`` → ``qq.api_base`` (the sandbox API); ``log_level`` (0–3) → ``log.level``.
 
-Every other old key is listed as having no equivalent; template placeholders
+Every other old key is listed as having no equivalent, each with the reason
+(``gensokyo_keys``); ``lotus: true`` and a ``crt`` / ``key`` get a note saying what does
+their job here (a shared PostgreSQL graph, a TLS proxy). Template placeholders
 (``<YOUR_CLIENT_SECRET>``) and empty list entries count as unset. Notes never quote a
 secret.
 """
@@ -37,8 +41,10 @@ from typing import Any, Final
 
 from gensokyo_idmap.errors import BadInputError
 from gensokyo_idmap.intents import GENSOKYO_HANDLERS
+from gensokyo_idmap.ops.gensokyo_keys import unmapped_reason
 
-__all__ = ["SECRET_PATHS", "GensokyoImport", "convert_gensokyo", "masked"]
+__all__ = ["LOTUS_NOTE", "SECRET_PATHS", "TLS_NOTE", "GensokyoImport", "convert_gensokyo",
+           "masked"]
 
 SANDBOX_API: Final = "https://sandbox.api.sgroup.qq.com"
 _LOG_LEVELS: Final = {0: "debug", 1: "info", 2: "warning", 3: "error"}
@@ -50,25 +56,23 @@ _USED: Final = frozenset({
     "heart_beat_interval", "sandbox_mode", "log_level", "post_max_retries",
     "post_retries_interval", "http_timeout", "white_prefix_mode", "white_prefixs",
     "black_prefix_mode", "black_prefixs", "remove_at", "send_error", "text_intent",
+    "use_uin", "shard_id", "shard_count",
 })
 #: The Go daemon ignored an ``http_timeout`` below this (seconds).
 _LEAST_HTTP_TIMEOUT: Final = 5
-#: Old keys with no equivalent, and why (the rest get a generic reason).
-_WHY: Final = {
-    "token": "the old bot token; the platform's access tokens now come from bot.secret",
-    "hash_id": "vUIN numbering is kept by migrating idmap.db; no setting needed",
-    "idmap_pro": "several identities per vUIN are always possible; no setting needed",
-    "remove_prefix": "the prefix check always ignores one leading '/'; the forwarded text "
-                     "keeps it",
-    "white_bypass": "the prefixes apply to every group and user",
-    "white_bypass_reverse": "the prefixes apply to every group and user",
-    "no_white_response": "a message held back by the prefixes gets no answer",
-    "v_white_prefix_mode": "no virtual prefixes",
-    "visual_prefixs": "no virtual prefixes",
-    "lazy_message_id": "virtual message ids are always exact here",
-    "reconnect_times": "reverse WS reconnects forever (onebot.reconnect_interval_seconds)",
-    "launch_reconnect_times": "reverse WS reconnects forever",
-}
+#: What to do instead of ``lotus: true`` (one Go daemon using another's idmaps over /getid).
+LOTUS_NOTE: Final = (
+    "settings.lotus was on: this Go daemon used another one's idmaps. Daemons that must agree "
+    "on who is who share one identity graph in PostgreSQL instead: on the main one, "
+    "`gensokyo-idmap store copy --to postgres --postgres-dsn URL` (its openid-map.db, once); "
+    "in every daemon's config idmap.backend: postgres and idmap.postgres_dsn: URL; "
+    "`gensokyo-idmap db --config config.yml upgrade`; then start them (README, Several "
+    "daemons; docs/stores.md)")
+#: What to do instead of ``crt`` / ``key`` (the Go daemon's own TLS).
+TLS_NOTE: Final = (
+    "settings.crt / settings.key were set: the daemon serves plain HTTP and leaves TLS to a "
+    "reverse proxy in front of the webhook and the console (examples/nginx.conf, "
+    "docs/security.md, Behind a TLS proxy)")
 #: Key paths of our config that hold secrets (masked when shown).
 SECRET_PATHS: Final = (("bot", "secret"), ("onebot", "access_token"),
                        ("onebot", "forward_ws_access_token"),
@@ -122,8 +126,10 @@ def convert_gensokyo(old: Any) -> GensokyoImport:
     else:
         note("settings.client_secret is not set: fill in bot.secret (the AppSecret)")
     uin = s.get("uin")
-    if isinstance(uin, int) and not isinstance(uin, bool) and uin > 0:
+    if (isinstance(uin, int) and not isinstance(uin, bool) and uin > 0
+            and s.get("use_uin", True) is not False):  # use_uin false: the AppID, our default
         onebot["self_id"] = uin
+    _shard(s, out.config["qq"], note)
     note("the Go daemon's idmap.db: put it at data/idmap.db; it is migrated at the first start")
 
     tokens = [(key, token) for key in _TOKENS for token in _texts(s.get(key))]
@@ -178,13 +184,31 @@ def convert_gensokyo(old: Any) -> GensokyoImport:
     out.config["log"]["level"] = _LOG_LEVELS.get(level, "info") if isinstance(level, int) \
         else "info"
 
+    if s.get("lotus") is True:
+        note(LOTUS_NOTE)
+    if _set(s.get("crt")) or _set(s.get("key")):
+        note(TLS_NOTE)
     for key in s:
         if key not in _USED:
-            out.unmapped.append((f"settings.{key}", _WHY.get(key, "no equivalent")))
+            out.unmapped.append((f"settings.{key}", unmapped_reason(key)))
     for key in old:
         if key not in ("settings", "version"):
-            out.unmapped.append((key, "no equivalent"))
+            out.unmapped.append((key, "the Go daemon reads only version and settings"))
     return out
+
+
+def _shard(s: dict[str, Any], qq: dict[str, Any], note: Callable[[str], None]) -> None:
+    """``shard_id`` of ``shard_count`` → ``qq.shard`` (left at its default, one shard of
+    one, when that is what the old file says)."""
+    index, count = s.get("shard_id", 0), s.get("shard_count", 1)
+    if (index, count) == (0, 1):
+        return
+    if _count(index) and _count(count) and isinstance(index, int) and isinstance(count, int) \
+            and index < count:
+        qq["shard"] = [index, count]
+    else:
+        note(f"settings.shard_id {index!r} of shard_count {count!r} is not a shard: qq.shard "
+             "keeps its default (one shard of one)")
 
 
 def _posts(s: dict[str, Any], own: Callable[[str], str | None]) -> list[dict[str, Any]]:

@@ -33,6 +33,8 @@ from gensokyo_idmap.store.lmdb.outbox import LmdbOutboxStore
 __all__ = ["IdentityRecovery", "Migration", "MigrationSummary", "MsgIdReset", "OutboxReset",
            "recover_identities", "reset_msgids", "reset_outbox"]
 
+#: What each recovery did is logged at info: the command that ran it prints the same as its
+#: result (a warning would print every path twice on the terminal).
 log = structlog.get_logger("gensokyo_idmap.ops")
 
 
@@ -84,8 +86,8 @@ def reset_msgids(data_dir: Path, clock: Callable[[], float] = time.time) -> MsgI
             store.write_sync(lambda view: view.set_msg_counter(counter))
     finally:
         store.close()
-    log.warning("[idmap] msgid-map.db reset", path=str(path),
-                moved_to=str(moved) if moved else None, counter=counter)
+    log.info("[idmap] msgid-map.db reset", path=str(path),
+             moved_to=str(moved) if moved else None, counter=counter)
     return MsgIdReset(str(path), str(moved) if moved else None, counter)
 
 
@@ -148,8 +150,8 @@ def recover_identities(data_dir: Path, legacy: Path, app_id: str | None, migrate
         if isinstance(exc, IdmapError | KeyboardInterrupt):
             raise
         raise StoreError(f"recovery failed: {type(exc).__name__}: {exc}") from exc
-    log.warning("[idmap] openid-map.db re-migrated from the legacy file", path=str(path),
-                legacy=str(legacy), moved_to=str(moved) if moved else None)
+    log.info("[idmap] openid-map.db re-migrated from the legacy file", path=str(path),
+             legacy=str(legacy), moved_to=str(moved) if moved else None)
     return IdentityRecovery(str(path), str(moved) if moved else None, report)
 
 
@@ -184,6 +186,6 @@ def reset_outbox(data_dir: Path, clock: Callable[[], float] = time.time) -> Outb
     moved = move_aside(path, "before-reset", clock) if path.exists() else None
     lock_path(path).unlink(missing_ok=True)
     LmdbOutboxStore(path, recreate=True).close()
-    log.warning("[idmap] outbox.db started empty: the events it owed are lost", path=str(path),
-                moved_to=str(moved) if moved else None, reason=reason)
+    log.info("[idmap] outbox.db started empty: the events it owed are lost", path=str(path),
+             moved_to=str(moved) if moved else None, reason=reason)
     return OutboxReset(str(path), str(moved) if moved else None, reason)

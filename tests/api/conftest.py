@@ -13,7 +13,8 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from gensokyo_idmap.api.server import ApiServer, ApiSettings
+from gensokyo_idmap.api.server import ApiServer
+from gensokyo_idmap.api.settings import ApiSettings
 from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.runtime.msgid import MsgIdMap
 from gensokyo_idmap.runtime.lmdb import LmdbMsgIdStore

@@ -32,7 +32,8 @@ from multidict import CIMultiDict
 
 from gensokyo_idmap.admission import SAFE_METHODS, Admission
 from gensokyo_idmap.api.openapi import openapi_document
-from gensokyo_idmap.api.server import ApiServer, ApiSettings
+from gensokyo_idmap.api.server import ApiServer
+from gensokyo_idmap.api.settings import ApiSettings
 from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.runtime.msgid import MsgIdMap
 from gensokyo_idmap.onebot.http_api import HttpApiServer

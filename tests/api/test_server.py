@@ -165,6 +165,24 @@ def test_stats_counts_tables(serve_api: ServeApi) -> None:
     scenario(serve_api, body)
 
 
+def test_a_path_no_route_serves_answers_the_error_envelope(serve_api: ServeApi) -> None:
+    """An unknown path or a route's wrong method answers JSON like every other error (it
+    was aiohttp's plain text "404: Not Found"); the console keeps its own pages."""
+    async def body(c: Any) -> None:
+        for path in ("/v1/nope", "/v2/stats", "/", "/uix"):
+            status, answer = await c.get(path)
+            assert error_code((status, answer)) == (404, "not_found"), path
+            assert path in answer["error"]["message"]
+        status, answer = await c.post("/v1/stats", {})
+        assert error_code((status, answer)) == (405, "method_not_allowed")
+        async with c.session.post(c.base + "/v1/stats", json={}) as resp:
+            assert "GET" in resp.headers["Allow"]
+        status, _ = await c.get("/ui/no-such-page")
+        assert status == 404  # the console's own answer
+
+    scenario(serve_api, body)
+
+
 def test_token_guards_v1_but_not_health(serve_api: ServeApi) -> None:
     async def body(c: Any) -> None:
         assert error_code(await c.get("/v1/stats")) == (401, "unauthorized")

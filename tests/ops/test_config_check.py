@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from click.testing import CliRunner, Result
 
 from gensokyo_idmap.cli import main
@@ -245,7 +247,8 @@ def test_import_gensokyo_writes_a_config_that_loads(tmp_path: Path) -> None:
     # the report: what has no equivalent, and why some values were not carried
     lines = result.stdout.splitlines()
     assert lines[0] == f"wrote {out}"
-    unmapped = {line.split()[2] for line in lines if line.startswith("no equivalent: ")}
+    unmapped = {line.split()[2].rstrip(":") for line in lines
+                if line.startswith("no equivalent: ")}
     assert {"settings.token", "settings.lotus", "settings.hash_id", "settings.remove_prefix",
             "settings.server_user_password"} <= unmapped
     assert not unmapped & {"settings.app_id", "settings.client_secret", "settings.ws_address",
@@ -274,7 +277,8 @@ def test_import_gensokyo_to_stdout_hides_secrets(tmp_path: Path) -> None:
         assert secret not in result.output
     data = json.loads(cli("--json", "config", "import-gensokyo", str(GENSOKYO)).stdout)
     assert data["config"]["bot"]["secret"] == "<hidden>" and data["out"] is None
-    assert {"key": "settings.lotus", "reason": "no equivalent"} in data["unmapped"]
+    lotus = next(entry for entry in data["unmapped"] if entry["key"] == "settings.lotus")
+    assert "idmap.backend: postgres" in lotus["reason"]
 
 
 def test_import_gensokyo_refuses_bad_input_and_writes_nothing(tmp_path: Path) -> None:
@@ -309,7 +313,8 @@ def test_import_of_an_untouched_template() -> None:
     assert result.config["onebot"]["http_post"] == []
     assert result.config["onebot"]["access_token"] == "12345"  # ws_server_token
     assert any("fill in bot.secret" in note for note in result.notes)
-    assert ("settings.server_dir", "no equivalent") in result.unmapped
+    assert dict(result.unmapped)["settings.server_dir"].startswith("the daemon has no image "
+                                                                   "server")
 
 
 def test_import_carries_each_token_and_the_switches_as_the_go_daemon_used_them() -> None:
@@ -350,3 +355,119 @@ def test_import_carries_each_token_and_the_switches_as_the_go_daemon_used_them()
     assert shown["reverse_ws"][2] == {"url": "ws://c/ws", "access_token": ""}
     assert shown["http_post"][1]["secret"] == "<hidden>"
     assert "T-b" not in str(masked(result.config)) and "S-q" not in str(masked(result.config))
+
+
+# --- every old key has a reason; what does the job of lotus and crt/key --------------------
+
+TEMPLATE_KEYS = [line for line in (GENSOKYO.parent / "template_keys.txt").read_text(
+    encoding="utf-8").splitlines() if line and not line.startswith("#")]
+
+
+def test_every_key_of_the_go_template_is_carried_or_has_a_reason_of_its_own() -> None:
+    from gensokyo_idmap.ops.gensokyo_config import convert_gensokyo
+    from gensokyo_idmap.ops.gensokyo_keys import UNKNOWN_KEY
+
+    assert len(TEMPLATE_KEYS) > 150
+    result = convert_gensokyo({"version": 1, "settings": dict.fromkeys(TEMPLATE_KEYS)})
+    reasons = dict(result.unmapped)
+    assert {key for key, why in reasons.items() if why == UNKNOWN_KEY} == set()
+    assert all(why and why != "no equivalent" for why in reasons.values())
+    assert len(reasons) > 130  # the few carried over are not listed
+    assert "settings.app_id" not in reasons and "settings.shard_id" not in reasons
+    # a key the template never had says so; a top-level key too
+    result = convert_gensokyo({"version": 1, "settings": {"app_idd": 1}, "extra": 1})
+    assert dict(result.unmapped) == {"settings.app_idd": UNKNOWN_KEY,
+                                     "extra": "the Go daemon reads only version and settings"}
+
+
+def test_the_fixture_has_no_key_without_a_reason(tmp_path: Path) -> None:
+    result = cli("--json", "config", "import-gensokyo", str(GENSOKYO))
+    assert result.exit_code == 0, result.output
+    unmapped = json.loads(result.stdout)["unmapped"]
+    assert len(unmapped) > 30
+    assert [e["key"] for e in unmapped if e["reason"] in ("", "no equivalent")] == []
+
+
+def test_lotus_points_at_a_shared_postgres_graph_and_crt_at_the_tls_proxy() -> None:
+    from gensokyo_idmap.ops.gensokyo_config import convert_gensokyo
+
+    settings = {"app_id": 102000001, "lotus": True, "lotus_password": "sample-lotus-pw",
+                "crt": "/etc/ssl/bot.crt", "key": "/etc/ssl/bot.key"}
+    result = convert_gensokyo({"version": 1, "settings": settings})
+    lotus = next(note for note in result.notes if note.startswith("settings.lotus"))
+    for step in ("idmap.backend: postgres", "idmap.postgres_dsn", "store copy --to postgres",
+                 "db --config config.yml upgrade", "Several daemons"):
+        assert step in lotus, lotus
+    tls = next(note for note in result.notes if note.startswith("settings.crt"))
+    assert "examples/nginx.conf" in tls and "docs/security.md" in tls
+    assert "sample-lotus-pw" not in str(result.notes) + str(result.unmapped)
+    quiet = convert_gensokyo({"version": 1, "settings": {"lotus": False, "crt": "", "key": ""}})
+    assert not any(note.startswith(("settings.lotus", "settings.crt")) for note in quiet.notes)
+
+
+def test_shard_and_use_uin_carry_as_the_go_daemon_used_them() -> None:
+    from gensokyo_idmap.ops.gensokyo_config import convert_gensokyo
+
+    def convert(**settings: Any) -> dict[str, Any]:
+        return convert_gensokyo({"version": 1, "settings": {"app_id": 1, **settings}}).config
+
+    assert convert(shard_id=1, shard_count=2)["qq"]["shard"] == [1, 2]
+    assert "shard" not in convert(shard_id=0, shard_count=1)["qq"]
+    bad = convert_gensokyo({"version": 1, "settings": {"shard_id": 2, "shard_count": 2}})
+    assert "shard" not in bad.config["qq"] and any("shard_id 2" in n for n in bad.notes)
+    assert convert(uin=2870338968)["onebot"]["self_id"] == 2870338968
+    assert convert(uin=2870338968, use_uin=True)["onebot"]["self_id"] == 2870338968
+    assert "self_id" not in convert(uin=2870338968, use_uin=False)["onebot"]  # the AppID
+    Config.model_validate(convert(shard_id=1, shard_count=2, use_uin=False))
+
+
+def test_check_of_a_go_gensokyo_file_says_to_import_it(tmp_path: Path) -> None:
+    for command in (["config", "check", str(GENSOKYO)], ["--config", str(GENSOKYO), "stats"]):
+        result = cli(*command)
+        assert result.exit_code == 2, result.output
+        assert "an old Go Gensokyo config.yml" in result.stderr
+        assert "gensokyo-idmap config import-gensokyo FILE --out config.yml" in result.stderr
+        assert result.stderr.count(str(GENSOKYO)) == 1
+        for secret in OLD_SECRETS:
+            assert secret not in result.output
+
+
+def test_the_go_template_app_id_unquoted_passes_check(tmp_path: Path) -> None:
+    path = write(tmp_path, "bot:\n  app_id: 12345\n")
+    result = cli("--json", "config", "check", str(path))
+    assert result.exit_code == 0, result.output
+    assert "app_id 12345" in json.loads(result.stdout)["summary"]
+
+
+# --- an unknown key names the nearest known one --------------------------------------------
+
+
+@pytest.mark.parametrize(("text", "env", "hint"), [
+    ("bot:\n  appid: '1'\n", {}, "did you mean `bot.app_id`? (in "),
+    ("idmap:\n  map_sise_mb: 8\n", {}, "did you mean `idmap.map_size_mb`?"),
+    ("webhook:\n  token: x\n", {}, "did you mean `api.token`?"),
+    ("bots:\n  app_id: '1'\n", {}, "did you mean `bot`?"),
+    ("", {"GSK_BOT__APPID": "1"}, "did you mean `GSK_BOT__APP_ID`? (from GSK_BOT__APPID)"),
+])
+def test_an_unknown_key_suggests_the_nearest_known_one(tmp_path: Path, text: str,
+                                                       env: dict[str, str], hint: str) -> None:
+    result = cli("config", "check", str(write(tmp_path, text)), env=env)
+    assert result.exit_code == 2, result.output
+    assert "Extra inputs are not permitted; " + hint in result.stderr, result.stderr
+
+
+def test_an_unknown_key_far_from_every_known_one_gets_no_guess(tmp_path: Path) -> None:
+    result = cli("config", "check", str(write(tmp_path, "idmap:\n  zzzzzz: 1\n")))
+    assert result.exit_code == 2 and "did you mean" not in result.stderr, result.stderr
+
+
+@settings(max_examples=200, deadline=None)
+@given(section=st.sampled_from(["bot", "idmap", "qq", "api", "nope"]) | st.text(max_size=12),
+       key=st.text(max_size=24))
+def test_a_guess_is_always_a_known_key_path(section: str, key: str) -> None:
+    from gensokyo_idmap.config import nearest_key
+
+    known = {f"{name}.{sub}" for name, field in Config.model_fields.items()
+             for sub in field.annotation.model_fields}  # type: ignore[union-attr]
+    assert nearest_key((section, key)) in known | {None}
+    assert nearest_key((section,)) in set(Config.model_fields) | {None}

@@ -139,7 +139,7 @@ def test_backup_refuses_to_overwrite(tmp_path: Path) -> None:
     result = cli("--data-dir", str(data), "backup", str(dest), "--force")
     assert result.exit_code == 0, result.output
     assert result.stdout.startswith(f"backup {dest}: ")
-    assert "ok: " in result.stdout
+    assert ", verified: 10 identities" in result.stdout and result.stdout.count(str(dest)) == 1
     assert verify_store(dest).ok and len(forward(dest)) == 10
     assert sorted(p.name for p in tmp_path.iterdir()) == ["b.db", "b.db-lock", "data"]
 

@@ -27,7 +27,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 import aiohttp_jinja2
 import jinja2
@@ -41,6 +41,7 @@ from gensokyo_idmap.api.console.chart import rate_chart
 from gensokyo_idmap.api.console.form_tokens import FormTokens
 from gensokyo_idmap.api.console.login_limit import LoginLimit
 from gensokyo_idmap.api.console.rates import RateHistory
+from gensokyo_idmap.api.console.services import ApiServices
 from gensokyo_idmap.api.console.sessions import COOKIE, Session, Sessions
 from gensokyo_idmap.api.console.status import LinkStatus, LinkView
 from gensokyo_idmap.errors import BadInputError, IdmapError, NotFoundError
@@ -49,9 +50,6 @@ from gensokyo_idmap.logtail import LEVELS, TAIL, LogTail
 from gensokyo_idmap.reports import bind_data, rebind_data, record_data, stats_data, vuin_data
 from gensokyo_idmap.runtime.msgid import check_virtual_id
 from gensokyo_idmap.store.base import MappedFile
-
-if TYPE_CHECKING:
-    from gensokyo_idmap.api.server import ApiServer
 
 __all__ = ["CSP", "Console", "human_size"]
 
@@ -109,9 +107,9 @@ def _totals() -> dict[str, float]:
 
 
 class Console:
-    """The console of one :class:`~gensokyo_idmap.api.server.ApiServer`."""
+    """The console of one API listener (:class:`~.services.ApiServices`)."""
 
-    def __init__(self, api: ApiServer, link: LinkStatus | None = None, *,
+    def __init__(self, api: ApiServices, link: LinkStatus | None = None, *,
                  tail: LogTail = TAIL, sample_seconds: float = 10.0) -> None:
         self.api = api
         self.link = link

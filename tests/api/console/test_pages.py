@@ -398,7 +398,8 @@ def test_an_open_log_stream_ends_when_the_listener_stops(
     import aiohttp
     from aiohttp import web
 
-    from gensokyo_idmap.api.server import ApiServer, ApiSettings
+    from gensokyo_idmap.api.server import ApiServer
+    from gensokyo_idmap.api.settings import ApiSettings
 
     async def main() -> None:
         server = ApiServer(graph, msgids, ApiSettings(
