@@ -22,9 +22,8 @@ import os
 from typing import Any
 
 import aiohttp
-from aiohttp import web
-
 from _serve import listen, stop_on_signals
+from aiohttp import web
 
 
 class Relay:

@@ -33,11 +33,10 @@ from collections import deque
 from typing import Any
 
 import aiohttp
+from _serve import listen, stop_on_signals
 from aiohttp import web
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
-from _serve import listen, stop_on_signals
 
 DELIVERY_WAIT = 2.0  # as the daemon's pipeline: a stuck consumer delays the ack this much
 

@@ -34,9 +34,8 @@ import sys
 import time
 from pathlib import Path
 
-from _common import Result, Run, Table
-
 import yaml
+from _common import Result, Run, Table
 from aiohttp import ClientSession, ClientTimeout, TCPConnector
 
 SCRIPT = Path(sys.executable).parent / "gensokyo-idmap"

@@ -82,8 +82,8 @@ from inbound import WINDOW, Events, Target, daemon_command, dispatcher, one_at_a
 
 from gensokyo_idmap.errors import StoreError
 from gensokyo_idmap.idmap import IdentityGraph, _apply_resolution
-from gensokyo_idmap.store.pg_identity import PgIdentityStore
-from gensokyo_idmap.store.redis_runtime import RedisRuntime
+from gensokyo_idmap.runtime.redis.connection import RedisRuntime
+from gensokyo_idmap.store.postgres.identity import PgIdentityStore
 
 
 @dataclass(frozen=True)

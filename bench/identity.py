@@ -86,8 +86,8 @@ from _common import Result, Run, Table, latency_pass, throughput_pass
 
 from gensokyo_idmap.identity import OpenId
 from gensokyo_idmap.idmap import IdentityGraph, openid_of_app
-from gensokyo_idmap.store.codec import encode_value
-from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
+from gensokyo_idmap.store.lmdb.codec import encode_value
+from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
 
 APP_ID = "102005123"
 CALLERS = 64

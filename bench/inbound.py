@@ -97,10 +97,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import aiohttp
+
 # _common before the library: importing it configures structlog (see its docstring).
 from _common import Result, Table, check_disk, cpu_seconds, die_with_parent, print_heading
-
-import aiohttp
 
 from gensokyo_idmap.testing.platform_emulator import APP, SECRET, EmulatedPlatform
 from gensokyo_idmap.testing.webhook_sender import WebhookSender
@@ -299,7 +299,7 @@ class Target:
             validation = await self.sender.validate()
             if not validation.ok:
                 raise RuntimeError(f"op 13 answered wrongly: {validation.delivery}")
-        except (RuntimeError, OSError, aiohttp.ClientError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, RuntimeError, OSError, aiohttp.ClientError) as exc:
             raise RuntimeError(f"{self.name} did not start ({exc!r}); its log ends:\n"
                                f"{self.log_tail()}") from None
 

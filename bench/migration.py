@@ -133,8 +133,8 @@ from typing import Any
 from _common import Run, print_heading
 
 from gensokyo_idmap.identity import OpenId
-from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
-from gensokyo_idmap.store.lmdb_msgid import open_msgid_store
+from gensokyo_idmap.runtime.lmdb import open_msgid_store
+from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
 from migrate.bbolt import BoltFile
 from migrate.legacy import MARKER, MigrationReport, migrate_legacy
 from migrate.progress import Progress

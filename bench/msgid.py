@@ -92,11 +92,11 @@ from typing import Any, TypeVar
 # _common before the library: importing it configures structlog (see its docstring).
 from _common import Result, Run, Table, latency_pass, print_heading, throughput_pass
 
-from gensokyo_idmap.msgid import MsgContext, MsgIdMap
-from gensokyo_idmap.msgid_blocks import IdBlocks, reserve_in
-from gensokyo_idmap.store.base import MsgRecord
-from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
-from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore, MsgIdView, open_msgid_store
+from gensokyo_idmap.runtime.base import MsgRecord
+from gensokyo_idmap.runtime.blocks import IdBlocks, reserve_in
+from gensokyo_idmap.runtime.lmdb import LmdbMsgIdStore, MsgIdView, open_msgid_store
+from gensokyo_idmap.runtime.msgid import MsgContext, MsgIdMap
+from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
 
 T = TypeVar("T")
 

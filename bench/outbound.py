@@ -62,9 +62,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from _common import Result, Run, Table, cpu_seconds
-
 import yaml
+from _common import Result, Run, Table, cpu_seconds
 from aiohttp import ClientSession, ClientWebSocketResponse, WSMsgType
 
 from gensokyo_idmap.testing.platform_emulator import APP, SECRET, EmulatedPlatform

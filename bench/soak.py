@@ -80,15 +80,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import aiohttp
+
 # _common before the library: importing it configures structlog (see its docstring).
 from _common import check_disk, die_with_parent
-
-import aiohttp
 from aiohttp import WSMsgType, web
 from aiohttp.test_utils import TestServer
 
 from gensokyo_idmap.bridge.dedup import window_seconds
-from gensokyo_idmap.qq.passive_reply import REPLY_WINDOW_SECONDS
+from gensokyo_idmap.runtime.replies import REPLY_WINDOW_SECONDS
 from gensokyo_idmap.testing.loopback import framework_server, free_port, ws_url
 from gensokyo_idmap.testing.platform_emulator import APP, SECRET, EmulatedPlatform
 from gensokyo_idmap.testing.webhook_sender import WebhookSender
@@ -219,7 +219,7 @@ async def forward_client(url: str, counts: Counts, stop: asyncio.Event) -> None:
                     while not stop.is_set() and time.monotonic() < until:
                         try:
                             message = await ws.receive(timeout=1.0)
-                        except asyncio.TimeoutError:
+                        except TimeoutError:
                             continue
                         if message.type != WSMsgType.TEXT:
                             break
@@ -244,7 +244,7 @@ async def poll_api(session: aiohttp.ClientSession, base: str, stop: asyncio.Even
             pass
         try:
             await asyncio.wait_for(stop.wait(), POLL_SECONDS)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
 
 
@@ -263,7 +263,7 @@ async def drive(load: Load, platform: EmulatedPlatform, sender: WebhookSender,
                 counts.acked += 1
             else:
                 counts.failed += 1
-        except (aiohttp.ClientError, OSError, asyncio.TimeoutError):
+        except (TimeoutError, aiohttp.ClientError, OSError):
             counts.failed += 1
         finally:
             in_flight.release()
@@ -431,7 +431,7 @@ def growth(samples: list[Sample], turnover_minutes: float, what: str) -> list[st
         f"data {(last.data_bytes - first.data_bytes) * per10 / 1024:+.0f} KiB",
         f"    rss range after the turnover {min(s.rss_mib for s in steady):.2f} .. "
         f"{max(s.rss_mib for s in steady):.2f} MiB",
-        f"    median anon per 10 minutes (a load spike moves one sample, not the median): "
+        "    median anon per 10 minutes (a load spike moves one sample, not the median): "
         + "  ".join(f"{a:g}-{b:g} min {m:.2f}" for a, b, m in window_medians(steady)),
         f"    least-squares slope per 10 minutes: rss "
         f"{slope_per_10(steady, lambda s: s.rss_mib):+.2f} MiB   anon "

@@ -46,6 +46,8 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import aiohttp
+
 # _common before the library: importing it configures structlog (see its docstring).
 from _common import check_disk, cpu_seconds, print_heading
 from inbound import (
@@ -59,8 +61,6 @@ from inbound import (
     temp_dir,
     warm_up,
 )
-
-import aiohttp
 
 TARGET_RATIO = 0.9
 PING_TIMEOUT = 60.0  # longer than any flood: the stalled client is there throughout

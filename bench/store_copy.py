@@ -40,8 +40,8 @@ from gensokyo_idmap.ops.store_copy import (
     write_lmdb_rows,
 )
 from gensokyo_idmap.store.base import MIGRATION_MARKER, LastSeen
-from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore, LmdbView
-from gensokyo_idmap.store.pg_copy import load_rows, read_rows
+from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore, LmdbView
+from gensokyo_idmap.store.postgres.copy import load_rows, read_rows
 
 APP = "102000001"
 

@@ -72,7 +72,7 @@ _LAZY = {
     "Usable": "gensokyo_idmap.idmap",
     "openid_of_app": "gensokyo_idmap.idmap",
     "IdentityStore": "gensokyo_idmap.store.base",
-    "LmdbIdentityStore": "gensokyo_idmap.store.lmdb_identity",
+    "LmdbIdentityStore": "gensokyo_idmap.store.lmdb.identity",
 }
 
 

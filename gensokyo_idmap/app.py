@@ -30,7 +30,7 @@ from gensokyo_idmap.admission import Admission
 from gensokyo_idmap.api import ApiServer
 from gensokyo_idmap.api.settings import ApiSettings
 from gensokyo_idmap.bridge.actions import ActionService
-from gensokyo_idmap.bridge.dedup import ClaimStore, DeliveryLog, DurableClaims, window_seconds
+from gensokyo_idmap.bridge.dedup import window_seconds
 from gensokyo_idmap.bridge.inbound import BridgeSettings, EventSink, InboundBridge, InboundPipeline
 from gensokyo_idmap.bridge.outbound import OutboundSender, OutboundSettings
 from gensokyo_idmap.bridge.outbox import Backlog, Outbox, TrackedSink
@@ -48,8 +48,6 @@ from gensokyo_idmap.identity_backend import (
 from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.link_status import LinkWatch
 from gensokyo_idmap.memory import run_trimmer
-from gensokyo_idmap.msgid import MessageIds, MsgIdMap
-from gensokyo_idmap.msgid_blocks import IdBlocks, reserve_in
 from gensokyo_idmap.onebot.forward_ws import ForwardWsServer
 from gensokyo_idmap.onebot.http_api import HttpApiServer
 from gensokyo_idmap.onebot.http_post import HttpPostTarget
@@ -67,18 +65,21 @@ from gensokyo_idmap.qq.gateway import (
     discover_gateway_retrying,
 )
 from gensokyo_idmap.qq.openapi import OpenApiClient
-from gensokyo_idmap.qq.passive_reply import ReplyBudget, seq_base_for_process
 from gensokyo_idmap.qq.token import AccessTokenManager
 from gensokyo_idmap.qq.webhook import WebhookReceiver
 from gensokyo_idmap.redaction import redact_url
+from gensokyo_idmap.runtime.blocks import IdBlocks, reserve_in
+from gensokyo_idmap.runtime.claims import ClaimStore, DeliveryLog, DurableClaims
+from gensokyo_idmap.runtime.lmdb import LmdbMsgIdStore, open_msgid_store
+from gensokyo_idmap.runtime.msgid import MessageIds, MsgIdMap
+from gensokyo_idmap.runtime.replies import ReplyBudget, seq_base_for_process
 from gensokyo_idmap.store.base import IdentityStore
-from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
-from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore, open_msgid_store
-from gensokyo_idmap.store.lmdb_outbox import LmdbOutboxStore
+from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
+from gensokyo_idmap.store.lmdb.outbox import LmdbOutboxStore
 from gensokyo_idmap.store.serve_lock import ServeLock
 
 if TYPE_CHECKING:
-    from gensokyo_idmap.store.pg_identity import PgIdentityStore
+    from gensokyo_idmap.store.postgres.identity import PgIdentityStore
 
 __all__ = ["Daemon", "StorePreparation", "build_daemon", "run_daemon", "serve_until_stopped"]
 
@@ -387,9 +388,9 @@ async def _runtime_state(config: Config, graph_store: IdentityStore, msgid_store
     """Message ids, delivery claims and reply counts: in msgid-map.db and this process's
     memory, or on the Redis every daemon of the prefix shares (``idmap.runtime_backend``;
     the client closes with ``stack``). Redis is asked once (a ``PING``): one that is down
-    at start degrades the daemon as it would later (:mod:`gensokyo_idmap.runtime_redis`),
+    at start degrades the daemon as it would later (:mod:`gensokyo_idmap.runtime.redis.state`),
     the outage logged now. The message ids' high-water mark is in ``graph_store``
-    (:mod:`msgid_blocks`)."""
+    (:mod:`gensokyo_idmap.runtime.blocks`)."""
     seq_base = seq_base_for_process(time.time())
     ttl = config.idmap.msgid_ttl_seconds
     keep = config.idmap.keep_message_content
@@ -397,9 +398,9 @@ async def _runtime_state(config: Config, graph_store: IdentityStore, msgid_store
     stack.callback(blocks.close)  # a reservation under way ends before the stores close
     if config.idmap.runtime_backend == "redis":
         # imported here: redis-py is an optional extra, needed only by this backend
-        from gensokyo_idmap.runtime_redis import RedisClaims, RedisMsgIdMap, RedisReplyBudget
-        from gensokyo_idmap.store.redis_msgid import RedisMsgIds
-        from gensokyo_idmap.store.redis_runtime import RedisRuntime
+        from gensokyo_idmap.runtime.redis.connection import RedisRuntime
+        from gensokyo_idmap.runtime.redis.scripts import RedisMsgIds
+        from gensokyo_idmap.runtime.redis.state import RedisClaims, RedisMsgIdMap, RedisReplyBudget
 
         runtime = RedisRuntime(config.idmap.redis_url, config.idmap.redis_prefix)
         stack.push_async_callback(runtime.aclose)
@@ -414,9 +415,9 @@ async def _runtime_state(config: Config, graph_store: IdentityStore, msgid_store
 def _limit_server_waits(config: Config) -> None:
     """A PostgreSQL that hangs stops the reads the daemon's tasks make (and hand to worker
     threads) after ``LOOP_WAIT_SECONDS``, not never: for this task and every one it makes
-    from here on (:mod:`gensokyo_idmap.store.pg_connection`)."""
+    from here on (:mod:`gensokyo_idmap.store.postgres.connection`)."""
     if config.idmap.backend == "postgres":
-        from gensokyo_idmap.store.pg_connection import LOOP_WAIT_SECONDS, WAIT_LIMIT
+        from gensokyo_idmap.store.postgres.connection import LOOP_WAIT_SECONDS, WAIT_LIMIT
 
         WAIT_LIMIT.set(LOOP_WAIT_SECONDS)
 
@@ -431,14 +432,14 @@ def _server_checks(config: Config, graph: IdentityGraph | None, msgids: MessageI
     resumes, so waiting for one would wait for ever)."""
     checks: list[tuple[object, ServerCheck]] = []
     if config.idmap.backend == "postgres":
-        from gensokyo_idmap.store.pg_ping import PgPing  # psycopg: an optional extra
+        from gensokyo_idmap.store.postgres.ping import PgPing  # psycopg: an optional extra
 
         ping = (PgPing(config.idmap.postgres_dsn) if graph is None
                 else PgPing(config.idmap.postgres_dsn, known=graph.store.health))
         stack.push_async_callback(ping.aclose)
         checks.append((None if graph is None else graph.store, ping))
     if config.idmap.runtime_backend == "redis":
-        from gensokyo_idmap.store.redis_runtime import RedisRuntime  # redis-py: an extra
+        from gensokyo_idmap.runtime.redis.connection import RedisRuntime  # redis-py: an extra
 
         runtime = msgids.store  # RedisMsgIdMap.store
         assert isinstance(runtime, RedisRuntime)
@@ -591,7 +592,7 @@ async def _run_gateway(
     with ExitStack() as closing_state:
         state: SessionStore
         if config.idmap.backend == "postgres":
-            from gensokyo_idmap.store.pg_gateway_session import PgGatewaySession
+            from gensokyo_idmap.store.postgres.gateway_session import PgGatewaySession
 
             if opening is not None:
                 await asyncio.shield(opening)  # its failure stops the daemon

@@ -30,7 +30,7 @@ from gensokyo_idmap.identity import (
     parse_vuin,
 )
 from gensokyo_idmap.idmap import ANY_IDENTITY, IdentityGraph, openid_of_app
-from gensokyo_idmap.msgid import MessageIds, MsgContext, check_virtual_id
+from gensokyo_idmap.runtime.msgid import MessageIds, MsgContext, check_virtual_id
 from gensokyo_idmap.store.base import LegacyTables, LegacyWriter
 
 __all__ = ["LegacyIdmap"]

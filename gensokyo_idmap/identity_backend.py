@@ -13,8 +13,8 @@ from gensokyo_idmap.config import Config
 
 if TYPE_CHECKING:
     from gensokyo_idmap.store.identity_cache import CachedIdentityStore
-    from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
-    from gensokyo_idmap.store.pg_identity import PgIdentityStore
+    from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
+    from gensokyo_idmap.store.postgres.identity import PgIdentityStore
 
 __all__ = ["cached_identity_store", "identity_store_location", "open_identity_store"]
 
@@ -25,11 +25,11 @@ def open_identity_store(config: Config, *, readonly: bool = False,
     ``readonly``, which refuses one that needs it; ``wait_for_server``: a server that cannot
     be reached leaves the store in an outage until ``PgIdentityStore.reach`` opens it)."""
     if config.idmap.backend == "postgres":
-        from gensokyo_idmap.store.pg_identity import PgIdentityStore
+        from gensokyo_idmap.store.postgres.identity import PgIdentityStore
 
         return PgIdentityStore(config.idmap.postgres_dsn, readonly=readonly,
                                wait_for_server=wait_for_server)
-    from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
+    from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
 
     return LmdbIdentityStore(config.identity_db_path, readonly=readonly,
                              map_size=config.idmap.map_size_mb * 1024 * 1024)
@@ -38,7 +38,7 @@ def open_identity_store(config: Config, *, readonly: bool = False,
 def identity_store_location(config: Config) -> str:
     """Where the configured graph is, for logs and reports (no password)."""
     if config.idmap.backend == "postgres":
-        from gensokyo_idmap.store.pg_connect import describe
+        from gensokyo_idmap.store.postgres.connect import describe
 
         return describe(config.idmap.postgres_dsn)
     return str(config.identity_db_path)
@@ -60,8 +60,8 @@ def cached_identity_store(config: Config, store: LmdbIdentityStore | PgIdentityS
     if idmap.backend != "postgres" or not idmap.redis_url or not idmap.identity_cache_size:
         return store
     # imported here: redis-py is an optional extra
+    from gensokyo_idmap.runtime.redis.invalidation import RedisInvalidations
     from gensokyo_idmap.store.identity_cache import CachedIdentityStore, IdentityCache
-    from gensokyo_idmap.store.redis_invalidation import RedisInvalidations
 
     cache = IdentityCache(idmap.identity_cache_size, idmap.identity_cache_max_age_seconds)
     try:

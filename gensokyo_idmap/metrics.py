@@ -48,7 +48,8 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from gensokyo_idmap import counters
-from gensokyo_idmap.store.base import LegacyCounts, MsgIdCounts, TableCounts
+from gensokyo_idmap.runtime.base import MsgIdCounts
+from gensokyo_idmap.store.base import LegacyCounts, TableCounts
 
 __all__ = [
     "ACTION_SECONDS",

@@ -16,7 +16,7 @@ from __future__ import annotations
 from gensokyo_idmap.errors import BadInputError
 from gensokyo_idmap.identity import OpenId, parse_key, parse_scene
 from gensokyo_idmap.idmap import Recency
-from gensokyo_idmap.msgid import EVENT_KINDS, MessageIds
+from gensokyo_idmap.runtime.msgid import EVENT_KINDS, MessageIds
 
 __all__ = ["chat_recency"]
 

@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from gensokyo_idmap.idmap import BindResult, IdentityGraph, RebindResult, Resolution, VuinView
-from gensokyo_idmap.msgid import MessageIds
-from gensokyo_idmap.store.base import MIGRATION_MARKER, MsgRecord, legacy_counts
+from gensokyo_idmap.runtime.base import MsgRecord
+from gensokyo_idmap.runtime.msgid import MessageIds
+from gensokyo_idmap.store.base import MIGRATION_MARKER, legacy_counts
 
 __all__ = [
     "bind_data",

@@ -49,11 +49,11 @@ from gensokyo_idmap.identity import (
     openid_prefix,
 )
 from gensokyo_idmap.idmap import allocate_vuin, follow_alias, vuin_in_use
-from gensokyo_idmap.msgid import INT32_MAX
-from gensokyo_idmap.msgid_blocks import MSG_RESERVED
+from gensokyo_idmap.runtime.blocks import MSG_RESERVED
+from gensokyo_idmap.runtime.lmdb import LmdbMsgIdStore, MsgIdView
+from gensokyo_idmap.runtime.msgid import INT32_MAX
 from gensokyo_idmap.store.base import MIGRATION_MARKER
-from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore, LmdbView
-from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore, MsgIdView
+from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore, LmdbView
 from migrate.bbolt import BoltFile
 from migrate.progress import Progress
 
@@ -796,7 +796,7 @@ def _migrate_open(path: Path, identity_store: LmdbIdentityStore,
             sha256 = hasher.result()  # (a dry run too: a file that cannot be read fails)
             if msg_counter and not dry_run:
                 # the old message ids feed the high-water mark too: a msgid-map.db lost
-                # later (or none given here) still goes on above them (msgid_blocks)
+                # later (or none given here) still goes on above them (runtime.blocks)
                 held = view.get_meta(MSG_RESERVED)
                 view.set_meta(MSG_RESERVED, max(held if isinstance(held, int) else 0,
                                                 msg_counter % INT32_MAX))

@@ -12,9 +12,9 @@ import asyncio
 
 from gensokyo_idmap.config import Config
 from gensokyo_idmap.errors import BadInputError
+from gensokyo_idmap.runtime.lmdb import LmdbMsgIdStore
 from gensokyo_idmap.store.base import MIGRATION_MARKER, IdentityStore
-from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
-from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore
+from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
 from migrate.legacy import migrate_legacy
 from migrate.progress import LogProgress
 

@@ -20,12 +20,12 @@ from hypothesis import strategies as st
 
 from gensokyo_idmap import metrics
 from gensokyo_idmap.idmap import IdentityGraph
-from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
-from gensokyo_idmap.msgid import MessageIds, MsgIdMap
-from gensokyo_idmap.runtime_redis import RedisMsgIdMap
-from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore
-from gensokyo_idmap.store.redis_msgid import RedisMsgIds
-from gensokyo_idmap.store.redis_runtime import RedisRuntime
+from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
+from gensokyo_idmap.runtime.msgid import MessageIds, MsgIdMap
+from gensokyo_idmap.runtime.redis.state import RedisMsgIdMap
+from gensokyo_idmap.runtime.lmdb import LmdbMsgIdStore
+from gensokyo_idmap.runtime.redis.scripts import RedisMsgIds
+from gensokyo_idmap.runtime.redis.connection import RedisRuntime
 
 # CI runs the property tests derandomized, so a build is red only for a reason that is
 # there every time; local runs keep searching freshly (HYPOTHESIS_PROFILE=ci to reproduce).

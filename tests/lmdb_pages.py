@@ -22,7 +22,7 @@ from pathlib import Path
 
 import lmdb
 
-from gensokyo_idmap.store.lmdb_check import LmdbMeta, _Walk, read_meta, read_metas
+from gensokyo_idmap.store.lmdb.check import LmdbMeta, _Walk, read_meta, read_metas
 
 _SCRATCH = b"\xfftest-tail:"
 

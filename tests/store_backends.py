@@ -79,12 +79,12 @@ def postgres_config(path: Path, schema: str, *, app_id: str, data_dir: Path) -> 
 def store_factory(backend: str, tmp_path: Path) -> Iterator[StoreFactory]:
     """A function opening the same identity store of ``backend`` each time it is called."""
     if backend == "lmdb":
-        from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
+        from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
 
         path = tmp_path / "openid-map.db"
         yield lambda **kw: LmdbIdentityStore(path, **kw)
         return
-    from gensokyo_idmap.store.pg_identity import PgIdentityStore
+    from gensokyo_idmap.store.postgres.identity import PgIdentityStore
 
     with fresh_schema() as schema:
         yield lambda **kw: PgIdentityStore(PG_DSN, schema=schema, pool_size=4, **kw)

@@ -40,7 +40,7 @@ from gensokyo_idmap.errors import SchemaVersionError, StoreError
 from gensokyo_idmap.identity import OpenId
 from gensokyo_idmap.logging import configure_logging
 from gensokyo_idmap.idmap import IdentityGraph
-from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
+from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
 from migrate.startup import migrate_if_found
 
 from gensokyo_idmap.testing import free_port, until

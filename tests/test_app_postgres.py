@@ -17,7 +17,7 @@ from structlog.testing import capture_logs
 from gensokyo_idmap.app import run_daemon
 from gensokyo_idmap.config import Config
 from gensokyo_idmap.errors import BadInputError
-from gensokyo_idmap.store.pg_identity import PgIdentityStore
+from gensokyo_idmap.store.postgres.identity import PgIdentityStore
 from gensokyo_idmap.testing import free_port
 from migrate.startup import migrate_if_found
 

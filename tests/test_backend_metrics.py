@@ -9,8 +9,8 @@ from pathlib import Path
 
 from gensokyo_idmap import counters, metrics
 from gensokyo_idmap.errors import StoreError
-from gensokyo_idmap.store.pg_identity import PgIdentityStore
-from gensokyo_idmap.store.redis_runtime import RedisRuntime
+from gensokyo_idmap.store.postgres.identity import PgIdentityStore
+from gensokyo_idmap.runtime.redis.connection import RedisRuntime
 
 from .pg_proxy import PgProxy
 from .redis_server import PrivateRedis

@@ -12,7 +12,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from gensokyo_idmap.store.redis_runtime import RedisRuntime
+from gensokyo_idmap.runtime.redis.connection import RedisRuntime
 
 from .conftest import REDIS_URL
 from .store_backends import PG_DSN, require_postgres

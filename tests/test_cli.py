@@ -22,7 +22,7 @@ from click.testing import CliRunner, Result
 from gensokyo_idmap.cli import main
 from gensokyo_idmap.identity import OpenId, RUin
 from gensokyo_idmap.store.base import TableCounts
-from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
+from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
 
 APP = "102"
 OPENID_A = "9F3A0C55E1B24D7A8C6E0F1D2B3A4C5D"
@@ -418,7 +418,7 @@ def test_stats_shows_what_frameworks_are_still_owed(cli: Cli, data_dir: Path) ->
     import asyncio
 
     from gensokyo_idmap.bridge.outbox import Outbox
-    from gensokyo_idmap.store.lmdb_outbox import LmdbOutboxStore
+    from gensokyo_idmap.store.lmdb.outbox import LmdbOutboxStore
 
     ok(cli("identity", "resolve", "9F3A"))
 

@@ -12,8 +12,8 @@ import pytest
 from click.testing import CliRunner
 
 from gensokyo_idmap.cli import main
-from gensokyo_idmap.store.pg_identity import PgIdentityStore
-from gensokyo_idmap.store.pg_migrate import known_migrations
+from gensokyo_idmap.store.postgres.identity import PgIdentityStore
+from gensokyo_idmap.store.postgres.migrate import known_migrations
 
 from .store_backends import PG_DSN, fresh_schema
 

@@ -12,8 +12,8 @@ import redis
 from click.testing import CliRunner
 
 from gensokyo_idmap.cli import main
-from gensokyo_idmap.store.redis_msgid import RedisMsgIds
-from gensokyo_idmap.store.redis_runtime import RedisRuntime
+from gensokyo_idmap.runtime.redis.scripts import RedisMsgIds
+from gensokyo_idmap.runtime.redis.connection import RedisRuntime
 
 from .redis_server import PrivateRedis, private_redis  # noqa: F401 - the fixture
 
@@ -37,7 +37,7 @@ def cli(*args: str) -> tuple[int, str]:
 
 
 #: (last position, end of the block) of a store script: from the start, no high-water mark
-#: (a daemon's come from its blocks, msgid_blocks)
+#: (a daemon's come from its blocks, runtime.blocks)
 ANY_POSITION = (0, 2**62)
 
 

@@ -15,9 +15,9 @@ from gensokyo_idmap.compat import LegacyIdmap
 from gensokyo_idmap.errors import BadInputError, NotFoundError, StoreError
 from gensokyo_idmap.identity import OpenId, RawId, RUin, UnionId
 from gensokyo_idmap.idmap import IdentityGraph
-from gensokyo_idmap.msgid import MsgIdMap
-from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
-from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore
+from gensokyo_idmap.runtime.msgid import MsgIdMap
+from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
+from gensokyo_idmap.runtime.lmdb import LmdbMsgIdStore
 
 from .conftest import FakeClock
 

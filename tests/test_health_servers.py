@@ -8,8 +8,8 @@ import asyncio
 from pathlib import Path
 
 from gensokyo_idmap.health import server_problems
-from gensokyo_idmap.store.pg_ping import PgPing
-from gensokyo_idmap.store.redis_runtime import RedisRuntime
+from gensokyo_idmap.store.postgres.ping import PgPing
+from gensokyo_idmap.runtime.redis.connection import RedisRuntime
 
 from .pg_proxy import PgProxy
 from .redis_server import PrivateRedis

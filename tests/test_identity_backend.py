@@ -9,8 +9,8 @@ import pytest
 
 from gensokyo_idmap.config import Config
 from gensokyo_idmap.identity_backend import identity_store_location, open_identity_store
-from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
-from gensokyo_idmap.store.pg_identity import PgIdentityStore
+from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
+from gensokyo_idmap.store.postgres.identity import PgIdentityStore
 
 from .store_backends import PG_DSN, fresh_schema, set_both
 

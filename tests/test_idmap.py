@@ -14,7 +14,7 @@ from structlog.testing import capture_logs
 from gensokyo_idmap.errors import BadInputError, NotFoundError, NoUsableIdentityError
 from gensokyo_idmap.identity import OpenId, RawId, RUin, UnionId
 from gensokyo_idmap.idmap import IdentityGraph, _apply_resolution, openid_of_app
-from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
+from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
 
 from .conftest import APP_ID, FakeClock, run
 from . import store_backends

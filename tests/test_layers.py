@@ -14,7 +14,7 @@ import gensokyo_idmap
 
 PACKAGE = Path(gensokyo_idmap.__file__).parent
 
-MODULES = ["gensokyo_idmap.identity", "gensokyo_idmap.idmap", "gensokyo_idmap.msgid", "gensokyo_idmap.counters",
+MODULES = ["gensokyo_idmap.identity", "gensokyo_idmap.idmap", "gensokyo_idmap.runtime.msgid", "gensokyo_idmap.counters",
            "gensokyo_idmap.store.base"]
 CASES = [(module, backend) for module in MODULES for backend in ("lmdb", "prometheus_client")]
 
@@ -32,16 +32,17 @@ def test_public_names_still_load_on_use() -> None:
              "print(g.LmdbIdentityStore.__module__, g.IdentityGraph.__module__)")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                          timeout=60, check=True).stdout.split()
-    assert out == ["gensokyo_idmap.store.lmdb_identity", "gensokyo_idmap.idmap"]
+    assert out == ["gensokyo_idmap.store.lmdb.identity", "gensokyo_idmap.idmap"]
 
 
 def test_ops_imports_no_private_name_of_store() -> None:
-    """ops/ works on store files through what store/ exports, not its internals."""
+    """ops/ works on store files through what store/ and runtime/ export, not their
+    internals."""
     private = []
     for path in sorted((PACKAGE / "ops").glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
-                    "gensokyo_idmap.store"):
+                    ("gensokyo_idmap.store", "gensokyo_idmap.runtime")):
                 private += [f"{path.name}: {node.module}.{alias.name}"
                             for alias in node.names if alias.name.startswith("_")]
     assert private == []

@@ -16,7 +16,7 @@ from gensokyo_idmap.link_status import LinkWatch
 from gensokyo_idmap.onebot.forward_ws import ForwardWsServer
 from gensokyo_idmap.onebot.reverse_ws import ReverseWsClient
 from gensokyo_idmap.readiness import PlatformReadiness
-from gensokyo_idmap.store.lmdb_outbox import LmdbOutboxStore
+from gensokyo_idmap.store.lmdb.outbox import LmdbOutboxStore
 from gensokyo_idmap.testing import until
 
 from .conftest import run

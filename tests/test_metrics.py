@@ -12,11 +12,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gensokyo_idmap.counters import Durations, Family
 from gensokyo_idmap.metrics import DurationsCollector, HotCounter, StoreSizeCollector
-from gensokyo_idmap.runtime_redis import RedisMsgIdMap
+from gensokyo_idmap.runtime.redis.state import RedisMsgIdMap
 from gensokyo_idmap.store.base import TableCounts, legacy_counts
-from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
-from gensokyo_idmap.store.redis_msgid import RedisMsgIds
-from gensokyo_idmap.store.redis_runtime import RedisRuntime
+from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
+from gensokyo_idmap.runtime.redis.scripts import RedisMsgIds
+from gensokyo_idmap.runtime.redis.connection import RedisRuntime
 from gensokyo_idmap.testing import free_port
 
 

@@ -49,9 +49,9 @@ import pytest
 
 from gensokyo_idmap.config import load_config
 from gensokyo_idmap.hostport import parse_host_port
-from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
-from gensokyo_idmap.store.lmdb_msgid import open_msgid_store
-from gensokyo_idmap.store.lmdb_outbox import LmdbOutboxStore
+from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
+from gensokyo_idmap.runtime.lmdb import open_msgid_store
+from gensokyo_idmap.store.lmdb.outbox import LmdbOutboxStore
 
 from gensokyo_idmap.testing.loopback import free_port
 

@@ -25,12 +25,12 @@ from hypothesis import strategies as st
 from gensokyo_idmap.bridge.inbound import BridgeSettings, InboundBridge
 from gensokyo_idmap.identity import OpenId, UnionId
 from gensokyo_idmap.idmap import IdentityGraph
-from gensokyo_idmap.msgid import MsgIdMap
+from gensokyo_idmap.runtime.msgid import MsgIdMap
 from gensokyo_idmap.bridge.outbound import OutboundSender, OutboundSettings, Target
 from gensokyo_idmap.qq.events import C2CMessage, FriendEvent, GroupMessage, QQEvent
 from gensokyo_idmap.recency import chat_recency
-from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
-from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore
+from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
+from gensokyo_idmap.runtime.lmdb import LmdbMsgIdStore
 
 from .conftest import FakeClock, run
 

@@ -79,7 +79,6 @@ from gensokyo_idmap.identity import (
     parse_vuin,
 )
 from gensokyo_idmap.idmap import IdentityGraph, openid_of_app
-from gensokyo_idmap.msgid import MessageIds, check_virtual_id
 from gensokyo_idmap.readiness import missing
 from gensokyo_idmap.recency import chat_recency
 from gensokyo_idmap.reports import (
@@ -90,6 +89,7 @@ from gensokyo_idmap.reports import (
     stats_data,
     vuin_data,
 )
+from gensokyo_idmap.runtime.msgid import MessageIds, check_virtual_id
 from gensokyo_idmap.store.base import TableCounts, legacy_counts
 
 __all__ = ["ApiServer"]

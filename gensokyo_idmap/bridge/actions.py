@@ -34,7 +34,6 @@ from gensokyo_idmap.errors import (
 )
 from gensokyo_idmap.identity import OpenId, RawId, RUin, VUin, openid_prefix, parse_key
 from gensokyo_idmap.idmap import IdentityGraph
-from gensokyo_idmap.msgid import MessageIds, check_virtual_id
 from gensokyo_idmap.onebot.actions import (
     ActionRequest,
     async_accepted,
@@ -54,6 +53,7 @@ from gensokyo_idmap.onebot.message import (
     segments_to_cq,
     segments_to_json,
 )
+from gensokyo_idmap.runtime.msgid import MessageIds, check_virtual_id
 
 __all__ = ["ActionService"]
 

@@ -4,7 +4,7 @@ A :class:`Chat` is what the bridge knows of a conversation, the way a portal obj
 room in a Matrix bridge: the scene its ``last_seen`` entries are kept under
 (:func:`~gensokyo_idmap.identity.chat_scene`, the one spelling, which the graph side reads
 too), the msgid-map context of its messages and of its reply-able events, and how long a
-message of it can be replied to (:mod:`gensokyo_idmap.qq.passive_reply`). Nothing here keeps
+message of it can be replied to (:mod:`gensokyo_idmap.runtime.replies`). Nothing here keeps
 state: a Chat is a value, equal to any other naming the same conversation.
 """
 
@@ -15,8 +15,8 @@ from typing import Final, Literal
 
 from gensokyo_idmap.errors import BadInputError
 from gensokyo_idmap.identity import QQ_PLATFORM, chat_scene, parse_scene
-from gensokyo_idmap.msgid import EVENT_KINDS, MsgContext
-from gensokyo_idmap.qq.passive_reply import REPLY_WINDOW_SECONDS
+from gensokyo_idmap.runtime.msgid import EVENT_KINDS, MsgContext
+from gensokyo_idmap.runtime.replies import REPLY_WINDOW_SECONDS
 
 __all__ = ["CHAT_KINDS", "GROUP_CHAT_KINDS", "GUILD_CHAT_KINDS", "Chat", "ChatKind", "Direction"]
 

@@ -54,7 +54,7 @@ import structlog
 from gensokyo_idmap import metrics
 from gensokyo_idmap.bridge.chat import Chat, ChatKind
 from gensokyo_idmap.bridge.chat_turns import ChatTurns, wait_all
-from gensokyo_idmap.bridge.dedup import DeliveryLog, delivery_key
+from gensokyo_idmap.bridge.dedup import delivery_key
 from gensokyo_idmap.bridge.guilds import directory_of
 from gensokyo_idmap.bridge.message_filter import MessageFilter
 from gensokyo_idmap.bridge.outbox import TrackedSink
@@ -62,12 +62,13 @@ from gensokyo_idmap.bridge.translators import TRANSLATORS, Scope, Translator, at
 from gensokyo_idmap.errors import IdmapError, StoreError
 from gensokyo_idmap.identity import IdentityKey, OpenId, RawId
 from gensokyo_idmap.idmap import IdentityGraph
-from gensokyo_idmap.msgid import MessageIds, MsgContext
 from gensokyo_idmap.onebot import events as ob
 from gensokyo_idmap.onebot.event_queue import EventBacklog
 from gensokyo_idmap.onebot.message import Segment
 from gensokyo_idmap.qq.events import Interaction, QQEvent
 from gensokyo_idmap.recent_cache import RecentCache
+from gensokyo_idmap.runtime.claims import DeliveryLog
+from gensokyo_idmap.runtime.msgid import MessageIds, MsgContext
 
 __all__ = ["BridgeSettings", "EventSink", "InboundBridge", "InboundPipeline",
            "attachment_segment"]

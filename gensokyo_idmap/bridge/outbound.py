@@ -11,7 +11,7 @@ Rules:
    that is neither a known identity nor a well-formed OpenID (32 hex digits), is refused
    naming the parameter: nothing is sent.
    A rebound vUIN's alias resolves to the new vUIN first.
-2. **Always a passive reply** (:mod:`gensokyo_idmap.qq.passive_reply`): a ``reply`` segment's
+2. **Always a passive reply** (:mod:`gensokyo_idmap.runtime.replies`): a ``reply`` segment's
    message, else the newest received message of the chat still in its window with replies
    left, else the newest non-message event of the chat; with no usable id the platform
    answers, and its refusal is the action's failure.
@@ -74,11 +74,11 @@ from gensokyo_idmap.identity import (
     parse_client_input,
 )
 from gensokyo_idmap.idmap import IdentityGraph, Recency, Usable, openid_of_app
-from gensokyo_idmap.msgid import MAX_CONTENT_BYTES, MessageIds, MsgContext, check_virtual_id
 from gensokyo_idmap.onebot.message import Segment, segments_to_cq_within
 from gensokyo_idmap.qq.outgoing import channel_message_body, check_channel_parts, message_body
-from gensokyo_idmap.qq.passive_reply import ReplyBudget, ReplyTo
 from gensokyo_idmap.recency import chat_recency
+from gensokyo_idmap.runtime.msgid import MAX_CONTENT_BYTES, MessageIds, MsgContext, check_virtual_id
+from gensokyo_idmap.runtime.replies import ReplyBudget, ReplyTo
 
 __all__ = ["OutboundSender", "OutboundSettings", "PlatformClient", "Target",
            "failure_detail"]

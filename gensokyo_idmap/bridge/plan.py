@@ -30,7 +30,6 @@ from typing import Any, Final, Literal
 from gensokyo_idmap import jsonio
 from gensokyo_idmap.bridge.chat import GUILD_CHAT_KINDS
 from gensokyo_idmap.errors import BadInputError
-from gensokyo_idmap.msgid import check_virtual_id
 from gensokyo_idmap.onebot.message import Segment
 from gensokyo_idmap.qq.outgoing import (
     FILE_ANY,
@@ -43,6 +42,7 @@ from gensokyo_idmap.qq.outgoing import (
     Media,
     OutgoingPart,
 )
+from gensokyo_idmap.runtime.msgid import check_virtual_id
 
 __all__ = ["EMOJI_TEXT_CHATS", "FILE_TYPES", "MessagePlan", "UnsupportedSegments",
            "plan_message"]

@@ -26,7 +26,6 @@ from gensokyo_idmap.bridge import guild_inbound as guild
 from gensokyo_idmap.bridge.chat import ChatKind
 from gensokyo_idmap.bridge.guilds import ConfigEntry, channel_entries, dm_entries
 from gensokyo_idmap.identity import IdentityKey, OpenId
-from gensokyo_idmap.msgid import MAX_CONTENT_BYTES, MsgContext
 from gensokyo_idmap.onebot import events as ob
 from gensokyo_idmap.onebot.message import Segment, segments_to_cq_within
 from gensokyo_idmap.qq.events import (
@@ -46,6 +45,7 @@ from gensokyo_idmap.qq.events import (
     Resumed,
     UnknownEvent,
 )
+from gensokyo_idmap.runtime.msgid import MAX_CONTENT_BYTES, MsgContext
 
 __all__ = ["REPLYABLE_EVENTS", "TRANSLATORS", "Scope", "Translator", "attachment_segment"]
 

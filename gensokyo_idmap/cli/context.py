@@ -17,13 +17,13 @@ from gensokyo_idmap.data_dir import IDENTITY_DB, MSGID_DB, DataDir
 from gensokyo_idmap.errors import BadInputError, NotFoundError
 from gensokyo_idmap.identity_backend import cached_identity_store, open_identity_store
 from gensokyo_idmap.idmap import IdentityGraph
-from gensokyo_idmap.msgid import MsgIdMap
-from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
-from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore, open_msgid_store
+from gensokyo_idmap.runtime.lmdb import LmdbMsgIdStore, open_msgid_store
+from gensokyo_idmap.runtime.msgid import MsgIdMap
+from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
 
 if TYPE_CHECKING:
     from gensokyo_idmap.store.identity_cache import CachedIdentityStore
-    from gensokyo_idmap.store.pg_identity import PgIdentityStore
+    from gensokyo_idmap.store.postgres.identity import PgIdentityStore
 
 __all__ = ["ROOT_CONFIG", "CliContext", "EnvOption", "RootConfigOption", "check_app_id_option",
            "existing", "open_graph", "open_msgids"]

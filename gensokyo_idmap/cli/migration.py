@@ -15,8 +15,8 @@ from gensokyo_idmap.cli.output import emit
 from gensokyo_idmap.data_dir import IDENTITY_DB
 from gensokyo_idmap.errors import BadInputError
 from gensokyo_idmap.logging import configure_logging
-from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
-from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore, open_msgid_store
+from gensokyo_idmap.runtime.lmdb import LmdbMsgIdStore, open_msgid_store
+from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
 
 __all__ = ["migrate_command"]
 
@@ -80,8 +80,8 @@ def _migrate_into_postgres(ctx: CliContext, legacy: Path, dry_run: bool) -> None
     So the migration code stays on the store interfaces and never learns PostgreSQL, and
     a kill at any moment leaves the graph empty or migrated."""
     from gensokyo_idmap.ops.store_copy import copy_graph, read_lmdb_rows
-    from gensokyo_idmap.store.pg_connect import describe
-    from gensokyo_idmap.store.pg_copy import load_rows, target_state
+    from gensokyo_idmap.store.postgres.connect import describe
+    from gensokyo_idmap.store.postgres.copy import load_rows, target_state
     from migrate.legacy import MigrationReport, migrate_legacy
     from migrate.progress import progress_reporter
 

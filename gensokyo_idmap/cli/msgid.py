@@ -13,13 +13,13 @@ import click
 from gensokyo_idmap.cli.context import CliContext, EnvOption, open_msgids
 from gensokyo_idmap.cli.output import emit
 from gensokyo_idmap.errors import StoreError
-from gensokyo_idmap.msgid import DEFAULT_MSGID_TTL_SECONDS, MsgContext, check_virtual_id
 from gensokyo_idmap.redaction import redact_url
 from gensokyo_idmap.reports import record_data
-from gensokyo_idmap.store.base import MsgIdCounts, MsgRecord
+from gensokyo_idmap.runtime.base import MsgIdCounts, MsgRecord
+from gensokyo_idmap.runtime.msgid import DEFAULT_MSGID_TTL_SECONDS, MsgContext, check_virtual_id
 
 if TYPE_CHECKING:
-    from gensokyo_idmap.store.redis_msgid import RedisMsgIds
+    from gensokyo_idmap.runtime.redis.scripts import RedisMsgIds
 
 __all__ = ["msgid"]
 
@@ -32,8 +32,8 @@ def _redis_msgids(ctx: CliContext) -> Iterator[RedisMsgIds]:
     daemon's soft fallback, "unknown", would be a wrong answer here)."""
     import redis
 
-    from gensokyo_idmap.store.redis_msgid import RedisMsgIds
-    from gensokyo_idmap.store.redis_runtime import RedisRuntime
+    from gensokyo_idmap.runtime.redis.connection import RedisRuntime
+    from gensokyo_idmap.runtime.redis.scripts import RedisMsgIds
 
     assert ctx.config is not None
     runtime = RedisRuntime(ctx.config.idmap.redis_url, ctx.config.idmap.redis_prefix)

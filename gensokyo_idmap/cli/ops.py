@@ -13,8 +13,8 @@ from gensokyo_idmap.cli.context import CliContext, open_graph, open_msgids
 from gensokyo_idmap.cli.output import emit
 from gensokyo_idmap.config import Config
 from gensokyo_idmap.errors import BadInputError
-from gensokyo_idmap.msgid import DEFAULT_MSGID_TTL_SECONDS
 from gensokyo_idmap.reports import stats_data
+from gensokyo_idmap.runtime.msgid import DEFAULT_MSGID_TTL_SECONDS
 
 __all__ = ["RECOVER_ON_POSTGRES", "backup_command", "recover_group", "stats_command",
            "verify_command"]
@@ -72,8 +72,8 @@ def stats_command(ctx: CliContext) -> None:
 
 def _postgres_schema_version(config: Config) -> int:
     """The migration the PostgreSQL graph is at (``stats``; ``db status`` lists them)."""
-    from gensokyo_idmap.store.pg_connect import connect
-    from gensokyo_idmap.store.pg_migrate import migration_status
+    from gensokyo_idmap.store.postgres.connect import connect
+    from gensokyo_idmap.store.postgres.migrate import migration_status
 
     with connect(config.idmap.postgres_dsn) as conn:
         return migration_status(conn).current

@@ -61,7 +61,7 @@ def _postgres_url(_ctx: click.Context, _param: click.Parameter, value: str | Non
 def db_group(click_ctx: click.Context, postgres_dsn: str | None, config_path: Path | None,
              schema: str | None) -> None:
     """Upgrade or show the schema of a PostgreSQL identity graph (idmap.backend: postgres)."""
-    from gensokyo_idmap.store.pg_connect import check_schema_name
+    from gensokyo_idmap.store.postgres.connect import check_schema_name
 
     click_ctx.meta["gsk.database"] = _Database(
         postgres_dsn, config_path, None if schema is None else check_schema_name(schema))
@@ -76,8 +76,8 @@ def _database(click_ctx: click.Context) -> _Database:
 @click.pass_context
 def db_upgrade(click_ctx: click.Context) -> None:
     """Apply the migrations the database has not run yet (each once, in one transaction)."""
-    from gensokyo_idmap.store.pg_connect import connect
-    from gensokyo_idmap.store.pg_migrate import migration_status, upgrade
+    from gensokyo_idmap.store.postgres.connect import connect
+    from gensokyo_idmap.store.postgres.migrate import migration_status, upgrade
 
     database = _database(click_ctx)
     ctx: CliContext = click_ctx.obj
@@ -95,8 +95,8 @@ def db_upgrade(click_ctx: click.Context) -> None:
 def db_status(click_ctx: click.Context) -> None:
     """The migrations applied (with their SHA-256) and pending; refuses a database whose
     migrations this gensokyo-idmap does not know or whose checksums differ (exit 1)."""
-    from gensokyo_idmap.store.pg_connect import connect
-    from gensokyo_idmap.store.pg_migrate import migration_status
+    from gensokyo_idmap.store.postgres.connect import connect
+    from gensokyo_idmap.store.postgres.migrate import migration_status
 
     database = _database(click_ctx)
     ctx: CliContext = click_ctx.obj
@@ -144,8 +144,8 @@ def store_copy(ctx: CliContext, to: str, source_file: Path | None, postgres_dsn:
     daemon's live openid-map.db while it runs, or stop it for a graph that stays current.
     """
     from gensokyo_idmap.ops.store_copy import copy_graph, read_lmdb_rows, write_lmdb_rows
-    from gensokyo_idmap.store.pg_connect import check_schema_name, describe
-    from gensokyo_idmap.store.pg_copy import load_rows, read_rows
+    from gensokyo_idmap.store.postgres.connect import check_schema_name, describe
+    from gensokyo_idmap.store.postgres.copy import load_rows, read_rows
 
     if schema is not None:
         check_schema_name(schema)

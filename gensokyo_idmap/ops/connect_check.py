@@ -40,8 +40,8 @@ class Reached:
 def _postgres(dsn: str) -> Reached:
     where = describe_dsn(dsn)  # as every PostgreSQL message names it, a key/value DSN too
     try:
-        from gensokyo_idmap.store.pg_connect import connect
-        from gensokyo_idmap.store.pg_migrate import migration_status
+        from gensokyo_idmap.store.postgres.connect import connect
+        from gensokyo_idmap.store.postgres.migrate import migration_status
     except ImportError:
         return Reached("postgresql", where, False, "psycopg is not installed: pip "
                        "install 'gensokyo-idmap[postgres]'")
@@ -66,7 +66,7 @@ def _redis(url: str, prefix: str) -> Reached:
     try:
         import redis
 
-        from gensokyo_idmap.store.redis_runtime import RedisRuntime
+        from gensokyo_idmap.runtime.redis.connection import RedisRuntime
     except ImportError:
         return Reached("redis", where, False, "redis-py is not installed: pip install "
                        "'gensokyo-idmap[redis]'")

@@ -25,11 +25,11 @@ from gensokyo_idmap.data_dir import IDENTITY_DB, OUTBOX_DB
 from gensokyo_idmap.errors import BadInputError, NotFoundError, StoreError
 from gensokyo_idmap.ops.verify import GraphSnapshot, VerifyReport, check_graph
 from gensokyo_idmap.redaction import redact_url
-from gensokyo_idmap.store.lmdb_check import DamagedStoreError
-from gensokyo_idmap.store.lmdb_identity import RECOVERY as IDENTITY_RECOVERY
-from gensokyo_idmap.store.lmdb_identity import SCHEMA_VERSION, UPGRADES
-from gensokyo_idmap.store.lmdb_identity import TABLES as IDENTITY_TABLES
-from gensokyo_idmap.store.lmdb_open import (
+from gensokyo_idmap.store.lmdb.check import DamagedStoreError
+from gensokyo_idmap.store.lmdb.identity import RECOVERY as IDENTITY_RECOVERY
+from gensokyo_idmap.store.lmdb.identity import SCHEMA_VERSION, UPGRADES
+from gensokyo_idmap.store.lmdb.identity import TABLES as IDENTITY_TABLES
+from gensokyo_idmap.store.lmdb.opening import (
     begin_read,
     check_before_map,
     check_pinned,
@@ -39,8 +39,8 @@ from gensokyo_idmap.store.lmdb_open import (
     prepare_lock_file,
     refused,
 )
-from gensokyo_idmap.store.lmdb_outbox import RECOVERY as OUTBOX_RECOVERY
-from gensokyo_idmap.store.lmdb_outbox import sink_of_key
+from gensokyo_idmap.store.lmdb.outbox import RECOVERY as OUTBOX_RECOVERY
+from gensokyo_idmap.store.lmdb.outbox import sink_of_key
 
 __all__ = ["KNOWN_SCHEMA_VERSIONS", "BackupResult", "backup_store", "check_dest",
            "held_by_another_process", "lock_path",

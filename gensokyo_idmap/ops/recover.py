@@ -26,9 +26,9 @@ from gensokyo_idmap.ops.lmdb_files import (
     move_aside,
     owed_per_sink,
 )
-from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
-from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore, open_msgid_store
-from gensokyo_idmap.store.lmdb_outbox import LmdbOutboxStore
+from gensokyo_idmap.runtime.lmdb import LmdbMsgIdStore, open_msgid_store
+from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
+from gensokyo_idmap.store.lmdb.outbox import LmdbOutboxStore
 
 __all__ = ["IdentityRecovery", "Migration", "MigrationSummary", "MsgIdReset", "OutboxReset",
            "recover_identities", "reset_msgids", "reset_outbox"]

@@ -8,7 +8,7 @@ empty target (``copied``). The two formats:
 
 - openid-map.db (LMDB): read raw through a read-only handle, so it may be the daemon's
   live file or a backup; written through :class:`LmdbIdentityStore` into a new file.
-- PostgreSQL: :mod:`gensokyo_idmap.store.pg_copy` (``COPY``, one transaction, one snapshot).
+- PostgreSQL: :mod:`gensokyo_idmap.store.postgres.copy` (``COPY``, one transaction, one snapshot).
 
 A PostgreSQL graph's backup is an openid-map.db file: the one format every backup has, so
 ``verify FILE`` checks it and ``store copy --from FILE --to postgres`` restores it (or the
@@ -36,10 +36,10 @@ from gensokyo_idmap.ops.lmdb_files import (
 )
 from gensokyo_idmap.ops.verify import GraphSnapshot, VerifyReport, check_graph
 from gensokyo_idmap.store.base import MIGRATION_MARKER, LastSeen
-from gensokyo_idmap.store.codec import decode_u64, decode_value, encode_u64, encode_value
 from gensokyo_idmap.store.graph_rows import GraphRows, Uncarried, uncarriable
-from gensokyo_idmap.store.lmdb_identity import TABLES, LmdbIdentityStore, LmdbView
-from gensokyo_idmap.store.lmdb_open import begin_read, fsync_path, lock_path
+from gensokyo_idmap.store.lmdb.codec import decode_u64, decode_value, encode_u64, encode_value
+from gensokyo_idmap.store.lmdb.identity import TABLES, LmdbIdentityStore, LmdbView
+from gensokyo_idmap.store.lmdb.opening import begin_read, fsync_path, lock_path
 
 __all__ = ["CopyReport", "backup_postgres", "copy_graph", "read_lmdb_rows", "verify_postgres",
            "write_lmdb_rows"]
@@ -223,8 +223,8 @@ def verify_postgres(dsn: str, schema: str | None = None) -> VerifyReport:
     """Every graph invariant ``verify`` checks on openid-map.db, on the PostgreSQL graph
     (one snapshot). Its schema version is checked by its migrations instead (reading
     refuses one this gensokyo-idmap does not know)."""
-    from gensokyo_idmap.store.pg_connect import describe
-    from gensokyo_idmap.store.pg_copy import read_rows
+    from gensokyo_idmap.store.postgres.connect import describe
+    from gensokyo_idmap.store.postgres.copy import read_rows
 
     rows = read_rows(dsn, schema)
     violations = [v for v in check_graph(snapshot_of(rows), KNOWN_SCHEMA_VERSIONS)
@@ -239,8 +239,8 @@ def backup_postgres(dsn: str, dest: Path, *, force: bool = False,
     """The PostgreSQL graph (one snapshot) as a new openid-map.db at ``dest``, written
     beside it under a temporary name, verified, and only then renamed into place (as the
     LMDB backup)."""
-    from gensokyo_idmap.store.pg_connect import describe
-    from gensokyo_idmap.store.pg_copy import read_rows
+    from gensokyo_idmap.store.postgres.connect import describe
+    from gensokyo_idmap.store.postgres.copy import read_rows
 
     target = check_dest(dest, force)
     partial = target.with_name(f".{target.name}.partial-{os.getpid()}")

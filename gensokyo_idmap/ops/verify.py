@@ -29,7 +29,7 @@ from typing import Any, Final
 from gensokyo_idmap.errors import BadInputError
 from gensokyo_idmap.identity import MAX_VUIN, parse_key
 from gensokyo_idmap.idmap import MAX_ALIAS_HOPS
-from gensokyo_idmap.store.codec import decode_u64, decode_value
+from gensokyo_idmap.store.lmdb.codec import decode_u64, decode_value
 
 __all__ = ["GraphSnapshot", "VerifyReport", "Violation", "check_graph"]
 

@@ -13,7 +13,7 @@ Rules:
    when done per event) and always when the connection ends. The saved seq is never ahead
    of what was processed; after a crash it may lag by that interval, and the platform then
    replays those few events again (never lost; the pipeline knows them from their durable
-   claims and skips them, see ``dedup``). After a drop or a restart
+   claims and skips them, see ``runtime.claims``). After a drop or a restart
    the client Resumes from there; if the platform refuses the Resume (op 9, close 4006 /
    4007 / 49xx) it Identifies afresh.
 3. **Close codes**: 4004 drops the access token before retrying; 4009 keeps the session;
@@ -94,7 +94,7 @@ class _Saved(NamedTuple):
 class SessionStore(Protocol):
     """Where a shard's session id and watermark seq are kept between connections and
     restarts: :class:`GatewayState` (a file), or PostgreSQL
-    (:class:`~gensokyo_idmap.store.pg_gateway_session.PgGatewaySession`)."""
+    (:class:`~gensokyo_idmap.store.postgres.gateway_session.PgGatewaySession`)."""
 
     def load(self) -> tuple[str | None, int | None]:
         """(session id, seq) saved last, (None, None) if none was."""

@@ -11,7 +11,7 @@ Rules (reference qq-platform.md §3):
 2. **Nothing old gets in.** A signed callback whose timestamp is older than
    ``max_age_seconds`` (``webhook.max_age_seconds``), or too far ahead of our clock, is
    answered 401: a captured callback cannot be replayed later. Within that age a repeat is
-   a duplicate, and the de-duplication window is at least that long (``dedup``).
+   a duplicate, and the de-duplication window is at least that long (``runtime.claims``).
 3. **Only this bot's callbacks.** ``X-Bot-Appid``, when present, must be ``bot.app_id``
    (403 otherwise): a callback meant for another bot is not processed as ours.
 4. **One size limit, one error shape.** A body over 4 MiB is answered 413 with the JSON

@@ -2,10 +2,10 @@
 ``backup`` and ``verify`` move between openid-map.db (LMDB) and PostgreSQL.
 
 Pure: reading and writing a backend is the job of :mod:`gensokyo_idmap.ops.store_copy`
-(LMDB) and :mod:`pg_copy` (PostgreSQL). :func:`uncarriable` says which rows a target could
-not hold as they are (a NUL in a key, a scene too long, a forward entry whose vUIN's set
-does not list it back …), so a copy is refused whole, naming each of them, rather than
-half carried or stopped by the database half way.
+(LMDB) and :mod:`.postgres.copy` (PostgreSQL). :func:`uncarriable` says which rows a
+target could not hold as they are (a NUL in a key, a scene too long, a forward entry whose
+vUIN's set does not list it back …), so a copy is refused whole, naming each of them,
+rather than half carried or stopped by the database half way.
 """
 
 from __future__ import annotations

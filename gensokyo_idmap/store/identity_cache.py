@@ -14,9 +14,9 @@ store and answers a known identity from memory. Rules:
 3. **Every write says what it changed.** A write function runs on a recording view that
    notes the keys whose vUIN changed and the vUINs whose ``last_seen`` changed; once the
    write committed, those are dropped here and handed to ``publish`` for the other
-   daemons (Redis pub/sub: :mod:`redis_invalidation`). Numbers the write allocated and
-   keys that had no vUIN before are left out: nobody can hold an entry for them, so a
-   flood of new people publishes nothing.
+   daemons (Redis pub/sub: :mod:`gensokyo_idmap.runtime.redis.invalidation`). Numbers the
+   write allocated and keys that had no vUIN before are left out: nobody can hold an entry
+   for them, so a flood of new people publishes nothing.
 4. **A fill never outlives an invalidation it raced with.** Each invalidation (and each
    clear) bumps a generation; a probe remembers the generation before it asks the store
    and fills only if it is unchanged, so an answer read before another daemon's commit
@@ -291,7 +291,7 @@ def _run_recorded(view: IdentityWriter, *, fn: Callable[[IdentityWriter], T],
                   changes: Changes, keys: object = None) -> T:
     """``fn`` on a recording view. ``keys`` is not used here: it carries ``fn``'s own
     ``keys`` argument on, the hint a backend may read from a batch's functions to fetch
-    their keys together (``pg_view.keys_looked_up``)."""
+    their keys together (``postgres.view.keys_looked_up``)."""
     # numbers allocated are per run: a conflict re-runs the function on a fresh snapshot
     return fn(_RecordingWriter(view, changes, set()))
 

@@ -17,8 +17,8 @@ from gensokyo_idmap.api.console.status import LinkStatus
 from gensokyo_idmap.api.server import ApiServer
 from gensokyo_idmap.api.settings import ApiSettings
 from gensokyo_idmap.idmap import IdentityGraph
-from gensokyo_idmap.msgid import MsgIdMap
-from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore
+from gensokyo_idmap.runtime.msgid import MsgIdMap
+from gensokyo_idmap.runtime.lmdb import LmdbMsgIdStore
 
 from ..conftest import run
 

@@ -13,9 +13,9 @@ from aiohttp import web
 from gensokyo_idmap.api.server import ApiServer
 from gensokyo_idmap.api.settings import ApiSettings
 from gensokyo_idmap.idmap import IdentityGraph
-from gensokyo_idmap.msgid import MsgIdMap
-from gensokyo_idmap.store.pg_ping import PgPing
-from gensokyo_idmap.store.redis_runtime import RedisRuntime
+from gensokyo_idmap.runtime.msgid import MsgIdMap
+from gensokyo_idmap.store.postgres.ping import PgPing
+from gensokyo_idmap.runtime.redis.connection import RedisRuntime
 
 from ..conftest import run
 from ..pg_proxy import PgProxy

@@ -35,10 +35,10 @@ from gensokyo_idmap.api.openapi import openapi_document
 from gensokyo_idmap.api.server import ApiServer
 from gensokyo_idmap.api.settings import ApiSettings
 from gensokyo_idmap.idmap import IdentityGraph
-from gensokyo_idmap.msgid import MsgIdMap
+from gensokyo_idmap.runtime.msgid import MsgIdMap
 from gensokyo_idmap.onebot.http_api import HttpApiServer
-from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
-from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore
+from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
+from gensokyo_idmap.runtime.lmdb import LmdbMsgIdStore
 
 from ..onebot.test_http_api import echo_params
 

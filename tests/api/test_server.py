@@ -7,8 +7,8 @@ from typing import Any
 
 from gensokyo_idmap.api.console.status import LinkView
 from gensokyo_idmap.identity import OpenId, RUin
-from gensokyo_idmap.msgid import MsgContext
 from gensokyo_idmap.readiness import PlatformReadiness
+from gensokyo_idmap.runtime.msgid import MsgContext
 
 from ..conftest import FakeClock
 from gensokyo_idmap.testing.loopback import raw_request

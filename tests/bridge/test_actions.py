@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from gensokyo_idmap.errors import UnsupportedError
-from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
-from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore
+from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
+from gensokyo_idmap.runtime.lmdb import LmdbMsgIdStore
 
 from ..conftest import FakeClock
 from .test_outbound import GROUP, GROUP2, USER, USER2, Harness, with_daemon

@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 from gensokyo_idmap.bridge.chat import CHAT_KINDS, Chat
 from gensokyo_idmap.errors import BadInputError
 from gensokyo_idmap.identity import OpenId, chat_scene
-from gensokyo_idmap.msgid import EVENT_KINDS
-from gensokyo_idmap.qq.passive_reply import REPLY_WINDOW_SECONDS
+from gensokyo_idmap.runtime.msgid import EVENT_KINDS
+from gensokyo_idmap.runtime.replies import REPLY_WINDOW_SECONDS
 
 PLATFORMS = st.from_regex(r"[A-Za-z][A-Za-z0-9_]{0,31}", fullmatch=True)
 APP_IDS = st.from_regex(r"[0-9]{1,20}", fullmatch=True)

@@ -11,9 +11,9 @@ from gensokyo_idmap.bridge.actions import ActionService
 from gensokyo_idmap.bridge.outbound import OutboundSender, OutboundSettings
 from gensokyo_idmap.identity import RawId
 from gensokyo_idmap.idmap import IdentityGraph
-from gensokyo_idmap.msgid import MsgIdMap
-from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
-from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore
+from gensokyo_idmap.runtime.msgid import MsgIdMap
+from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
+from gensokyo_idmap.runtime.lmdb import LmdbMsgIdStore
 from gensokyo_idmap.testing.platform_emulator import (
     APP,
     CHANNEL,

@@ -15,14 +15,15 @@ from structlog.testing import capture_logs
 
 from gensokyo_idmap import jsonio
 from gensokyo_idmap.bridge.inbound import BridgeSettings, InboundBridge, InboundPipeline
-from gensokyo_idmap.bridge.dedup import DeliveryLog, DurableClaims, delivery_key, stored_key
+from gensokyo_idmap.bridge.dedup import delivery_key
+from gensokyo_idmap.runtime.claims import DeliveryLog, DurableClaims, stored_key
 from gensokyo_idmap.errors import BadInputError
 from gensokyo_idmap.identity import OpenId, UnionId
 from gensokyo_idmap.idmap import IdentityGraph
-from gensokyo_idmap.msgid import MsgIdMap
+from gensokyo_idmap.runtime.msgid import MsgIdMap
 from gensokyo_idmap.qq.events import parse_dispatch, parse_envelope
-from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
-from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore
+from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
+from gensokyo_idmap.runtime.lmdb import LmdbMsgIdStore
 from gensokyo_idmap.testing.platform_emulator import c2c_message, group_message, quoting
 
 from ..conftest import ANY_JSON, ANY_TEXT, MSGID_BACKENDS, FakeClock, msgid_map, run
@@ -480,7 +481,7 @@ def test_any_text_through_parse_bridge_and_every_transports_encoder() -> None:
             messages.close()
 
 
-# --- pipeline: durable claims (dedup rules 2 to 4) -------------------------------------------
+# --- pipeline: durable claims (claims rules 2 to 4) -------------------------------------------
 
 
 class ClaimWatcher:

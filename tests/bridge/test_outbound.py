@@ -22,14 +22,14 @@ from gensokyo_idmap.bridge.actions import ActionService
 from gensokyo_idmap.bridge.inbound import BridgeSettings, InboundBridge
 from gensokyo_idmap.identity import OpenId, RUin
 from gensokyo_idmap.idmap import IdentityGraph
-from gensokyo_idmap.msgid import MAX_CONTENT_BYTES, MsgIdMap
+from gensokyo_idmap.runtime.msgid import MAX_CONTENT_BYTES, MsgIdMap
 from gensokyo_idmap.bridge import outbound
 from gensokyo_idmap.bridge.outbound import OutboundSender, OutboundSettings
-from gensokyo_idmap.qq.passive_reply import ReplyBudget
+from gensokyo_idmap.runtime.replies import ReplyBudget
 from gensokyo_idmap.qq.events import parse_dispatch, parse_envelope
-from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
-from gensokyo_idmap.store.base import MsgRecord
-from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore
+from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
+from gensokyo_idmap.runtime.base import MsgRecord
+from gensokyo_idmap.runtime.lmdb import LmdbMsgIdStore
 
 from gensokyo_idmap.testing.platform_emulator import APP, EmulatedPlatform
 
@@ -595,7 +595,7 @@ def test_after_a_restart_spent_ids_and_repeated_seqs_are_moved_past(
 
 
 def test_each_process_numbers_msg_seq_from_its_own_offset() -> None:
-    from gensokyo_idmap.qq.passive_reply import seq_base_for_process
+    from gensokyo_idmap.runtime.replies import seq_base_for_process
 
     first, later = seq_base_for_process(1_700_000_123), seq_base_for_process(1_700_000_124)
     assert first != later and 0 < first < 2**31 - 1000 and 0 < later < 2**31 - 1000

@@ -12,15 +12,15 @@ from typing import Any
 from structlog.testing import capture_logs
 
 from gensokyo_idmap.bridge.inbound import BridgeSettings, InboundBridge, InboundPipeline
-from gensokyo_idmap.bridge.dedup import DeliveryLog
+from gensokyo_idmap.runtime.claims import DeliveryLog
 from gensokyo_idmap.idmap import IdentityGraph
-from gensokyo_idmap.msgid import MsgIdMap
+from gensokyo_idmap.runtime.msgid import MsgIdMap
 from gensokyo_idmap.onebot.event_queue import EventQueue
 from gensokyo_idmap.bridge.outbox import Backlog, Outbox, Tracked, TrackedSink
 from gensokyo_idmap.qq.events import parse_dispatch, parse_envelope
-from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
-from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore
-from gensokyo_idmap.store.lmdb_outbox import LmdbOutboxStore
+from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
+from gensokyo_idmap.runtime.lmdb import LmdbMsgIdStore
+from gensokyo_idmap.store.lmdb.outbox import LmdbOutboxStore
 
 from ..conftest import unencodable
 

@@ -13,11 +13,11 @@ import pytest
 from gensokyo_idmap.bridge.inbound import BridgeSettings, InboundBridge
 from gensokyo_idmap.bridge.translators import TRANSLATORS, Translator
 from gensokyo_idmap.idmap import IdentityGraph
-from gensokyo_idmap.msgid import MsgIdMap
+from gensokyo_idmap.runtime.msgid import MsgIdMap
 from gensokyo_idmap.qq import events
 from gensokyo_idmap.qq.events import QQEvent, parse_dispatch, parse_envelope
-from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
-from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore
+from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
+from gensokyo_idmap.runtime.lmdb import LmdbMsgIdStore
 
 from ..conftest import FakeClock, run
 

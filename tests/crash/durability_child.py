@@ -37,7 +37,7 @@ import structlog
 
 from gensokyo_idmap.identity import OpenId
 from gensokyo_idmap.idmap import IdentityGraph
-from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
+from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
@@ -67,7 +67,7 @@ def _emit(key: str, vuin: int) -> None:
 async def _run(args: argparse.Namespace) -> int:
     prefix = args.prefix or f"P{os.getpid()}x{secrets.token_hex(4)}"
     if args.postgres_dsn:
-        from gensokyo_idmap.store.pg_identity import PgIdentityStore
+        from gensokyo_idmap.store.postgres.identity import PgIdentityStore
 
         store: LmdbIdentityStore | PgIdentityStore = PgIdentityStore(
             args.postgres_dsn, schema=args.schema)

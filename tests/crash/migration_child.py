@@ -44,8 +44,8 @@ def main(argv: list[str]) -> int:
 
     import structlog
 
-    from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
-    from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore
+    from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
+    from gensokyo_idmap.runtime.lmdb import LmdbMsgIdStore
     from migrate.legacy import migrate_legacy
 
     structlog.configure(

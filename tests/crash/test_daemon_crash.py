@@ -33,7 +33,7 @@ from gensokyo_idmap.identity import OpenId
 from gensokyo_idmap.ops.lmdb_files import verify_store
 from gensokyo_idmap.qq.gateway import GatewayState
 from gensokyo_idmap.qq.signing import SIGNATURE_HEADER, TIMESTAMP_HEADER, WebhookKey
-from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
+from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
 
 from gensokyo_idmap.testing import (
     SECRET as EMULATOR_SECRET,

@@ -14,7 +14,7 @@ import asyncio
 from collections import Counter
 from pathlib import Path
 
-from gensokyo_idmap.store.pg_connect import connect
+from gensokyo_idmap.store.postgres.connect import connect
 from gensokyo_idmap.testing import DaemonProcess, daemon_config, until, write_config
 from gensokyo_idmap.testing.loopback import framework_server, ws_url
 from gensokyo_idmap.testing.platform_emulator import (

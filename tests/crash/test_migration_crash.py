@@ -45,8 +45,8 @@ from typing import TypeVar
 
 import pytest
 
-from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
-from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore
+from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
+from gensokyo_idmap.runtime.lmdb import LmdbMsgIdStore
 from migrate.legacy import MARKER, migrate_legacy
 
 CHILD = Path(__file__).with_name("migration_child.py")

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from gensokyo_idmap.store.pg_identity import PgIdentityStore
+from gensokyo_idmap.store.postgres.identity import PgIdentityStore
 
 from ..store_backends import PG_DSN, fresh_schema
 from .test_durability import (

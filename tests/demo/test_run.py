@@ -30,7 +30,7 @@ from gensokyo_idmap.demo.run import (
 from gensokyo_idmap.demo.script import CAST, conversation
 from gensokyo_idmap.errors import BadInputError
 from gensokyo_idmap.identity import OpenId
-from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
+from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
 from gensokyo_idmap.testing import (
     APP,
     SECRET,

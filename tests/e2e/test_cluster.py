@@ -38,8 +38,8 @@ import yaml
 from aiohttp import WSMsgType, web
 from aiohttp.test_utils import TestServer
 
-from gensokyo_idmap.runtime_redis import IN_FLIGHT_SECONDS
-from gensokyo_idmap.store.redis_runtime import RedisRuntime
+from gensokyo_idmap.runtime.redis.state import IN_FLIGHT_SECONDS
+from gensokyo_idmap.runtime.redis.connection import RedisRuntime
 from gensokyo_idmap.testing import (
     APP,
     SECRET,

@@ -25,7 +25,7 @@ import yaml
 
 from gensokyo_idmap.demo.script import CAST, GroupSay, Join, PrivateSay, conversation
 from gensokyo_idmap.identity import OpenId
-from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
+from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
 from gensokyo_idmap.testing import (
     APP,
     DaemonProcess,

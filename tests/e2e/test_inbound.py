@@ -15,7 +15,7 @@ from gensokyo_idmap.config import Config
 from gensokyo_idmap.identity import OpenId
 from gensokyo_idmap.onebot.http_post import sign_body
 from gensokyo_idmap.qq.signing import SIGNATURE_HEADER, TIMESTAMP_HEADER, WebhookKey
-from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
+from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
 
 from gensokyo_idmap.testing import SECRET as EMU_SECRET
 from gensokyo_idmap.testing import (

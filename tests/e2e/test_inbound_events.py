@@ -36,8 +36,8 @@ from structlog.testing import capture_logs
 from gensokyo_idmap.app import run_daemon
 from gensokyo_idmap.config import Config
 from gensokyo_idmap.identity import OpenId, UnionId
-from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
-from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore
+from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
+from gensokyo_idmap.runtime.lmdb import LmdbMsgIdStore
 
 from gensokyo_idmap.testing import (
     APP,

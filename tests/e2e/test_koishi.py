@@ -32,7 +32,7 @@ from typing import Any
 import pytest
 
 from gensokyo_idmap.identity import OpenId
-from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
+from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
 from gensokyo_idmap.testing import (
     APP,
     DaemonProcess,

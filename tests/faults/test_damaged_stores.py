@@ -40,10 +40,10 @@ import pytest
 
 from gensokyo_idmap.identity import OpenId
 from gensokyo_idmap.idmap import IdentityGraph
-from gensokyo_idmap.msgid import MsgContext, MsgIdMap
-from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
-from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore
-from gensokyo_idmap.store.lmdb_outbox import LmdbOutboxStore
+from gensokyo_idmap.runtime.msgid import MsgContext, MsgIdMap
+from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
+from gensokyo_idmap.runtime.lmdb import LmdbMsgIdStore
+from gensokyo_idmap.store.lmdb.outbox import LmdbOutboxStore
 from gensokyo_idmap.store.serve_lock import LOCK_NAME
 
 from ..lmdb_pages import walk_pages

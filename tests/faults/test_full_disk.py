@@ -23,7 +23,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
+from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
 
 from gensokyo_idmap.testing import (
     APP,

@@ -14,9 +14,9 @@ import pytest
 from gensokyo_idmap.errors import BadInputError, ConflictError, LegacyDbError
 from gensokyo_idmap.identity import OpenId, RawId
 from gensokyo_idmap.idmap import IdentityGraph, follow_alias
-from gensokyo_idmap.msgid_blocks import MSG_RESERVED
-from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
-from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore
+from gensokyo_idmap.runtime.blocks import MSG_RESERVED
+from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
+from gensokyo_idmap.runtime.lmdb import LmdbMsgIdStore
 from migrate.legacy import MARKER, MigrationReport, migrate_legacy
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "legacy"

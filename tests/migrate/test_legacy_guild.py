@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from gensokyo_idmap.identity import RawId
-from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
-from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore
+from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
+from gensokyo_idmap.runtime.lmdb import LmdbMsgIdStore
 from gensokyo_idmap.testing.platform_emulator import channel_message, direct_message
 from migrate.bbolt import BoltFile
 from migrate.legacy import migrate_legacy

@@ -17,8 +17,8 @@ from gensokyo_idmap.cli import main
 from gensokyo_idmap.identity import OpenId
 from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.ops.store_copy import read_lmdb_rows
-from gensokyo_idmap.store.pg_copy import read_rows, target_state
-from gensokyo_idmap.store.pg_identity import PgIdentityStore
+from gensokyo_idmap.store.postgres.copy import read_rows, target_state
+from gensokyo_idmap.store.postgres.identity import PgIdentityStore
 
 from ..store_backends import postgres_config, schema_dsn
 from .test_legacy import APP, assert_manifest_landed, manifest, sha

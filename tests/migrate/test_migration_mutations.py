@@ -42,8 +42,8 @@ from hypothesis import strategies as st
 from gensokyo_idmap.errors import IdmapError
 from gensokyo_idmap.identity import MAX_VUIN
 from gensokyo_idmap.idmap import allocate_vuin
-from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
-from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore
+from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
+from gensokyo_idmap.runtime.lmdb import LmdbMsgIdStore
 from migrate.bbolt import BoltFile
 from migrate.legacy import MARKER, MigrationReport, migrate_legacy
 

@@ -17,8 +17,8 @@ from click.testing import CliRunner
 from structlog.testing import capture_logs
 
 from gensokyo_idmap.cli import main
-from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
-from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore
+from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
+from gensokyo_idmap.runtime.lmdb import LmdbMsgIdStore
 from migrate.legacy import migrate_legacy
 from migrate.progress import BarProgress, LogProgress, progress_reporter
 

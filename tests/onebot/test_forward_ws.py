@@ -16,11 +16,11 @@ from yarl import URL
 from gensokyo_idmap.admission import Admission
 from gensokyo_idmap.bridge.inbound import BridgeSettings, InboundBridge, InboundPipeline
 from gensokyo_idmap.idmap import IdentityGraph
-from gensokyo_idmap.msgid import MsgIdMap
+from gensokyo_idmap.runtime.msgid import MsgIdMap
 from gensokyo_idmap.onebot.forward_ws import ForwardWsServer
 from gensokyo_idmap.qq.events import parse_dispatch, parse_envelope
-from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
-from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore
+from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
+from gensokyo_idmap.runtime.lmdb import LmdbMsgIdStore
 
 from gensokyo_idmap.testing.loopback import raw_request
 from gensokyo_idmap.testing.wait import until

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from gensokyo_idmap.cli import main
 from gensokyo_idmap.redaction import describe_dsn
-from gensokyo_idmap.store.pg_migrate import known_migrations
+from gensokyo_idmap.store.postgres.migrate import known_migrations
 
 from ..conftest import REDIS_URL
 from ..store_backends import schema_dsn
@@ -69,7 +69,7 @@ def test_without_psycopg_the_server_is_named_as_everywhere_with_no_password(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The driver missing (``pip install`` without the extra) is said with the server
     named as in every other PostgreSQL message (``describe_dsn``)."""
-    monkeypatch.setitem(sys.modules, "gensokyo_idmap.store.pg_connect", None)  # not importable
+    monkeypatch.setitem(sys.modules, "gensokyo_idmap.store.postgres.connect", None)  # not importable
     dsn = "postgresql://gsk:s3cret@127.0.0.1:1/none"
     code, out = check(write(tmp_path, dsn, REDIS_URL), "--json")
     assert code == 1, out

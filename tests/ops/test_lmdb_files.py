@@ -17,8 +17,8 @@ from gensokyo_idmap.cli import main
 from gensokyo_idmap.identity import OpenId
 from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.ops.lmdb_files import open_readonly, verify_store
-from gensokyo_idmap.store.codec import decode_u64
-from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
+from gensokyo_idmap.store.lmdb.codec import decode_u64
+from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
 
 from ..conftest import run
 
@@ -186,7 +186,7 @@ def test_a_backup_failing_verify_leaves_no_dest(tmp_path: Path) -> None:
     not replaced (--force included), and no temporary file stays behind."""
     import lmdb
 
-    from gensokyo_idmap.store.codec import encode_u64
+    from gensokyo_idmap.store.lmdb.codec import encode_u64
 
     data = tmp_path / "data"
     small_store(data)

@@ -17,11 +17,11 @@ from gensokyo_idmap.cli import main
 from gensokyo_idmap.errors import StoreError
 from gensokyo_idmap.identity import OpenId
 from gensokyo_idmap.idmap import IdentityGraph
-from gensokyo_idmap.msgid import MsgContext, MsgIdMap
+from gensokyo_idmap.runtime.msgid import MsgContext, MsgIdMap
 from gensokyo_idmap.ops.lmdb_files import open_readonly, verify_store
-from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
-from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore
-from gensokyo_idmap.store.lmdb_outbox import LmdbOutboxStore
+from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
+from gensokyo_idmap.runtime.lmdb import LmdbMsgIdStore
+from gensokyo_idmap.store.lmdb.outbox import LmdbOutboxStore
 from migrate.legacy import MARKER, migrate_legacy
 
 from ..conftest import run, time_limit
@@ -57,10 +57,11 @@ class Holder:
     """Another process with a store open (as the daemon would have)."""
 
     def __init__(self, path: Path, cls: str) -> None:
-        module = {"LmdbMsgIdStore": "lmdb_msgid", "LmdbIdentityStore": "lmdb_identity"}[cls]
+        module = {"LmdbMsgIdStore": "gensokyo_idmap.runtime.lmdb",
+                  "LmdbIdentityStore": "gensokyo_idmap.store.lmdb.identity"}[cls]
         self.proc = subprocess.Popen(
             [sys.executable, "-c",
-             f"import sys; from gensokyo_idmap.store.{module} import {cls}; "
+             f"import sys; from {module} import {cls}; "
              f"s = {cls}(sys.argv[1]); print('ready', flush=True); sys.stdin.read(); s.close()",
              str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         assert self.proc.stdout is not None

@@ -18,9 +18,9 @@ from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.ops.store_copy import read_lmdb_rows
 from gensokyo_idmap.store.base import MIGRATION_MARKER, LastSeen
 from gensokyo_idmap.store.graph_rows import GraphRows
-from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore, LmdbView
-from gensokyo_idmap.store.pg_copy import read_rows, target_state
-from gensokyo_idmap.store.pg_identity import PgIdentityStore
+from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore, LmdbView
+from gensokyo_idmap.store.postgres.copy import read_rows, target_state
+from gensokyo_idmap.store.postgres.identity import PgIdentityStore
 
 from ..store_backends import fresh_schema, postgres_config, schema_dsn
 

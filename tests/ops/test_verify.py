@@ -19,8 +19,8 @@ from gensokyo_idmap.identity import OpenId, RUin
 from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.ops.lmdb_files import verify_store
 from gensokyo_idmap.ops.verify import GraphSnapshot, check_graph
-from gensokyo_idmap.store.codec import encode_u64
-from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
+from gensokyo_idmap.store.lmdb.codec import encode_u64
+from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
 
 from ..conftest import run
 

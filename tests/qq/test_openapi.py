@@ -12,11 +12,11 @@ from aiohttp import ClientSession
 from gensokyo_idmap.bridge.inbound import BridgeSettings, InboundBridge, InboundPipeline
 from gensokyo_idmap.errors import BadInputError, PlatformError
 from gensokyo_idmap.idmap import IdentityGraph
-from gensokyo_idmap.msgid import MsgIdMap
+from gensokyo_idmap.runtime.msgid import MsgIdMap
 from gensokyo_idmap.qq.events import Interaction, parse_dispatch, parse_envelope
 from gensokyo_idmap.qq.openapi import OpenApiClient
-from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
-from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore
+from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
+from gensokyo_idmap.runtime.lmdb import LmdbMsgIdStore
 
 from gensokyo_idmap.testing.platform_emulator import APP, SECRET, EmulatedPlatform
 

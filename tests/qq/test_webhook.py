@@ -16,12 +16,12 @@ from aiohttp.test_utils import TestServer
 from gensokyo_idmap.bridge.inbound import BridgeSettings, InboundBridge, InboundPipeline
 from gensokyo_idmap.identity import OpenId
 from gensokyo_idmap.idmap import IdentityGraph
-from gensokyo_idmap.msgid import MsgIdMap
+from gensokyo_idmap.runtime.msgid import MsgIdMap
 from gensokyo_idmap.qq.events import QQEvent
 from gensokyo_idmap.qq.signing import SIGNATURE_HEADER, TIMESTAMP_HEADER, WebhookKey
 from gensokyo_idmap.qq.webhook import WebhookReceiver
-from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
-from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore
+from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
+from gensokyo_idmap.runtime.lmdb import LmdbMsgIdStore
 
 APP = "102000001"
 SECRET = "DG5g3B4j9X2KOErG"

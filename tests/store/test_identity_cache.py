@@ -17,8 +17,8 @@ from gensokyo_idmap.identity import OpenId
 from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.store.base import ProbesTogether
 from gensokyo_idmap.store.identity_cache import CachedIdentityStore, Changes, IdentityCache
-from gensokyo_idmap.store.pg_view import keys_looked_up
-from gensokyo_idmap.store.redis_invalidation import decode_changes, encode_changes
+from gensokyo_idmap.store.postgres.view import keys_looked_up
+from gensokyo_idmap.runtime.redis.invalidation import decode_changes, encode_changes
 from gensokyo_idmap.errors import BadInputError
 
 from ..conftest import APP_ID, FakeClock, run

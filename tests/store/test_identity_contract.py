@@ -134,8 +134,8 @@ def test_probe_never_answers_from_before_a_commit(identity_store: Any) -> None:
 
 CHILD_WRITER = """
 import sys
-from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
-from gensokyo_idmap.store.pg_identity import PgIdentityStore
+from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
+from gensokyo_idmap.store.postgres.identity import PgIdentityStore
 backend, where, vuin = sys.argv[1], sys.argv[2], int(sys.argv[3])
 store = (LmdbIdentityStore(where) if backend == "lmdb"
          else PgIdentityStore(sys.argv[4], schema=where))

@@ -18,7 +18,7 @@ def test_importing_the_kit_loads_no_test_framework_and_not_the_daemon() -> None:
                                            capture_output=True, text=True).stdout))
     assert "gensokyo_idmap.testing.platform_emulator" in loaded  # the probe imported it
     for module in ("pytest", "hypothesis", "gensokyo_idmap.app", "gensokyo_idmap.cli",
-                   "gensokyo_idmap.store.lmdb_identity"):
+                   "gensokyo_idmap.store.lmdb.identity"):
         assert module not in loaded, module
 
 

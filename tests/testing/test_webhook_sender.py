@@ -14,8 +14,8 @@ from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 from gensokyo_idmap.identity import OpenId
 from gensokyo_idmap.qq.webhook import WebhookReceiver
-from gensokyo_idmap.store.lmdb_identity import LmdbIdentityStore
-from gensokyo_idmap.store.lmdb_msgid import LmdbMsgIdStore
+from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
+from gensokyo_idmap.runtime.lmdb import LmdbMsgIdStore
 
 from gensokyo_idmap.testing.platform_emulator import group_message
 from ..qq.test_webhook import APP, SECRET, serve, stored

@@ -47,9 +47,9 @@ from gensokyo_idmap.api.console.status import LinkStatus, LinkView
 from gensokyo_idmap.errors import BadInputError, IdmapError, NotFoundError
 from gensokyo_idmap.identity import parse_identity_input, parse_vuin
 from gensokyo_idmap.logtail import LEVELS, TAIL, LogTail
-from gensokyo_idmap.msgid import check_virtual_id
 from gensokyo_idmap.reports import bind_data, rebind_data, record_data, stats_data, vuin_data
-from gensokyo_idmap.store.lmdb_env import LmdbEnv
+from gensokyo_idmap.runtime.msgid import check_virtual_id
+from gensokyo_idmap.store.base import MappedFile
 
 __all__ = ["CSP", "Console", "human_size"]
 
@@ -311,7 +311,7 @@ class Console:
         few page reads); else at most every :data:`SERVER_STATS_SECONDS`, in a worker
         thread, as counting asks PostgreSQL ``count(*)`` and Redis a ``SCAN``."""
         api = self.api
-        if isinstance(api.graph.store, LmdbEnv) and isinstance(api.msgids.store, LmdbEnv):
+        if isinstance(api.graph.store, MappedFile) and isinstance(api.msgids.store, MappedFile):
             return self._read_stores()
         now = time.monotonic()
         if self._stores_cache is None or now - self._stores_cache[0] >= SERVER_STATS_SECONDS:
@@ -523,9 +523,8 @@ def _dumps(value: Any) -> str:
 
 def _map_use(store: object) -> dict[str, int] | None:
     """The map of a store on LMDB: its size and the bytes of the pages in use (None for a
-    store on a server). LMDB's own figures, read without a transaction."""
-    if not isinstance(store, LmdbEnv):
+    store on a server)."""
+    if not isinstance(store, MappedFile):
         return None
-    info, stat = store.env.info(), store.env.stat()
-    used = (int(info["last_pgno"]) + 1) * int(stat["psize"])
-    return {"size": int(info["map_size"]), "used": used}
+    size, used = store.map_use()
+    return {"size": size, "used": used}

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from gensokyo_idmap.api.access import AccessPolicy
     from gensokyo_idmap.api.settings import ApiSettings
     from gensokyo_idmap.idmap import IdentityGraph
-    from gensokyo_idmap.msgid import MessageIds
+    from gensokyo_idmap.runtime.msgid import MessageIds
 
 __all__ = ["ApiServices"]
 

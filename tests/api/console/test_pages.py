@@ -21,8 +21,8 @@ from gensokyo_idmap.identity import OpenId, RUin
 from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.logging import configure_logging
 from gensokyo_idmap.logtail import TAIL
-from gensokyo_idmap.msgid import MsgContext, MsgIdMap
 from gensokyo_idmap.readiness import PlatformReadiness
+from gensokyo_idmap.runtime.msgid import MsgContext, MsgIdMap
 
 from ...conftest import run
 from ..conftest import ALICE, APP_ID, BOB, GROUP
