@@ -83,6 +83,15 @@ class SpentRuns:
     over each run with one ``newest`` call; a message found spent on the way extends the run
     above it, and a run reached right below another is merged into it, so each message is
     stepped over once in its life, not once per send.
+
+    A run holds only while its newest message lives: a message is dated by the daemon's
+    clock when stored (:class:`~gensokyo_idmap.runtime.base.MsgRecord` ``created_ms``, then
+    its virtual id), so it arrives above every message of its chat the walk sees, and falls
+    inside a run only once the run's newest message is gone (expired, or dated after a clock
+    that stepped back). The walk lands on the newest live message of a run it reaches; when
+    that is not the run's newest, the run is dropped and its messages walked once more. (A
+    message stored while the clock stood back, under a run whose newest message is live
+    again by the next choice, is not seen: nothing here tells of it.)
     """
 
     __slots__ = ("_highs", "_lows")
@@ -111,10 +120,17 @@ class SpentRuns:
         while message is not None:
             at = position(message)
             run = self._run_of(at)
+            if run is not None and at != self._highs[run]:
+                # the run's newest message is gone (expired, or dated after the clock
+                # now reads), so a message received since can lie in it: walked afresh
+                del self._lows[run], self._highs[run]
+                if above is not None:
+                    above -= 1
+                run = None
             if run is not None:
-                if above is not None and above != run:  # adjacent runs: one from now on
-                    self._highs[run] = self._highs[above]
-                    del self._lows[above], self._highs[above]
+                if above is not None and above != run:  # the runs from here up hold
+                    self._highs[run] = self._highs[above]  # nothing live: one from now on
+                    del self._lows[run + 1:above + 1], self._highs[run + 1:above + 1]
                 above = run
                 message = newest(self._lows[run])
                 continue

@@ -7,12 +7,15 @@ import tracemalloc
 from collections import Counter, OrderedDict
 from dataclasses import dataclass
 
-from hypothesis import given, settings
+import pytest
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from gensokyo_idmap.runtime.msgid import MessageIds, MsgContext
+from gensokyo_idmap.runtime.redis.state import RedisMsgIdMap, RedisReplyBudget
 from gensokyo_idmap.runtime.replies import MAX_REPLIES, REPLY_WINDOW_SECONDS, ReplyBudget, ReplyTo
 
-from ..conftest import FakeClock
+from ..conftest import MSGID_BACKENDS, FakeClock, msgid_map
 
 
 def test_take_counts_per_reference_independently() -> None:
@@ -301,6 +304,50 @@ def test_a_run_whose_messages_vanished_is_taken_into_the_run_above() -> None:
     assert budget._runs_of(G, 300).runs() == [((20, 2), (40, 4))]
 
 
+def test_a_message_received_under_a_spent_run_whose_newest_vanished_is_answered() -> None:
+    """The run of A..B stands for what was live then: once B is gone, C (received later,
+    dated between them) lies inside it, and is still the newest message with a reply left;
+    so are D and E, received after it, once C is spent."""
+    budget, chat = ReplyBudget(limit=1), Chat()
+    a, b = chat.receive(0), chat.receive(10)
+    assert [budget.take_newest(G, chat.newest, 300) for _ in range(3)] == [("m2", 1),
+                                                                             ("m1", 1), None]
+    assert budget._runs_of(G, 300).runs() == [((0, 1), (10, 2))]
+    chat.messages.remove(b)  # its record expired
+    chat.receive(0)  # m3 at (0, 3): inside the run
+    assert budget.take_newest(G, chat.newest, 300) == ("m3", 1)
+    chat.receive(1), chat.receive(2)  # m4, m5: inside the run's old span too
+    assert [budget.take_newest(G, chat.newest, 300) for _ in range(3)] == [("m5", 1),
+                                                                             ("m4", 1), None]
+    assert budget._runs_of(G, 300).runs() == [((a.created_ms, a.virtual_id), (2, 5))]
+
+
+@pytest.mark.parametrize("backend", MSGID_BACKENDS)
+def test_a_message_stored_after_the_clock_stepped_back_is_answered(
+        backend: str, request: pytest.FixtureRequest) -> None:
+    """The daemon dates a message by its own clock (``created_ms``): after the clock steps
+    back, B is dated after it (out of the walk), and C, stored now, stands between A and B,
+    where the spent run of A..B was. It is the newest message with a reply left."""
+    clock = FakeClock()
+    msgids: MessageIds = msgid_map(backend, request, clock, 3600)
+    budget = (RedisReplyBudget(msgids.ids, limit=1, wall_clock=clock)
+              if isinstance(msgids, RedisMsgIdMap) else ReplyBudget(limit=1))
+    group = MsgContext("A", "group", "g", "in")
+
+    def choose() -> str | None:
+        with msgids.inbound_walk("A", "group", "g", 300) as newest:
+            taken = budget.take_newest(("A", "group", "g"), newest, 300)
+        return None if taken is None else taken[0]
+
+    msgids.store_real_sync("A", group)
+    clock.advance(1)
+    msgids.store_real_sync("B", group)
+    assert [choose(), choose(), choose()] == ["B", "A", None]
+    clock.advance(-0.5)  # an NTP step back
+    msgids.store_real_sync("C", group)
+    assert [choose(), choose()] == ["C", None]
+
+
 operations = st.lists(st.one_of(
     st.tuples(st.just("receive"), st.integers(0, 3)),  # ms after the newest message
     st.tuples(st.just("send"), st.integers(1, 8)),
@@ -313,6 +360,9 @@ operations = st.lists(st.one_of(
 
 @settings(max_examples=300)
 @given(operations, st.integers(1, 5))
+# the newest message of a spent run vanished, and a new one landed under the run's top
+@example([("receive", 0), ("receive", 1), ("send", 1), ("send", 1), ("send", 1), ("vanish", 1),
+          ("receive", 0), ("send", 1)], 1)
 def test_take_newest_matches_a_walk_over_every_message(ops: list[tuple[str, int]],
                                                        limit: int) -> None:
     """Whatever arrives, is spent elsewhere, vanishes or leaves the window, the choice is the newest
