@@ -376,19 +376,23 @@ class ApiServer:
         """204, or 503 naming each store whose writes fail or that cannot be read, each
         server (PostgreSQL, Redis) that does not answer in time, and a data dir whose disk
         is full. Writes nothing (see :mod:`gensokyo_idmap.health`)."""
-        found = problems(self._health_sources) + await server_problems(self._servers)
+        found = await self._health_problems()
         if found:
             log.warning("[api] healthz failed", reasons=found)
             return _error(503, "unhealthy", "; ".join(found))
         return web.Response(status=204)
+
+    async def _health_problems(self) -> list[str]:
+        """What ``/healthz`` finds: each store that cannot be read or written, a full disk,
+        each server that does not answer in time."""
+        return problems(self._health_sources) + await server_problems(self._servers)
 
     async def missing(self) -> list[str]:
         """What the daemon lacks to do its job now (:func:`gensokyo_idmap.readiness.missing`):
         the platform side as the daemon's link reports it, then what ``/healthz`` finds.
         A change is logged once, not at every probe."""
         platform = self.link().platform if self.link is not None else None
-        found = missing(platform, problems(self._health_sources)
-                        + await server_problems(self._servers))
+        found = missing(platform, await self._health_problems())
         if found != self._last_missing:
             if found:
                 log.warning("[api] not ready", missing=found)

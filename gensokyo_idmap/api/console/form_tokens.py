@@ -72,9 +72,8 @@ class FormTokens:
 
     def current(self, cookie: str | None) -> tuple[str, bool]:
         """The token a page's forms carry: the cookie's while it has :data:`RENEW` left (half
-        its life, if shorter),
-        else a new one (then True: the cookie is to be set). Keeping it lets two open tabs
-        share one token."""
+        its life, if shorter), else a new one (then True: the cookie is to be set). Keeping
+        it lets two open tabs share one token."""
         age = self.age(cookie)
         if cookie is not None and age is not None and age < self._max_age - self._renew:
             return cookie, False
