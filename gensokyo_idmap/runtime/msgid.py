@@ -68,6 +68,7 @@ __all__ = [
     "EVENT_KINDS",
     "INT32_MAX",
     "MAX_CONTENT_BYTES",
+    "MAX_PROBES",
     "InboundWalk",
     "MessageIds",
     "MsgContext",
@@ -84,7 +85,9 @@ MAX_REAL_ID_BYTES: Final = 400
 MAX_CONTEXT_LEN: Final = MAX_OPENID_LEN
 #: The most a message's OneBot content (CQ text, UTF-8) takes beside its id mapping.
 MAX_CONTENT_BYTES: Final = 4096
-_MAX_PROBES: Final = 1 << 16
+#: Positions one allocation tries past the counter for an id no live record holds (both
+#: backends): beyond, the store fails rather than search on.
+MAX_PROBES: Final = 1 << 16
 _SWEEP_BATCH: Final = 2_000  # per transaction: a sweep never holds the writer long
 #: The chat kind under which a chat's reply-able non-message events (their envelope ids)
 #: are kept, per chat kind of its messages.
@@ -214,7 +217,7 @@ def _allocate(writer: MsgIdWriter, now_ms: int, blocks: IdBlocks) -> int:
     """The virtual id of the next position after the counter whose id no live record holds
     (ids wrap at int32, positions do not), within the blocks reserved (rule 9)."""
     position, soon = writer.msg_counter(), blocks.soon
-    for _ in range(_MAX_PROBES):
+    for _ in range(MAX_PROBES):
         if position >= soon:  # twice a block
             position = blocks.advance(position + 1) - 1  # may raise: nothing written yet
             soon = blocks.soon
@@ -227,7 +230,7 @@ def _allocate(writer: MsgIdWriter, now_ms: int, blocks: IdBlocks) -> int:
             writer.delete_record(held)  # expired but not swept yet: purge, then reuse
             break
     else:
-        raise StoreError(f"no free virtual message id within {_MAX_PROBES} of the counter")
+        raise StoreError(f"no free virtual message id within {MAX_PROBES} of the counter")
     writer.set_msg_counter(position)
     return candidate
 

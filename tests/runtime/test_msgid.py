@@ -532,7 +532,7 @@ def test_store_many_raises_the_store_that_failed_and_keeps_the_others(
 ) -> None:
     """No free id for one real id: it writes nothing, the batch raises, the others stand."""
     assert [msgids.store_real_sync(r, GROUP) for r in ("a", "b")] == [1, 2]
-    monkeypatch.setattr("gensokyo_idmap.runtime.msgid._MAX_PROBES", 2)
+    monkeypatch.setattr("gensokyo_idmap.runtime.msgid.MAX_PROBES", 2)
     set_counter(store, INT32_MAX)  # next candidates 1 and 2: both live
     with pytest.raises(StoreError, match="no free virtual message id"):
         run(msgids.store_many([("b", GROUP), ("new", GROUP)]))

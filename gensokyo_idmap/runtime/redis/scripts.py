@@ -44,16 +44,16 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from gensokyo_idmap.runtime.base import MsgContent, MsgIdCounts, MsgRecord
+from gensokyo_idmap.runtime.blocks import INT32_MAX
+from gensokyo_idmap.runtime.msgid import MAX_PROBES
 from gensokyo_idmap.runtime.redis.connection import RedisRuntime
 from gensokyo_idmap.runtime.redis.trips import ScriptTrips
 
-__all__ = ["CHAT_KEPT", "INT32_MAX", "RedisMsgIds", "Stored"]
+__all__ = ["CHAT_KEPT", "RedisMsgIds", "Stored"]
 
-INT32_MAX: Final = 2**31 - 1
 #: Inbound messages kept per chat for "the newest one with replies left": far more than
 #: a send ever steps back over.
 CHAT_KEPT: Final = 256
-MAX_PROBES: Final = 1 << 16
 
 _LUA_COMMON: Final = r"""
 local p = ARGV[1]
