@@ -413,14 +413,10 @@ class RedisClaims:
 
     async def record(self, keys: Sequence[str]) -> None:
         stored = self._let_go(keys)
-        if not stored or not self._runtime.available():
-            return
-        try:
-            await self._record(stored)
-        except redis.RedisError as exc:
-            self._runtime.failed(exc, "delivery claims are not shared until Redis answers")
-            return
-        self._runtime.answered()
+        if stored:
+            await self._runtime.softly_awaited(
+                lambda: self._record(stored), None,
+                "delivery claims are not shared until Redis answers")
 
     # --- the leases of the marks held here ------------------------------------------------
 
@@ -466,15 +462,14 @@ class RedisClaims:
                         count=len(self._held) - len(sent),
                         limit_seconds=RENEWED_FOR_AT_MOST_SECONDS)
             self._held = dict(sent)
-        if not sent or not self._runtime.available():
+        if not sent:
             return
-        try:
-            lost = await self._ids.renew_claims(list(sent), int(now * 1000),
-                                                self._in_flight_ms, self._token)
-        except redis.RedisError as exc:
-            self._runtime.failed(exc, _LEASES_LAPSE)
+        unanswered: set[str] | None = None
+        lost = await self._runtime.softly_awaited(
+            lambda: self._ids.renew_claims(list(sent), int(now * 1000), self._in_flight_ms,
+                                           self._token), unanswered, _LEASES_LAPSE)
+        if lost is None:
             return
-        self._runtime.answered()
         lapsed = 0
         for key in lost:  # unless marked again meanwhile (a later mark's own lease)
             if self._held.get(key) == sent[key]:
