@@ -59,7 +59,7 @@ def test_readme_config_block_is_the_example_config_with_the_defaults() -> None:
     shown = leaves(Config.model_validate(example).model_dump(mode="json"))
     defaults = leaves(Config().model_dump(mode="json"))
     for key in defaults:
-        name = key.rsplit(".", 1)[1]
+        name = key.rsplit(".", 1)[-1]  # a top-level list (bots) is a key of its own
         # every key is there, set or (optional ones without a default value) commented out
         assert re.search(rf"^\s*#?\s*{re.escape(name)}:", text, re.M), f"{key} is not shown"
     differs = {key for key in defaults if shown[key] != defaults[key]}

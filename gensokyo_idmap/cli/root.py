@@ -42,7 +42,7 @@ def main(click_ctx: click.Context, data_dir: Path, app_id: str | None, as_json: 
     if config is not None:
         if click_ctx.get_parameter_source("data_dir") == click.core.ParameterSource.DEFAULT:
             data_dir = config.idmap.data_dir
-        app_id = app_id or config.bot.app_id or None
+        app_id = app_id or config.first_bot.app_id or None
     click_ctx.obj = CliContext(data_dir, app_id, as_json, config)
     if click_ctx.invoked_subcommand != "serve":
         configure_logging("warning")
