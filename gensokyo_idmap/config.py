@@ -11,6 +11,7 @@ import ipaddress
 import os
 import typing
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -40,9 +41,22 @@ from gensokyo_idmap.hostport import parse_host_port
 from gensokyo_idmap.identity import check_app_id
 from gensokyo_idmap.intents import intents_value
 
-__all__ = ["ApiConfig", "BotConfig", "BotEntry", "BotOneBotConfig", "Config", "HttpConfig",
-           "HttpPostConfig", "IdmapConfig", "LogConfig", "ReverseWsConfig", "load_config",
-           "nearest_key", "read_secret_files"]
+__all__ = [
+    "ApiConfig",
+    "BotConfig",
+    "BotEntry",
+    "BotOneBotConfig",
+    "Config",
+    "HttpConfig",
+    "HttpPostConfig",
+    "IdmapConfig",
+    "LogConfig",
+    "ReverseWsConfig",
+    "first_problem",
+    "load_config",
+    "nearest_key",
+    "read_secret_files",
+]
 
 
 class _Section(BaseModel):
@@ -582,27 +596,47 @@ def load_config(path: str | Path, environ: Mapping[str, str] | None = None) -> C
     try:
         config = Config.model_validate(raw)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
-        shown = first.get("input")
-        reason = first["msg"]
-        ours = (first.get("ctx") or {}).get("error")
-        if isinstance(ours, BadInputError):  # a validator's own: its key, value and reason
-            where = f"{where}.{ours.field}" if where else ours.field
-            shown, reason = ours.value, ours.reason
-        where = where or "config"
-        guess = nearest_key(first["loc"]) if first["type"] == "extra_forbidden" else None
-        if (is_secret_path(where) or isinstance(shown, dict | list)  # a mapping may hold one
-                or (guess and is_secret_path(guess))):  # a misspelt secret is one
-            shown = "<hidden>"
+        problem = first_problem(exc)
+        where, guess = problem.where, problem.guess
         var = next((v for p, v in from_env.items()
                     if where == p or p.startswith(where + ".") or where.startswith(p + ".")), None)
         origin = f"from {var}" if var else f"in {file}"
         if guess and var:  # spelled as the variable the user typed
             guess = "GSK_" + guess.upper().replace(".", "__")
         hint = f"; did you mean `{guess}`?" if guess else ""
-        raise BadInputError(where, shown, f"{reason}{hint} ({origin})") from None
+        raise BadInputError(where, problem.shown, f"{problem.reason}{hint} ({origin})") from None
     return read_secret_files(config, file.parent)
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """The first problem of a config that did not validate, as an error may show it."""
+
+    where: str  # its key path ("config": the whole)
+    shown: object  # the value, or "<hidden>" where it may be (or hold) a secret
+    reason: str
+    guess: str | None  # an unknown key: the known one nearest to it
+
+
+def first_problem(exc: ValidationError) -> Problem:
+    """:class:`Problem` of the first error of ``exc``: a validator's own
+    :class:`BadInputError` gives its key (under the entry it was raised in), value and
+    reason; the value of a secret, of a key spelt like one, or of a mapping or list (which
+    may hold one) is hidden."""
+    first = exc.errors()[0]
+    where = ".".join(str(part) for part in first["loc"])
+    shown = first.get("input")
+    reason = first["msg"]
+    ours = (first.get("ctx") or {}).get("error")
+    if isinstance(ours, BadInputError):
+        where = f"{where}.{ours.field}" if where else ours.field
+        shown, reason = ours.value, ours.reason
+    where = where or "config"
+    guess = nearest_key(first["loc"]) if first["type"] == "extra_forbidden" else None
+    if (is_secret_path(where) or isinstance(shown, dict | list)
+            or (guess and is_secret_path(guess))):
+        shown = "<hidden>"
+    return Problem(where, shown, reason, guess)
 
 
 def read_secret_files(config: Config, base: Path = Path()) -> Config:

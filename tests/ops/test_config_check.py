@@ -306,6 +306,65 @@ def test_import_gensokyo_to_stdout_hides_secrets(tmp_path: Path) -> None:
     assert "idmap.backend: postgres" in lotus["reason"]
 
 
+SECOND_SECRET = "sample-second-secret-Pq8"
+SECOND_GENSOKYO = f"""version: 1
+settings:
+  app_id: 102000002
+  client_secret: "{SECOND_SECRET}"
+  use_uin: false
+  sandbox_mode: true
+  ws_address: ["ws://127.0.0.1:8090/onebot/v11/ws"]
+  ws_token: ["sample-ws-token-Q7"]
+  enable_ws_server: true
+  port: "15640"
+  array: false
+  log_level: 2
+"""
+
+
+def test_import_gensokyo_makes_several_configs_one_bots_list(tmp_path: Path) -> None:
+    second = write(tmp_path, SECOND_GENSOKYO, "second.yml")
+    out = tmp_path / "new.yml"
+    result = cli("config", "import-gensokyo", str(GENSOKYO), str(second), "--out", str(out))
+    assert result.exit_code == 0, result.output
+    config = load_config(out, {})
+    assert config.bot.app_id == "" and len(config.bots) == 2
+    first, other = config.bots
+    assert (first.app_id, first.own_self_id) == ("102000001", 2870338968)
+    assert first.secret.get_secret_value() == "sample-client-secret-Hk29"
+    assert first.qq is None and first.onebot is None  # the shared sections are its own
+    assert (other.app_id, other.own_self_id) == ("102000002", 102000002)  # use_uin: false
+    assert other.secret.get_secret_value() == SECOND_SECRET
+    # its sandbox API and its intents (the default: it named no handler) are its own keys
+    assert other.qq is not None
+    assert other.qq.api_base == "https://sandbox.api.sgroup.qq.com"
+    assert other.onebot is not None and other.onebot.reverse_ws == [
+        "ws://127.0.0.1:8090/onebot/v11/ws"] and other.onebot.http_post == []
+    # shared: the first file's
+    assert config.onebot.forward_ws == "0.0.0.0:15630" and config.onebot.self_id is None
+    assert config.onebot.reverse_ws == ["ws://127.0.0.1:8080/onebot/v11/ws",
+                                        "ws://10.0.0.7:6199/ws"]
+    assert cli("config", "check", str(out)).exit_code == 0
+    assert ("note: second.yml: onebot.forward_ws differs from config.yml's ('0.0.0.0:15640'; "
+            "config.yml: '0.0.0.0:15630')") in result.stdout
+    assert "no equivalent: config.yml: settings.token:" in result.stdout
+    for secret in (*OLD_SECRETS, SECOND_SECRET):
+        assert secret not in result.output
+    shown = yaml.safe_load(cli("config", "import-gensokyo", str(GENSOKYO), str(second)).stdout)
+    assert [bot["secret"] for bot in shown["bots"]] == ["<hidden>", "<hidden>"]
+    assert shown["onebot"]["http_post"][0]["secret"] == "<hidden>"
+
+
+def test_import_gensokyo_of_two_configs_of_one_bot_is_refused(tmp_path: Path) -> None:
+    again = write(tmp_path, SECOND_GENSOKYO.replace("102000002", "102000001"), "again.yml")
+    out = tmp_path / "new.yml"
+    result = cli("config", "import-gensokyo", str(GENSOKYO), str(again), "--out", str(out))
+    assert result.exit_code == 2 and not out.exists()
+    assert result.stderr.startswith("error: bots.1.app_id: bots.0 and bots.1 have the same "
+                                    "app_id"), result.stderr
+    assert f"converted from {GENSOKYO}, {again}" in result.stderr
+
+
 def test_import_gensokyo_refuses_bad_input_and_writes_nothing(tmp_path: Path) -> None:
     out = tmp_path / "new.yml"
     not_old = write(tmp_path, "bot:\n  app_id: '1'\n", "ours.yml")
