@@ -26,7 +26,7 @@ CLUSTER_EXAMPLE = ROOT / "examples" / "cluster.yml"
 #: Keys the example turns on for `make run` (their built-in default is empty).
 EXAMPLE_CHOICES = {"bot.app_id", "webhook.listen", "onebot.forward_ws", "onebot.reverse_ws"}
 USER_DOCS = ["identities.md", "stores.md", "delivery.md", "wire-mapping.md", "testing.md",
-             "demo.md", "security.md", "operations.md", "architecture.md"]
+             "demo.md", "security.md", "operations.md", "architecture.md", "bots.md"]
 
 
 def leaves(value: Any, path: tuple[str, ...] = ()) -> dict[str, Any]:

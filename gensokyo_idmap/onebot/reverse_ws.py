@@ -66,9 +66,13 @@ class ReverseWsClient:
         on_action: ActionHandler | None = None,
         clock: Callable[[], float] = time.time,
         confirm_on_write: bool = False,
+        outbox_name: str | None = None,
     ) -> None:
+        """``outbox_name``: what its owed events are kept under in outbox.db (default
+        ``reverse_ws <url>``; a daemon of several bots names each bot's apart)."""
         self.url = url
         self.self_id = self_id
+        self._outbox_name = outbox_name or f"reverse_ws {url}"
         self._token = access_token
         self.reconnect_interval = reconnect_interval
         self.heartbeat_interval = heartbeat_interval
@@ -90,7 +94,7 @@ class ReverseWsClient:
 
     @property
     def outbox_name(self) -> str:
-        return f"reverse_ws {self.url}"
+        return self._outbox_name
 
     def _worth_waiting(self) -> bool:
         """Connected and answering pings: its confirmation is worth a wait."""
@@ -111,7 +115,8 @@ class ReverseWsClient:
 
     def start(self) -> None:
         if self._task is None:
-            self._task = asyncio.create_task(self._run(), name=f"reverse-ws {self.url}")
+            self._task = asyncio.create_task(self._run(),
+                                             name=f"reverse-ws {self.url} {self.self_id}")
         if self.backlog is not None:
             self.backlog.start()
 
@@ -159,7 +164,8 @@ class ReverseWsClient:
                     async with ws:
                         self.connects += 1
                         self._failing = False
-                        log.info("[onebot] reverse ws connected", url=self.url)
+                        log.info("[onebot] reverse ws connected", url=self.url,
+                                 self_id=self.self_id)
                         await serve_socket(ws, self.queue, self_id=self.self_id,
                                            heartbeat_interval=self.heartbeat_interval,
                                            ping_timeout=self.ping_timeout,
@@ -172,7 +178,7 @@ class ReverseWsClient:
                     report = log.warning if not self._failing else log.debug
                     status = exc.status if isinstance(exc, aiohttp.ClientResponseError) else None
                     report("[onebot] reverse ws unavailable", url=redact_url(self.url),
-                           error=type(exc).__name__, status=status,
+                           self_id=self.self_id, error=type(exc).__name__, status=status,
                            retry_in=self.reconnect_interval)
                     self._failing = True
                 finally:

@@ -84,6 +84,25 @@ def install_koishi() -> Path:
     return INSTALL_DIR
 
 
+async def start_koishi(script: str, env: dict[str, str], installed: Path, records: Records,
+                       lines: list[str]) -> tuple[asyncio.subprocess.Process, asyncio.Task[None]]:
+    """``node koishi_app/<script>`` in ``installed`` (its ``node_modules`` on NODE_PATH),
+    recording into ``records``, with ``env`` over this process's environment; the task
+    returned appends its output to ``lines``."""
+    koishi = await asyncio.create_subprocess_exec(
+        "node", str(KOISHI_APP / script), cwd=installed,
+        env={**os.environ, "KOISHI_RECORD_FILE": str(records.path),
+             "NODE_PATH": str(installed / "node_modules"), **env},
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+    assert koishi.stdout is not None
+
+    async def pump(stream: asyncio.StreamReader) -> None:
+        async for raw in stream:
+            lines.append(raw.decode("utf-8", "replace").rstrip())
+
+    return koishi, asyncio.create_task(pump(koishi.stdout))
+
+
 def vuins(data_dir: Path) -> tuple[int, int]:
     """The user's and the group's vUINs in the daemon's store (read after it stopped)."""
     store = LmdbIdentityStore(data_dir / "openid-map.db", readonly=True)
@@ -126,19 +145,9 @@ def test_koishi_fetches_messages_and_quotes_with_get_msg_without_an_error(
             await until(lambda: len(platform.identifies) == 1, WAIT,
                         lambda: f"gateway Identify\n{context()}")
             await until_listening(port, WAIT)
-            env = {**os.environ, "KOISHI_RECORD_FILE": str(records.path),
-                   "KOISHI_ENDPOINT": f"ws://127.0.0.1:{port}", "KOISHI_SELF_ID": APP,
-                   "KOISHI_TOKEN": TOKEN, "NODE_PATH": str(installed / "node_modules")}
-            koishi = await asyncio.create_subprocess_exec(
-                "node", str(KOISHI_APP / "bot.cjs"), cwd=installed, env=env,
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
-            assert koishi.stdout is not None
-
-            async def pump(stream: asyncio.StreamReader) -> None:
-                async for raw in stream:
-                    lines.append(raw.decode("utf-8", "replace").rstrip())
-
-            pumping = asyncio.create_task(pump(koishi.stdout))
+            koishi, pumping = await start_koishi("bot.cjs", {
+                "KOISHI_ENDPOINT": f"ws://127.0.0.1:{port}", "KOISHI_SELF_ID": APP,
+                "KOISHI_TOKEN": TOKEN}, installed, records, lines)
 
             def koishi_alive() -> None:
                 if koishi is not None and koishi.returncode is not None:
