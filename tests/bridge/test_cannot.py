@@ -8,6 +8,9 @@ ActionService on real stores against the emulated platform, as test_outbound dri
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
 from gensokyo_idmap.bridge.cannot import CANNOT, refusal
@@ -92,3 +95,13 @@ def test_get_supported_actions_lists_what_is_carried_out_not_what_is_refused(
         assert set(supported) | set(CANNOT) == h.actions.handlers.keys()
 
     with_daemon(scenario, identity_store, msgid_store, clock)
+
+
+def test_the_users_documentation_lists_exactly_the_actions_of_the_table() -> None:
+    """docs/wire-mapping.md "What the platform cannot do" names every refused action, and
+    no other, so the page stays true as the table changes."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "wire-mapping.md").read_text("utf-8")
+    section = page.split("### What the platform cannot do", 1)[1].split("\n### ", 1)[0]
+    table = [line for line in section.splitlines() if line.startswith("| `")]
+    named = {name for line in table for name in re.findall(r"`([._a-z]+)`", line.split(" | ")[0])}
+    assert named == set(CANNOT), (sorted(named - set(CANNOT)), sorted(set(CANNOT) - named))
