@@ -76,6 +76,8 @@ def test_koishi_gets_103_for_the_impossible_and_a_quote_of_a_gone_message_is_sen
 
         try:
             await daemon.start()
+            await until(lambda: bool(platform.identifies), WAIT,
+                        lambda: f"gateway Identify\n{context()}", alive=daemon.alive)
             await until_listening(port, WAIT, alive=daemon.alive)
             env = {**os.environ, "KOISHI_RECORD_FILE": str(records.path),
                    "KOISHI_ENDPOINT": f"ws://127.0.0.1:{port}", "KOISHI_SELF_ID": APP,

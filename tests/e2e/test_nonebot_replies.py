@@ -100,6 +100,9 @@ def test_nonebot_gets_one_answer_for_the_impossible_and_replies_to_gone_messages
             await until(lambda: any(re.search(rf"Bot {APP}\b.* connected", line)
                                     for line in nb_lines), WAIT,
                         lambda: f"NoneBot connection\n{context()}")
+            # a message pushed before the gateway session is established is only replayed
+            await until(lambda: bool(platform.identifies), WAIT,
+                        lambda: f"gateway Identify\n{context()}")
             await command(1, "card", "unknown_failed")
             await command(2, "recall twice", "recall_again_failed", "recall_error")
             await command(3, "own reply", "own_result", "own_error")
