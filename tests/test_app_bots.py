@@ -12,11 +12,18 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
-from aiohttp import web
+from aiohttp import ClientSession, web
 
 from gensokyo_idmap.app import build_daemon
 from gensokyo_idmap.config import Config
-from gensokyo_idmap.testing import WebhookSender, free_port, group_message, until
+from gensokyo_idmap.testing import (
+    EmulatedPlatform,
+    WebhookSender,
+    c2c_message,
+    free_port,
+    group_message,
+    until,
+)
 from gensokyo_idmap.testing.daemon import NO_PLATFORM_TOKEN_URL
 
 TIMEOUT = 10
@@ -100,5 +107,57 @@ def test_two_bots_each_with_its_self_id_on_every_connection(tmp_path: Path) -> N
         assert sorted(sockets) == sorted([first, str(self_id_b)])
         assert sorted((path, header, body["self_id"]) for path, header, body in posts) == [
             ("/own", str(self_id_b), self_id_b), ("/shared", first, int(first))]
+
+    asyncio.run(scenario())
+
+
+def test_an_action_goes_out_as_its_connections_bot(tmp_path: Path) -> None:
+    """Issue 34.4: each bot's actions with its token, to its platform, as its AppID; a vUIN
+    only the other bot has seen is retcode 100 naming both AppIDs, and nothing is sent."""
+    async def scenario() -> None:
+        platforms = [EmulatedPlatform(app_id=app_id, secret=secret, token_prefix=prefix)
+                     for (app_id, (secret, _)), prefix in zip(BOTS.items(), "AB", strict=True)]
+        for platform in platforms:
+            await platform.start()
+        first, second = platforms
+        forward, api = free_port(), free_port()
+        config = Config.model_validate({
+            "bots": [first.bot_entry(), second.bot_entry(self_id=20002)],
+            "idmap": {"data_dir": str(tmp_path / "data"), "map_size_mb": 1},
+            "api": {"listen": ""},
+            "onebot": {"heartbeat_interval_seconds": 60, "forward_ws": f"127.0.0.1:{forward}",
+                       "http_api": f"127.0.0.1:{api}"}})
+        try:
+            async with AsyncExitStack() as stack, ClientSession() as http:
+                await build_daemon(config, asyncio.Event(), stack)
+                for platform in platforms:
+                    await until(lambda p=platform: len(p.identifies) == 1,  # type: ignore[misc]
+                                TIMEOUT, "a gateway session per bot")
+                async with http.ws_connect(f"ws://127.0.0.1:{forward}/{first.app_id}/") as ws:
+                    assert (await ws.receive_json(timeout=TIMEOUT))["self_id"] == int(
+                        first.app_id)
+                    await first.push("C2C_MESSAGE_CREATE", c2c_message(1, USER, "hi"))
+                    event = await ws.receive_json(timeout=TIMEOUT)
+                assert event["self_id"] == int(first.app_id)
+                vuin = event["user_id"]
+
+                async def send(self_id: object) -> dict[str, Any]:
+                    async with http.post(f"http://127.0.0.1:{api}/{self_id}/send_private_msg",
+                                         json={"user_id": vuin, "message": "hello"}) as resp:
+                        answer: dict[str, Any] = await resp.json()
+                        return answer
+
+                refused = await send(20002)
+                assert (refused["status"], refused["retcode"]) == ("failed", 100), refused
+                assert (f"none is an OpenID of QQ AppID {second.app_id}; its OpenIDs are of "
+                        f"AppID {first.app_id}") in refused["message"]
+                assert second.api_requests("POST", "/messages") == []
+                sent = await send(first.app_id)
+                assert sent["status"] == "ok", sent
+                [(path, body)] = first.api_requests("POST", "/messages")
+                assert (path, body["content"]) == (f"/v2/users/{USER}/messages", "hello")
+        finally:
+            for platform in platforms:
+                await platform.close()
 
     asyncio.run(scenario())
