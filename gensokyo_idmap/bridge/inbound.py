@@ -56,6 +56,7 @@ from gensokyo_idmap.bridge.chat import Chat, ChatKind
 from gensokyo_idmap.bridge.chat_turns import ChatTurns, wait_all
 from gensokyo_idmap.bridge.dedup import delivery_key
 from gensokyo_idmap.bridge.guilds import directory_of
+from gensokyo_idmap.bridge.members import profiles_of
 from gensokyo_idmap.bridge.message_filter import MessageFilter
 from gensokyo_idmap.bridge.outbox import TrackedSink
 from gensokyo_idmap.bridge.translators import TRANSLATORS, Scope, Translator, attachment_segment
@@ -113,6 +114,7 @@ class InboundBridge:
         self._clock = clock
         self._log = log.bind()
         self.guilds = directory_of(graph)
+        self.members = profiles_of(graph)
         # (chat kind, target, of an event) → its inbound MsgContext: the same chats come back
         # event after event, and building one checks every field again (chats gone quiet
         # are forgotten)
@@ -239,6 +241,9 @@ class InboundBridge:
                    for entry in kind.config_entries(event, people)]
         if entries:  # where a channel or DM lives, before a framework can answer it
             await self.guilds.record(entries)
+        for event, kind, people in zip(events, kinds, vuins, strict=True):
+            for scene, vuin, profile in kind.members(event, people):
+                self.members.record(scene, vuin, profile)  # names and roles, in memory
         now = int(self._clock())
         translated = []
         for event, kind, people, item, segments in zip(events, kinds, vuins, wanted, contents,
