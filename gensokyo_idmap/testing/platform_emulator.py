@@ -28,7 +28,7 @@ only the bot's own messages can be recalled. ``fail_next`` queues (status, body)
 
 Guilds (QQ channels): ``guilds`` holds the guilds the bot is in with their channels, served
 by ``GET /users/@me/guilds`` (``limit`` / ``after`` pages) and ``GET /guilds/{id}/channels``;
-``GET /users/@me`` is the bot's own guild user (``bot_user``, by default :data:`BOT_USER`). Channel and guild DM
+``GET /users/@me`` is the bot's own guild user (:data:`BOT_USER`). Channel and guild DM
 sends (``POST /channels/{channel_id}/messages``, ``POST /dms/{guild_id}/messages``) answer a
 message object; a ``msg_id`` there follows the group rules (5 replies, one ``msg_seq`` each),
 a send without one is an active message, which channels allow. An ``image`` must be an
@@ -40,7 +40,8 @@ alike.
 
 Names and roles: :func:`group_message` takes the author's ``username`` and
 ``member_role``, :func:`c2c_message` the ``username``, :func:`channel_message` the
-author's ``username``, guild ``nick`` and ``roles``, as the platform sends them.
+author's ``username``, guild ``nick`` and ``roles``, as the platform sends them;
+``GET /users/@me`` answers ``bot_user`` (:data:`BOT_USER` unless a test renames it).
 
 Quotes: :func:`group_message` and :func:`c2c_message` carry a ``msg_idx`` (also as
 ``message_scene.ext`` text), and :func:`quoting` turns one into a message quoting another
