@@ -3,8 +3,9 @@
 A transport passes the decoded frame to :class:`ActionService` and sends back the dict it
 returns; the service never raises for a client's mistake. Sends go through
 :class:`~gensokyo_idmap.bridge.outbound.OutboundSender`; the information actions answer from what
-the identity graph and ``last_seen`` know (the platform has no member or friend lists, and
-no nicknames, so those fields are empty rather than invented).
+the identity graph and ``last_seen`` know (the platform has no member or friend lists), a
+member's name and role from their latest message (:mod:`.members`; other names are empty
+rather than invented), the bot's name from the platform (:mod:`.bot_name`).
 
 ``_async`` calls are answered ``async`` at once and run in the background (kept referenced
 until done; their failures are logged).

@@ -31,6 +31,9 @@ Rules:
    when the map still holds it (a framework fetches it with ``get_msg``); a quote of a
    message the map does not know (expired, from before, sent by the bot) adds nothing: the
    quoted text is never made up.
+9. **Names and roles come with messages**: a message's author, with the name and role the
+   platform gave (:mod:`gensokyo_idmap.bridge.members`), is kept per chat in memory for the
+   member actions, after the author's identity, never instead of it.
 
 What each kind of event contributes to those steps (whom it names, its content and quote,
 its real id, where its channel lives, its OneBot events) is its translator's

@@ -20,7 +20,7 @@ admin of every channel of the guild. Any other id (roles a guild made) is ``memb
 Kept in memory, not in the identity store: the name and role come back with every message
 of the member, and a durable write per member and chat would cost the inbound path a
 commit for what the next message says again. So after a restart, or for a member not seen
-for a day, a member's profile is unknown (empty names, ``member``) until they speak.
+for a day or two, a member's profile is unknown (empty names, ``member``) until they speak.
 """
 
 from __future__ import annotations
@@ -43,7 +43,8 @@ Role = Literal["owner", "admin", "member"]
 GUILD_ADMIN_ROLE: Final = "2"
 GUILD_OWNER_ROLE: Final = "4"
 GUILD_CHANNEL_ADMIN_ROLE: Final = "5"
-#: Members kept (about 200 bytes each), and for how long after they last spoke at least.
+#: Members kept (member and chat pairs, a few hundred bytes each), and for how long after
+#: they last spoke at least (at most twice that; less when more than the count speak).
 _KEPT: Final = 131_072
 _KEPT_SECONDS: Final = 86_400.0
 
