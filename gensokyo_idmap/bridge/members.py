@@ -28,6 +28,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Final, Literal
 
 from gensokyo_idmap.idmap import IdentityGraph
@@ -62,9 +63,11 @@ class MemberProfile:
 UNKNOWN: Final = MemberProfile()
 
 
+@lru_cache(maxsize=4096)
 def group_profile(username: str, member_role: str | None) -> MemberProfile:
     """A group message's author: ``author.username`` as the nickname (groups have no card
-    the platform shows a bot), ``author.member_role`` as the role (absent: ``member``)."""
+    the platform shows a bot), ``author.member_role`` as the role (absent: ``member``).
+    Kept for the names that come back (the inbound path asks for every group message)."""
     role: Role = "owner" if member_role == "owner" else (
         "admin" if member_role == "admin" else "member")
     return MemberProfile(username, "", role)
@@ -93,9 +96,10 @@ class MemberProfiles:
             _KEPT, _KEPT_SECONDS)
 
     def record(self, scene: str, vuin: int, profile: MemberProfile) -> None:
-        """``vuin``'s profile in ``scene`` is ``profile`` now (no write when unchanged)."""
+        """``vuin``'s profile in ``scene`` is ``profile`` now (nothing is written when that is
+        what is kept, nor for a member named by nothing but who was not known either)."""
         key = (scene, vuin)
-        if self._kept.young.get(key) != profile:
+        if (self._kept.young.get(key) or self._kept.get(key) or UNKNOWN) != profile:
             self._kept.put(key, profile)
 
     def get(self, scene: str, vuin: int) -> MemberProfile:

@@ -55,3 +55,12 @@ def test_profiles_keep_the_latest_per_chat() -> None:
     profiles.record("QQ:1:group:G", 7, group_profile("Reimu H.", "member"))
     assert profiles.get("QQ:1:group:G", 7) == MemberProfile("Reimu H.", "", "member")
     assert profiles.get("QQ:1:group:G", 8) is UNKNOWN
+
+
+def test_a_message_naming_nobody_forgets_what_an_earlier_one_said() -> None:
+    profiles = MemberProfiles()
+    profiles.record("QQ:1:group:G", 7, UNKNOWN)  # nothing known, nothing said: nothing kept
+    assert len(profiles._kept) == 0
+    profiles.record("QQ:1:group:G", 7, group_profile("Reimu", "admin"))
+    profiles.record("QQ:1:group:G", 7, group_profile("", None))  # an older payload now
+    assert profiles.get("QQ:1:group:G", 7) == UNKNOWN
