@@ -23,8 +23,10 @@ The OpenAPI side (reference §5) records every request in ``api_calls`` and keep
 platform's rules: a send needs ``msg_id`` or ``event_id`` (active messages are refused with
 40034105), the same ``msg_id`` + ``msg_seq`` twice is refused (40054005), at most 5 replies
 per ``msg_id`` (22009), ``msg_type`` 7 needs a ``media.file_info`` this platform issued, and
-only the bot's own messages can be recalled. ``fail_next`` queues (status, body) answers and
-``delay_next`` a stall, for the error paths.
+only the bot's own messages can be recalled, each once: a ``DELETE`` of a message recalled
+already, or of one the bot never sent in that chat, is HTTP 404 (code
+:data:`RECALL_NOT_FOUND`); ``recalled`` lists what was. ``fail_next`` queues (status, body)
+answers and ``delay_next`` a stall, for the error paths.
 
 Guilds (QQ channels): ``guilds`` holds the guilds the bot is in with their channels, served
 by ``GET /users/@me/guilds`` (``limit`` / ``after`` pages) and ``GET /guilds/{id}/channels``;
@@ -72,6 +74,9 @@ BOT_USER: dict[str, Any] = {"id": "1", "username": "bot", "bot": True,
 GUILD = "7000000001"
 CHANNEL = "8000000001"
 GUILD_USER = "144115218677563300"
+#: The code of a recall's 404: the message was recalled already, or the bot never sent it
+#: in that chat.
+RECALL_NOT_FOUND = 306004
 
 
 def shard_of(d: Any, count: int) -> int:
@@ -144,7 +149,8 @@ class EmulatedPlatform:
         self.api_calls: list[tuple[str, str, Any]] = []  # (method, path, JSON body)
         self.fail_next: list[tuple[int, dict[str, Any]]] = []
         self.delay_next: list[float] = []
-        self.sent_messages: dict[str, str] = {}  # bot message id → chat path
+        self.sent_messages: dict[str, str] = {}  # bot message id → chat path (not recalled)
+        self.recalled: list[str] = []  # bot message ids recalled, in order
         #: the bot's own user, as ``GET /users/@me`` answers it (a test may rename it)
         self.bot_user: dict[str, Any] = dict(BOT_USER)
         self.file_infos: set[str] = set()
@@ -221,7 +227,7 @@ class EmulatedPlatform:
         error = self._check_send(body)
         if error is not None:
             return web.json_response(error, status=400)
-        message_id = f"BOT{len(self.sent_messages) + 1:06d}"
+        message_id = f"BOT{self._next_message_number():06d}"
         self.sent_messages[message_id] = request.path
         return web.json_response({"id": message_id,
                                   "timestamp": "2025-01-01T12:00:01+08:00"})
@@ -245,6 +251,11 @@ class EmulatedPlatform:
         seqs.add(seq)
         return None
 
+    def _next_message_number(self) -> int:
+        """The number of the next message the bot sends (recalled ones count: ids are never
+        given twice)."""
+        return len(self.sent_messages) + len(self.recalled) + 1
+
     async def send_guild_message(self, request: web.Request) -> web.Response:
         """``/channels/{channel_id}/messages`` and ``/dms/{guild_id}/messages``."""
         body, refused = await self._api_gate(request)
@@ -264,7 +275,7 @@ class EmulatedPlatform:
             error = self._check_send({"msg_type": 0, **body})
             if error is not None:
                 return web.json_response(error, status=400)
-        message_id = f"08BOTGUILD{len(self.sent_messages) + 1:06d}"
+        message_id = f"08BOTGUILD{self._next_message_number():06d}"
         self.sent_messages[message_id] = request.path
         where = request.match_info
         return web.json_response({
@@ -317,9 +328,12 @@ class EmulatedPlatform:
         message_id = request.match_info["message_id"]
         chat_path = request.path.rsplit("/", 1)[0]
         if self.sent_messages.get(message_id) != chat_path:
-            return web.json_response({"code": 306004, "message": "message not found"},
-                                     status=400)
+            # recalled already, or never sent by the bot in this chat: not found, as the
+            # platform answers a second DELETE of one message
+            return web.json_response({"code": RECALL_NOT_FOUND, "message": "message not found"},
+                                     status=404)
         del self.sent_messages[message_id]
+        self.recalled.append(message_id)
         return web.Response(status=200)
 
     async def gateway_bot(self, request: web.Request) -> web.Response:
