@@ -100,7 +100,8 @@ def make_bot(config: Config, bot: BotSettings, graph: IdentityGraph, msgids: Mes
             send_error=onebot.send_error,
             reads_off_loop=(config.idmap.backend == "postgres"
                             or config.idmap.runtime_backend == "redis"),
-            unsupported_segments=onebot.unsupported_segments), budget))
+            unsupported_segments=onebot.unsupported_segments), budget),
+        list_channels_as_groups=onebot.list_channels_as_groups)
     clients = [
         ReverseWsClient(url, bot.self_id, access_token=token or None, on_action=actions,
                         reconnect_interval=onebot.reconnect_interval_seconds,
