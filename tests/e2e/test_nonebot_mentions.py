@@ -68,6 +68,8 @@ def test_nonebot_sees_an_at_of_the_member_a_group_message_mentions(tmp_path: Pat
         try:
             await until_listening(nb_port, WAIT)
             await daemon.start()
+            await until(lambda: platform.shards[0].live() is not None, WAIT,
+                        lambda: f"the daemon's gateway session\n{context()}")
             await until(lambda: any(re.search(rf"Bot {APP}\b.* connected", line)
                                     for line in nb_lines), WAIT,
                         lambda: f"NoneBot connection\n{context()}")

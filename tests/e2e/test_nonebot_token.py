@@ -91,8 +91,13 @@ def test_a_nonebot_with_another_token_is_named_once_and_shown_on_the_console(
                                     for line in nb_lines), WAIT,
                         lambda: f"NoneBot connection\n{context()}")
             async with aiohttp.ClientSession() as session:
-                async with session.get(f"http://127.0.0.1:{api_port}/ui/overview.json") as resp:
-                    seen["after"] = await resp.json()
+                for _ in range(int(WAIT / 0.05)):  # the daemon's side of it: just after
+                    async with session.get(
+                            f"http://127.0.0.1:{api_port}/ui/overview.json") as resp:
+                        seen["after"] = await resp.json()
+                    if seen["after"]["frameworks"][0]["connected"]:  # type: ignore[index]
+                        break
+                    await asyncio.sleep(0.05)
             assert await daemon.stop() == 0, context()
         finally:
             await daemon.kill()
