@@ -23,8 +23,10 @@ The OpenAPI side (reference §5) records every request in ``api_calls`` and keep
 platform's rules: a send needs ``msg_id`` or ``event_id`` (active messages are refused with
 40034105), the same ``msg_id`` + ``msg_seq`` twice is refused (40054005), at most 5 replies
 per ``msg_id`` (22009), ``msg_type`` 7 needs a ``media.file_info`` this platform issued, and
-only the bot's own messages can be recalled. ``fail_next`` queues (status, body) answers and
-``delay_next`` a stall, for the error paths.
+only the bot's own messages can be recalled, each once: a ``DELETE`` of a message recalled
+already, or of one the bot never sent in that chat, is HTTP 404 (code
+:data:`RECALL_NOT_FOUND`); ``recalled`` lists what was. ``fail_next`` queues (status, body)
+answers and ``delay_next`` a stall, for the error paths.
 
 Guilds (QQ channels): ``guilds`` holds the guilds the bot is in with their channels, served
 by ``GET /users/@me/guilds`` (``limit`` / ``after`` pages) and ``GET /guilds/{id}/channels``;
@@ -37,6 +39,11 @@ http(s) URL (the platform fetches it). ``DELETE`` of either recalls the bot's ow
 :func:`guild_member` build the ``d`` of each guild event the way the platform sends it, for
 :meth:`EmulatedPlatform.push` and :meth:`~gensokyo_idmap.testing.WebhookSender.dispatch`
 alike.
+
+Names and roles: :func:`group_message` takes the author's ``username`` and
+``member_role``, :func:`c2c_message` the ``username``, :func:`channel_message` the
+author's ``username``, guild ``nick`` and ``roles``, as the platform sends them;
+``GET /users/@me`` answers ``bot_user`` (:data:`BOT_USER` unless a test renames it).
 
 Quotes: :func:`group_message` and :func:`c2c_message` carry a ``msg_idx`` (also as
 ``message_scene.ext`` text), and :func:`quoting` turns one into a message quoting another
@@ -71,6 +78,9 @@ BOT_USER: dict[str, Any] = {"id": "1", "username": "bot", "bot": True,
 GUILD = "7000000001"
 CHANNEL = "8000000001"
 GUILD_USER = "144115218677563300"
+#: The code of a recall's 404: the message was recalled already, or the bot never sent it
+#: in that chat.
+RECALL_NOT_FOUND = 306004
 
 
 def shard_of(d: Any, count: int) -> int:
@@ -143,7 +153,10 @@ class EmulatedPlatform:
         self.api_calls: list[tuple[str, str, Any]] = []  # (method, path, JSON body)
         self.fail_next: list[tuple[int, dict[str, Any]]] = []
         self.delay_next: list[float] = []
-        self.sent_messages: dict[str, str] = {}  # bot message id → chat path
+        self.sent_messages: dict[str, str] = {}  # bot message id → chat path (not recalled)
+        self.recalled: list[str] = []  # bot message ids recalled, in order
+        #: the bot's own user, as ``GET /users/@me`` answers it (a test may rename it)
+        self.bot_user: dict[str, Any] = dict(BOT_USER)
         self.file_infos: set[str] = set()
         self._replies: dict[str, set[int]] = {}  # msg_id / event_id → msg_seqs used
         #: guild id → the guild object (``channels``: its channel objects)
@@ -218,7 +231,7 @@ class EmulatedPlatform:
         error = self._check_send(body)
         if error is not None:
             return web.json_response(error, status=400)
-        message_id = f"BOT{len(self.sent_messages) + 1:06d}"
+        message_id = f"BOT{self._next_message_number():06d}"
         self.sent_messages[message_id] = request.path
         return web.json_response({"id": message_id,
                                   "timestamp": "2025-01-01T12:00:01+08:00"})
@@ -242,6 +255,11 @@ class EmulatedPlatform:
         seqs.add(seq)
         return None
 
+    def _next_message_number(self) -> int:
+        """The number of the next message the bot sends (recalled ones count: ids are never
+        given twice)."""
+        return len(self.sent_messages) + len(self.recalled) + 1
+
     async def send_guild_message(self, request: web.Request) -> web.Response:
         """``/channels/{channel_id}/messages`` and ``/dms/{guild_id}/messages``."""
         body, refused = await self._api_gate(request)
@@ -261,7 +279,7 @@ class EmulatedPlatform:
             error = self._check_send({"msg_type": 0, **body})
             if error is not None:
                 return web.json_response(error, status=400)
-        message_id = f"08BOTGUILD{len(self.sent_messages) + 1:06d}"
+        message_id = f"08BOTGUILD{self._next_message_number():06d}"
         self.sent_messages[message_id] = request.path
         where = request.match_info
         return web.json_response({
@@ -272,7 +290,7 @@ class EmulatedPlatform:
 
     async def me(self, request: web.Request) -> web.Response:
         _, refused = await self._api_gate(request)
-        return refused or web.json_response(BOT_USER)
+        return refused or web.json_response(self.bot_user)
 
     async def me_guilds(self, request: web.Request) -> web.Response:
         _, refused = await self._api_gate(request)
@@ -314,9 +332,12 @@ class EmulatedPlatform:
         message_id = request.match_info["message_id"]
         chat_path = request.path.rsplit("/", 1)[0]
         if self.sent_messages.get(message_id) != chat_path:
-            return web.json_response({"code": 306004, "message": "message not found"},
-                                     status=400)
+            # recalled already, or never sent by the bot in this chat: not found, as the
+            # platform answers a second DELETE of one message
+            return web.json_response({"code": RECALL_NOT_FOUND, "message": "message not found"},
+                                     status=404)
         del self.sent_messages[message_id]
+        self.recalled.append(message_id)
         return web.Response(status=200)
 
     async def gateway_bot(self, request: web.Request) -> web.Response:
@@ -503,21 +524,35 @@ class EmulatedPlatform:
 
 def group_message(n: int, group: str = "A1B2C3D4E5F60718293A4B5C6D7E8F90",
                   user: str = "0F1E2D3C4B5A69788796A5B4C3D2E1F0",
-                  union: str | None = None) -> dict[str, Any]:
-    """The ``d`` of a group message; ``union``: the author's ``union_openid``."""
+                  union: str | None = None, *, username: str | None = None,
+                  role: str | None = None) -> dict[str, Any]:
+    """The ``d`` of a group message; ``union``: the author's ``union_openid``;
+    ``username`` and ``role`` (``member`` / ``admin`` / ``owner``): the author's
+    ``username`` and ``member_role``, as newer platform payloads carry them (with
+    ``author.bot``)."""
     author: dict[str, Any] = {"id": user, "member_openid": user}
     if union is not None:
         author["union_openid"] = union
+    if username is not None or role is not None:
+        author["bot"] = False
+    if username is not None:
+        author["username"] = username
+    if role is not None:
+        author["member_role"] = role
     return {"id": f"ROBOT1.0_gw{n}", "content": f"m{n}", "timestamp": "2025-01-01T12:00:00+08:00",
             "group_openid": group, "author": author, **_indexed(f"REFIDX_gw{n}")}
 
 
 def c2c_message(n: int, user: str = "0F1E2D3C4B5A69788796A5B4C3D2E1F0",
-                content: str = "ping") -> dict[str, Any]:
-    """The ``d`` of a ``C2C_MESSAGE_CREATE``."""
+                content: str = "ping", *, username: str | None = None) -> dict[str, Any]:
+    """The ``d`` of a ``C2C_MESSAGE_CREATE``; ``username``: the author's, where the
+    platform sends it."""
+    author: dict[str, Any] = {"id": user, "user_openid": user}
+    if username is not None:
+        author["username"] = username
     return {"id": f"ROBOT1.0_c2c{n}", "content": content,
             "timestamp": "2025-01-01T12:00:00+08:00",
-            "author": {"id": user, "user_openid": user}, **_indexed(f"REFIDX_c2c{n}")}
+            "author": author, **_indexed(f"REFIDX_c2c{n}")}
 
 
 def _indexed(msg_idx: str) -> dict[str, Any]:
@@ -580,11 +615,15 @@ def _guild_author(user: str, username: str) -> dict[str, Any]:
 
 def channel_message(n: int, content: str = "ping", *, channel: str = CHANNEL,
                     guild: str = GUILD, user: str = GUILD_USER, at_bot: bool = True,
-                    mentions: tuple[str, ...] = (), everyone: bool = False) -> dict[str, Any]:
+                    mentions: tuple[str, ...] = (), everyone: bool = False,
+                    username: str = "alice", nick: str = "Alice",
+                    roles: tuple[str, ...] = ("1",)) -> dict[str, Any]:
     """The ``d`` of ``AT_MESSAGE_CREATE`` (``at_bot``: content starts ``<@!bot>``, as the
     platform sends it to public bots) or ``MESSAGE_CREATE``; ``mentions``: other guild
     users @-mentioned after the content; ``everyone``: an @everyone after them
-    (``@everyone`` in the content, ``mention_everyone: true``)."""
+    (``@everyone`` in the content, ``mention_everyone: true``); ``username`` the author's,
+    ``nick`` and ``roles`` their guild nick and role ids (``member``: ``1`` everyone, ``2``
+    guild admin, ``4`` the owner, ``5`` channel admin)."""
     mentioned = [{"id": BOT_USER["id"], "username": BOT_USER["username"], "bot": True}] \
         if at_bot else []
     mentioned += [{"id": m, "username": f"user{m[-4:]}", "bot": False} for m in mentions]
@@ -594,8 +633,8 @@ def channel_message(n: int, content: str = "ping", *, channel: str = CHANNEL,
             "content": prefix + content + "".join(f" <@!{m}>" for m in mentions)
             + (" @everyone" if everyone else ""),
             "timestamp": "2025-01-01T12:00:00+08:00",
-            "author": _guild_author(user, "alice"),
-            "member": {"nick": "Alice", "roles": ["1"],
+            "author": _guild_author(user, username),
+            "member": {"nick": nick, "roles": list(roles),
                        "joined_at": "2024-01-01T12:00:00+08:00"},
             "mentions": mentioned, "seq": n, "seq_in_channel": str(n)}
 

@@ -158,6 +158,19 @@ def test_ids_that_are_no_platform_id_never_shape_a_platform_url(
     with_daemon(scenario, identity_store, msgid_store, clock, op_userid_type="raw")
 
 
+def test_a_reply_to_an_unknown_id_in_a_channel_is_sent_without_the_quote(
+        identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore,
+        clock: FakeClock) -> None:
+    """Issue 33 item 8 in a channel: the send goes, answering the channel's newest message."""
+    async def scenario(h: Harness) -> None:
+        event = await h.inbound("AT_MESSAGE_CREATE", channel_message(1))
+        body = await sent_to_channel(h, "send_group_msg", group_id=event["group_id"],
+                                     message="[CQ:reply,id=99999]pong")
+        assert (body["content"], body["msg_id"]) == ("pong", channel_message(1)["id"])
+
+    with_daemon(scenario, identity_store, msgid_store, clock)
+
+
 def test_an_at_of_a_user_a_channel_message_mentioned_goes_back_as_their_mention(
         identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore,
         clock: FakeClock) -> None:

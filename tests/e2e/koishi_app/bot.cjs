@@ -56,5 +56,51 @@ app.on('message', async (session) => {
     record({ error: String(error && error.stack || error) })
   }
 })
+// Members and roles (issue 33): the bot's name once logged in, and on "whoami" the author as
+// the event names them, Koishi's admin check and getGuildMember (get_group_member_info):
+//   {"login": {"name": ...}}      {"whoami": {...}}
+app.on('login-updated', ({ bot }) => {
+  if (bot.status === 1) record({ login: { name: bot.user && bot.user.name } })
+})
+app.on('message', async (session) => {
+  if (!/\bwhoami$/.test(session.content)) return
+  try {
+    const member = session.event.member || {}
+    const fetched = await session.bot.getGuildMember(session.guildId, session.userId)
+    record({ whoami: {
+      id: session.messageId, userId: session.userId, name: session.event.user.name,
+      nick: member.nick, roles: (member.roles || []).map((role) => role.id),
+      admin: await session.bot.checkPermission('onebot.group.admin', session),
+      owner: await session.bot.checkPermission('onebot.group.owner', session),
+      fetched: { user: fetched.user && fetched.user.id, name: fetched.user && fetched.user.name,
+                 nick: fetched.nick, roles: (fetched.roles || []).map((role) => role.id) },
+    } })
+  } catch (error) {
+    record({ error: String(error && error.stack || error) })
+  }
+})
+// Issue 33 (tests/e2e/test_koishi_replies.py), each on a message that is just the command:
+//   "card":   bot.internal.setGroupCard, known but impossible → {"card": {code, message}}
+//   "quote gone": a reply quoting message 99999, which the daemon never held → {"gone": ids}
+//   "recall twice": send, deleteMessage, deleteMessage again → {"recall_again": {code, ...}}
+const failure = (error) => ({ code: error && error.code, message: String(error && error.message) })
+app.on('message', async (session) => {
+  try {
+    const text = (session.content || '').replace(/<[^>]*>/g, '').trim()  // without the at
+    if (text === 'card') {
+      await session.bot.internal.setGroupCard(session.guildId, session.userId, 'x')
+        .then(() => record({ card: null }), (error) => record({ card: failure(error) }))
+    } else if (text === 'quote gone') {
+      record({ gone: await session.send(h('quote', { id: '99999' }) + 'still here') })
+    } else if (text === 'recall twice') {
+      const [sent] = await session.send('to recall')
+      await session.bot.deleteMessage(session.channelId, sent)
+      await session.bot.deleteMessage(session.channelId, sent).then(
+        () => record({ recall_again: null }), (error) => record({ recall_again: failure(error) }))
+    }
+  } catch (error) {
+    record({ error: String(error && error.stack || error) })
+  }
+})
 process.on('unhandledRejection', (error) => record({ error: String(error && error.stack || error) }))
 app.start().catch((error) => { record({ error: String(error) }); process.exit(1) })
