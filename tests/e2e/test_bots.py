@@ -36,7 +36,7 @@ from gensokyo_idmap.testing import (
 )
 
 from .jsonl_records import Records, run_context
-from .test_koishi import install_koishi, node_missing, start_koishi
+from .test_koishi import install_koishi, node_missing, start_koishi, stop_koishi
 from .test_nonebot import nonebot_missing, start_nonebot
 
 APP_A, APP_B = "102000001", "102000002"
@@ -103,11 +103,11 @@ def test_two_bots_one_daemon_one_graph_with_nonebot_and_koishi(tmp_path: Path) -
 
             # Koishi: a bot per path prefix on the one forward WebSocket
             await until_listening(forward_port, WAIT)
-            koishi, koishi_pumping = await start_koishi("bots.cjs", {
-                "KOISHI_BOTS": json.dumps([
+            koishi, koishi_pumping = await start_koishi(
+                installed, forward_port, TOKEN, koishi_records, koishi_lines,
+                script="bots.cjs", env={"KOISHI_BOTS": json.dumps([
                     {"selfId": app_id, "endpoint": f"ws://127.0.0.1:{forward_port}/{app_id}/"}
-                    for app_id in (APP_A, APP_B)]),
-                "KOISHI_TOKEN": TOKEN}, installed, koishi_records, koishi_lines)
+                    for app_id in (APP_A, APP_B)])})
 
             def koishi_alive() -> None:
                 if koishi is not None and koishi.returncode is not None:
@@ -126,18 +126,13 @@ def test_two_bots_one_daemon_one_graph_with_nonebot_and_koishi(tmp_path: Path) -
             await asyncio.wait_for(koishi.wait(), WAIT)
             assert await daemon.stop() == 0, context()
         finally:
-            if koishi is not None and koishi.returncode is None:
-                koishi.kill()
-                await asyncio.wait_for(koishi.wait(), WAIT)
-            if koishi_pumping is not None:
-                await asyncio.wait_for(koishi_pumping, WAIT)
+            await stop_koishi(koishi, koishi_pumping, koishi_lines, tmp_path)
             await daemon.kill()
             if nonebot.returncode is None:
                 nonebot.kill()
                 await asyncio.wait_for(nonebot.wait(), WAIT)
             await asyncio.wait_for(nb_pumping, WAIT)
             (tmp_path / "nonebot.log").write_text("\n".join(nb_lines) + "\n", "utf-8")
-            (tmp_path / "koishi.log").write_text("\n".join(koishi_lines) + "\n", "utf-8")
             await platform_a.close()
             await platform_b.close()
         check_platforms(platform_a, platform_b, context)
