@@ -72,7 +72,7 @@ dist: venv
 	$(BIN)/python -m build --no-isolation --outdir dist .
 	$(BIN)/twine check --strict dist/*
 
-# The console's translations (docs/console.md): its messages extracted from the templates
+# The console's translations (docs/translations.md): its messages extracted from the templates
 # and Python modules into console.pot (pyproject.toml's [tool.babel] says where), each
 # language's console.po brought up to date with it (new messages to translate, changed ones
 # marked fuzzy), then compiled into the console.mo files the package ships, committed with

@@ -38,7 +38,7 @@ from aiohttp import web
 from gensokyo_idmap import __version__, counters, jsonio, metrics
 from gensokyo_idmap.api.access import same_token
 from gensokyo_idmap.api.console import form_tokens, language
-from gensokyo_idmap.api.console.chart import rate_chart
+from gensokyo_idmap.api.console.chart import ChartWords, rate_chart
 from gensokyo_idmap.api.console.dates import time_tag
 from gensokyo_idmap.api.console.error_text import error_text
 from gensokyo_idmap.api.console.form_tokens import FormTokens
@@ -407,7 +407,14 @@ class Console:
         return web.json_response(await self.overview_data(), dumps=_dumps)
 
     async def chart(self, request: web.Request) -> web.Response:
-        svg = rate_chart(self.rates.series(to_now=True), self.rates.step, self.rates.span)
+        t = self._texts()
+        words = ChartWords(names={"events in": t.gettext("platform events in"),
+                                  "events out": t.gettext("OneBot events out"),
+                                  "actions": t.gettext("OneBot actions answered")},
+                           per_second=t.gettext("/s"), ago=t.gettext("-%(minutes)s min"),
+                           now=t.gettext("now"))
+        svg = rate_chart(self.rates.series(to_now=True), self.rates.step, self.rates.span,
+                         words=words)
         return web.Response(text=svg, content_type="image/svg+xml")
 
     # --- identities -------------------------------------------------------------------------

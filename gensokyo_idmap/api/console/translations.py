@@ -4,7 +4,7 @@ the package (``locale/<ll_CC>/LC_MESSAGES/console.mo``) and their hook into the 
 English is the source language: a page's English text is the catalog's message ids, so
 English needs no catalog. Every other language of :data:`~.language.LANGUAGES` has a
 compiled catalog, read once with the standard library's :mod:`gettext` (Babel only
-extracts and compiles them: ``make catalogs``, docs/console.md). A missing catalog is an
+extracts and compiles them: ``make catalogs``, docs/translations.md). A missing catalog is an
 error when the console is built, not a page silently in English: the wheel is broken.
 
 Templates use Jinja2's i18n extension (``{% trans %}`` and ``_()``) with new-style

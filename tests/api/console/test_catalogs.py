@@ -105,7 +105,7 @@ def test_the_template_holds_what_extraction_finds_now(tmp_path: Path) -> None:
     assert len(now) > 100
     added = sorted(str(key) for key in now.keys() - kept.keys())
     dropped = sorted(str(key) for key in kept.keys() - now.keys())
-    assert (added, dropped) == ([], []), "run `make catalogs` (docs/console.md)"
+    assert (added, dropped) == ([], []), "run `make catalogs` (docs/translations.md)"
     for key, message in now.items():
         assert kept[key].flags == message.flags, key  # python-format, as extracted
         assert kept[key].auto_comments == message.auto_comments, key  # translators' notes

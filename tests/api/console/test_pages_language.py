@@ -228,3 +228,17 @@ def test_a_cookie_naming_no_language_of_ours_is_passed_over(serve_console: Serve
         assert html_lang(page) == "zh-CN"
 
     scenario(serve_console, body)
+
+
+def test_the_chart_speaks_the_pages_language(serve_console: ServeConsole) -> None:
+    async def body(browser: Browser) -> None:
+        status, svg, resp = await browser.get("/ui/chart.svg", headers=ZH)
+        assert status == 200 and resp.content_type == "image/svg+xml"
+        for words in ("收到的平台事件", "发出的 OneBot 事件", "已应答的 OneBot 动作", "现在",
+                      "-60 分钟", "/秒"):
+            assert words in svg, words
+        _, svg, _ = await browser.get("/ui/chart.svg", headers=EN)
+        assert "platform events in" in svg and ">now<" in svg and "-60 min" in svg
+        assert not CJK.search(svg)
+
+    scenario(serve_console, body)
