@@ -129,8 +129,13 @@ def test_the_shipped_mo_is_the_po_compiled(language: str) -> None:
     compiled = io.BytesIO()
     write_mo(compiled, read(po_path(language), locale=language.replace("-", "_")))
     shipped = (CONSOLE / catalog_path(language)).read_bytes()
-    fresh = gettext.GNUTranslations(io.BytesIO(compiled.getvalue()))
-    assert gettext.GNUTranslations(io.BytesIO(shipped))._catalog == fresh._catalog, (  # type: ignore[attr-defined]
+    def texts(mo: bytes) -> dict[object, str]:
+        """The messages of a compiled catalog, its header (dates) left out."""
+        catalog = gettext.GNUTranslations(io.BytesIO(mo))._catalog  # type: ignore[attr-defined]
+        return {key: text for key, text in catalog.items() if key != ""}
+
+    assert len(texts(shipped)) > 100
+    assert texts(shipped) == texts(compiled.getvalue()), (
         "run `make catalogs` and commit the .mo it compiles")
 
 
