@@ -1,10 +1,11 @@
 """The errors the console's pages show, in the page's language (pure: no I/O).
 
 The domain (identity parsing, the graph, the message ids) raises its errors in English, for
-the logs, the CLI and the HTTP API alike. The console shows the ones its forms and searches
-meet in the page's language: each is recognised by a pattern of its English text and said
-again through the catalog, with the same values. A message no pattern knows is shown as
-the domain wrote it (English): still true, only untranslated.
+the logs, the CLI and the HTTP API alike; the daemon's link says a framework's problem in
+English too (``FrameworkLink.problem``, also in ``/ui/overview.json``). The console shows
+the ones its pages meet in the page's language: each is recognised by a pattern of its
+English text and said again through the catalog, with the same values. A message no
+pattern knows is shown as the domain wrote it (English): still true, only untranslated.
 
 ``N_`` marks a message for the catalog (Babel extracts it) without translating it here;
 the page's translations do that when the error is shown.
@@ -18,7 +19,7 @@ from typing import Final
 
 from gensokyo_idmap.errors import BadInputError, IdmapError
 
-__all__ = ["FIELDS", "KNOWN", "N_", "error_text"]
+__all__ = ["FIELDS", "KNOWN", "N_", "error_text", "said"]
 
 
 def N_(message: str) -> str:  # noqa: N802 - gettext's name for a marker
@@ -61,10 +62,14 @@ KNOWN: Final[tuple[tuple[re.Pattern[str], str], ...]] = tuple(
          N_("virtual message id %(id)s is unknown or expired")),
         (r"real message id (?P<id>'.*') is unknown or expired",
          N_("real message id %(id)s is unknown or expired")),
+        (r"the framework refused our access token \(HTTP (?P<status>\d+)\)",
+         N_("the framework refused our access token (HTTP %(status)s)")),
+        (r"the framework wants an access token and none is set \(HTTP (?P<status>\d+)\)",
+         N_("the framework wants an access token and none is set (HTTP %(status)s)")),
     ))
 
 
-def _said(text: str, texts: gettext.NullTranslations) -> str:
+def said(text: str, texts: gettext.NullTranslations) -> str:
     """``text`` in the page's language when a pattern of :data:`KNOWN` reads it all."""
     for pattern, message in KNOWN:
         found = pattern.fullmatch(text)
@@ -79,5 +84,5 @@ def error_text(err: IdmapError, texts: gettext.NullTranslations) -> str:
     if isinstance(err, BadInputError):
         return texts.gettext("%(field)s: %(reason)s (got %(value)s)") % {
             "field": texts.gettext(err.field) if err.field in FIELDS else err.field,
-            "reason": _said(err.reason, texts), "value": err.shown}
-    return _said(err.message, texts)
+            "reason": said(err.reason, texts), "value": err.shown}
+    return said(err.message, texts)

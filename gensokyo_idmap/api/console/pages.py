@@ -40,7 +40,7 @@ from gensokyo_idmap.api.access import same_token
 from gensokyo_idmap.api.console import form_tokens, language
 from gensokyo_idmap.api.console.chart import ChartWords, rate_chart
 from gensokyo_idmap.api.console.dates import time_tag
-from gensokyo_idmap.api.console.error_text import error_text
+from gensokyo_idmap.api.console.error_text import error_text, said
 from gensokyo_idmap.api.console.form_tokens import FormTokens
 from gensokyo_idmap.api.console.login_limit import LoginLimit
 from gensokyo_idmap.api.console.rates import RateHistory
@@ -388,7 +388,10 @@ class Console:
                     "event_type": link.last_webhook.event_type, "at": link.last_webhook.at},
             },
             "frameworks": [{"transport": f.transport, "name": f.name, "connected": f.connected,
-                            "owed": f.owed, "durable": f.durable} for f in link.frameworks],
+                            "owed": f.owed, "durable": f.durable, "problem": f.problem,
+                            # the problem in the asking page's language, for its script
+                            "problem_text": f.problem and said(f.problem, self._texts())}
+                           for f in link.frameworks],
             "totals": totals,
             "rates": self.rates.latest(),
             "problems": {"errors": sum(line.level in ("error", "critical") for line in problems),

@@ -77,7 +77,10 @@ def test_each_known_pattern_is_something_the_domain_says() -> None:
     strings = _domain_strings()
     source = "\n".join(strings)
     for pattern, message in KNOWN:
-        fixed = [part for part in re.split(r"%\(\w+\)s", message) if part.strip()]
+        # the fixed text between the values (and between brackets: an f-string may add a
+        # bracketed part to a message held apart, as "… (HTTP 403)")
+        fixed = [part.strip() for part in re.split(r"%\(\w+\)s|(?<=\S) \(", message)
+                 if part.strip(" ()")]
         assert all(part in source for part in fixed), (pattern.pattern, fixed)
         examples = [message % {name: value for name in pattern.groupindex}
                     for value in ("1", "'x-1'")]
