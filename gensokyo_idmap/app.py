@@ -206,8 +206,8 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
 
     graph = IdentityGraph(store)
     window = window_seconds(config.webhook.max_age_seconds)
-    msgids, claims, budget = await _runtime_state(config, store, msgid_store, window,
-                                                  services)
+    msgids, claims, budget_for = await _runtime_state(config, store, msgid_store, window,
+                                                      services)
     _log_stores_open(config, graph, msgids)
     plan = _connection_plan(config)
     sweeper = asyncio.create_task(
@@ -225,7 +225,7 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
                     if config.api.listen else None)
     if identity_api is not None:
         intake.push_async_callback(identity_api.cleanup)
-    runtimes = [make_bot(config, bot, graph, msgids, budget, outbox, services,
+    runtimes = [make_bot(config, bot, graph, msgids, budget_for(bot), outbox, services,
                          confirm_on_write=_bench_confirm_on_write()) for bot in bots]
     for runtime in runtimes:
         platform = runtime.platform
@@ -279,7 +279,7 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
     pipelines = [InboundPipeline(
         runtime.bridge, runtime.sinks, deliveries,
         acknowledge=None if runtime.platform is None else runtime.platform.acknowledge,
-        key_scope=f"{runtime.settings.app_id}:" if runtime.settings.listed else "")
+        key_scope=runtime.settings.scope)
         for runtime in runtimes]
     webhook: web.AppRunner | None = None
     if config.webhook.listen:
@@ -364,15 +364,21 @@ def _reach_graph(store: LmdbIdentityStore | PgIdentityStore) -> asyncio.Task[Non
     return asyncio.create_task(reaching())
 
 
+#: Each bot's reply budget: a count of its own of the replies to each message (two bots
+#: given one platform message id each have its five replies).
+BudgetFor: TypeAlias = Callable[[BotSettings], ReplyBudget]
+
+
 async def _runtime_state(config: Config, graph_store: IdentityStore, msgid_store: LmdbMsgIdStore,
                          window: float, stack: AsyncExitStack
-                         ) -> tuple[MessageIds, ClaimStore, ReplyBudget]:
-    """Message ids, delivery claims and reply counts: in msgid-map.db and this process's
-    memory, or on the Redis every daemon of the prefix shares (``idmap.runtime_backend``;
-    the client closes with ``stack``). Redis is asked once (a ``PING``): one that is down
-    at start degrades the daemon as it would later (:mod:`gensokyo_idmap.runtime.redis.state`),
-    the outage logged now. The message ids' high-water mark is in ``graph_store``
-    (:mod:`gensokyo_idmap.runtime.blocks`)."""
+                         ) -> tuple[MessageIds, ClaimStore, BudgetFor]:
+    """Message ids, delivery claims and each bot's reply counts: in msgid-map.db and this
+    process's memory, or on the Redis every daemon of the prefix shares
+    (``idmap.runtime_backend``; the client closes with ``stack``; a bot's counts there are
+    under its :attr:`~gensokyo_idmap.bots.BotSettings.scope`). Redis is asked once (a
+    ``PING``): one that is down at start degrades the daemon as it would later
+    (:mod:`gensokyo_idmap.runtime.redis.state`), the outage logged now. The message ids'
+    high-water mark is in ``graph_store`` (:mod:`gensokyo_idmap.runtime.blocks`)."""
     seq_base = seq_base_for_process(time.time())
     ttl = config.idmap.msgid_ttl_seconds
     keep = config.idmap.keep_message_content
@@ -389,9 +395,10 @@ async def _runtime_state(config: Config, graph_store: IdentityStore, msgid_store
         ids = RedisMsgIds(runtime)
         msgids = RedisMsgIdMap(ids, ttl_seconds=ttl, keep_content=keep, blocks=blocks)
         await msgids.ask_at_start()
-        return msgids, RedisClaims(ids, window), RedisReplyBudget(ids, seq_base=seq_base)
+        return msgids, RedisClaims(ids, window), lambda bot: RedisReplyBudget(
+            ids, seq_base=seq_base, scope=bot.scope)
     return (MsgIdMap(msgid_store, ttl_seconds=ttl, keep_content=keep, blocks=blocks),
-            DurableClaims(msgid_store, window), ReplyBudget(seq_base=seq_base))
+            DurableClaims(msgid_store, window), lambda _: ReplyBudget(seq_base=seq_base))
 
 
 def _limit_server_waits(config: Config) -> None:

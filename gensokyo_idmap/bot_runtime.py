@@ -1,13 +1,15 @@
 """One bot's parts in a daemon of any number of bots (composition side).
 
 Every bot shares the daemon's stores (the identity graph, the message ids, the delivery
-claims, the reply budget, the outbox) and its listeners (webhook, forward WS, OneBot HTTP
-API, identity API); each has its own platform client (HTTP client, access token, OpenAPI),
-gateway session, action service (sends with its token, as its AppID), inbound bridge
-(events translated with its AppID, each with its ``self_id``), framework connections
-(a reverse-WS client per framework URL, an HTTP POST target per URL, its forward-WS
-server behind the shared listener) and inbound pipeline. :func:`make_bot` makes them from
-its :class:`~gensokyo_idmap.bots.BotSettings`; the daemon (``app.py``) starts them.
+claims, the outbox) and its listeners (webhook, forward WS, OneBot HTTP API, identity API);
+each has its own platform client (HTTP client, access token, OpenAPI), gateway session,
+reply budget (its count of the replies to each message: two bots given one platform
+message id each have its five), action service (sends with its token, as its AppID),
+inbound bridge (events translated with its AppID, each with its ``self_id``), framework
+connections (a reverse-WS client per framework URL, an HTTP POST target per URL, its
+forward-WS server behind the shared listener) and inbound pipeline. :func:`make_bot` makes
+them from its :class:`~gensokyo_idmap.bots.BotSettings`; the daemon (``app.py``) starts
+them.
 """
 
 from __future__ import annotations
@@ -60,6 +62,8 @@ class BotRuntime:
     settings: BotSettings
     platform: PlatformClient | None
     actions: ActionService
+    #: its count of the replies to each message it received (its own: per bot)
+    budget: ReplyBudget
     bridge: InboundBridge
     clients: list[ReverseWsClient]
     posts: list[HttpPostTarget]
@@ -128,7 +132,7 @@ def make_bot(config: Config, bot: BotSettings, graph: IdentityGraph, msgids: Mes
         op_userid_type=onebot.op_userid_type, white_prefixes=tuple(onebot.white_prefixes),
         black_prefixes=tuple(onebot.black_prefixes), remove_at=onebot.remove_at,
         reads_off_loop=config.idmap.runtime_backend == "redis"))
-    return BotRuntime(bot, platform, actions, bridge, clients, posts, forward)
+    return BotRuntime(bot, platform, actions, budget, bridge, clients, posts, forward)
 
 
 def every_client(bots: Sequence[BotRuntime]) -> list[ReverseWsClient]:

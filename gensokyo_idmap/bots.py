@@ -10,9 +10,10 @@ else the shared lists). Everything else (the stores, the listeners, the rest of 
 is shared by every bot.
 
 Names that outlive the process keep apart per bot: with ``bots``, the outbox of a framework
-connection is named with its bot's ``self_id``, and a gateway session is kept per AppID
-(:meth:`BotSettings.outbox_name`, :meth:`BotSettings.session_file`); with ``bot`` they are the
-names a one-bot daemon always used.
+connection is named with its bot's ``self_id``, a gateway session is kept per AppID, and the
+keys of the runtime state the bots share (delivery claims, reply counts on Redis) start with
+the AppID (:meth:`BotSettings.outbox_name`, :meth:`BotSettings.session_file`,
+:attr:`BotSettings.scope`); with ``bot`` they are the names a one-bot daemon always used.
 """
 
 from __future__ import annotations
@@ -56,6 +57,13 @@ class BotSettings:
         """The outbox.db name of the events owed to one of its framework connections
         (``kind``: ``reverse_ws`` / ``http_post``)."""
         return f"{kind} {url}" + (f" (self_id {self.self_id})" if self.listed else "")
+
+    @property
+    def scope(self) -> str:
+        """What the keys of its runtime state shared with other bots start with (its
+        delivery claims, its reply counts on Redis): ``<AppID>:`` for one of ``bots``,
+        nothing for ``bot`` (a one-bot daemon's keys are as they always were)."""
+        return f"{self.app_id}:" if self.listed else ""
 
     @property
     def session_file(self) -> str:

@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 from aiohttp import ClientSession, web
 
-from gensokyo_idmap.app import build_daemon
+from gensokyo_idmap.app import Daemon, build_daemon
 from gensokyo_idmap.config import Config
 from gensokyo_idmap.testing import (
     EmulatedPlatform,
@@ -25,6 +28,8 @@ from gensokyo_idmap.testing import (
     until,
 )
 from gensokyo_idmap.testing.daemon import NO_PLATFORM_TOKEN_URL
+
+from .conftest import REDIS_URL
 
 TIMEOUT = 10
 BOTS = {"102000001": ("first-secret-Hk2", None), "102000002": ("second-secret-Q7x", 20002)}
@@ -111,53 +116,116 @@ def test_two_bots_each_with_its_self_id_on_every_connection(tmp_path: Path) -> N
     asyncio.run(scenario())
 
 
+@dataclass
+class TwoBots:
+    """A daemon serving the bots of two emulated platforms (each its own AppID, secret and
+    tokens), its gateway session with each established."""
+
+    platforms: list[EmulatedPlatform]
+    daemon: Daemon
+    http: ClientSession
+    forward: int  # onebot.forward_ws port
+    api: int  # onebot.http_api port
+
+    async def event(self, platform: EmulatedPlatform, t: str, d: dict[str, Any]
+                    ) -> dict[str, Any]:
+        """Push ``d`` to ``platform``; the OneBot event its bot's forward-WS connection
+        carries (its message id is stored by then)."""
+        async with self.http.ws_connect(
+                f"ws://127.0.0.1:{self.forward}/{platform.app_id}/") as ws:
+            assert (await ws.receive_json(timeout=TIMEOUT))["meta_event_type"] == "lifecycle"
+            await platform.push(t, d)
+            event: dict[str, Any] = await ws.receive_json(timeout=TIMEOUT)
+        assert event["post_type"] in ("message", "notice"), event
+        return event
+
+    async def action(self, self_id: object, action: str, **params: Any) -> dict[str, Any]:
+        async with self.http.post(f"http://127.0.0.1:{self.api}/{self_id}/{action}",
+                                  json=params) as resp:
+            answer: dict[str, Any] = await resp.json()
+        return answer
+
+
+@asynccontextmanager
+async def two_bots(tmp_path: Path, *, second: dict[str, Any] | None = None,
+                   idmap: dict[str, Any] | None = None, **config: Any
+                   ) -> AsyncIterator[TwoBots]:
+    """:class:`TwoBots` (the second bot's entry gets ``second``; ``idmap`` and ``config``:
+    more of the config)."""
+    platforms = [EmulatedPlatform(app_id=app_id, secret=secret, token_prefix=prefix)
+                 for (app_id, (secret, _)), prefix in zip(BOTS.items(), "AB", strict=True)]
+    for platform in platforms:
+        await platform.start()
+    forward, api = free_port(), free_port()
+    settings = {
+        "bots": [platforms[0].bot_entry(), platforms[1].bot_entry(**(second or {}))],
+        "idmap": {"data_dir": str(tmp_path / "data"), "map_size_mb": 1, **(idmap or {})},
+        "api": {"listen": ""},
+        "onebot": {"heartbeat_interval_seconds": 60, "forward_ws": f"127.0.0.1:{forward}",
+                   "http_api": f"127.0.0.1:{api}"}, **config}
+    try:
+        async with AsyncExitStack() as stack, ClientSession() as http:
+            daemon = await build_daemon(Config.model_validate(settings), asyncio.Event(), stack)
+            for platform in platforms:
+                await until(lambda p=platform: len(p.identifies) == 1,  # type: ignore[misc]
+                            TIMEOUT, "a gateway session per bot")
+            yield TwoBots(platforms, daemon, http, forward, api)
+    finally:
+        for platform in platforms:
+            await platform.close()
+
+
 def test_an_action_goes_out_as_its_connections_bot(tmp_path: Path) -> None:
     """Issue 34.4: each bot's actions with its token, to its platform, as its AppID; a vUIN
     only the other bot has seen is retcode 100 naming both AppIDs, and nothing is sent."""
     async def scenario() -> None:
-        platforms = [EmulatedPlatform(app_id=app_id, secret=secret, token_prefix=prefix)
-                     for (app_id, (secret, _)), prefix in zip(BOTS.items(), "AB", strict=True)]
-        for platform in platforms:
-            await platform.start()
-        first, second = platforms
-        forward, api = free_port(), free_port()
-        config = Config.model_validate({
-            "bots": [first.bot_entry(), second.bot_entry(self_id=20002)],
-            "idmap": {"data_dir": str(tmp_path / "data"), "map_size_mb": 1},
-            "api": {"listen": ""},
-            "onebot": {"heartbeat_interval_seconds": 60, "forward_ws": f"127.0.0.1:{forward}",
-                       "http_api": f"127.0.0.1:{api}"}})
-        try:
-            async with AsyncExitStack() as stack, ClientSession() as http:
-                await build_daemon(config, asyncio.Event(), stack)
-                for platform in platforms:
-                    await until(lambda p=platform: len(p.identifies) == 1,  # type: ignore[misc]
-                                TIMEOUT, "a gateway session per bot")
-                async with http.ws_connect(f"ws://127.0.0.1:{forward}/{first.app_id}/") as ws:
-                    assert (await ws.receive_json(timeout=TIMEOUT))["self_id"] == int(
-                        first.app_id)
-                    await first.push("C2C_MESSAGE_CREATE", c2c_message(1, USER, "hi"))
-                    event = await ws.receive_json(timeout=TIMEOUT)
-                assert event["self_id"] == int(first.app_id)
-                vuin = event["user_id"]
+        async with two_bots(tmp_path, second={"self_id": 20002}) as bots:
+            first, second = bots.platforms
+            event = await bots.event(first, "C2C_MESSAGE_CREATE", c2c_message(1, USER, "hi"))
+            assert event["self_id"] == int(first.app_id)
+            vuin = event["user_id"]
+            refused = await bots.action(20002, "send_private_msg", user_id=vuin,
+                                        message="hello")
+            assert (refused["status"], refused["retcode"]) == ("failed", 100), refused
+            assert (f"none is an OpenID of QQ AppID {second.app_id}; its OpenIDs are of "
+                    f"AppID {first.app_id}") in refused["message"]
+            assert second.api_requests("POST", "/messages") == []
+            sent = await bots.action(first.app_id, "send_private_msg", user_id=vuin,
+                                     message="hello")
+            assert sent["status"] == "ok", sent
+            [(path, body)] = first.api_requests("POST", "/messages")
+            assert (path, body["content"]) == (f"/v2/users/{USER}/messages", "hello")
 
-                async def send(self_id: object) -> dict[str, Any]:
-                    async with http.post(f"http://127.0.0.1:{api}/{self_id}/send_private_msg",
-                                         json={"user_id": vuin, "message": "hello"}) as resp:
-                        answer: dict[str, Any] = await resp.json()
-                        return answer
+    asyncio.run(scenario())
 
-                refused = await send(20002)
-                assert (refused["status"], refused["retcode"]) == ("failed", 100), refused
-                assert (f"none is an OpenID of QQ AppID {second.app_id}; its OpenIDs are of "
-                        f"AppID {first.app_id}") in refused["message"]
-                assert second.api_requests("POST", "/messages") == []
-                sent = await send(first.app_id)
-                assert sent["status"] == "ok", sent
-                [(path, body)] = first.api_requests("POST", "/messages")
-                assert (path, body["content"]) == (f"/v2/users/{USER}/messages", "hello")
-        finally:
-            for platform in platforms:
-                await platform.close()
+
+@pytest.mark.parametrize("runtime_backend", ["lmdb", "redis"])
+def test_each_bot_has_its_own_five_replies_to_one_platform_message_id(
+        tmp_path: Path, runtime_backend: str, request: pytest.FixtureRequest) -> None:
+    """Issue 34.4: two bots given one platform message id (each in its own group) each have
+    its five passive replies: the reply budget is per bot, in memory (LMDB) and on Redis,
+    where each bot's counts are kept under its AppID."""
+    idmap: dict[str, Any] = {}
+    if runtime_backend == "redis":
+        redis = request.getfixturevalue("redis_runtime")
+        idmap = {"runtime_backend": "redis", "redis_url": REDIS_URL,
+                 "redis_prefix": redis.prefix}
+
+    async def scenario() -> None:
+        async with two_bots(tmp_path, idmap=idmap) as bots:
+            groups = {}
+            for platform in bots.platforms:  # the same message id, "ROBOT1.0_gw1", to each
+                event = await bots.event(platform, "GROUP_AT_MESSAGE_CREATE",
+                                         group_message(1, GROUP))
+                groups[platform.app_id] = event["group_id"]
+            for platform in bots.platforms:
+                for n in range(5):
+                    answer = await bots.action(platform.app_id, "send_group_msg",
+                                               group_id=groups[platform.app_id],
+                                               message=f"reply {n}")
+                    assert answer["status"] == "ok", (platform.app_id, n, answer)
+                bodies = [body for _, body in platform.api_requests("POST", "/messages")]
+                assert [(body["msg_id"], body["msg_seq"] - bodies[0]["msg_seq"])
+                        for body in bodies] == [("ROBOT1.0_gw1", n) for n in range(5)]
 
     asyncio.run(scenario())

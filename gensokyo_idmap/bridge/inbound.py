@@ -362,7 +362,7 @@ class InboundPipeline:
         self.sinks = list(sinks)
         self._acknowledge = acknowledge
         self._turns = ChatTurns()
-        self._deliveries = deliveries or DeliveryLog()
+        self._deliveries = deliveries if deliveries is not None else DeliveryLog()
         # decided once: a runtime protocol check per event and sink costs more than the rest
         self._tracked = [isinstance(sink, TrackedSink) and sink.backlog is not None
                          for sink in self.sinks]

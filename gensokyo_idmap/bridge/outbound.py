@@ -167,7 +167,8 @@ class OutboundSender:
         self.msgids = msgids
         self.openapi = openapi
         self.settings = settings
-        self.budget = budget or ReplyBudget()
+        # "is None", not "or": an empty budget has no length, so it is false
+        self.budget = budget if budget is not None else ReplyBudget()
         self._usable = openid_of_app(settings.app_id)
         self._recency = chat_recency(msgids)
         self.guilds = directory_of(graph)

@@ -227,6 +227,18 @@ def test_reply_window_and_five_replies_per_message(
     with_daemon(scenario, identity_store, msgid_store, clock)
 
 
+def test_the_budget_handed_in_is_the_one_counted_even_while_empty(
+        identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore) -> None:
+    """The daemon's budget (its ``msg_seq`` offset, each bot's own count) is the sender's
+    from the start: an empty budget has no length, and was once taken for none (a fresh
+    one, offset 0, counted instead)."""
+    budget = ReplyBudget(seq_base=7000)
+    assert not budget  # empty: what ``budget or ReplyBudget()`` mistook for none
+    sender = OutboundSender(IdentityGraph(identity_store), MsgIdMap(msgid_store), None,
+                            OutboundSettings(app_id=APP, self_id=SELF), budget)
+    assert sender.budget is budget
+
+
 def test_c2c_window_is_an_hour_and_events_give_an_event_id(
         identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore, clock: FakeClock) -> None:
     async def scenario(h: Harness) -> None:

@@ -10,7 +10,7 @@ Keys, each under the prefix (``gsk:`` by default):
 | ``m:c:<AppID>\\0<kind>\\0<target>`` | sorted set | inbound messages of a chat, members ``<created ms, 16 hex><virtual id, 8 hex>`` (lexical order is time order), the newest 256 |
 | ``d:<delivery key>`` | string | a delivery claim: its expiry ms; while a daemon delivers the event, ``<that daemon's token>:<until ms>``: a lease of a few seconds that daemon renews while the delivery lasts |
 | ``m:a:<AppID>\\0<kind>\\0<target>`` | sorted set | the chat's inbound messages within their reply window that may have replies left (members as in ``m:c``): what a send answers |
-| ``b:<msg_id or event_id>`` | string | replies sent to that id (all daemons together) |
+| ``b:<msg_id or event_id>`` | string | replies sent to that id (all daemons together); with ``bots``, ``b:<AppID>:<msg_id or event_id>``: each bot's replies apart (two bots given one platform message id each have its five) |
 
 Every key carries a native TTL (``PX``): nothing needs sweeping. The record keeps its
 expiry too, so a lookup compares it with the caller's clock exactly as on LMDB (an
@@ -196,10 +196,11 @@ return nil
 """
 
 _TAKE_NEWEST_LUA: Final = _LUA_COMMON + r"""
--- ARGV: prefix, AppID, kind, target, now ms, since ms, limit, window ms. The newest member
--- of the chat's m:a set created in [since, now] whose record lives and that has fewer than
--- limit replies takes one more: returns {real id, replies after it}, or nil. Members out
--- of the window, gone, or spent (here or by a reply elsewhere) leave the set on the way.
+-- ARGV: prefix, AppID, kind, target, now ms, since ms, limit, window ms, the budget's
+-- scope (what its b: keys start with after b:). The newest member of the chat's m:a set
+-- created in [since, now] whose record lives and that has fewer than limit replies takes
+-- one more: returns {real id, replies after it}, or nil. Members out of the window, gone,
+-- or spent (here or by a reply elsewhere) leave the set on the way.
 local akey = chat_key(ARGV[2], ARGV[3], ARGV[4], 'm:a:')
 local now, since = tonumber(ARGV[5]), tonumber(ARGV[6])
 local limit, window = tonumber(ARGV[7]), tonumber(ARGV[8])
@@ -212,7 +213,7 @@ while true do
   local real = redis.call('HGET', p .. 'm:v:' .. vid, 'r')
   local rec = real and redis.call('HMGET', p .. 'm:v:' .. vid, 'c', 'e')
   if rec and tonumber(rec[1]) == created and tonumber(rec[2]) > now then
-    local bkey = p .. 'b:' .. real
+    local bkey = p .. 'b:' .. ARGV[9] .. real
     local used = tonumber(redis.call('GET', bkey) or '0')
     if used < limit then
       used = redis.call('INCR', bkey)
@@ -466,12 +467,14 @@ class RedisMsgIds:
         return int(used)
 
     def take_newest(self, app_id: str, chat_kind: str, target: str, now_ms: int,
-                    since_ms: int, limit: int, window_ms: int) -> tuple[str, int] | None:
+                    since_ms: int, limit: int, window_ms: int, scope: str = ""
+                    ) -> tuple[str, int] | None:
         """The newest live message of a chat created in [``since_ms``, ``now_ms``] with
         fewer than ``limit`` replies, counted one more (its count lapses ``window_ms``
-        after): (its real id, the count after this reply), or None. One atomic script."""
+        after): (its real id, the count after this reply), or None. One atomic script.
+        ``scope``: what the counts' keys start with (:meth:`replies_used`'s references)."""
         found = self._take_newest(args=[self._prefix, app_id, chat_kind, target, now_ms,
-                                        max(since_ms, 0), limit, max(window_ms, 1)])
+                                        max(since_ms, 0), limit, max(window_ms, 1), scope])
         return None if not found else (_text(found[0]), int(found[1]))
 
     def set_replies(self, reference: str, used: int, window_ms: int) -> None:

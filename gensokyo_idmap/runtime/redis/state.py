@@ -489,9 +489,13 @@ class RedisReplyBudget(ReplyBudget):
 
     def __init__(self, ids: RedisMsgIds, limit: int = MAX_REPLIES, seq_base: int = 0,
                  clock: Callable[[], float] = time.monotonic,
-                 wall_clock: Callable[[], float] = time.time) -> None:
+                 wall_clock: Callable[[], float] = time.time, *, scope: str = "") -> None:
+        """``scope``: what this budget's counts are kept under on Redis, so that each bot
+        of a daemon counts its own replies (``<AppID>:`` with ``bots``; one bot's counts
+        are named as they always were)."""
         super().__init__(limit=limit, seq_base=seq_base, clock=clock)
         self._ids = ids
+        self._scope = scope
         self._runtime = ids.runtime
         self._wall_clock = wall_clock  # the message ids' clock: their created / expires ms
 
@@ -504,7 +508,8 @@ class RedisReplyBudget(ReplyBudget):
         now_ms = int(self._wall_clock() * 1000)
         window_ms = int(window * 1000)
         taken = self._runtime.softly(lambda: self._ids.take_newest(
-            *chat, now_ms, now_ms - window_ms, self.limit, window_ms), None, _COUNTS_OWN)
+            *chat, now_ms, now_ms - window_ms, self.limit, window_ms, self._scope), None,
+            _COUNTS_OWN)
         if taken is None:
             return None
         real_id, used = taken
@@ -512,8 +517,8 @@ class RedisReplyBudget(ReplyBudget):
         return real_id, self.seq_base + used
 
     def used(self, reference: str) -> int:
-        shared = self._runtime.softly(lambda: self._ids.replies_used(reference), None,
-                                      _COUNTS_OWN)
+        shared = self._runtime.softly(lambda: self._ids.replies_used(self._scope + reference),
+                                      None, _COUNTS_OWN)
         return super().used(reference) if shared is None else shared
 
     def take(self, reference: str | None, window: float = _LONGEST_WINDOW) -> int:
@@ -521,10 +526,12 @@ class RedisReplyBudget(ReplyBudget):
         if reference is None:
             return local
         shared = self._runtime.softly(
-            lambda: self._ids.take_reply(reference, int(window * 1000)), None, _COUNTS_OWN)
+            lambda: self._ids.take_reply(self._scope + reference, int(window * 1000)), None,
+            _COUNTS_OWN)
         return local if shared is None else self.seq_base + shared
 
     def use_up(self, reference: str, window: float = _LONGEST_WINDOW) -> None:
         super().use_up(reference, window)
         self._runtime.softly(lambda: self._ids.set_replies(
-            reference, max(self.limit, 1), int(window * 1000)), None, _COUNTS_OWN)
+            self._scope + reference, max(self.limit, 1), int(window * 1000)), None,
+            _COUNTS_OWN)

@@ -394,6 +394,32 @@ def test_replies_counted_on_one_daemon_count_on_the_other(daemons: Daemons) -> N
     assert a.exhausted("M3")
 
 
+def test_each_bots_replies_are_counted_apart_and_shared_across_daemons(
+        daemons: Daemons) -> None:
+    """Issue 34.4: two bots given one platform message id each have its five replies
+    (their counts under their scopes), and each bot's count is still one across daemons;
+    the choice of the newest message takes the scope too."""
+    clock = FakeClock()
+    a_ids, b_ids = daemons.msgids(clock), daemons.msgids(clock)
+    other = "102000002"
+    run(a_ids.store_many([("M1", GROUP), ("M1", MsgContext(other, "group", "G2", "in"))]))
+    first = {daemon: RedisReplyBudget(ids.ids, seq_base=base, wall_clock=clock,
+                                      scope=f"{APP}:")
+             for daemon, ids, base in (("a", a_ids, 1000), ("b", b_ids, 2000))}
+    second = RedisReplyBudget(b_ids.ids, seq_base=3000, wall_clock=clock, scope=f"{other}:")
+    assert [first["a"].take("M1", 300) for _ in range(3)] == [1001, 1002, 1003]
+    assert first["b"].take_newest((APP, "group", "G1"), no_walk, 300) == ("M1", 2004)
+    assert second.used("M1") == 0 and first["b"].used("M1") == 4
+    assert [second.take_newest((other, "group", "G2"), no_walk, 300) for _ in range(5)] == [
+        ("M1", 3000 + n) for n in range(1, 6)]
+    assert second.exhausted("M1") and not first["a"].exhausted("M1")
+    second.use_up("M1", 300)
+    assert first["a"].take("M1", 300) == 1005
+    runtime = daemons.runtimes[0]
+    assert {key.decode() for key in runtime.scan("b:*")} == {
+        f"{daemons.prefix}b:{APP}:M1", f"{daemons.prefix}b:{other}:M1"}
+
+
 def no_walk(below: object) -> None:
     raise AssertionError("on Redis the choice is the script's, not a walk from here")
 
