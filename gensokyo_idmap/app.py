@@ -29,7 +29,7 @@ from gensokyo_idmap.admission import Admission
 from gensokyo_idmap.api import ApiServer
 from gensokyo_idmap.api.settings import ApiSettings
 from gensokyo_idmap.bot_runtime import BotRuntime, every_client, every_post, make_bot
-from gensokyo_idmap.bots import BotSettings, resolve_bots
+from gensokyo_idmap.bots import BotSettings, orphaned_outboxes, resolve_bots
 from gensokyo_idmap.bridge.dedup import window_seconds
 from gensokyo_idmap.bridge.inbound import InboundPipeline
 from gensokyo_idmap.bridge.outbox import Outbox, TrackedSink
@@ -216,10 +216,11 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
     trimmer = asyncio.create_task(run_trimmer(stop))
     services.push_async_callback(_stop_periodic, trimmer, stop)
     bots = resolve_bots(config)
+    _warn_of_names_left_behind(config, bots, outbox_store)
     first = bots[0]
     watch = LinkWatch(outbox, app_id=bool(first.app_id), secret=bool(first.secret_value),
                       gateway_wanted=first.qq.gateway)
-    identity_api = (await _start_api(config, graph, msgids, outbox_store,
+    identity_api = (await _start_api(config, bots, graph, msgids, outbox_store,
                                      _server_checks(config, graph, msgids, services), watch,
                                      plan)
                     if config.api.listen else None)
@@ -311,6 +312,31 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
         gateways.append(gateway)
     return Daemon(config, webhook, forward, onebot_api, identity_api, gateways, clients, posts,
                   opening, tuple(runtimes))
+
+
+def _warn_of_names_left_behind(config: Config, bots: Sequence[BotSettings],
+                               outbox_store: LmdbOutboxStore) -> None:
+    """Say at start what a change of the config left behind under names no part of this
+    daemon has (docs/bots.md): events owed in outbox.db to a connection it no longer makes
+    (a framework URL or a bot removed, or the move from ``bot`` to ``bots``, which names
+    each connection with its bot's ``self_id``), which nothing delivers until a connection
+    of that name comes back; and, with ``bots``, the gateway session ``bot`` kept, which no
+    bot resumes."""
+    with outbox_store.read() as view:
+        orphaned = orphaned_outboxes(view.sinks(), bots)
+    if orphaned:
+        log.warning("[onebot] events owed to connections this config does not make: not "
+                    "delivered", owed={redact_url(name): n for name, n in orphaned.items()},
+                    fix="run the config that had them until they are delivered "
+                        "(gensokyo-idmap stats shows what is owed), then change it")
+    legacy_session = config.files.gateway_state
+    if (any(bot.listed and bot.qq.gateway for bot in bots) and config.idmap.backend == "lmdb"
+            and legacy_session.is_file()):
+        log.warning("[qq] gateway session of bot not resumed: with bots each bot's session "
+                    "is its own file", path=str(legacy_session),
+                    sessions=[bot.session_file for bot in bots if bot.qq.gateway],
+                    effect="the platform does not replay what came while the daemon was "
+                           "stopped", fix="delete it: no bot reads it")
 
 
 def _self_ids(bots: Sequence[BotSettings]) -> list[int] | int:
@@ -635,8 +661,8 @@ def _watched(batches: TurnBatches[QQEvent], watch: LinkWatch
     return process
 
 
-async def _start_api(config: Config, graph: IdentityGraph, msgids: MessageIds,
-                     outbox_store: LmdbOutboxStore,
+async def _start_api(config: Config, bots: Sequence[BotSettings], graph: IdentityGraph,
+                     msgids: MessageIds, outbox_store: LmdbOutboxStore,
                      servers: Sequence[tuple[object, ServerCheck]],
                      watch: LinkWatch, plan: ConnectionPlan) -> web.AppRunner | None:
     """The identity HTTP API, /getid, /healthz, /metrics and the console on ``api.listen``.
@@ -653,7 +679,9 @@ async def _start_api(config: Config, graph: IdentityGraph, msgids: MessageIds,
         msgid_path=config.msgid_db_path, token=token,
         getid_allow=tuple(config.api.getid_allow),
         trusted_proxies=tuple(config.api.trusted_proxies),
-        allowed_hosts=tuple(config.api.allowed_hosts)),
+        allowed_hosts=tuple(config.api.allowed_hosts),
+        app_ids=tuple(bot.app_id for bot in bots if bot.app_id),
+        self_ids=tuple(bot.self_id for bot in bots if bot.app_id)),
         outbox=(config.outbox_db_path, outbox_store), servers=servers, link=watch)
     try:
         runner = await _listen(server.application(), config.api.listen, "api.listen", plan)

@@ -18,6 +18,7 @@ the AppID (:meth:`BotSettings.outbox_name`, :meth:`BotSettings.session_file`,
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from pydantic import SecretStr
@@ -25,7 +26,7 @@ from pydantic import SecretStr
 from gensokyo_idmap.config import BotEntry, Config, HttpPostConfig, QQConfig
 from gensokyo_idmap.data_dir import GATEWAY_STATE
 
-__all__ = ["BotSettings", "resolve_bots"]
+__all__ = ["BotSettings", "orphaned_outboxes", "resolve_bots"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +75,12 @@ class BotSettings:
         stem, dot, suffix = GATEWAY_STATE.rpartition(".")
         return f"{stem}-{self.app_id}{dot}{suffix}"
 
+    @property
+    def outbox_names(self) -> frozenset[str]:
+        """The outbox.db names of all its framework connections that keep a backlog."""
+        return frozenset([*(self.outbox_name("reverse_ws", url) for url, _ in self.reverse_ws),
+                          *(self.outbox_name("http_post", post.url) for post in self.http_post)])
+
     def describe(self) -> str:
         """``app_id … self_id …`` for a log line (never the secret)."""
         return f"app_id {self.app_id or '-'} self_id {self.self_id}"
@@ -105,3 +112,12 @@ def resolve_bots(config: Config) -> tuple[BotSettings, ...]:
                         self_id=config.self_id, qq=config.qq,
                         reverse_ws=tuple(config.onebot.reverse_ws_targets()),
                         http_post=tuple(config.onebot.http_post)),)
+
+
+def orphaned_outboxes(owed: Mapping[str, int], bots: Sequence[BotSettings]) -> dict[str, int]:
+    """Of the events ``owed`` per outbox.db name, those under a name no connection of
+    ``bots`` has (a framework URL removed from the config, a bot removed, or the move from
+    ``bot`` to ``bots``, which names each connection with its bot's ``self_id``): nothing
+    will deliver them, nor drop them, until a connection of that name comes back."""
+    names = frozenset().union(*(bot.outbox_names for bot in bots))
+    return {name: n for name, n in owed.items() if n and name not in names}

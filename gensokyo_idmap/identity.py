@@ -26,6 +26,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final, TypeAlias
 
@@ -57,6 +58,7 @@ __all__ = [
     "parse_ruin_text",
     "parse_scene",
     "parse_vuin",
+    "served_app_id",
 ]
 
 #: vUINs are OneBot ``user_id`` / ``group_id`` values: positive and inside int64.
@@ -120,6 +122,24 @@ def check_app_id(value: str, field: str = "app_id") -> str:
     if not isinstance(value, str) or not _APPID.fullmatch(value):
         raise BadInputError(field, value, "AppID must be 1 to 20 digits (0-9)")
     return value
+
+
+def served_app_id(given: str | None, served: Sequence[str], field: str = "app_id"
+                  ) -> str | None:
+    """The AppID a request's bare OpenIDs (and per-bot figures) are of: ``given`` when it
+    is one of the bots ``served`` (in the config's order), else the first of them; None
+    when none is given and none is served. A ``given`` that is no AppID, or that names no
+    bot served, is a :class:`BadInputError` naming the AppIDs served (an OpenID of any
+    other AppID can still be given as its typed key, ``openid:QQ:<AppID>:<OpenID>``).
+    With none served (no bot configured) any AppID may be given."""
+    if given is None:
+        return served[0] if served else None
+    check_app_id(given, field)
+    if served and given not in served:
+        raise BadInputError(field, given, "not a bot of this daemon (its AppIDs: "
+                            f"{', '.join(served)}); an OpenID of another AppID can be given "
+                            "as openid:QQ:<AppID>:<OpenID>")
+    return given
 
 
 def _check_value(field: str, value: str, what: str) -> None:

@@ -6,9 +6,11 @@ them, so a script written against one reads the other.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from gensokyo_idmap.identity import openid_prefix
 from gensokyo_idmap.idmap import BindResult, IdentityGraph, RebindResult, Resolution, VuinView
 from gensokyo_idmap.runtime.base import MsgRecord
 from gensokyo_idmap.runtime.msgid import MessageIds
@@ -16,6 +18,7 @@ from gensokyo_idmap.store.base import MIGRATION_MARKER, legacy_counts
 
 __all__ = [
     "bind_data",
+    "bots_data",
     "rebind_data",
     "record_data",
     "resolution_data",
@@ -91,3 +94,23 @@ def stats_data(graph: IdentityGraph, identity_path: Path | str, msgids: MessageI
                        "migrated_from_legacy": marker},
         "msgid_map": msgid_map,
     }
+
+
+def bots_data(graph: IdentityGraph, served: Sequence[tuple[str, int | None]]
+              ) -> dict[str, Any]:
+    """Per AppID, how many OpenIDs (users and groups) the graph holds of it: first each bot
+    ``served`` ((AppID, self_id), in the config's order), then every other AppID the graph
+    has OpenIDs of, in order (a bot removed from the config keeps its identities), each
+    with ``served`` false and no ``self_id``. One walk of the OpenID keys."""
+    counts: dict[str, int] = {}
+    prefix = openid_prefix("").removesuffix(":")  # openid:QQ: (then AppID, ":", OpenID)
+    with graph.store.read() as view:
+        for key, _ in view.iter_identities(prefix):
+            app_id = key[len(prefix):].partition(":")[0]
+            counts[app_id] = counts.get(app_id, 0) + 1
+    bots: dict[str, Any] = {app_id: {"served": True, "self_id": self_id,
+                                     "openids": counts.pop(app_id, 0)}
+                            for app_id, self_id in served}
+    bots.update({app_id: {"served": False, "self_id": None, "openids": n}
+                 for app_id, n in sorted(counts.items())})
+    return bots

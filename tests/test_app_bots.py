@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from aiohttp import ClientSession, web
+from structlog.testing import capture_logs
 
 from gensokyo_idmap.app import Daemon, build_daemon
 from gensokyo_idmap.config import Config
@@ -27,12 +28,14 @@ from gensokyo_idmap.testing import (
     group_message,
     until,
 )
+from gensokyo_idmap.store.lmdb.outbox import LmdbOutboxStore
 from gensokyo_idmap.testing.daemon import NO_PLATFORM_TOKEN_URL
 
 from .conftest import REDIS_URL
 
 TIMEOUT = 10
 BOTS = {"102000001": ("first-secret-Hk2", None), "102000002": ("second-secret-Q7x", 20002)}
+FIRST, SECOND = BOTS
 GROUP = "A1B2C3D4E5F60718293A4B5C6D7E8F90"
 USER = "0F1E2D3C4B5A69788796A5B4C3D2E1F0"
 
@@ -142,23 +145,32 @@ class TwoBots:
     async def action(self, self_id: object, action: str, **params: Any) -> dict[str, Any]:
         async with self.http.post(f"http://127.0.0.1:{self.api}/{self_id}/{action}",
                                   json=params) as resp:
+            answer: dict[str, Any] = await resp.json(content_type=None)
+        return answer
+
+    async def identity_api(self, path: str) -> dict[str, Any]:
+        """GET ``path`` of the identity API (``api.listen``: the config must set it)."""
+        async with self.http.get(f"http://{self.daemon.config.api.listen}{path}") as resp:
             answer: dict[str, Any] = await resp.json()
         return answer
 
 
 @asynccontextmanager
 async def two_bots(tmp_path: Path, *, second: dict[str, Any] | None = None,
-                   idmap: dict[str, Any] | None = None, **config: Any
-                   ) -> AsyncIterator[TwoBots]:
-    """:class:`TwoBots` (the second bot's entry gets ``second``; ``idmap`` and ``config``:
-    more of the config)."""
+                   idmap: dict[str, Any] | None = None, serving: tuple[int, ...] = (0, 1),
+                   **config: Any) -> AsyncIterator[TwoBots]:
+    """:class:`TwoBots` (the second bot's entry gets ``second``; ``serving``: which of the
+    two the config names, in that order; ``idmap`` and ``config``: more of the config)."""
     platforms = [EmulatedPlatform(app_id=app_id, secret=secret, token_prefix=prefix)
                  for (app_id, (secret, _)), prefix in zip(BOTS.items(), "AB", strict=True)]
+    platforms = [platforms[n] for n in serving]
     for platform in platforms:
         await platform.start()
     forward, api = free_port(), free_port()
+    entries = [platform.bot_entry(**(second or {}) if platform.app_id == SECOND else {})
+               for platform in platforms]
     settings = {
-        "bots": [platforms[0].bot_entry(), platforms[1].bot_entry(**(second or {}))],
+        "bots": entries,
         "idmap": {"data_dir": str(tmp_path / "data"), "map_size_mb": 1, **(idmap or {})},
         "api": {"listen": ""},
         "onebot": {"heartbeat_interval_seconds": 60, "forward_ws": f"127.0.0.1:{forward}",
@@ -227,5 +239,74 @@ def test_each_bot_has_its_own_five_replies_to_one_platform_message_id(
                 bodies = [body for _, body in platform.api_requests("POST", "/messages")]
                 assert [(body["msg_id"], body["msg_seq"] - bodies[0]["msg_seq"])
                         for body in bodies] == [("ROBOT1.0_gw1", n) for n in range(5)]
+
+    asyncio.run(scenario())
+
+
+def test_a_bot_removed_and_added_again_takes_effect_on_restart_and_keeps_its_people(
+        tmp_path: Path) -> None:
+    """Issue 34.5: a bot removed from the config is not served after a restart (the graph
+    untouched: its people keep their vUINs, ``stats`` lists its AppID as not served), and
+    one added again is served with them: its user has the vUIN they had."""
+    union = "UNION0000000000000000000000000001"
+
+    async def person(bots: TwoBots, n: int, platform: EmulatedPlatform) -> int:
+        event = await bots.event(platform, "GROUP_AT_MESSAGE_CREATE",
+                                 group_message(n, GROUP, USER, union=union))
+        vuin: int = event["user_id"]
+        return vuin
+
+    async def scenario() -> None:
+        async with two_bots(tmp_path) as bots:
+            first = await person(bots, 1, bots.platforms[0])
+            assert await person(bots, 2, bots.platforms[1]) == first  # one union_openid
+        async with two_bots(tmp_path, serving=(0,), api={"listen": f"127.0.0.1:{free_port()}"}
+                            ) as bots:
+            assert [runtime.settings.app_id for runtime in bots.daemon.bots] == [FIRST]
+            refused = await bots.action(SECOND, "get_login_info")
+            assert refused["retcode"] == 1404, refused  # no such bot
+            stats = await bots.identity_api("/v1/stats")
+            assert stats["bots"] == {FIRST: {"served": True, "self_id": int(FIRST),
+                                             "openids": 2},
+                                     SECOND: {"served": False, "self_id": None, "openids": 2}}
+            # two users' and two groups' OpenIDs and the union: nothing went
+            assert stats["openid_map"]["identities"] == 5
+        async with two_bots(tmp_path, serving=(1, 0)) as bots:  # added back, listed first
+            assert await person(bots, 3, bots.platforms[0]) == first
+            assert await person(bots, 4, bots.platforms[1]) == first
+
+    asyncio.run(scenario())
+
+
+def test_events_owed_under_names_no_connection_has_are_named_at_start(
+        tmp_path: Path) -> None:
+    """Issue 34.5: the move from ``bot`` to ``bots`` names each framework connection with
+    its bot's self_id; what outbox.db still owes under the old name (and the old gateway
+    session file) is said at start, with how many, the URL's credentials hidden."""
+    data = tmp_path / "data"
+    data.mkdir()
+    url = "ws://127.0.0.1:9/onebot/v11/ws?access_token=s3cret-in-url"
+    outbox = LmdbOutboxStore(data / "outbox.db")
+    try:
+        outbox.write_sync(lambda view: [view.add(f"reverse_ws {url}", b"{}") for _ in range(3)])
+        outbox.write_sync(lambda view: view.add(f"reverse_ws {url} (self_id {FIRST})", b"{}"))
+    finally:
+        outbox.close()
+    (data / "gateway-session.json").write_text('{"session_id": "old", "seq": 9}')
+
+    async def scenario() -> None:
+        with capture_logs() as logs:
+            async with two_bots(tmp_path, onebot={"heartbeat_interval_seconds": 60,
+                                                  "reverse_ws": [url]}):
+                pass
+        [owed] = [entry for entry in logs if entry["event"].startswith(
+            "[onebot] events owed to connections this config does not make")]
+        assert owed["owed"] == {
+            "reverse_ws ws://127.0.0.1:9/onebot/v11/ws?access_token=***": 3}
+        [session] = [entry for entry in logs if entry["event"].startswith(
+            "[qq] gateway session of bot not resumed")]
+        assert session["sessions"] == [f"gateway-session-{FIRST}.json",
+                                       f"gateway-session-{SECOND}.json"]
+        assert "s3cret-in-url" not in repr(owed)  # a dict's keys: hidden by the warning
 
     asyncio.run(scenario())

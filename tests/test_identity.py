@@ -28,6 +28,7 @@ from gensokyo_idmap.identity import (
     parse_key,
     parse_ruin_text,
     parse_vuin,
+    served_app_id,
 )
 
 APP = "102000001"
@@ -801,3 +802,25 @@ def test_bad_input_error_class() -> None:
     assert err.field == "user_id"
     assert err.value == "nope"
     assert "identity key must start with" in err.reason
+
+
+@given(st.lists(app_ids, unique=True, max_size=5), app_ids | st.none())
+def test_served_app_id_is_a_bot_served_or_refused_naming_them(
+        served: list[str], given: str | None) -> None:
+    """Issue 34.4: no AppID given → the first served (None: none served); one of them → it;
+    another → refused naming every AppID served; with none served, any AppID."""
+    if given is None:
+        assert served_app_id(None, served) == (served[0] if served else None)
+    elif not served or given in served:
+        assert served_app_id(given, served) == given
+    else:
+        with pytest.raises(BadInputError) as refused:
+            served_app_id(given, served, "--app-id")
+        assert refused.value.field == "--app-id"
+        assert f"(its AppIDs: {', '.join(served)})" in refused.value.reason
+
+
+@pytest.mark.parametrize("given", ["", "12a", "1" * 21, " 1"])
+def test_served_app_id_refuses_what_is_no_app_id(given: str) -> None:
+    with pytest.raises(BadInputError, match="AppID must be 1 to 20 digits"):
+        served_app_id(given, [APP])

@@ -61,6 +61,8 @@ def _path(name: str, description: str) -> dict[str, Any]:
             "schema": {"type": "string"}}
 
 
+_APP_ID = _query("app_id", "AppID of one of the bots served: bare OpenIDs are of it "
+                 "(default: the first bot's); one naming no bot served is a 400 naming them")
 _IDENTITY_INPUT = {"type": "string", "description": "typed key (openid:QQ:<app>:<openid>, …), "
                    "rUIN-<PLATFORM>-<index>-<id> text, or a bare OpenID of the serving AppID"}
 
@@ -114,12 +116,20 @@ _SCHEMAS: dict[str, Any] = {
                                  "direction": {"enum": ["in", "out"]},
                                  "created_ms": {"type": "integer"},
                                  "expires_ms": {"type": "integer"}}},
-    "MsgId": {"type": "object", "required": ["real_id", "virtual_id"],
-              "properties": {"real_id": {"type": "string"}, "virtual_id": {"type": "integer"}}},
-    "Stats": {"type": "object", "required": ["openid_map", "msgid_map"], "properties": {
+    "MsgId": {"type": "object", "required": ["real_id", "virtual_id", "app_id"],
+              "properties": {"real_id": {"type": "string"}, "virtual_id": {"type": "integer"},
+                             "app_id": {"type": "string",
+                                        "description": "the bot whose message it is"}}},
+    "Stats": {"type": "object", "required": ["openid_map", "msgid_map", "bots"], "properties": {
         "openid_map": {"type": "object", "required": [
             "identities", "vuins", "last_seen", "aliases", "config", "user_info"]},
-        "msgid_map": {"type": "object", "required": ["entries", "counter"]}}},
+        "msgid_map": {"type": "object", "required": ["entries", "counter"]},
+        "bots": {"type": "object", "description": "per AppID: each bot served, then each "
+                 "other AppID the graph has OpenIDs of", "additionalProperties": {
+                     "type": "object", "required": ["served", "self_id", "openids"],
+                     "properties": {"served": {"type": "boolean"},
+                                    "self_id": {"type": "integer", "nullable": True},
+                                    "openids": {"type": "integer"}}}}}},
     "Getid": {"type": "object", "description": "by type: 1, 13, 16 {row}; 2, 17 {id}; "
               "3, 5, 15 {status}; 4 {value}; 6 {virtual, real}; 7 {virtual}; 8 {row, subRow}; "
               "9 {id, subid}; 10 {firstValue, secondValue}; 11 {firstRealValue, "
@@ -144,13 +154,15 @@ def openapi_document() -> dict[str, Any]:
             "/v1/resolve": {"post": _op(
                 "Resolve identities seen together to one vUIN (allocated when all are new)",
                 {"$ref": "#/components/schemas/Resolution"}, 400, 409, 415,
+                parameters=[_APP_ID],
                 requestBody=_body({"keys": {"type": "array", "items": _IDENTITY_INPUT,
                                             "minItems": 1, "maxItems": 64},
                                    "scene": {"type": "string"}}, ["keys"]))},
             "/v1/identity": {"get": _op(
                 "The vUIN of a key (digits: the vUIN that number resolves to today)",
                 {"$ref": "#/components/schemas/Lookup"}, 400, 404,
-                parameters=[_query("key", "identity input or a vUIN", required=True)])},
+                parameters=[_query("key", "identity input or a vUIN", required=True),
+                            _APP_ID])},
             "/v1/vuins/{vuin}": {"get": _op(
                 "A vUIN: its identity set, last_seen per scene, aliases",
                 {"$ref": "#/components/schemas/Vuin"}, 400, 404, parameters=[vuin_path])},
@@ -159,11 +171,12 @@ def openapi_document() -> dict[str, Any]:
                 {"$ref": "#/components/schemas/Pick"}, 400, 404, parameters=[
                     vuin_path, _query("scene", "exact scene (QQ:<app>:group:<openid>)"),
                     _query("scene_prefix", "kind of chat (QQ:<app>:c2c:)"),
-                    _query("app_id", "AppID whose OpenIDs are usable (default: bot.app_id, "
-                                      "or the first of bots)")])},
+                    _query("app_id", "AppID whose OpenIDs are usable: one of the bots "
+                                      "served (default: the first bot's)")])},
             "/v1/bind": {"post": _op(
                 "Bind a key to a vUIN (added to its set; moved from the one it had)",
                 {"$ref": "#/components/schemas/Bind"}, 400, 404, 409, 415,
+                parameters=[_APP_ID],
                 requestBody=_body({"key": _IDENTITY_INPUT, "vuin": _VUIN_INPUT},
                                   ["key", "vuin"]))},
             "/v1/rebind": {"post": _op(
@@ -176,9 +189,13 @@ def openapi_document() -> dict[str, Any]:
             "/v1/msgids": {"get": _op(
                 "The live virtual id of a real message id",
                 {"$ref": "#/components/schemas/MsgId"}, 400, 404,
-                parameters=[_query("real_id", "the platform's message id", required=True)])},
-            "/v1/stats": {"get": _op("Counts per table of both stores",
-                                     {"$ref": "#/components/schemas/Stats"})},
+                parameters=[_query("real_id", "the platform's message id", required=True),
+                            _query("app_id", "only a message of this bot (default: the "
+                                             "newest record of it, whichever bot's)")])},
+            "/v1/stats": {"get": _op("Counts per table of both stores, and per AppID",
+                                     {"$ref": "#/components/schemas/Stats"}, 400,
+                                     parameters=[_query("app_id", "this bot's figures alone "
+                                                                  "(default: every AppID)")])},
             "/getid": {"get": {
                 "summary": "The Go Gensokyo daemon's idmap API (lotus mode), types 1-17",
                 "parameters": [_query("type", "1-17", required=True),

@@ -11,7 +11,12 @@ Routes (documented in ``/openapi.json``)::
     POST /v1/rebind                {"old", "new"}
     GET  /v1/msgids/{virtual_id}   a live virtual message id
     GET  /v1/msgids?real_id=…      the virtual id of a real message id
-    GET  /v1/stats                 counts per table of both stores
+    GET  /v1/stats                 counts per table of both stores, and per bot
+
+A route that reads a bare OpenID (``resolve``, ``identity``, ``bind``, ``pick``) takes it as
+one of the first bot's AppID, or of the bot ``?app_id=`` names; ``msgids?real_id=`` and
+``stats`` take ``?app_id=`` too. An ``app_id`` naming no bot the daemon serves is a 400
+naming the AppIDs it does.
     GET  /getid?type=N&…           the Go daemon's API (getid.py)
     GET  /healthz  /readyz  /metrics  /openapi.json
     /ui/…                          the operator console (console/pages.py)
@@ -73,16 +78,17 @@ from gensokyo_idmap.identity import (
     MAX_SCENE_BYTES,
     RUin,
     VUin,
-    check_app_id,
     parse_client_input,
     parse_identity_input,
     parse_vuin,
+    served_app_id,
 )
 from gensokyo_idmap.idmap import IdentityGraph, openid_of_app
 from gensokyo_idmap.readiness import missing
 from gensokyo_idmap.recency import chat_recency
 from gensokyo_idmap.reports import (
     bind_data,
+    bots_data,
     rebind_data,
     record_data,
     resolution_data,
@@ -273,29 +279,37 @@ class ApiServer:
 
     # --- /v1 --------------------------------------------------------------------------------
 
+    def app_id_of(self, request: web.Request) -> str | None:
+        """The AppID a request's bare OpenIDs are of: its ``?app_id=``, one of the bots
+        served (else a 400 naming them), or the first bot's."""
+        return served_app_id(_text(request.query.get("app_id"), "app_id", required=False),
+                             self.settings.served)
+
     async def resolve(self, request: web.Request) -> web.Response:
+        app_id = self.app_id_of(request)
         body = await self._body(request)
         keys = body.get("keys")
         if not isinstance(keys, list) or not 1 <= len(keys) <= MAX_RESOLVE_KEYS:
             raise BadInputError("keys", keys, f"must be a list of 1 to {MAX_RESOLVE_KEYS} "
                                 "identities")
-        parsed = [parse_identity_input(key, self.settings.app_id or None, f"keys[{i}]")
+        parsed = [parse_identity_input(key, app_id, f"keys[{i}]")
                   for i, key in enumerate(keys)]
         scene = _text(body.get("scene"), "scene", required=False)
         result = await self.graph.resolve(parsed, scene=scene)
         return web.json_response(resolution_data(result))
 
     async def lookup(self, request: web.Request) -> web.Response:
+        app_id = self.app_id_of(request)
         key = _text(request.query.get("key"), "key")
         assert key is not None
-        shown, vuin = self.find_vuin(key)
+        shown, vuin = self.find_vuin(key, app_id)
         return web.json_response({"key": shown, "vuin": vuin})
 
-    def find_vuin(self, key: str) -> tuple[str | None, int]:
+    def find_vuin(self, key: str, app_id: str | None = None) -> tuple[str | None, int]:
         """(the typed key read from ``key``, or None for a vUIN; the vUIN it is now), for
-        any form a client may give (vUIN, typed key, ``rUIN-…``, bare OpenID of the serving
-        AppID); :class:`NotFoundError` when nothing is known."""
-        parsed = parse_client_input(key, self.settings.app_id or None, field="key")
+        any form a client may give (vUIN, typed key, ``rUIN-…``, bare OpenID of ``app_id``,
+        by default the first bot's); :class:`NotFoundError` when nothing is known."""
+        parsed = parse_client_input(key, app_id or self.settings.app_id or None, field="key")
         if isinstance(parsed, VUin):
             vuin = self.graph.canonical(parsed.value)
             shown = None
@@ -320,20 +334,20 @@ class ApiServer:
         for name, value in (("scene", scene), ("scene_prefix", prefix)):
             if value is not None and not 0 < len(value.encode("utf-8")) <= MAX_SCENE_BYTES:
                 raise BadInputError(name, value, f"must be 1 to {MAX_SCENE_BYTES} bytes")
-        app_id = query.get("app_id") or self.settings.app_id
+        app_id = self.app_id_of(request)
         if not app_id:
             raise BadInputError("app_id", None,
                                 "no bot.app_id (nor bots) is configured: give app_id")
-        check_app_id(app_id, "app_id")
         key = self.graph.pick_identity(vuin, scene=scene, scene_prefix=prefix,
                                        usable=openid_of_app(app_id), recency=self._recency)
         return web.json_response({"vuin": vuin, "identity": key.key,
                                   "ruin": key.text if isinstance(key, RUin) else None})
 
     async def bind(self, request: web.Request) -> web.Response:
+        app_id = self.app_id_of(request)
         body = await self._body(request)
         given: Any = body.get("key")  # any JSON value: the parser refuses what is not an id
-        key = parse_identity_input(given, self.settings.app_id or None, "key")
+        key = parse_identity_input(given, app_id, "key")
         vuin = _number(body.get("vuin"), "vuin")
         return web.json_response(bind_data(await self.graph.bind(key, vuin)))
 
@@ -350,17 +364,37 @@ class ApiServer:
         return web.json_response(record_data(record))
 
     async def msgid_of_real(self, request: web.Request) -> web.Response:
+        """The virtual id of a real message id: the newest record of it, whichever bot's
+        (two bots given one platform message id each have a record: msgid rule 10), or,
+        with ``?app_id=``, only one of that bot's."""
         real_id = _text(request.query.get("real_id"), "real_id")
         assert real_id is not None
+        app_id = self.app_id_of(request) if "app_id" in request.query else None
         virtual_id = self.msgids.virtual_of(real_id)
-        if virtual_id is None:
+        record = None if virtual_id is None else self.msgids.lookup(virtual_id)
+        if record is None:
             raise NotFoundError(f"real message id {real_id!r} is unknown or expired")
-        return web.json_response({"real_id": real_id, "virtual_id": virtual_id})
+        if app_id is not None and record.app_id != app_id:
+            raise NotFoundError(f"real message id {real_id!r} is not known as one of AppID "
+                                f"{app_id}'s (its newest record is AppID {record.app_id}'s)")
+        return web.json_response({"real_id": real_id, "virtual_id": record.virtual_id,
+                                  "app_id": record.app_id})
 
     async def stats(self, request: web.Request) -> web.Response:
+        """Both stores' figures, and per AppID (``bots``: each bot served, then each other
+        AppID the graph has OpenIDs of); ``?app_id=``: that bot's alone."""
+        app_id = self.app_id_of(request) if "app_id" in request.query else None
         location = self.settings.identity_location or self.settings.identity_path
-        return web.json_response(stats_data(self.graph, location,
-                                            self.msgids, self.settings.msgid_path))
+        data = stats_data(self.graph, location, self.msgids, self.settings.msgid_path)
+        bots = bots_data(self.graph, self.served_bots())
+        data["bots"] = bots if app_id is None else {app_id: bots[app_id]}
+        return web.json_response(data)
+
+    def served_bots(self) -> list[tuple[str, int | None]]:
+        """(AppID, self_id) of each bot served (no self_id: not told)."""
+        self_ids = self.settings.self_ids
+        return [(app_id, self_ids[n] if n < len(self_ids) else None)
+                for n, app_id in enumerate(self.settings.served)]
 
     # --- /getid, health, metrics, the document ----------------------------------------------
 

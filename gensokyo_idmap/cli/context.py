@@ -41,6 +41,9 @@ class CliContext:
     app_id: str | None
     as_json: bool
     config: Config | None = None  # the global --config, when given
+    #: whether ``--app-id`` (or ``GSK_BOT__APP_ID``) named the AppID (not the config's
+    #: first bot): per-bot figures are then that bot's alone
+    app_id_given: bool = False
 
     @property
     def files(self) -> DataDir:

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import click
 
+from gensokyo_idmap.bots import BotSettings, orphaned_outboxes, resolve_bots
 from gensokyo_idmap.cli.context import CliContext, open_graph, open_msgids
 from gensokyo_idmap.cli.output import emit
 from gensokyo_idmap.config import Config
 from gensokyo_idmap.errors import BadInputError
-from gensokyo_idmap.reports import stats_data
+from gensokyo_idmap.reports import bots_data, stats_data
 from gensokyo_idmap.runtime.msgid import DEFAULT_MSGID_TTL_SECONDS
 
 __all__ = ["RECOVER_ON_POSTGRES", "backup_command", "recover_group", "stats_command",
@@ -42,10 +44,17 @@ def stats_command(ctx: CliContext) -> None:
         msgids = (stack.enter_context(open_msgids(ctx, DEFAULT_MSGID_TTL_SECONDS, readonly=True))
                   if msgid_path.is_file() else None)  # disposable: made by the daemon
         data = stats_data(graph, identity, msgids, msgid_path)
+        bots = [] if ctx.config is None else resolve_bots(ctx.config)
+        graph_bots = bots_data(graph, [(bot.app_id, bot.self_id) for bot in bots
+                                       if bot.app_id])
     if ctx.on_postgres:
         assert ctx.config is not None
         data["openid_map"]["schema_version"] = _postgres_schema_version(ctx.config)
-    data["outbox"] = {"path": str(ctx.files.outbox_db), "owed": _owed(ctx)}
+    owed = _owed(ctx)
+    data["outbox"] = {"path": str(ctx.files.outbox_db), "owed": owed}
+    if ctx.config is not None:  # owed under a name no connection of the config has
+        data["outbox"]["orphaned"] = orphaned_outboxes(owed, bots)
+    data["bots"] = _bots(ctx, bots, graph_bots, owed)
     marker = data["openid_map"]["migrated_from_legacy"]
 
     def human() -> str:
@@ -61,13 +70,42 @@ def stats_command(ctx: CliContext) -> None:
         lines.append(f"msgid-map.db   {m['bytes']} bytes ({m['bytes_on_disk']} on disk), "
                      f"{m['entries']} entries, counter {m['counter']}" if m["exists"] else
                      "msgid-map.db   none yet (the daemon creates it)")
-        owed = data["outbox"]["owed"]
         lines.append("outbox.db      " + (", ".join(f"{n} owed to {sink}"
                                                     for sink, n in sorted(owed.items()))
                                           or "nothing owed"))
+        lines += [f"  {n} owed to {sink}: no connection of the config has that name"
+                  for sink, n in sorted(data["outbox"].get("orphaned", {}).items())]
+        lines += _bot_lines(data["bots"])
         return "\n".join(lines)
 
     emit(ctx, data, human)
+
+
+def _bots(ctx: CliContext, served: Sequence[BotSettings], bots: dict[str, Any],
+          owed: dict[str, int]) -> dict[str, Any]:
+    """``bots_data`` with, for each bot ``served`` (of ``--config``), the events its
+    framework connections are owed in outbox.db. Only ``--app-id``'s bot when one was
+    given."""
+    if served:
+        settings = {bot.app_id: bot for bot in served if bot.app_id}
+        for app_id, figures in bots.items():
+            bot = settings.get(app_id)
+            if bot is not None:
+                figures["owed"] = sum(owed.get(name, 0) for name in bot.outbox_names)
+    if ctx.app_id_given and ctx.app_id is not None:
+        return {ctx.app_id: bots.get(ctx.app_id, {"served": False, "self_id": None,
+                                                  "openids": 0})}
+    return bots
+
+
+def _bot_lines(bots: dict[str, Any]) -> list[str]:
+    lines = ["bots" if bots else "bots           no OpenID of any AppID yet"]
+    for app_id, figures in bots.items():
+        who = (f"self_id {figures['self_id']}" if figures["served"]
+               else "not a bot of the config")
+        owed = f", {figures['owed']} events owed" if "owed" in figures else ""
+        lines.append(f"  {app_id:<12} {who}: {figures['openids']} OpenIDs{owed}")
+    return lines
 
 
 def _postgres_schema_version(config: Config) -> int:

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from gensokyo_idmap import __version__
+from gensokyo_idmap.bots import resolve_bots
 from gensokyo_idmap.cli.config import config_group, init_command
 from gensokyo_idmap.cli.context import ROOT_CONFIG, CliContext, EnvOption, check_app_id_option
 from gensokyo_idmap.cli.daemon import demo, serve
@@ -16,7 +17,9 @@ from gensokyo_idmap.cli.msgid import msgid
 from gensokyo_idmap.cli.ops import backup_command, recover_group, stats_command, verify_command
 from gensokyo_idmap.cli.output import ReportsErrors, add_json_option
 from gensokyo_idmap.cli.store import db_group, store_group
-from gensokyo_idmap.config import load_config
+from gensokyo_idmap.config import Config, load_config
+from gensokyo_idmap.errors import BadInputError
+from gensokyo_idmap.identity import served_app_id
 from gensokyo_idmap.logging import configure_logging
 
 __all__ = ["main"]
@@ -29,8 +32,9 @@ __all__ = ["main"]
               help="Directory holding openid-map.db.")
 @click.option("--app-id", cls=EnvOption, default=None, envvar="GSK_BOT__APP_ID",
               callback=check_app_id_option,
-              help="Serving AppID: bare OpenIDs belong to it (default: the config's bot, or "
-                   "the first of its bots).")
+              help="Serving AppID: bare OpenIDs belong to it, and stats shows it alone "
+                   "(default: the config's bot, or the first of its bots; with --config, "
+                   "one of its bots).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.option("--config", ROOT_CONFIG, type=click.Path(dir_okay=False, path_type=Path),
               default=None,  # serve and demo take it too, when not given their own
@@ -41,13 +45,26 @@ def main(click_ctx: click.Context, data_dir: Path, app_id: str | None, as_json: 
          config_path: Path | None) -> None:
     """gensokyo-idmap: QQ bot platform ↔ OneBot v11 identity bridge."""
     config = None if config_path is None else load_config(config_path)
+    given = app_id is not None
     if config is not None:
         if click_ctx.get_parameter_source("data_dir") == click.core.ParameterSource.DEFAULT:
             data_dir = config.idmap.data_dir
-        app_id = app_id or config.first_bot.app_id or None
-    click_ctx.obj = CliContext(data_dir, app_id, as_json, config)
+        app_id = _served(click_ctx, app_id, config)
+    click_ctx.obj = CliContext(data_dir, app_id, as_json, config, app_id_given=given)
     if click_ctx.invoked_subcommand != "serve":
         configure_logging("warning")
+
+
+def _served(click_ctx: click.Context, app_id: str | None, config: Config) -> str | None:
+    """``--app-id`` when it names a bot of ``config``, else the first bot's AppID (none
+    given); one naming no bot of it is refused naming its AppIDs (as ``?app_id=`` is)."""
+    served = [bot.app_id for bot in resolve_bots(config) if bot.app_id]
+    try:
+        return served_app_id(app_id, served, "--app-id")
+    except BadInputError as err:
+        param = next(p for p in click_ctx.command.params if p.name == "app_id")
+        raise click.BadParameter(f"{err.reason} (got {app_id!r})", click_ctx,
+                                 param) from None
 
 
 for command in (serve, demo, init_command, identity, msgid, migrate_command, stats_command,

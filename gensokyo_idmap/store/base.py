@@ -227,6 +227,9 @@ class OutboxReader(Protocol):
     def entries(self, sink: str, after: int = 0) -> Iterator[tuple[int, bytes]]:
         """(entry id, body) of one sink with an id above ``after``, oldest first."""
         ...
+    def sinks(self) -> dict[str, int]:
+        """Every sink name that has entries, with how many (in name order)."""
+        ...
 
 
 class OutboxWriter(OutboxReader, Protocol):

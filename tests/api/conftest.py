@@ -73,10 +73,12 @@ def serve_api(graph: IdentityGraph, msgids: MsgIdMap, identity_db_path: Path,
     @asynccontextmanager
     async def serving(app_id: str = APP_ID, token: str = "", getid_allow: tuple[str, ...] = (),
                       allowed_hosts: tuple[str, ...] = (),
-                      link: LinkStatus | None = None) -> AsyncIterator[Client]:
+                      link: LinkStatus | None = None, app_ids: tuple[str, ...] = (),
+                      self_ids: tuple[int, ...] = ()) -> AsyncIterator[Client]:
         server = ApiServer(graph, msgids, ApiSettings(
             app_id=app_id, identity_path=identity_db_path, msgid_path=msgid_db_path,
-            token=token, getid_allow=getid_allow, allowed_hosts=allowed_hosts), link=link)
+            token=token, getid_allow=getid_allow, allowed_hosts=allowed_hosts,
+            app_ids=app_ids, self_ids=self_ids), link=link)
         runner = web.AppRunner(server.application(), access_log=None)
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0)

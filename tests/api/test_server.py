@@ -138,7 +138,7 @@ def test_pick_follows_the_reverse_path(serve_api: ServeApi, graph: Any) -> None:
         status, picked = await c.get(f"/v1/vuins/{vuin}/pick", scene="QQ:1:c2c:none")
         assert status == 200 and picked["identity"].startswith(f"openid:QQ:{APP_ID}:")
 
-    scenario(serve_api, body)
+    scenario(serve_api, body, app_ids=(APP_ID, "102000002"))
 
 
 def test_msgid_lookups(serve_api: ServeApi, msgids: Any, clock: FakeClock) -> None:
@@ -148,12 +148,87 @@ def test_msgid_lookups(serve_api: ServeApi, msgids: Any, clock: FakeClock) -> No
         assert status == 200 and record["real_id"] == "ROBOT1.0_abc"
         assert record["chat_kind"] == "group" and record["target"] == GROUP
         assert await c.get("/v1/msgids", real_id="ROBOT1.0_abc") == (
-            200, {"real_id": "ROBOT1.0_abc", "virtual_id": virtual})
+            200, {"real_id": "ROBOT1.0_abc", "virtual_id": virtual, "app_id": APP_ID})
         clock.advance(3601)  # expired: invisible at once
         assert error_code(await c.get(f"/v1/msgids/{virtual}"))[0] == 404
         assert error_code(await c.get("/v1/msgids", real_id="ROBOT1.0_abc"))[0] == 404
 
     scenario(serve_api, body)
+
+
+OTHER_APP = "102000002"
+
+
+def test_app_id_picks_the_bot_of_bare_openids_on_every_route(serve_api: ServeApi) -> None:
+    """Issue 34.4: ``?app_id=`` names which bot's OpenID a bare one is on resolve, identity,
+    bind and pick (default: the first bot's); one naming no bot served, or no AppID at all,
+    is a 400 naming the AppIDs served, and nothing is written."""
+    async def body(c: Any) -> None:
+        status, made = await c.post(f"/v1/resolve?app_id={OTHER_APP}", {"keys": [ALICE]})
+        assert status == 200 and made["added"] == [f"openid:QQ:{OTHER_APP}:{ALICE}"]
+        assert error_code(await c.get("/v1/identity", key=ALICE)) == (404, "not_found")
+        assert await c.get("/v1/identity", key=ALICE, app_id=OTHER_APP) == (
+            200, {"key": f"openid:QQ:{OTHER_APP}:{ALICE}", "vuin": made["vuin"]})
+        status, bound = await c.post(f"/v1/bind?app_id={APP_ID}",
+                                     {"key": ALICE, "vuin": made["vuin"]})
+        assert status == 200 and bound["key"] == f"openid:QQ:{APP_ID}:{ALICE}"
+        assert (await c.get(f"/v1/vuins/{made['vuin']}/pick", app_id=OTHER_APP))[1][
+            "identity"] == f"openid:QQ:{OTHER_APP}:{ALICE}"
+        before = (await c.get("/v1/stats"))[1]["openid_map"]["identities"]
+        for app_id, why in (("102000009", "not a bot of this daemon (its AppIDs: "
+                                          f"{APP_ID}, {OTHER_APP})"),
+                            ("abc", "AppID must be 1 to 20 digits")):
+            for answer in (await c.post(f"/v1/resolve?app_id={app_id}", {"keys": [BOB]}),
+                           await c.post(f"/v1/bind?app_id={app_id}",
+                                        {"key": BOB, "vuin": made["vuin"]}),
+                           await c.get("/v1/identity", key=BOB, app_id=app_id),
+                           await c.get(f"/v1/vuins/{made['vuin']}/pick", app_id=app_id),
+                           await c.get("/v1/msgids", real_id="X", app_id=app_id),
+                           await c.get("/v1/stats", app_id=app_id)):
+                assert error_code(answer) == (400, "bad_input"), answer
+                assert answer[1]["error"]["message"].startswith(f"app_id: {why}"), answer
+        assert (await c.get("/v1/stats"))[1]["openid_map"]["identities"] == before
+
+    scenario(serve_api, body, app_ids=(APP_ID, OTHER_APP))
+
+
+def test_a_real_id_given_to_two_bots_is_looked_up_per_bot(serve_api: ServeApi,
+                                                          msgids: Any) -> None:
+    """``/v1/msgids?real_id=`` answers the newest record of a real id and names its bot;
+    with ``?app_id=`` only one of that bot's (msgid rule 10: the index names the newest)."""
+    async def body(c: Any) -> None:
+        first = await msgids.store_real("ROBOT1.0_both", MsgContext(APP_ID, "group", GROUP))
+        second = await msgids.store_real("ROBOT1.0_both", MsgContext(OTHER_APP, "group", "G2"))
+        assert first != second
+        assert await c.get("/v1/msgids", real_id="ROBOT1.0_both") == (200, {
+            "real_id": "ROBOT1.0_both", "virtual_id": second, "app_id": OTHER_APP})
+        assert (await c.get("/v1/msgids", real_id="ROBOT1.0_both", app_id=OTHER_APP))[1][
+            "virtual_id"] == second
+        status, answer = await c.get("/v1/msgids", real_id="ROBOT1.0_both", app_id=APP_ID)
+        assert error_code((status, answer)) == (404, "not_found")
+        assert f"AppID {OTHER_APP}'s" in answer["error"]["message"]
+
+    scenario(serve_api, body, app_ids=(APP_ID, OTHER_APP))
+
+
+def test_stats_per_app_id_keep_a_removed_bots_identities(serve_api: ServeApi,
+                                                         graph: Any) -> None:
+    """Issue 34.5: ``bots`` counts the OpenIDs of each bot served (in the config's order,
+    with its self_id), then of each AppID the graph still holds that no bot is served of
+    (a bot removed from the config keeps its identities); ``?app_id=``: one bot."""
+    async def body(c: Any) -> None:
+        await graph.resolve([OpenId(APP_ID, ALICE), OpenId(APP_ID, GROUP)])
+        await graph.resolve([OpenId("102000007", BOB)])
+        status, stats = await c.get("/v1/stats")
+        assert status == 200 and stats["bots"] == {
+            OTHER_APP: {"served": True, "self_id": 20002, "openids": 0},
+            APP_ID: {"served": True, "self_id": int(APP_ID), "openids": 2},
+            "102000007": {"served": False, "self_id": None, "openids": 1}}
+        assert list(stats["bots"]) == [OTHER_APP, APP_ID, "102000007"]
+        assert (await c.get("/v1/stats", app_id=APP_ID))[1]["bots"] == {
+            APP_ID: {"served": True, "self_id": int(APP_ID), "openids": 2}}
+
+    scenario(serve_api, body, app_ids=(OTHER_APP, APP_ID), self_ids=(20002, int(APP_ID)))
 
 
 def test_stats_counts_tables(serve_api: ServeApi) -> None:

@@ -91,6 +91,16 @@ class OutboxView(CounterView):
                 return
             yield decode_u64(key[len(prefix):]), bytes(value)
 
+    def sinks(self) -> dict[str, int]:
+        """Every sink name that has entries, with how many (in name order): a walk of
+        every entry (the file holds what frameworks that were away are owed: little)."""
+        found: dict[str, int] = {}
+        cur = self._txn.cursor(self._t.outbox)
+        for key in cur.iternext(values=False):
+            sink = sink_of_key(key)
+            found[sink] = found.get(sink, 0) + 1
+        return found
+
     def trim(self, sink: str, keep: int) -> int:
         """Delete the oldest entries of ``sink`` beyond the newest ``keep``; how many."""
         ids = [entry for entry, _ in self.entries(sink)]
