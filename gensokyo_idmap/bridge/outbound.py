@@ -33,6 +33,9 @@ Rules:
    ``user_id`` that is a guild user goes to the DM session they opened
    (``/dms/{guild_id}/messages``, from the same table). Any other ``raw:`` id is no chat:
    the send fails as rule 1 says. Channels take images by URL in the message itself.
+   A ``reply`` segment naming a message of that channel or DM (one the bot received or
+   sent there) also shows it quoted: the first platform message carries
+   ``message_reference`` beside its ``msg_id``.
 6. **A refused send can be told to its chat** (``onebot.send_error``, the Go daemon's
    ``send_error``): when the platform refuses a send (after its retries), one text message
    ``send failed: platform code …: …`` goes to the same chat, a passive reply like any other,
@@ -453,6 +456,17 @@ class OutboundSender:
             return ReplyTo(event_id=taken[0]), taken[1]
         return ReplyTo(), self.budget.take(None)
 
+    def quoted_in(self, target: Target, reply_to: int) -> str | None:
+        """The platform id of the message a ``reply`` segment names, when it is one of the
+        chat of ``target`` (received or sent by the bot): what a channel or guild DM send
+        quotes (``message_reference``, rule 5). None otherwise: the reply choice says what
+        is wrong with an unknown id, and a message of another chat is no quote here."""
+        record = self.msgids.lookup(reply_to)
+        if record is None or (record.app_id, record.chat_kind, record.target) != (
+                self.settings.app_id, target.chat_kind, target.openid):
+            return None
+        return record.real_id
+
     # --- sending --------------------------------------------------------------------------
 
     def _platform(self) -> PlatformClient:
@@ -513,17 +527,20 @@ class OutboundSender:
         chat, out = self._chat_of(target)
         context = out.about(
             self.settings.self_id, segments_to_cq_within(segments, MAX_CONTENT_BYTES))
+        guild_side = target.chat_kind in GUILD_CHAT_KINDS
+        quote = (await self.off_loop(self.quoted_in, target, plan.reply_to)
+                 if guild_side and plan.reply_to is not None else None)
         first: int | None = None
         for part in plan.parts:
             file_info = None
-            guild_side = target.chat_kind in GUILD_CHAT_KINDS
             if part.media is not None and not guild_side:
                 file_info = await openapi.upload_media(target.chat_kind, target.openid,
                                                        part.media.upload_body())
             reply, seq = await self.off_loop(self.choose_reply, target, plan.reply_to)
             for attempt in range(1, _SEND_ATTEMPTS + 1):
                 body = (channel_message_body(part, msg_id=reply.msg_id,
-                                             event_id=reply.event_id, msg_seq=seq)
+                                             event_id=reply.event_id, msg_seq=seq,
+                                             quote=quote if first is None else None)
                         if guild_side else
                         message_body(part, msg_id=reply.msg_id, event_id=reply.event_id,
                                      msg_seq=seq, file_info=file_info))
