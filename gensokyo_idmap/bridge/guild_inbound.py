@@ -7,13 +7,16 @@ its own with string ids, which most frameworks ignore; this bridge does what Gen
 so a bot written for groups answers in channels unchanged. The channel's guild stays
 available: every channel event also carries ``guild_id`` and ``channel_id`` as the
 platform's own ids (text), as go-cqhttp's guild events did. A guild DM is a private
-message (``sub_type`` ``friend``) with the DM session's ``guild_id`` / ``channel_id``.
+message (``sub_type`` ``friend``) and only that, as Gensokyo sends it: a ``guild_id`` beside
+it makes a framework take it for a guild's (Koishi does), so the DM session's ids are
+extension fields (``onebot.extensions``) only.
 
 Recalls become ``group_recall`` / ``friend_recall``; guild member changes become
 ``group_increase`` / ``group_decrease`` of the guild's own number (``group_id`` the vUIN of
 the guild id, with ``guild_id`` as text). Pure, one builder per kind: the kind's translator
-(:mod:`gensokyo_idmap.bridge.translators`) hands it the vUINs the bridge resolved and the
-virtual id it stored.
+(:mod:`gensokyo_idmap.bridge.translators`) hands it the vUINs the bridge resolved, the
+virtual id it stored and, for a message, its segments (:func:`guild_segments`, with a
+quote's ``reply`` first).
 """
 
 from __future__ import annotations
