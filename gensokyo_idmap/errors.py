@@ -169,7 +169,8 @@ class PlatformError(IdmapError):
 
 class UnsupportedError(IdmapError):
     """What was asked is well formed, but the QQ bot platform offers no way to do it (a bot
-    cannot ban, kick or approve there): refused, never answered as if it had been done."""
+    cannot ban, kick or approve there; every such OneBot action has its reason in
+    :mod:`gensokyo_idmap.bridge.cannot`): refused, never answered as if it had been done."""
 
     retcode = 103
     http_status = 501

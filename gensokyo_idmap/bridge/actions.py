@@ -6,6 +6,10 @@ returns; the service never raises for a client's mistake. Sends go through
 the identity graph and ``last_seen`` know (the platform has no member or friend lists, and
 no nicknames, so those fields are empty rather than invented).
 
+An action is one the service carries out, one OneBot v11 or go-cqhttp defines that the
+platform cannot do (:mod:`~gensokyo_idmap.bridge.cannot`: retcode 103 with its reason), or
+an unknown one (1404).
+
 ``_async`` calls are answered ``async`` at once and run in the background (kept referenced
 until done; their failures are logged).
 """
@@ -22,6 +26,7 @@ import structlog
 from prometheus_client import Histogram
 
 from gensokyo_idmap import metrics
+from gensokyo_idmap.bridge.cannot import CANNOT, refusal
 from gensokyo_idmap.bridge.chat import GROUP_CHAT_KINDS, Chat, ChatKind
 from gensokyo_idmap.bridge.guild_actions import GuildActions
 from gensokyo_idmap.bridge.outbound import OutboundSender, Target, failure_detail
@@ -64,16 +69,6 @@ Handler = Callable[[Params], Awaitable[Any]]
 #: The most entries a list action walks (friend, group and member lists).
 LIST_LIMIT: Final = 10_000
 _RETCODE_INTERNAL: Final = 102
-#: Actions the QQ bot platform gives a bot no way to do, and what each would have done:
-#: answered with a failed retcode saying so (never ``ok`` as if it had been done).
-CANNOT: Final = {
-    "set_group_kick": "remove a member from a group",
-    "set_group_ban": "mute a group member",
-    "set_group_whole_ban": "mute a whole group",
-    "set_group_anonymous_ban": "mute an anonymous group member",
-    "set_group_add_request": "answer a request to join a group",
-    "set_friend_add_request": "answer a friend request",
-}
 #: Quick-operation fields (reference §1.2) the platform cannot carry out, and what they ask.
 _QUICK_CANNOT: Final = {"delete": "recall a member's message", "kick": "kick a member",
                         "ban": "mute a member"}
@@ -117,13 +112,18 @@ class ActionService:
             "can_send_image": self.can_send,
             "can_send_record": self.can_send,
             ".handle_quick_operation": self.handle_quick_operation,
-            **{action: self._cannot(what) for action, what in CANNOT.items()},
+            "get_supported_actions": self.get_supported_actions,
             "bind_identity": self.bind_identity,
             "get_identity": self.get_identity,
             "send_guild_channel_msg": self.send_guild_channel_msg,
         }
         self.guild = GuildActions(sender)
         self.handlers.update(self.guild.handlers())
+        #: the known actions refused with their reason (retcode 103): what the table says
+        #: the platform cannot do, unless a handler above does it (a test keeps them apart)
+        self.refused = frozenset(CANNOT.keys() - self.handlers.keys())
+        for action in self.refused:
+            self.handlers[action] = self._cannot(action)
 
     # --- dispatch -------------------------------------------------------------------------
 
@@ -223,9 +223,10 @@ class ActionService:
     async def delete_msg(self, params: Params) -> None:
         await self.sender.recall(check_virtual_id(params.get("message_id") or ""))
 
-    def _cannot(self, what: str) -> Handler:
+    def _cannot(self, action: str) -> Handler:
+        """A known action the platform cannot do: refused, retcode 103, with its reason."""
         async def refuse(params: Params) -> None:
-            raise UnsupportedError(f"the QQ bot platform gives a bot no way to {what}")
+            raise UnsupportedError(refusal(action))
 
         return refuse
 
@@ -413,6 +414,11 @@ class ActionService:
 
     async def can_send(self, params: Params) -> dict[str, bool]:
         return {"yes": True}
+
+    async def get_supported_actions(self, params: Params) -> list[str]:
+        """go-cqhttp's list of what can be called: the actions that do something (those
+        the platform cannot do answer 103, so they are left out)."""
+        return sorted(self.handlers.keys() - self.refused)
 
     # --- identity extensions --------------------------------------------------------------
 

@@ -14,7 +14,10 @@ Rules:
 2. **Always a passive reply** (:mod:`gensokyo_idmap.runtime.replies`): a ``reply`` segment's
    message, else the newest received message of the chat still in its window with replies
    left, else the newest non-message event of the chat; with no usable id the platform
-   answers, and its refusal is the action's failure.
+   answers, and its refusal is the action's failure. A ``reply`` naming what cannot be
+   answered (an id the map no longer holds, one of the bot's own messages, a message of
+   another chat) does not stop the send: it goes without the quote, chosen as if there
+   were none, and a warning names the id and why.
 3. **What was sent is remembered**: each platform message id goes into the msgid map
    (direction out, the bot's ``self_id`` its author, the OneBot message as asked its
    content, for ``get_msg``) and the first one's virtual id is the action's ``message_id``.
@@ -436,18 +439,38 @@ class OutboundSender:
         with self.msgids.inbound_walk(app_id, chat_kind, target, window) as newest:
             return self.budget.take_newest((app_id, chat_kind, target), newest, window)
 
+    def answerable(self, target: Target, reply_to: int | None) -> int | None:
+        """``reply_to`` (the virtual id a ``reply`` segment names) if a send to ``target``
+        can answer it: a message of that chat the bot received, which the map still holds.
+        Else None, and a warning naming the id and why: the send still goes, without the
+        quote, answering what rule 2 picks (a framework's ``reply_message`` on an old
+        message must not cost the answer)."""
+        if reply_to is None:
+            return None
+        record = self.msgids.lookup(reply_to)
+        chat = self.chat(target)
+        why = (None if record is not None and record.direction == "in"
+               and record.app_id == chat.app_id and record.target == chat.openid
+               and chat.holds(record.chat_kind)
+               else "unknown or expired" if record is None
+               else "the bot's own message" if record.direction == "out"
+               else "a message of another chat")
+        if why is None:
+            return reply_to
+        self._log.warning("[message] reply sent without its quote", reply_to=reply_to,
+                          reason=why, chat_kind=target.chat_kind, target=target.vuin)
+        return None
+
     def choose_reply(self, target: Target, reply_to: int | None) -> tuple[ReplyTo, int]:
         """What the next message to ``target`` answers (rule 2), and its ``msg_seq``
-        (counted in the budget)."""
+        (counted in the budget). ``reply_to``: a message :meth:`answerable` let through
+        (one gone since, expired this very moment, is passed over like any other)."""
         chat = self.chat(target)
         if reply_to is not None:
             record = self.msgids.lookup(reply_to)
-            if record is None:
-                raise NotFoundError(f"reply: message_id {reply_to} is unknown or expired")
-            if record.direction == "in":
+            if record is not None and record.direction == "in":
                 return (ReplyTo(msg_id=record.real_id),
                         self.budget.take(record.real_id, chat.reply_window))
-            # a reply to one of our own messages: answer the chat's newest message instead
         taken = self._take_newest(chat.kind, chat.openid, chat.reply_window)
         if taken is not None:
             return ReplyTo(msg_id=taken[0]), taken[1]
@@ -525,6 +548,11 @@ class OutboundSender:
                         if index not in left_out]  # what get_msg shows is what was sent
         openapi = self._platform()
         chat, out = self._chat_of(target)
+        answering = plan.reply_to
+        if answering is not None:  # a quote of what cannot be answered is left out (rule 2)
+            answering = await self.off_loop(self.answerable, target, answering)
+            if answering is None:  # and get_msg of what was sent shows no quote either
+                segments = [segment for segment in segments if segment.type != "reply"]
         context = out.about(
             self.settings.self_id, segments_to_cq_within(segments, MAX_CONTENT_BYTES))
         guild_side = target.chat_kind in GUILD_CHAT_KINDS
@@ -536,7 +564,7 @@ class OutboundSender:
             if part.media is not None and not guild_side:
                 file_info = await openapi.upload_media(target.chat_kind, target.openid,
                                                        part.media.upload_body())
-            reply, seq = await self.off_loop(self.choose_reply, target, plan.reply_to)
+            reply, seq = await self.off_loop(self.choose_reply, target, answering)
             for attempt in range(1, _SEND_ATTEMPTS + 1):
                 body = (channel_message_body(part, msg_id=reply.msg_id,
                                              event_id=reply.event_id, msg_seq=seq,
@@ -556,7 +584,7 @@ class OutboundSender:
                     self._log.info("[message] reply id refused, trying again",
                                    code=err.platform_code, reply_to=reply.reference,
                                    attempt=attempt)
-                    if err.platform_code != _DUPLICATE_SEQ and plan.reply_to is None:
+                    if err.platform_code != _DUPLICATE_SEQ and answering is None:
                         await self.off_loop(self.budget.use_up, reply.reference,
                                             chat.reply_window)
                         reply, seq = await self.off_loop(self.choose_reply, target, None)

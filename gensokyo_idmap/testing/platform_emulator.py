@@ -23,8 +23,10 @@ The OpenAPI side (reference §5) records every request in ``api_calls`` and keep
 platform's rules: a send needs ``msg_id`` or ``event_id`` (active messages are refused with
 40034105), the same ``msg_id`` + ``msg_seq`` twice is refused (40054005), at most 5 replies
 per ``msg_id`` (22009), ``msg_type`` 7 needs a ``media.file_info`` this platform issued, and
-only the bot's own messages can be recalled. ``fail_next`` queues (status, body) answers and
-``delay_next`` a stall, for the error paths.
+only the bot's own messages can be recalled, each once: a ``DELETE`` of a message recalled
+already, or of one the bot never sent in that chat, is HTTP 404 (code
+:data:`RECALL_NOT_FOUND`); ``recalled`` lists what was. ``fail_next`` queues (status, body)
+answers and ``delay_next`` a stall, for the error paths.
 
 Guilds (QQ channels): ``guilds`` holds the guilds the bot is in with their channels, served
 by ``GET /users/@me/guilds`` (``limit`` / ``after`` pages) and ``GET /guilds/{id}/channels``;
@@ -35,10 +37,11 @@ a send without one is an active message, which channels allow. An ``image`` must
 http(s) URL (the platform fetches it). A ``message_reference`` (``{"message_id": ...,
 "ignore_get_message_error": ...}``, botgo's ``MessageReference``) quotes a message of the
 same chat: one pushed there (``AT_MESSAGE_CREATE``, ``MESSAGE_CREATE``,
-``DIRECT_MESSAGE_CREATE``) or one the bot sent there; the answer's message object carries it
-back. Of a message the platform cannot find, the send is refused (the platform's bot docs:
-"the message will not be sent"; its code is undocumented, this emulator answers 40011000)
-unless ``ignore_get_message_error`` is true, when it goes without the quote.
+``DIRECT_MESSAGE_CREATE``) or one the bot sent there and has not recalled; the answer's
+message object carries it back. Of a message the platform cannot find, the send is refused
+(the platform's bot docs: "the message will not be sent"; its code is undocumented, this
+emulator answers 40011000) unless ``ignore_get_message_error`` is true, when it goes
+without the quote.
 ``DELETE`` of either recalls the bot's own message.
 :func:`channel_message`, :func:`direct_message`, :func:`message_delete` and
 :func:`guild_member` build the ``d`` of each guild event the way the platform sends it, for
@@ -78,6 +81,9 @@ GUILD_USER = "144115218677563300"
 #: The guild message events whose messages a later ``message_reference`` can quote.
 GUILD_MESSAGE_EVENTS = frozenset({"AT_MESSAGE_CREATE", "MESSAGE_CREATE",
                                   "DIRECT_MESSAGE_CREATE"})
+#: The code of a recall's 404: the message was recalled already, or the bot never sent it
+#: in that chat.
+RECALL_NOT_FOUND = 306004
 
 
 def shard_of(d: Any, count: int) -> int:
@@ -150,7 +156,8 @@ class EmulatedPlatform:
         self.api_calls: list[tuple[str, str, Any]] = []  # (method, path, JSON body)
         self.fail_next: list[tuple[int, dict[str, Any]]] = []
         self.delay_next: list[float] = []
-        self.sent_messages: dict[str, str] = {}  # bot message id → chat path
+        self.sent_messages: dict[str, str] = {}  # bot message id → chat path (not recalled)
+        self.recalled: list[str] = []  # bot message ids recalled, in order
         #: guild message id pushed → its chat (``/channels/{id}`` or ``/dms/{guild_id}``)
         self.guild_messages: dict[str, str] = {}
         self.file_infos: set[str] = set()
@@ -227,7 +234,7 @@ class EmulatedPlatform:
         error = self._check_send(body)
         if error is not None:
             return web.json_response(error, status=400)
-        message_id = f"BOT{len(self.sent_messages) + 1:06d}"
+        message_id = f"BOT{self._next_message_number():06d}"
         self.sent_messages[message_id] = request.path
         return web.json_response({"id": message_id,
                                   "timestamp": "2025-01-01T12:00:01+08:00"})
@@ -250,6 +257,11 @@ class EmulatedPlatform:
             return {"code": 22009, "message": "msg limit exceed"}
         seqs.add(seq)
         return None
+
+    def _next_message_number(self) -> int:
+        """The number of the next message the bot sends (recalled ones count: ids are never
+        given twice)."""
+        return len(self.sent_messages) + len(self.recalled) + 1
 
     async def send_guild_message(self, request: web.Request) -> web.Response:
         """``/channels/{channel_id}/messages`` and ``/dms/{guild_id}/messages``."""
@@ -274,7 +286,7 @@ class EmulatedPlatform:
             error = self._check_send({"msg_type": 0, **body})
             if error is not None:
                 return web.json_response(error, status=400)
-        message_id = f"08BOTGUILD{len(self.sent_messages) + 1:06d}"
+        message_id = f"08BOTGUILD{self._next_message_number():06d}"
         self.sent_messages[message_id] = request.path
         where = request.match_info
         answer = {"id": message_id, "channel_id": where.get("channel_id", ""),
@@ -346,9 +358,12 @@ class EmulatedPlatform:
         message_id = request.match_info["message_id"]
         chat_path = request.path.rsplit("/", 1)[0]
         if self.sent_messages.get(message_id) != chat_path:
-            return web.json_response({"code": 306004, "message": "message not found"},
-                                     status=400)
+            # recalled already, or never sent by the bot in this chat: not found, as the
+            # platform answers a second DELETE of one message
+            return web.json_response({"code": RECALL_NOT_FOUND, "message": "message not found"},
+                                     status=404)
         del self.sent_messages[message_id]
+        self.recalled.append(message_id)
         return web.Response(status=200)
 
     async def gateway_bot(self, request: web.Request) -> web.Response:

@@ -256,3 +256,16 @@ def test_only_a_message_of_that_chat_is_quoted_and_only_on_the_first_part(
         assert "message_reference" not in second and second["msg_id"] == first["msg_id"]
 
     with_daemon(scenario, identity_store, msgid_store, clock)
+
+
+def test_a_reply_to_an_unknown_id_in_a_channel_is_sent_without_the_quote(
+        identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore,
+        clock: FakeClock) -> None:
+    """Issue 33 item 8 in a channel: the send goes, answering the channel's newest message."""
+    async def scenario(h: Harness) -> None:
+        event = await h.inbound("AT_MESSAGE_CREATE", channel_message(1))
+        body = await sent_to_channel(h, "send_group_msg", group_id=event["group_id"],
+                                     message="[CQ:reply,id=99999]pong")
+        assert (body["content"], body["msg_id"]) == ("pong", channel_message(1)["id"])
+
+    with_daemon(scenario, identity_store, msgid_store, clock)

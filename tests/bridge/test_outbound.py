@@ -22,7 +22,7 @@ from gensokyo_idmap.bridge.actions import ActionService
 from gensokyo_idmap.bridge.inbound import BridgeSettings, InboundBridge
 from gensokyo_idmap.identity import OpenId, RUin
 from gensokyo_idmap.idmap import IdentityGraph
-from gensokyo_idmap.runtime.msgid import MAX_CONTENT_BYTES, MsgIdMap
+from gensokyo_idmap.runtime.msgid import DEFAULT_MSGID_TTL_SECONDS, MAX_CONTENT_BYTES, MsgIdMap
 from gensokyo_idmap.bridge import outbound
 from gensokyo_idmap.bridge.outbound import OutboundSender, OutboundSettings
 from gensokyo_idmap.runtime.replies import ReplyBudget
@@ -31,7 +31,13 @@ from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
 from gensokyo_idmap.runtime.base import MsgRecord
 from gensokyo_idmap.runtime.lmdb import LmdbMsgIdStore
 
-from gensokyo_idmap.testing.platform_emulator import APP, EmulatedPlatform
+from gensokyo_idmap.bridge.chat import Chat
+from gensokyo_idmap.testing.platform_emulator import (
+    APP,
+    RECALL_NOT_FOUND,
+    EmulatedPlatform,
+    channel_message,
+)
 
 from ..conftest import FakeClock
 
@@ -149,10 +155,51 @@ def test_reply_segment_names_the_replied_message_and_cq_strings_work(
         [(_, body)] = h.sends()
         assert body["msg_id"] == "ROBOT1.0_first"
         assert body["content"] == f'x & <qqbot-at-user id="{USER}" />'
-        gone = await h.call("send_group_msg", group_id=first["group_id"],
-                            message="[CQ:reply,id=99999]x")
-        assert gone["status"] == "failed" and gone["retcode"] == 100
-        assert "99999" in gone["message"]
+        # a reply id that is no int32 is the framework's mistake: refused, naming it
+        for bad in ("abc", "0", "2147483648", "-5"):
+            refused = await h.call("send_group_msg", group_id=first["group_id"],
+                                   message=[{"type": "reply", "data": {"id": bad}},
+                                            {"type": "text", "data": {"text": "x"}}])
+            assert (refused["status"], refused["retcode"]) == ("failed", 100), refused
+            assert "message[0].id" in refused["message"] and repr(bad) in refused["message"]
+        assert len(h.sends()) == 1  # none of those went out
+
+    with_daemon(scenario, identity_store, msgid_store, clock)
+
+
+def test_a_reply_to_what_cannot_be_answered_is_sent_without_the_quote_and_says_why(
+        identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore, clock: FakeClock) -> None:
+    """Issue 33 item 8: NoneBot's ``reply_message=True`` on a message past the message-id
+    TTL, or a reply naming one of the bot's own messages (or a message of another chat),
+    still sends: without the quote, answering what the usual rule picks (the newest message
+    of the chat with replies left), and a warning names the id and why."""
+    async def scenario(h: Harness) -> None:
+        old = await h.group_message("ROBOT1.0_old")
+        clock.advance(DEFAULT_MSGID_TTL_SECONDS + 1)  # ROBOT1.0_old is past its TTL now
+        elsewhere = await h.group_message("ROBOT1.0_elsewhere", group=GROUP2)
+        newest = await h.group_message("ROBOT1.0_newest")
+        group = newest["group_id"]
+        mine = (await h.call("send_group_msg", group_id=group, message="mine"))["data"]
+        cases = [(old["message_id"], "unknown or expired"),
+                 (99999, "unknown or expired"),  # an id the map never held
+                 (mine["message_id"], "the bot's own message"),
+                 (elsewhere["message_id"], "a message of another chat")]
+        for reply_to, why in cases:
+            with capture_logs() as logs:
+                sent = await h.call("send_group_msg", group_id=group,
+                                    message=f"[CQ:reply,id={reply_to}]pong")
+            assert sent["status"] == "ok", (why, sent)
+            path, body = h.sends()[-1]
+            assert path == f"/v2/groups/{GROUP}/messages"
+            assert (body["content"], body["msg_id"]) == ("pong", "ROBOT1.0_newest"), why
+            [warning] = [log for log in logs if log["log_level"] == "warning"]
+            assert warning["event"] == "[message] reply sent without its quote"
+            assert (warning["reply_to"], warning["reason"]) == (reply_to, why)
+            # what get_msg shows of the answer is what was sent: no quote
+            got = (await h.call("get_msg", message_id=sent["data"]["message_id"]))["data"]
+            assert got["message"] == [{"type": "text", "data": {"text": "pong"}}], got
+        # one reply after another to the same message: msg_seq counts on (the budget's rule)
+        assert [body["msg_seq"] for _, body in h.sends()] == [1, 2, 3, 4, 5]
 
     with_daemon(scenario, identity_store, msgid_store, clock)
 
@@ -349,6 +396,35 @@ def test_delete_msg_and_get_msg(
     with_daemon(scenario, identity_store, msgid_store, clock)
 
 
+def test_a_second_recall_or_one_of_a_message_never_sent_is_a_failure_naming_the_platforms_word(
+        identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore, clock: FakeClock) -> None:
+    """The platform answers 404 to a recall of a message recalled already or never sent by
+    the bot (issue 33 item 10): the framework gets retcode 103 with the platform's code and
+    message, in groups and in channels."""
+    async def scenario(h: Harness) -> None:
+        event = await h.group_message("ROBOT1.0_twice")
+        channel = await h.inbound("AT_MESSAGE_CREATE", channel_message(1))
+        for chat, field in ((event, "group_id"), (channel, "group_id")):
+            sent = await h.call("send_group_msg", group_id=chat[field], message="oops")
+            virtual = sent["data"]["message_id"]
+            assert (await h.call("delete_msg", message_id=virtual))["status"] == "ok"
+            again = await h.call("delete_msg", message_id=virtual)
+            word = f"delete_msg: platform code {RECALL_NOT_FOUND}: message not found"
+            assert again == {"status": "failed", "retcode": 103, "data": None,
+                             "message": word, "wording": word, "echo": "e1"}
+        assert len(h.platform.recalled) == 2
+        # a message the map says the bot sent, which the platform never did
+        never = await h.bridge.msgids.store_real(
+            "BOT999999", Chat(APP, "group", GROUP).context("out"))
+        answer = await h.call("delete_msg", message_id=never)
+        assert (answer["status"], answer["retcode"]) == ("failed", 103)
+        assert f"platform code {RECALL_NOT_FOUND}: message not found" in answer["wording"]
+        assert h.platform.api_requests("DELETE")[-1][0] == \
+            f"/v2/groups/{GROUP}/messages/BOT999999"
+
+    with_daemon(scenario, identity_store, msgid_store, clock)
+
+
 def test_get_msg_answers_a_received_message_as_its_event_showed_it(
         identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore, clock: FakeClock) -> None:
     async def scenario(h: Harness) -> None:
@@ -517,7 +593,7 @@ def test_async_unknown_quick_operation_and_identity_extensions(
                           "wording": "", "echo": {"seq": 5}}
         await h.actions.drain()
         assert h.sends()[-1][1]["content"] == "later"
-        unknown = await h.actions({"action": "get_cookies", "echo": 7})
+        unknown = await h.actions({"action": "get_weather", "echo": 7})
         assert (unknown["status"], unknown["retcode"], unknown["echo"]) == ("failed", 1404, 7)
         broken = await h.actions({"params": {}})
         assert broken["retcode"] == 100 and "action" in broken["message"]

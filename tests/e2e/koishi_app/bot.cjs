@@ -53,5 +53,28 @@ app.on('message', async (session) => {
     record({ error: String(error && error.stack || error) })
   }
 })
+// Issue 33 (tests/e2e/test_koishi_replies.py), each on a message that is just the command:
+//   "card":   bot.internal.setGroupCard, known but impossible → {"card": {code, message}}
+//   "quote gone": a reply quoting message 99999, which the daemon never held → {"gone": ids}
+//   "recall twice": send, deleteMessage, deleteMessage again → {"recall_again": {code, ...}}
+const failure = (error) => ({ code: error && error.code, message: String(error && error.message) })
+app.on('message', async (session) => {
+  try {
+    const text = (session.content || '').replace(/<[^>]*>/g, '').trim()  // without the at
+    if (text === 'card') {
+      await session.bot.internal.setGroupCard(session.guildId, session.userId, 'x')
+        .then(() => record({ card: null }), (error) => record({ card: failure(error) }))
+    } else if (text === 'quote gone') {
+      record({ gone: await session.send(h('quote', { id: '99999' }) + 'still here') })
+    } else if (text === 'recall twice') {
+      const [sent] = await session.send('to recall')
+      await session.bot.deleteMessage(session.channelId, sent)
+      await session.bot.deleteMessage(session.channelId, sent).then(
+        () => record({ recall_again: null }), (error) => record({ recall_again: failure(error) }))
+    }
+  } catch (error) {
+    record({ error: String(error && error.stack || error) })
+  }
+})
 process.on('unhandledRejection', (error) => record({ error: String(error && error.stack || error) }))
 app.start().catch((error) => { record({ error: String(error) }); process.exit(1) })

@@ -14,7 +14,8 @@ environment:
     ``{"raw_notice": {...}}`` the same for a notice event frame;
   - ``{"event": {...}}`` every message event a plugin received, as NoneBot parsed it;
   - ``{"call_api": "<action>", "params": {...}}`` every action NoneBot sent to the daemon;
-  - ``{"send_result": ...}`` / ``{"send_error": "..."}`` the outcome of answering ``ping``.
+  - ``{"send_result": ...}`` / ``{"send_error": "..."}`` the outcome of answering ``ping``;
+  - what the commands of :mod:`nb_replies` did (``card``, ``late ping`` …).
 - ``API_TIMEOUT`` (default 30 s in NoneBot): how long an action waits for its answer.
 
 ``DRIVER`` is always ``~fastapi`` (the adapter needs a server-capable driver). NoneBot also
@@ -66,6 +67,7 @@ def main() -> None:
     )
     nonebot.get_driver().register_adapter(RecordingAdapter)
     nonebot.load_plugin("nb_recorder")
+    nonebot.load_plugin("nb_replies")  # commands of test_nonebot_replies (issue 33)
     nonebot.run()
 
 
