@@ -38,7 +38,8 @@ Rules:
    the send fails as rule 1 says. Channels take images by URL in the message itself.
    A ``reply`` segment naming a message of that channel or DM (one the bot received or
    sent there) also shows it quoted: the first platform message carries
-   ``message_reference`` beside its ``msg_id``.
+   ``message_reference`` beside its ``msg_id``; one of the bot's own is shown so, with no
+   warning, while the ``msg_id`` answers what rule 2 picks.
 6. **A refused send can be told to its chat** (``onebot.send_error``, the Go daemon's
    ``send_error``): when the platform refuses a send (after its retries), one text message
    ``send failed: platform code …: …`` goes to the same chat, a passive reply like any other,
@@ -439,12 +440,14 @@ class OutboundSender:
         with self.msgids.inbound_walk(app_id, chat_kind, target, window) as newest:
             return self.budget.take_newest((app_id, chat_kind, target), newest, window)
 
-    def answerable(self, target: Target, reply_to: int | None) -> int | None:
+    def answerable(self, target: Target, reply_to: int | None,
+                   shown: bool = False) -> int | None:
         """``reply_to`` (the virtual id a ``reply`` segment names) if a send to ``target``
         can answer it: a message of that chat the bot received, which the map still holds.
         Else None, and a warning naming the id and why: the send still goes, without the
         quote, answering what rule 2 picks (a framework's ``reply_message`` on an old
-        message must not cost the answer)."""
+        message must not cost the answer). ``shown``: the message is quoted all the same
+        (one of the bot's own in a channel or DM, :meth:`quoted_in`), so no warning."""
         if reply_to is None:
             return None
         record = self.msgids.lookup(reply_to)
@@ -457,6 +460,8 @@ class OutboundSender:
                else "a message of another chat")
         if why is None:
             return reply_to
+        if shown:
+            return None
         self._log.warning("[message] reply sent without its quote", reply_to=reply_to,
                           reason=why, chat_kind=target.chat_kind, target=target.vuin)
         return None
@@ -548,16 +553,18 @@ class OutboundSender:
                         if index not in left_out]  # what get_msg shows is what was sent
         openapi = self._platform()
         chat, out = self._chat_of(target)
-        answering = plan.reply_to
-        if answering is not None:  # a quote of what cannot be answered is left out (rule 2)
-            answering = await self.off_loop(self.answerable, target, answering)
-            if answering is None:  # and get_msg of what was sent shows no quote either
+        guild_side = target.chat_kind in GUILD_CHAT_KINDS
+        answering, quote = plan.reply_to, None
+        if answering is not None:
+            if guild_side:  # a message of that channel or DM is shown quoted (rule 5)
+                quote = await self.off_loop(self.quoted_in, target, answering)
+            # a quote of what cannot be answered is left out (rule 2), unless it is shown
+            answering = await self.off_loop(self.answerable, target, answering,
+                                            quote is not None)
+            if answering is None and quote is None:  # get_msg shows no quote either
                 segments = [segment for segment in segments if segment.type != "reply"]
         context = out.about(
             self.settings.self_id, segments_to_cq_within(segments, MAX_CONTENT_BYTES))
-        guild_side = target.chat_kind in GUILD_CHAT_KINDS
-        quote = (await self.off_loop(self.quoted_in, target, plan.reply_to)
-                 if guild_side and plan.reply_to is not None else None)
         first: int | None = None
         for part in plan.parts:
             file_info = None

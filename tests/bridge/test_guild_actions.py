@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from structlog.testing import capture_logs
+
 from gensokyo_idmap.bridge.actions import ActionService
 from gensokyo_idmap.bridge.outbound import OutboundSender, OutboundSettings
 from gensokyo_idmap.identity import RawId
@@ -215,13 +217,18 @@ def test_a_reply_in_a_channel_or_dm_quotes_the_message_with_message_reference(
                                              "ignore_get_message_error": True}
         answer = await h.call("send_group_msg", group_id=first["group_id"], message="x")
         assert "message_reference" not in h.sends()[-1][1]  # no reply segment, no quote
-        # a quote of the bot's own message: quoted by its id, the reply goes to the newest
+        # a quote of the bot's own message: quoted by its id (the platform shows it: no
+        # warning, and get_msg shows the reply), the reply goes to the newest message
         mine = answer["data"]["message_id"]
-        await h.call("send_group_msg", group_id=first["group_id"],
-                     message=f"[CQ:reply,id={mine}]again")
+        with capture_logs() as logs:
+            quoting_mine = await h.call("send_group_msg", group_id=first["group_id"],
+                                        message=f"[CQ:reply,id={mine}]again")
         _, again = h.sends()[-1]
         assert again["message_reference"]["message_id"] == h.bridge.msgids.real_id_of(mine)
         assert again["msg_id"] == channel_message(2)["id"]
+        assert [line for line in logs if line["log_level"] == "warning"] == []
+        shown = await h.call("get_msg", message_id=quoting_mine["data"]["message_id"])
+        assert shown["data"]["message"][0] == {"type": "reply", "data": {"id": str(mine)}}
         # in a guild DM: the same
         dm = await h.inbound("DIRECT_MESSAGE_CREATE", direct_message(3, "psst"))
         sent = await h.call("send_private_msg", user_id=dm["user_id"],
