@@ -33,6 +33,9 @@ Rules:
    quoted text is never made up. A group or C2C quote names the quoted message by its
    ``msg_idx``; a channel or guild DM message's ``message_reference`` by its platform id,
    which finds the bot's own messages there too (only in the same chat).
+9. **Names and roles come with messages**: a message's author, with the name and role the
+   platform gave (:mod:`gensokyo_idmap.bridge.members`), is kept per chat in memory for the
+   member actions, after the author's identity, never instead of it.
 
 What each kind of event contributes to those steps (whom it names, its content and quote,
 its real id, where its channel lives, its OneBot events) is its translator's
@@ -58,6 +61,7 @@ from gensokyo_idmap.bridge.chat import Chat, ChatKind
 from gensokyo_idmap.bridge.chat_turns import ChatTurns, wait_all
 from gensokyo_idmap.bridge.dedup import delivery_key
 from gensokyo_idmap.bridge.guilds import directory_of
+from gensokyo_idmap.bridge.members import profiles_of
 from gensokyo_idmap.bridge.message_filter import MessageFilter
 from gensokyo_idmap.bridge.outbox import TrackedSink
 from gensokyo_idmap.bridge.translators import TRANSLATORS, Scope, Translator, attachment_segment
@@ -115,6 +119,7 @@ class InboundBridge:
         self._clock = clock
         self._log = log.bind()
         self.guilds = directory_of(graph)
+        self.members = profiles_of(graph)
         # (chat kind, target, of an event) → its inbound MsgContext: the same chats come back
         # event after event, and building one checks every field again (chats gone quiet
         # are forgotten)
@@ -261,6 +266,9 @@ class InboundBridge:
                    for entry in kind.config_entries(event, people)]
         if entries:  # where a channel or DM lives, before a framework can answer it
             await self.guilds.record(entries)
+        for event, kind, people in zip(events, kinds, vuins, strict=True):
+            for scene, vuin, profile in kind.members(event, people):
+                self.members.record(scene, vuin, profile)  # names and roles, in memory
         now = int(self._clock())
         translated = []
         for event, kind, people, item, segments in zip(events, kinds, vuins, wanted, contents,
