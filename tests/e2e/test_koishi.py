@@ -85,14 +85,15 @@ def install_koishi() -> Path:
     return INSTALL_DIR
 
 
-async def start_koishi(installed: Path, port: int, records: Records, lines: list[str]
-                       ) -> tuple[asyncio.subprocess.Process, asyncio.Task[None]]:
-    """The Koishi bot (``koishi_app/bot.cjs``) as a process dialling the daemon's forward
-    WS on 127.0.0.1:``port`` with :data:`TOKEN`, recording into ``records``; the task
+async def start_koishi(installed: Path, port: int, token: str, records: Records,
+                       lines: list[str]) -> tuple[asyncio.subprocess.Process,
+                                                  asyncio.Task[None]]:
+    """The Koishi bot (``koishi_app/bot.cjs``, run from ``installed``) dialling the daemon's
+    forward WS on 127.0.0.1:``port`` with ``token``, recording into ``records``; the task
     returned appends its output to ``lines``."""
     env = {**os.environ, "KOISHI_RECORD_FILE": str(records.path),
            "KOISHI_ENDPOINT": f"ws://127.0.0.1:{port}", "KOISHI_SELF_ID": APP,
-           "KOISHI_TOKEN": TOKEN, "NODE_PATH": str(installed / "node_modules")}
+           "KOISHI_TOKEN": token, "NODE_PATH": str(installed / "node_modules")}
     koishi = await asyncio.create_subprocess_exec(
         "node", str(KOISHI_APP / "bot.cjs"), cwd=installed, env=env,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
@@ -103,6 +104,19 @@ async def start_koishi(installed: Path, port: int, records: Records, lines: list
             lines.append(raw.decode("utf-8", "replace").rstrip())
 
     return koishi, asyncio.create_task(pump(koishi.stdout))
+
+
+async def stop_koishi(koishi: asyncio.subprocess.Process | None,
+                      pumping: asyncio.Task[None] | None, lines: list[str],
+                      log_dir: Path) -> None:
+    """Kill Koishi if it still runs, wait for the rest of its output, and keep that in
+    ``log_dir/koishi.log``."""
+    if koishi is not None and koishi.returncode is None:
+        koishi.kill()
+        await asyncio.wait_for(koishi.wait(), WAIT)
+    if pumping is not None:
+        await asyncio.wait_for(pumping, WAIT)
+    (log_dir / "koishi.log").write_text("\n".join(lines) + "\n", "utf-8")
 
 
 class KoishiRun:
@@ -155,7 +169,7 @@ class KoishiRun:
                 await until(lambda: len(platform.identifies) == 1, WAIT,
                             lambda: f"gateway Identify\n{self.context()}")
                 await until_listening(self.port, WAIT)
-                self._koishi, pumping = await start_koishi(self.installed, self.port,
+                self._koishi, pumping = await start_koishi(self.installed, self.port, TOKEN,
                                                            self.records, self.lines)
                 await self.after("ready", 1, "Koishi connected")
                 await steps(platform)
@@ -164,13 +178,7 @@ class KoishiRun:
                 assert await daemon.stop() == 0, self.context()
                 self.sends.extend(platform.api_requests("POST", "/messages"))
             finally:
-                if self._koishi is not None and self._koishi.returncode is None:
-                    self._koishi.kill()
-                    await asyncio.wait_for(self._koishi.wait(), WAIT)
-                if pumping is not None:
-                    await asyncio.wait_for(pumping, WAIT)
-                (self.tmp_path / "koishi.log").write_text("\n".join(self.lines) + "\n",
-                                                          "utf-8")
+                await stop_koishi(self._koishi, pumping, self.lines, self.tmp_path)
                 await daemon.kill()
                 await platform.close()
 
