@@ -21,7 +21,7 @@ from gensokyo_idmap.api.console.status import (
     WebhookEvent,
 )
 from gensokyo_idmap.bridge.outbox import Outbox
-from gensokyo_idmap.onebot.forward_ws import ForwardWsServer
+from gensokyo_idmap.onebot.forward_ws import ForwardWsRouter
 from gensokyo_idmap.onebot.http_post import HttpPostTarget
 from gensokyo_idmap.onebot.reverse_ws import ReverseWsClient
 from gensokyo_idmap.qq.events import QQEvent
@@ -59,7 +59,7 @@ class LinkWatch:
         self.last_webhook: WebhookEvent | None = None
         self.clients: Sequence[ReverseWsClient] = ()
         self.posts: Sequence[HttpPostTarget] = ()
-        self.forward: ForwardWsServer | None = None
+        self.forward: ForwardWsRouter | None = None
 
     def saw_webhook(self, event: QQEvent) -> None:
         self.last_webhook = WebhookEvent(event.event_type, time.time())
