@@ -26,6 +26,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -119,6 +120,75 @@ async def stop_koishi(koishi: asyncio.subprocess.Process | None,
     (log_dir / "koishi.log").write_text("\n".join(lines) + "\n", "utf-8")
 
 
+class KoishiRun:
+    """One run of the Koishi bot against ``gensokyo-idmap serve`` (forward WS, fed by the
+    emulated platform) in ``tmp_path``: :meth:`run` starts them, waits until Koishi is
+    connected, hands the platform to the test's steps, then stops Koishi and the daemon
+    and keeps what the platform was sent (``sends``). Skips the test, saying so, when node
+    or npm is absent."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        missing = node_missing()
+        if missing is not None:
+            pytest.skip(f"the Koishi e2e test needs Node.js and npm ({missing}; "
+                        "apt-get install nodejs npm)")
+        self.installed = install_koishi()
+        self.tmp_path = tmp_path
+        self.data_dir = tmp_path / "data"
+        self.records = Records(tmp_path / "koishi-records.jsonl")
+        self.port = free_port()
+        self.lines: list[str] = []
+        self.sends: list[tuple[str, Any]] = []
+        self._koishi: asyncio.subprocess.Process | None = None
+
+    def context(self) -> str:
+        return run_context("Koishi", self.lines, self.tmp_path, self.records)
+
+    def _alive(self) -> None:
+        if self._koishi is not None and self._koishi.returncode is not None:
+            raise AssertionError(f"Koishi exited ({self._koishi.returncode})\n{self.context()}")
+
+    async def after(self, kind: str, count: int, what: str) -> None:
+        """Wait until Koishi recorded ``count`` entries of ``kind`` (or an error)."""
+        await until(lambda: bool(len(self.records.of(kind)) >= count
+                                 or self.records.of("error")),
+                    WAIT, lambda: f"{what}\n{self.context()}", alive=self._alive)
+
+    def run(self, steps: Callable[[EmulatedPlatform], Awaitable[None]],
+            **sections: Mapping[str, Any]) -> None:
+        """``steps`` with the daemon (config ``sections`` merged in) and Koishi running."""
+        async def main() -> None:
+            platform = EmulatedPlatform()
+            await platform.start()
+            daemon = DaemonProcess(write_config(self.tmp_path / "config.yml", daemon_config(
+                self.data_dir, platform=platform, onebot={
+                    "forward_ws": f"127.0.0.1:{self.port}", "access_token": TOKEN},
+                **sections)), self.tmp_path)
+            pumping: asyncio.Task[None] | None = None
+            try:
+                await daemon.start()
+                await until(lambda: len(platform.identifies) == 1, WAIT,
+                            lambda: f"gateway Identify\n{self.context()}")
+                await until_listening(self.port, WAIT)
+                self._koishi, pumping = await start_koishi(self.installed, self.port, TOKEN,
+                                                           self.records, self.lines)
+                await self.after("ready", 1, "Koishi connected")
+                await steps(platform)
+                self._koishi.terminate()  # first: the daemon going away is a warning there
+                await asyncio.wait_for(self._koishi.wait(), WAIT)
+                assert await daemon.stop() == 0, self.context()
+                self.sends.extend(platform.api_requests("POST", "/messages"))
+            finally:
+                await stop_koishi(self._koishi, pumping, self.lines, self.tmp_path)
+                await daemon.kill()
+                await platform.close()
+
+        asyncio.run(asyncio.wait_for(main(), 120))
+        assert self.records.of("error") == [], self.context()
+        warnings = [line for line in self.lines if "[W]" in line or "[E]" in line]
+        assert warnings == [], self.context()
+
+
 def vuins(data_dir: Path) -> tuple[int, int]:
     """The user's and the group's vUINs in the daemon's store (read after it stopped)."""
     store = LmdbIdentityStore(data_dir / "openid-map.db", readonly=True)
@@ -134,70 +204,25 @@ def vuins(data_dir: Path) -> tuple[int, int]:
 @pytest.mark.slow
 def test_koishi_fetches_messages_and_quotes_with_get_msg_without_an_error(
         tmp_path: Path) -> None:
-    missing = node_missing()
-    if missing is not None:
-        pytest.skip(f"the Koishi e2e test needs Node.js and npm ({missing}; "
-                    "apt-get install nodejs npm)")
-    installed = install_koishi()
-    data_dir = tmp_path / "data"
-    records = Records(tmp_path / "koishi-records.jsonl")
-    port = free_port()
-    lines: list[str] = []
-    sends: list[tuple[str, Any]] = []
+    koishi = KoishiRun(tmp_path)
+    records, data_dir, sends, context = (koishi.records, koishi.data_dir, koishi.sends,
+                                         koishi.context)
 
-    def context() -> str:
-        return run_context("Koishi", lines, tmp_path, records)
+    async def steps(platform: EmulatedPlatform) -> None:
+        await platform.push("GROUP_AT_MESSAGE_CREATE",
+                            group_message(1, GROUP, USER) | {"content": " ping"})
+        await koishi.after("mine", 1, "Koishi's group round")
+        await platform.push("C2C_MESSAGE_CREATE", c2c_message(2, USER, "ping"))
+        await koishi.after("mine", 2, "Koishi's C2C round")
+        # the user quotes their ping, in the group and in C2C
+        await platform.push("GROUP_AT_MESSAGE_CREATE", quoting(
+            group_message(3, GROUP, USER) | {"content": " what was that"},
+            group_message(1, GROUP, USER) | {"content": " ping"}))
+        await platform.push("C2C_MESSAGE_CREATE", quoting(
+            c2c_message(4, USER, "and this"), c2c_message(2, USER, "ping")))
+        await koishi.after("event", 4, "Koishi's quotes")
 
-    async def main() -> None:
-        platform = EmulatedPlatform()
-        await platform.start()
-        daemon = DaemonProcess(write_config(tmp_path / "config.yml", daemon_config(
-            data_dir, platform=platform, onebot={
-                "forward_ws": f"127.0.0.1:{port}", "access_token": TOKEN})), tmp_path)
-        koishi: asyncio.subprocess.Process | None = None
-        pumping: asyncio.Task[None] | None = None
-        try:
-            await daemon.start()
-            await until(lambda: len(platform.identifies) == 1, WAIT,
-                        lambda: f"gateway Identify\n{context()}")
-            await until_listening(port, WAIT)
-            koishi, pumping = await start_koishi(installed, port, TOKEN, records, lines)
-
-            def koishi_alive() -> None:
-                if koishi is not None and koishi.returncode is not None:
-                    raise AssertionError(f"Koishi exited ({koishi.returncode})\n{context()}")
-
-            await until(lambda: bool(records.of("ready") or records.of("error")), WAIT,
-                        lambda: f"Koishi connected\n{context()}", alive=koishi_alive)
-            await platform.push("GROUP_AT_MESSAGE_CREATE",
-                                group_message(1, GROUP, USER) | {"content": " ping"})
-            await until(lambda: bool(len(records.of("mine")) == 1 or records.of("error")),
-                        WAIT, lambda: f"Koishi's group round\n{context()}", alive=koishi_alive)
-            await platform.push("C2C_MESSAGE_CREATE", c2c_message(2, USER, "ping"))
-            await until(lambda: bool(len(records.of("mine")) == 2 or records.of("error")),
-                        WAIT, lambda: f"Koishi's C2C round\n{context()}", alive=koishi_alive)
-            # the user quotes their ping, in the group and in C2C
-            await platform.push("GROUP_AT_MESSAGE_CREATE", quoting(
-                group_message(3, GROUP, USER) | {"content": " what was that"},
-                group_message(1, GROUP, USER) | {"content": " ping"}))
-            await platform.push("C2C_MESSAGE_CREATE", quoting(
-                c2c_message(4, USER, "and this"), c2c_message(2, USER, "ping")))
-            await until(lambda: bool(len(records.of("event")) == 4 or records.of("error")),
-                        WAIT, lambda: f"Koishi's quotes\n{context()}", alive=koishi_alive)
-            koishi.terminate()  # first: the daemon going away is a warning in Koishi's log
-            await asyncio.wait_for(koishi.wait(), WAIT)
-            assert await daemon.stop() == 0, context()
-            sends.extend(platform.api_requests("POST", "/messages"))
-        finally:
-            await stop_koishi(koishi, pumping, lines, tmp_path)
-            await daemon.kill()
-            await platform.close()
-
-    asyncio.run(asyncio.wait_for(main(), 120))
-
-    assert records.of("error") == [], context()
-    warnings = [line for line in lines if "[W]" in line or "[E]" in line]
-    assert warnings == [], context()
+    koishi.run(steps)  # no error on the way, no warning in Koishi's log
     user, group = vuins(data_dir)
     group_event, private_event, group_quote, private_quote = records.of("event")
     (group_quoted, private_quoted), (group_mine, private_mine) = (

@@ -2,14 +2,17 @@
 the channel as a group, NoneBot sees the @bot as addressed to it and answers ``ping`` with
 ``pong`` through its ordinary ``send_msg``, which the daemon sends to the channel
 (``POST /channels/{channel_id}/messages``) as a passive reply to that message. A recall in
-the channel reaches NoneBot as its ``group_recall`` notice. Harness: the NoneBot app and
-helpers of :mod:`tests.e2e.test_nonebot`; the daemon is ``gensokyo-idmap serve``."""
+the channel reaches NoneBot as its ``group_recall`` notice. A quoted channel message
+reaches NoneBot with its text, and a reply that quotes shows the quote on the platform.
+Harness: the NoneBot app and helpers of :mod:`tests.e2e.test_nonebot`
+(:class:`NoneBotRun` here); the daemon is ``gensokyo-idmap serve``."""
 
 from __future__ import annotations
 
 import asyncio
 import re
 import signal
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -22,6 +25,7 @@ from gensokyo_idmap.testing import (
     channel_message,
     free_port,
     message_delete,
+    quoting,
     until,
     until_listening,
 )
@@ -33,61 +37,89 @@ from .test_nonebot import WAIT, nonebot_daemon, nonebot_missing, start_nonebot
 TOKEN = "nb-guild-token-4Kd"
 
 
+class NoneBotRun:
+    """One run of the NoneBot app against ``gensokyo-idmap serve`` (reverse WS, fed by the
+    emulated platform) in ``tmp_path``: :meth:`run` starts them, waits until NoneBot has
+    the connection, hands the platform to the test's steps, then stops the daemon (SIGTERM)
+    and NoneBot. Skips the test, saying so, when NoneBot cannot be imported."""
+
+    def __init__(self, tmp_path: Path, token: str) -> None:
+        missing = nonebot_missing()
+        if missing is not None:
+            pytest.skip(f"NoneBot2 / nonebot-adapter-onebot not importable: {missing}")
+        self.tmp_path, self.token = tmp_path, token
+        self.data_dir = tmp_path / "data"
+        self.records = Records(tmp_path / "nonebot-records.jsonl")
+        self.port = free_port()
+        self.lines: list[str] = []
+        self.platform = EmulatedPlatform()
+
+    def context(self) -> str:
+        return run_context("NoneBot", self.lines, self.tmp_path, self.records)
+
+    async def after(self, what: str, *kinds: str) -> None:
+        """Wait until NoneBot recorded an entry of any of ``kinds``."""
+        await until(lambda: any(self.records.of(kind) for kind in kinds), WAIT,
+                    lambda: f"{what}\n{self.context()}")
+
+    def run(self, steps: Callable[[EmulatedPlatform], Awaitable[None]]) -> None:
+        async def main() -> None:
+            platform = self.platform
+            await platform.start()
+            daemon = nonebot_daemon(self.tmp_path, self.data_dir, platform, self.port,
+                                    self.token)
+            nonebot, pumping = await start_nonebot(self.port, self.token, self.records,
+                                                   self.tmp_path, self.lines)
+            try:
+                await until_listening(self.port, WAIT)
+                await daemon.start()
+                await until(lambda: any(re.search(rf"Bot {APP}\b.* connected", line)
+                                        for line in self.lines), WAIT,
+                            lambda: f"NoneBot connection\n{self.context()}")
+                await until(lambda: bool(platform.identifies), WAIT, "gateway Identify")
+                await steps(platform)
+                assert await daemon.stop(signal.SIGTERM, WAIT) == 0, self.context()
+            finally:
+                await daemon.kill()
+                if nonebot.returncode is None:
+                    nonebot.kill()
+                    await asyncio.wait_for(nonebot.wait(), WAIT)
+                await asyncio.wait_for(pumping, WAIT)
+                (self.tmp_path / "nonebot.log").write_text("\n".join(self.lines) + "\n",
+                                                           "utf-8")
+                await platform.close()
+
+        asyncio.run(asyncio.wait_for(main(), 120))
+
+    def vuins(self, *ids: str) -> list[int | None]:
+        """The vUINs of these guild-side ids in the daemon's store (after the run)."""
+        store = LmdbIdentityStore(self.data_dir / "openid-map.db")
+        try:
+            with store.read() as view:
+                return [view.vuin_of(RawId(value).key) for value in ids]
+        finally:
+            store.close()
+
+
 @pytest.mark.slow
 def test_nonebot_answers_in_a_channel(tmp_path: Path) -> None:
-    missing = nonebot_missing()
-    if missing is not None:
-        pytest.skip(f"NoneBot2 / nonebot-adapter-onebot not importable: {missing}")
-    data_dir = tmp_path / "data"
-    records = Records(tmp_path / "nonebot-records.jsonl")
-    nb_port = free_port()
-    nb_lines: list[str] = []
-
-    def context() -> str:
-        return run_context("NoneBot", nb_lines, tmp_path, records)
-
+    nb = NoneBotRun(tmp_path, TOKEN)
+    records, context = nb.records, nb.context
     message = channel_message(1, "ping")
 
-    async def main() -> None:
-        platform = EmulatedPlatform()
-        await platform.start()
-        daemon = nonebot_daemon(tmp_path, data_dir, platform, nb_port, TOKEN)
-        nonebot, pumping = await start_nonebot(nb_port, TOKEN, records, tmp_path, nb_lines)
-        try:
-            await until_listening(nb_port, WAIT)
-            await daemon.start()
-            await until(lambda: any(re.search(rf"Bot {APP}\b.* connected", line)
-                                    for line in nb_lines), WAIT,
-                        lambda: f"NoneBot connection\n{context()}")
-            await until(lambda: bool(platform.identifies), WAIT, "gateway Identify")
-            await platform.push("AT_MESSAGE_CREATE", message)
-            await until(lambda: bool(records.of("send_result") or records.of("send_error")),
-                        WAIT, lambda: f"the pong\n{context()}")
-            assert not records.of("send_error"), context()
-            await platform.push("PUBLIC_MESSAGE_DELETE", message_delete(message))
-            await until(lambda: bool(records.of("notice")), WAIT,
-                        lambda: f"the recall notice\n{context()}")
-            assert await daemon.stop(signal.SIGTERM, WAIT) == 0, context()
-        finally:
-            await daemon.kill()
-            if nonebot.returncode is None:
-                nonebot.kill()
-                await asyncio.wait_for(nonebot.wait(), WAIT)
-            await asyncio.wait_for(pumping, WAIT)
-            await platform.close()
-        [(path, body)] = platform.api_requests("POST", "/messages")
-        assert path == f"/channels/{CHANNEL}/messages", context()
-        assert (body["content"], body["msg_id"]) == ("pong", message["id"]), body
+    async def steps(platform: EmulatedPlatform) -> None:
+        await platform.push("AT_MESSAGE_CREATE", message)
+        await nb.after("the pong", "send_result", "send_error")
+        assert not records.of("send_error"), context()
+        await platform.push("PUBLIC_MESSAGE_DELETE", message_delete(message))
+        await nb.after("the recall notice", "notice")
 
-    asyncio.run(asyncio.wait_for(main(), 120))
+    nb.run(steps)
+    [(path, body)] = nb.platform.api_requests("POST", "/messages")
+    assert path == f"/channels/{CHANNEL}/messages", context()
+    assert (body["content"], body["msg_id"]) == ("pong", message["id"]), body
 
-    store = LmdbIdentityStore(data_dir / "openid-map.db")
-    try:
-        with store.read() as view:
-            channel = view.vuin_of(RawId(CHANNEL).key)
-            author = view.vuin_of(RawId(GUILD_USER).key)
-    finally:
-        store.close()
+    channel, author = nb.vuins(CHANNEL, GUILD_USER)
     [raw] = records.of("raw")
     [event] = records.of("event")
     assert (raw["guild_id"], raw["channel_id"]) == (GUILD, CHANNEL)  # the guild alongside
@@ -100,3 +132,51 @@ def test_nonebot_answers_in_a_channel(tmp_path: Path) -> None:
     [notice] = records.of("notice")
     assert (notice["notice_type"], notice["group_id"], notice["user_id"],
             notice["message_id"]) == ("group_recall", channel, author, event["message_id"])
+
+
+@pytest.mark.slow
+def test_nonebot_fetches_a_quoted_channel_message_and_quotes_back(tmp_path: Path) -> None:
+    """A user says something, then quotes it (the platform's ``message_reference``): the
+    daemon makes that a leading ``reply`` segment, NoneBot's adapter fetches the quoted
+    message with ``get_msg`` (``event.reply``) and gets its text and author, not the empty
+    message it got before channel messages kept their content. Then the user says
+    ``quote me`` and the plugin answers with ``reply_message=True`` (a ``[CQ:reply]`` of
+    that message): the daemon sends it as a passive reply (``msg_id``) that shows the
+    quote (``message_reference``)."""
+    nb = NoneBotRun(tmp_path, TOKEN)
+    records, context = nb.records, nb.context
+    said = channel_message(1, "the words")
+    quote = quoting(channel_message(2, "what was that"), said)
+    ask = channel_message(3, "quote me")
+
+    async def steps(platform: EmulatedPlatform) -> None:
+        await platform.push("AT_MESSAGE_CREATE", said)
+        await nb.after("the first message", "event")  # stored before it is quoted
+        await platform.push("AT_MESSAGE_CREATE", quote)
+        await nb.after("the quoted message, fetched", "quoted")
+        await platform.push("AT_MESSAGE_CREATE", ask)
+        await nb.after("the quoting answer", "quote_result", "quote_error")
+
+    nb.run(steps)
+    assert not records.of("quote_error"), context()
+    [(path, body)] = nb.platform.api_requests("POST", "/messages")
+    assert path == f"/channels/{CHANNEL}/messages", context()
+    assert body["content"] == "quoted" and body["msg_id"] == ask["id"], body
+    assert body["message_reference"]["message_id"] == ask["id"], body
+
+    [author] = nb.vuins(GUILD_USER)
+    first, second, third = records.of("event")
+    assert "the words" in first["plain_text"]
+    # NoneBot took the reply segment out (event.reply) and fetched the message it names
+    [quoted] = records.of("quoted")
+    assert quoted["in"] == second["message_id"] and quoted["message_id"] == first["message_id"]
+    assert quoted["message"] == first["original_message"], quoted  # its text, not []
+    assert quoted["plain_text"].strip() == "the words", quoted
+    assert (quoted["user_id"], quoted["message_type"]) == (author, "group")
+    assert "what was that" in second["plain_text"] and "words" not in second["plain_text"]
+    assert [entry["call_api"] for entry in records.all() if "call_api" in entry] == [
+        "get_msg", "send_msg"]
+    [call] = [entry for entry in records.all() if entry.get("call_api") == "send_msg"]
+    assert call["params"]["message"][0] == {"type": "reply",
+                                            "data": {"id": str(third["message_id"])}}
+    assert isinstance(records.of("quote_result")[0]["message_id"], int)
