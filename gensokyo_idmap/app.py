@@ -45,7 +45,7 @@ from gensokyo_idmap.identity_backend import (
     open_identity_store,
 )
 from gensokyo_idmap.idmap import IdentityGraph
-from gensokyo_idmap.link_status import LinkWatch
+from gensokyo_idmap.link_status import BotWatch, LinkWatch
 from gensokyo_idmap.memory import run_trimmer
 from gensokyo_idmap.onebot.forward_ws import ForwardWsRouter
 from gensokyo_idmap.onebot.http_api import HttpApiServer
@@ -217,9 +217,8 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
     services.push_async_callback(_stop_periodic, trimmer, stop)
     bots = resolve_bots(config)
     _warn_of_names_left_behind(config, bots, outbox_store)
-    first = bots[0]
-    watch = LinkWatch(outbox, app_id=bool(first.app_id), secret=bool(first.secret_value),
-                      gateway_wanted=first.qq.gateway)
+    watch = LinkWatch(outbox)
+    watches = watch.add(bots)
     identity_api = (await _start_api(config, bots, graph, msgids, outbox_store,
                                      _server_checks(config, graph, msgids, services), watch,
                                      plan)
@@ -234,8 +233,9 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
             keeper = asyncio.create_task(platform.tokens.keep_fresh())
             services.push_async_callback(_cancel, keeper)  # before its HTTP client closes
         services.push_async_callback(runtime.actions.drain)  # queued (_async) sends, before http
-    if runtimes[0].platform is not None:
-        watch.tokens = runtimes[0].platform.tokens
+    for runtime, seen in zip(runtimes, watches, strict=True):
+        if runtime.platform is not None:
+            seen.tokens = runtime.platform.tokens
 
     clients = every_client(runtimes)
     watch.clients = clients
@@ -285,17 +285,18 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
     webhook: web.AppRunner | None = None
     if config.webhook.listen:
         receivers = []
-        for runtime, pipeline in zip(runtimes, pipelines, strict=True):
+        for runtime, pipeline, seen in zip(runtimes, pipelines, watches, strict=True):
             batches = TurnBatches(pipeline.process_batch)
             intake.push_async_callback(batches.drain)  # after the server: what it started ends
             receivers.append(WebhookReceiver.for_secret(  # an AppID each: checked at start
                 runtime.settings.app_id, runtime.settings.secret_value,
-                _watched(batches, watch), max_age_seconds=config.webhook.max_age_seconds))
+                _watched(batches, seen), max_age_seconds=config.webhook.max_age_seconds))
+            seen.webhook = True
         webhook = await _start_webhook(config, WebhookRouter(receivers), plan)
         watch.webhook = True
         intake.push_async_callback(webhook.cleanup)  # nothing new is acknowledged
     gateways: list[asyncio.Task[None]] = []
-    for runtime, pipeline in zip(runtimes, pipelines, strict=True):
+    for runtime, pipeline, seen in zip(runtimes, pipelines, watches, strict=True):
         bot = runtime.settings
         if not bot.qq.gateway:
             continue
@@ -305,7 +306,7 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
         gateway = asyncio.create_task(_run_gateway(
             config, bot, runtime.platform.http, runtime.platform.tokens,
             pipeline.process_batch, _backend_probe(config, msgids, services),
-            watch if bot is first else None, opening))
+            seen, opening))
         # stop intake first: the saved seq is the last processed
         intake.push_async_callback(_cancel, gateway)
         runtime.gateway = gateway
@@ -584,13 +585,13 @@ async def _listen(routes: list[web.RouteDef] | web.Application, listen: str,
 async def _run_gateway(
     config: Config, bot: BotSettings, http: aiohttp.ClientSession, tokens: AccessTokenManager,
     pipeline: Callable[[Sequence[QQEvent]], Awaitable[None]],
-    backends: BackendProbe | None, watch: LinkWatch | None,
+    backends: BackendProbe | None, watch: BotWatch | None,
     opening: asyncio.Task[None] | None = None,
 ) -> None:
     """Discover the gateway URL, then keep the session of ``bot``'s shard (resuming the
     saved one: in the data dir, or in PostgreSQL with the graph, once ``opening`` opened a
     graph whose server was down at start); while a batch cannot be processed, reading
-    pauses until ``backends`` answer. ``watch``: the console's view, for the first bot."""
+    pauses until ``backends`` answer. ``watch``: the console's view of the bot."""
     url = await discover_gateway_retrying(http, bot.qq.api_base, tokens)
     with ExitStack() as closing_state:
         state: SessionStore
@@ -602,7 +603,7 @@ async def _run_gateway(
 
             state = closing_state.enter_context(closing(PgGatewaySession(
                 config.idmap.postgres_dsn, bot.app_id, bot.qq.shard)))
-            await _retrying("[qq] gateway session not readable", state.load)
+            await _retrying("[qq] gateway session not readable", state.load, bot.app_id)
         else:
             state = GatewayState(config.files.root / bot.session_file, bot.qq.shard)
         client = GatewayClient(url, bot.app_id, tokens, pipeline, state,
@@ -615,16 +616,17 @@ async def _run_gateway(
         await client.run(http)
 
 
-async def _retrying(failure: str, call: Callable[[], object]) -> None:
-    """``call()`` on a thread until it raises no StoreError (each failure logged), waiting
-    1 s, then twice as long each time up to a minute (the gateway's discovery delays)."""
+async def _retrying(failure: str, call: Callable[[], object], app_id: str) -> None:
+    """``call()`` on a thread until it raises no StoreError (each failure logged, naming
+    the bot's ``app_id``), waiting 1 s, then twice as long each time up to a minute (the
+    gateway's discovery delays)."""
     delay = DISCOVERY_FIRST_DELAY
     while True:
         try:
             await asyncio.to_thread(call)
             return
         except StoreError as err:
-            log.warning(failure, reason=err.message, retry_in=delay)
+            log.warning(failure, app_id=app_id, reason=err.message, retry_in=delay)
             await asyncio.sleep(delay)
             delay = min(delay * 2, DISCOVERY_MAX_DELAY)
 
@@ -648,7 +650,7 @@ def _restore_owed(sink: TrackedSink, deliveries: DeliveryLog) -> None:
         deliveries.remember(key)
 
 
-def _watched(batches: TurnBatches[QQEvent], watch: LinkWatch
+def _watched(batches: TurnBatches[QQEvent], watch: BotWatch
              ) -> Callable[[QQEvent], Awaitable[None]]:
     """The webhook's entry: its events batched per turn of the loop (the callbacks of a
     flood share the pipeline's price, :mod:`~gensokyo_idmap.bridge.turn_batches`); the

@@ -182,11 +182,11 @@ MSGID_SWEEP_SECONDS: Final = Durations(
     buckets=(0.001, 0.005, 0.02, 0.1, 0.5, 2.0, 10.0, 60.0))
 
 EVENTS_IN: Final = Family(
-    "gensokyo_events_in", "Platform events received, by transport (webhook, gateway)",
-    ["transport"])
+    "gensokyo_events_in", "Platform events received, by transport (webhook, gateway) and "
+    "bot (its AppID)", ["transport", "bot"])
 EVENTS_OUT: Final = Family(
-    "gensokyo_events_out", "OneBot events handed to a framework connection, by transport",
-    ["transport"])
+    "gensokyo_events_out", "OneBot events handed to a framework connection, by transport and "
+    "bot (its AppID)", ["transport", "bot"])
 
 #: What the webhook answered the platform: a 5xx means an event was not processed (the
 #: platform delivers it again), a 401 a callback that was not signed by this bot's secret.

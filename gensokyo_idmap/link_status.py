@@ -5,8 +5,8 @@ the daemon makes one :class:`LinkWatch`, fills it in as it starts each part, and
 to the API as its :data:`~gensokyo_idmap.api.console.status.LinkStatus`. Reads only what
 the parts already keep (the gateway's session, seq and counts; each framework's queue and
 outbox count): nothing is counted twice. The same view carries what ``/readyz`` needs of
-the platform side (:class:`~gensokyo_idmap.readiness.PlatformReadiness`): the bot's
-settings, the access token's state, the gateway's session.
+the platform side of each bot (:class:`~gensokyo_idmap.readiness.PlatformReadiness`): its
+settings, its access token's state, its gateway's session.
 """
 
 from __future__ import annotations
@@ -15,11 +15,13 @@ import time
 from collections.abc import Sequence
 
 from gensokyo_idmap.api.console.status import (
+    BotLink,
     FrameworkLink,
     GatewayLink,
     LinkView,
     WebhookEvent,
 )
+from gensokyo_idmap.bots import BotSettings
 from gensokyo_idmap.bridge.outbox import Outbox
 from gensokyo_idmap.onebot.forward_ws import ForwardWsRouter
 from gensokyo_idmap.onebot.http_post import HttpPostTarget
@@ -30,7 +32,7 @@ from gensokyo_idmap.qq.token import AccessTokenManager
 from gensokyo_idmap.readiness import GatewayReadiness, PlatformReadiness
 from gensokyo_idmap.redaction import redact_url
 
-__all__ = ["LinkWatch"]
+__all__ = ["BotWatch", "LinkWatch"]
 
 
 def _state(gateway: GatewayClient) -> str:
@@ -42,24 +44,24 @@ def _state(gateway: GatewayClient) -> str:
     return "connected" if gateway.connected else "connecting"
 
 
-class LinkWatch:
-    """The parts of one daemon the console describes; set as the daemon makes them."""
+class BotWatch:
+    """One bot's platform link, set as the daemon makes its parts: its access token, its
+    gateway session, the last callback the webhook took for it."""
 
-    def __init__(self, outbox: Outbox, *, app_id: bool = False, secret: bool = False,
-                 gateway_wanted: bool = False) -> None:
-        """``app_id``, ``secret``: whether ``bot.app_id`` and ``bot.secret`` are set;
-        ``gateway_wanted``: ``qq.gateway``."""
-        self.outbox = outbox
-        self.app_id = app_id
-        self.secret = secret
-        self.gateway_wanted = gateway_wanted
+    def __init__(self, bot: BotSettings, *, named: bool = False) -> None:
+        """``named``: the daemon serves several bots, so each of its readiness reasons
+        names it."""
+        self.app_id = bot.app_id
+        self.self_id = bot.self_id
+        self.key = bot.key
+        self.secret = bool(bot.secret_value)
+        self.gateway_wanted = bot.qq.gateway
+        self.name = f"{bot.key} (AppID {bot.app_id or '-'})" if named else ""
         self.tokens: AccessTokenManager | None = None
         self.gateway: GatewayClient | None = None
-        self.webhook = False
         self.last_webhook: WebhookEvent | None = None
-        self.clients: Sequence[ReverseWsClient] = ()
-        self.posts: Sequence[HttpPostTarget] = ()
-        self.forward: ForwardWsRouter | None = None
+        #: whether the daemon's webhook listener takes its callbacks
+        self.webhook = False
 
     def saw_webhook(self, event: QQEvent) -> None:
         self.last_webhook = WebhookEvent(event.event_type, time.time())
@@ -67,33 +69,72 @@ class LinkWatch:
     def readiness(self) -> PlatformReadiness:
         tokens, gateway = self.tokens, self.gateway
         return PlatformReadiness(
-            app_id=self.app_id, secret=self.secret,
+            app_id=bool(self.app_id), secret=self.secret,
             token_obtained=tokens is not None and tokens.obtained,
             token_failure=None if tokens is None else tokens.failure,
             webhook=self.webhook, gateway_wanted=self.gateway_wanted,
             gateway=None if gateway is None else GatewayReadiness(
-                gateway.connected, gateway.paused, gateway.fatal))
+                gateway.connected, gateway.paused, gateway.fatal),
+            key=self.key, name=self.name)
 
-    def __call__(self) -> LinkView:
+    def link(self) -> BotLink:
         gateway = self.gateway
-        frameworks = [
-            FrameworkLink("reverse_ws", redact_url(client.url), client.connected.is_set(),
-                          len(client.queue), self.outbox.durable_count(client.outbox_name),
-                          problem=client.problem)
-            for client in self.clients]
-        frameworks += [
-            FrameworkLink("http_post", redact_url(post.url), None, len(post.queue),
-                          self.outbox.durable_count(post.outbox_name))
-            for post in self.posts]
-        if self.forward is not None:
-            owed = self.forward.owed()
-            frameworks += [FrameworkLink("forward_ws", f"connection {n}", True, events, 0)
-                           for n, events in enumerate(owed, 1)]
-            if not owed:
-                frameworks.append(FrameworkLink("forward_ws", "no connection", False, 0, 0))
-        return LinkView(
+        return BotLink(
+            self.app_id, self.self_id,
             gateway=None if gateway is None else GatewayLink(
                 gateway.session_id, gateway.seq, gateway.resumes, gateway.identifies,
                 gateway.pauses, _state(gateway)),
-            webhook=self.webhook, last_webhook=self.last_webhook,
-            frameworks=tuple(frameworks), platform=self.readiness())
+            last_webhook=self.last_webhook, platform=self.readiness())
+
+
+class LinkWatch:
+    """The parts of one daemon the console describes; set as the daemon makes them."""
+
+    def __init__(self, outbox: Outbox) -> None:
+        self.outbox = outbox
+        #: each bot's platform link, in the config's order (:meth:`add`)
+        self.bots: list[BotWatch] = []
+        self.webhook = False
+        self.clients: Sequence[ReverseWsClient] = ()
+        self.posts: Sequence[HttpPostTarget] = ()
+        self.forward: ForwardWsRouter | None = None
+
+    def add(self, bots: Sequence[BotSettings]) -> list[BotWatch]:
+        """A :class:`BotWatch` of each of ``bots`` (the daemon's, in the config's order)."""
+        made = [BotWatch(bot, named=len(bots) > 1) for bot in bots]
+        self.bots += made
+        return made
+
+    def _app_id_of(self, self_id: int) -> str:
+        return next((bot.app_id for bot in self.bots if bot.self_id == self_id), "")
+
+    def __call__(self) -> LinkView:
+        frameworks = [
+            FrameworkLink("reverse_ws", redact_url(client.url), client.connected.is_set(),
+                          len(client.queue), self.outbox.durable_count(client.outbox_name),
+                          problem=client.problem, bot=self._app_id_of(client.self_id))
+            for client in self.clients]
+        frameworks += [
+            FrameworkLink("http_post", redact_url(post.url), None, len(post.queue),
+                          self.outbox.durable_count(post.outbox_name),
+                          bot=self._app_id_of(post.self_id))
+            for post in self.posts]
+        if self.forward is not None:
+            n = 0
+            for server in self.forward.servers.values():
+                bot = self._app_id_of(server.self_id)
+                owed = server.owed()
+                frameworks += [FrameworkLink("forward_ws", f"connection {n + k}", True,
+                                             events, 0, bot=bot)
+                               for k, events in enumerate(owed, 1)]
+                n += len(owed)
+                if not owed:
+                    frameworks.append(FrameworkLink("forward_ws", "no connection", False, 0, 0,
+                                                    bot=bot))
+        bots = tuple(bot.link() for bot in self.bots)
+        seen = [bot.last_webhook for bot in bots if bot.last_webhook is not None]
+        return LinkView(
+            gateway=bots[0].gateway if bots else None, webhook=self.webhook,
+            last_webhook=max(seen, key=lambda event: event.at) if seen else None,
+            frameworks=tuple(frameworks), platform=bots[0].platform if bots else None,
+            bots=bots)

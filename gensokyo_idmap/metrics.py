@@ -132,9 +132,10 @@ EVENTS_UNENCODABLE: Final = Counter(
     ["sink"], registry=REGISTRY)
 
 ACTION_SECONDS: Final = Histogram(
-    "gensokyo_action_seconds", "OneBot action latency, from parsed request to response",
-    ["action"], buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
-                         2.5, 5.0, 10.0), registry=REGISTRY)
+    "gensokyo_action_seconds", "OneBot action latency, from parsed request to response, by "
+    "action and bot (the AppID it went out as)", ["action", "bot"],
+    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+             10.0), registry=REGISTRY)
 
 #: Sink class name → transport label (a sink is any object with ``publish``).
 _TRANSPORTS: Final = {

@@ -7,7 +7,9 @@ and sends nothing; without an access token the platform refuses its replies; wit
 supervisor or an operator asks ``/readyz`` for that, and gets each missing part named.
 
 This module is the rule only (pure: a snapshot in, reasons out); the daemon fills the
-snapshot from the parts it holds (``link_status.py``), and the API answers with it.
+snapshot from the parts it holds (``link_status.py``), one per bot, and the API answers
+with it. A daemon of several bots is ready when every bot is; each reason then names its
+bot (``bots.1 (AppID 102000002): gateway not connected: …``).
 Reasons name settings and states, never a secret's value.
 """
 
@@ -32,7 +34,7 @@ class GatewayReadiness:
 
 @dataclass(frozen=True, slots=True)
 class PlatformReadiness:
-    """The platform side of one daemon, as configured and as it is now."""
+    """The platform side of one bot, as configured and as it is now."""
 
     app_id: bool
     secret: bool
@@ -43,12 +45,22 @@ class PlatformReadiness:
     webhook: bool = False
     gateway_wanted: bool = False
     gateway: GatewayReadiness | None = None
+    #: where the bot's keys are in the config (``bot``, ``bots.1``): the keys a reason names
+    key: str = "bot"
+    #: what each of its reasons starts with when the daemon serves several bots
+    #: (``bots.1 (AppID 102000002)``); empty: one bot, its reasons as they always were
+    name: str = ""
 
 
 def _platform(state: PlatformReadiness) -> list[str]:
+    found = _missing_of(state)
+    return [f"{state.name}: {reason}" for reason in found] if state.name else found
+
+
+def _missing_of(state: PlatformReadiness) -> list[str]:
     if not (state.app_id and state.secret):
-        unset = [name for name, given in (("bot.app_id", state.app_id),
-                                          ("bot.secret", state.secret)) if not given]
+        unset = [name for name, given in ((f"{state.key}.app_id", state.app_id),
+                                          (f"{state.key}.secret", state.secret)) if not given]
         return [f"{' and '.join(unset)} not set: callbacks cannot be verified and the "
                 "platform cannot be asked for an access token"]
     found: list[str] = []
@@ -71,9 +83,11 @@ def _platform(state: PlatformReadiness) -> list[str]:
     return found
 
 
-def missing(platform: PlatformReadiness | None, backends: Sequence[str] = ()) -> list[str]:
-    """Every reason the daemon cannot do its job now: what the platform side lacks
-    (``platform``; None: not known here, nothing said about it), then ``backends``, the
-    problems of its stores and servers as ``/healthz`` finds them. Empty: ready."""
-    found = _platform(platform) if platform is not None else []
-    return found + list(backends)
+def missing(platform: PlatformReadiness | Sequence[PlatformReadiness] | None,
+            backends: Sequence[str] = ()) -> list[str]:
+    """Every reason the daemon cannot do its job now: what the platform side of each bot
+    lacks (``platform``: one bot's, or each bot's in the config's order; None: not known
+    here, nothing said about it), then ``backends``, the problems of its stores and servers
+    as ``/healthz`` finds them. Empty: ready: every bot can do its job."""
+    states = [platform] if isinstance(platform, PlatformReadiness) else list(platform or ())
+    return [reason for state in states for reason in _platform(state)] + list(backends)

@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from aiohttp import ClientSession, web
+from prometheus_client.parser import text_string_to_metric_families
 from structlog.testing import capture_logs
 
 from gensokyo_idmap.app import Daemon, build_daemon
@@ -36,6 +37,7 @@ from .conftest import REDIS_URL
 TIMEOUT = 10
 BOTS = {"102000001": ("first-secret-Hk2", None), "102000002": ("second-secret-Q7x", 20002)}
 FIRST, SECOND = BOTS
+T = TypeVar("T")
 GROUP = "A1B2C3D4E5F60718293A4B5C6D7E8F90"
 USER = "0F1E2D3C4B5A69788796A5B4C3D2E1F0"
 
@@ -310,3 +312,66 @@ def test_events_owed_under_names_no_connection_has_are_named_at_start(
         assert "s3cret-in-url" not in repr(owed)  # a dict's keys: hidden by the warning
 
     asyncio.run(scenario())
+
+
+def test_readyz_metrics_and_the_overview_are_per_bot(tmp_path: Path) -> None:
+    """Issue 34.5: with both bots' sessions up the daemon is ready; once the second bot's
+    session is lost (its platform answers no Resume) ``/readyz`` names that bot alone, and
+    ``/metrics`` has each bot's gateway state, events in, events out and actions, each
+    labelled with its AppID; the overview says the same per bot."""
+    api = free_port()
+
+    async def scenario() -> None:
+        async with two_bots(tmp_path, api={"listen": f"127.0.0.1:{api}"}) as bots:
+            first, second = bots.platforms
+            for n, platform in enumerate(bots.platforms, 1):
+                event = await bots.event(platform, "GROUP_AT_MESSAGE_CREATE",
+                                         group_message(n, GROUP))
+                answer = await bots.action(platform.app_id, "send_group_msg",
+                                           group_id=event["group_id"], message="pong")
+                assert answer["status"] == "ok", answer
+
+            async def readyz() -> tuple[int, dict[str, Any]]:
+                async with bots.http.get(f"http://127.0.0.1:{api}/readyz") as resp:
+                    return resp.status, await resp.json()
+
+            await until_async(lambda: readyz(), lambda r: r[0] == 200, "both bots ready")
+            second.hold_sessions()
+            await second.drop(4009)
+            status, body = await until_async(readyz, lambda r: r[0] == 503,
+                                             "the second bot not ready")
+            assert body["missing"] == ["bots.1 (AppID 102000002): gateway not connected: no "
+                                       "session established"], body
+            async with bots.http.get(f"http://127.0.0.1:{api}/metrics") as resp:
+                text = await resp.text()
+            samples = {(sample.name, tuple(sorted(sample.labels.items()))): sample.value
+                       for family in text_string_to_metric_families(text)
+                       for sample in family.samples}
+            for bot, connected in ((FIRST, 1.0), (SECOND, 0.0)):
+                assert samples[("gensokyo_gateway_state",
+                                (("bot", bot), ("state", "connected")))] == connected
+                assert samples[("gensokyo_events_in_total",
+                                (("bot", bot), ("transport", "gateway")))] >= 1
+                assert samples[("gensokyo_events_out_total",
+                                (("bot", bot), ("transport", "forward_ws")))] >= 1
+                assert samples[("gensokyo_action_seconds_count",
+                                (("action", "send_group_msg"), ("bot", bot)))] >= 1
+            async with bots.http.get(f"http://127.0.0.1:{api}/ui/overview.json") as resp:
+                overview = await resp.json()
+            assert [(bot["app_id"], bot["gateway"]["state"]) for bot in overview["bots"]] == [
+                (FIRST, "connected"), (SECOND, "connecting")]
+            second.release_sessions()
+
+    asyncio.run(scenario())
+
+
+async def until_async(ask: Callable[[], Awaitable[T]], done: Callable[[T], bool],
+                      what: str) -> T:
+    """Ask until ``done`` says the answer is the one awaited (within :data:`TIMEOUT`)."""
+    deadline = asyncio.get_running_loop().time() + TIMEOUT
+    while True:
+        answer = await ask()
+        if done(answer):
+            return answer
+        assert asyncio.get_running_loop().time() < deadline, f"{what}: {answer}"
+        await asyncio.sleep(0.05)

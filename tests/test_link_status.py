@@ -11,7 +11,9 @@ from pathlib import Path
 import aiohttp
 from aiohttp import web
 
+from gensokyo_idmap.bots import resolve_bots
 from gensokyo_idmap.bridge.outbox import Backlog, Outbox
+from gensokyo_idmap.config import Config
 from gensokyo_idmap.link_status import LinkWatch
 from gensokyo_idmap.onebot.forward_ws import ForwardWsRouter, ForwardWsServer
 from gensokyo_idmap.onebot.reverse_ws import ReverseWsClient
@@ -35,7 +37,9 @@ def test_frameworks_with_what_they_are_owed(tmp_path: Path) -> None:
             watch.clients, watch.forward = [client], forward
             view = watch()
             assert view.gateway is None and view.last_webhook is None
-            assert view.platform == PlatformReadiness(app_id=False, secret=False)
+            assert view.platform is None and view.bots == ()  # told of no bot
+            watch.add(resolve_bots(Config()))  # `bot`, with neither AppID nor secret
+            assert watch().platform == PlatformReadiness(app_id=False, secret=False)
             reverse, nobody = view.frameworks
             assert (reverse.transport, reverse.connected, reverse.durable) == (
                 "reverse_ws", False, 1)
@@ -61,6 +65,46 @@ def test_frameworks_with_what_they_are_owed(tmp_path: Path) -> None:
             finally:
                 await forward.close()
                 await runner.cleanup()
+                await client.close()
+
+    run(asyncio.wait_for(main(), 20))
+
+
+def test_each_bot_has_its_link_its_frameworks_and_its_readiness(tmp_path: Path) -> None:
+    """Issue 34.5: per bot, in the config's order: its token, gateway and last webhook
+    event, its frameworks (each named with its AppID, a forward-WS row of its own) and its
+    readiness, whose reasons name it and its keys."""
+    config = Config.model_validate({
+        "bots": [{"app_id": "102000001", "secret": "s1"},
+                 {"app_id": "102000002", "self_id": 20002}],
+        "onebot": {"reverse_ws": ["ws://127.0.0.1:9/ws"]}})
+    bots = resolve_bots(config)
+
+    async def main() -> None:
+        with LmdbOutboxStore(tmp_path / "outbox.db") as store:
+            outbox = Outbox(store)
+            watch = LinkWatch(outbox)
+            first, second = watch.add(bots)
+            clients = [ReverseWsClient("ws://127.0.0.1:9/ws", bot.self_id,
+                                       backlog=partial(Backlog, outbox),
+                                       outbox_name=bot.outbox_name("reverse_ws",
+                                                                   "ws://127.0.0.1:9/ws"))
+                       for bot in bots]
+            await outbox.keep([(clients[1].outbox_name, outbox.allocate(), {"n": 1}, None)])
+            watch.clients = clients
+            watch.forward = ForwardWsRouter([ForwardWsServer(bot.self_id) for bot in bots])
+            view = watch()
+            assert [(bot.app_id, bot.self_id) for bot in view.bots] == [
+                ("102000001", 102000001), ("102000002", 20002)]
+            assert [(f.transport, f.bot, f.durable) for f in view.frameworks] == [
+                ("reverse_ws", "102000001", 0), ("reverse_ws", "102000002", 1),
+                ("forward_ws", "102000001", 0), ("forward_ws", "102000002", 0)]
+            assert view.platform == view.bots[0].platform
+            assert view.bots[1].platform is not None
+            assert view.bots[1].platform.key == "bots.1"
+            assert view.bots[1].platform.name == "bots.1 (AppID 102000002)"
+            assert view.platforms == [bot.platform for bot in view.bots]
+            for client in clients:
                 await client.close()
 
     run(asyncio.wait_for(main(), 20))

@@ -41,7 +41,7 @@ def test_the_registry_writes_no_created_series_and_the_process_and_python_ones()
     from gensokyo_idmap import metrics
 
     metrics.EVENTS_UNENCODABLE.labels("test_sink")  # prometheus-client objects, bumped or not
-    metrics.ACTION_SECONDS.labels("test_action").observe(0.01)
+    metrics.ACTION_SECONDS.labels("test_action", "102000001").observe(0.01)
     text = metrics.render().decode()
     assert "_created" not in text
     names = {family.name for family in text_string_to_metric_families(text)}

@@ -74,3 +74,34 @@ def test_ready_exactly_when_every_part_is(app_id: bool, secret: bool, obtained: 
     reasons = missing(state, backends)
     assert (reasons == []) == ready
     assert reasons[len(reasons) - len(backends):] == backends  # the backends' own words
+
+
+def test_each_bot_of_several_is_named_with_its_own_keys() -> None:
+    """Issue 34.5: a daemon of several bots is ready when every bot is; each reason names
+    its bot, and the keys it names are the bot's own (``bots.1.secret``)."""
+    first = PlatformReadiness(app_id=True, secret=True, token_obtained=True, webhook=True,
+                              key="bots.0", name="bots.0 (AppID 102000001)")
+    second = PlatformReadiness(app_id=True, secret=False, webhook=True, key="bots.1",
+                               name="bots.1 (AppID 102000002)")
+    waiting = PlatformReadiness(app_id=True, secret=True, gateway_wanted=True, key="bots.2",
+                                name="bots.2 (AppID 102000003)", token_obtained=True)
+    assert missing([first]) == []
+    assert missing([first, second, waiting], ["disk full"]) == [
+        "bots.1 (AppID 102000002): bots.1.secret not set: callbacks cannot be verified and "
+        "the platform cannot be asked for an access token",
+        "bots.2 (AppID 102000003): gateway not connected: its URL is not discovered yet",
+        "disk full"]
+    assert missing(PlatformReadiness(app_id=False, secret=True, key="bots.0")) == [
+        "bots.0.app_id not set: callbacks cannot be verified and the platform cannot be "
+        "asked for an access token"]  # one bot of bots: no name before its reasons
+
+
+@given(st.lists(st.tuples(st.booleans(), st.booleans()), min_size=1, max_size=4))
+def test_several_bots_are_ready_exactly_when_each_is(bots: list[tuple[bool, bool]]) -> None:
+    states = [PlatformReadiness(app_id=True, secret=True, token_obtained=obtained,
+                                webhook=webhook, key=f"bots.{n}", name=f"bots.{n}")
+              for n, (obtained, webhook) in enumerate(bots)]
+    reasons = missing(states)
+    assert (reasons == []) == all(missing(state) == [] for state in states)
+    assert reasons == [reason for state in states for reason in missing(state)]
+    assert all(reason.startswith("bots.") for reason in reasons)

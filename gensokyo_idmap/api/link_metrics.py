@@ -22,15 +22,15 @@ __all__ = ["GATEWAY_STATES", "LinkCollector"]
 #: What :attr:`~gensokyo_idmap.api.console.status.GatewayLink.state` may say.
 GATEWAY_STATES: Final = ("connecting", "connected", "paused", "stopped")
 
-_FRAMEWORK_LABELS: Final = ("transport", "target")
+_FRAMEWORK_LABELS: Final = ("transport", "target", "bot")
 
 
 class LinkCollector(Collector):
     """Per framework connection (``transport``, ``target``: its URL without credentials,
-    or ``connection N`` of the forward WebSocket listener): connected (0/1; an HTTP POST
-    target has no connection, so no such series), events owed and of them those on disk;
-    the gateway's state (one series per state, 1 for the current one) and its resumes,
-    identifies and pauses."""
+    or ``connection N`` of the forward WebSocket listener; ``bot``: the AppID whose events
+    it carries): connected (0/1; an HTTP POST target has no connection, so no such series),
+    events owed and of them those on disk; per bot (``bot``), its gateway's state (one
+    series per state, 1 for the current one) and its resumes, identifies and pauses."""
 
     def __init__(self, link: LinkStatus) -> None:
         self._link = link
@@ -54,13 +54,13 @@ def _families(view: LinkView) -> Iterator[Metric]:
         "gensokyo_framework_events_on_disk", "Of the events owed to a framework connection, "
         "those waiting in outbox.db (kept across a restart), by transport and target",
         labels=_FRAMEWORK_LABELS)
-    seen: set[tuple[str, str]] = set()
+    seen: set[tuple[str, str, str]] = set()
     for link in view.frameworks:
-        labels = (link.transport, link.name)
+        labels = (link.transport, link.name, link.bot)
         n = 1
         while labels in seen:  # the same URL configured twice: two series, never one twice
             n += 1
-            labels = (link.transport, f"{link.name} #{n}")
+            labels = (link.transport, f"{link.name} #{n}", link.bot)
         seen.add(labels)
         if link.connected is not None:
             connected.add_metric(labels, 1.0 if link.connected else 0.0)
@@ -70,21 +70,24 @@ def _families(view: LinkView) -> Iterator[Metric]:
     yield owed
     yield on_disk
     state = GaugeMetricFamily(
-        "gensokyo_gateway_state", "The gateway session's state, one series per state, 1 for "
-        "the current one: connecting, connected (a session is established), paused (reading "
-        "stops until events can be processed), stopped (closed for good by the platform)",
-        labels=["state"])
-    gateway = view.gateway
-    counts = {name: CounterMetricFamily(f"gensokyo_gateway_{name}", text)
-              for name, text in (("resumes", "Gateway sessions resumed"),
-                                 ("identifies", "Gateway sessions identified afresh"),
-                                 ("pauses", "Times the gateway stopped reading because events "
-                                            "could not be processed"))}
-    if gateway is not None:
+        "gensokyo_gateway_state", "Each bot's gateway session's state, one series per state, "
+        "1 for the current one: connecting, connected (a session is established), paused "
+        "(reading stops until events can be processed), stopped (closed for good by the "
+        "platform)", labels=["bot", "state"])
+    counts = {name: CounterMetricFamily(f"gensokyo_gateway_{name}", text, labels=["bot"])
+              for name, text in (("resumes", "Gateway sessions resumed, by bot"),
+                                 ("identifies", "Gateway sessions identified afresh, by bot"),
+                                 ("pauses", "Times a bot's gateway stopped reading because "
+                                            "events could not be processed"))}
+    gateways = ([(bot.app_id, bot.gateway) for bot in view.bots] if view.bots
+                else [("", view.gateway)])
+    for bot, gateway in gateways:
+        if gateway is None:
+            continue
         for name in GATEWAY_STATES:
-            state.add_metric([name], 1.0 if gateway.state == name else 0.0)
-        counts["resumes"].add_metric([], gateway.resumes)
-        counts["identifies"].add_metric([], gateway.identifies)
-        counts["pauses"].add_metric([], gateway.pauses)
+            state.add_metric([bot, name], 1.0 if gateway.state == name else 0.0)
+        counts["resumes"].add_metric([bot], gateway.resumes)
+        counts["identifies"].add_metric([bot], gateway.identifies)
+        counts["pauses"].add_metric([bot], gateway.pauses)
     yield state
     yield from counts.values()

@@ -426,8 +426,8 @@ class ApiServer:
         """What the daemon lacks to do its job now (:func:`gensokyo_idmap.readiness.missing`):
         the platform side as the daemon's link reports it, then what ``/healthz`` finds.
         A change is logged once, not at every probe."""
-        platform = self.link().platform if self.link is not None else None
-        found = missing(platform, await self._health_problems())
+        platforms = self.link().platforms if self.link is not None else None
+        found = missing(platforms, await self._health_problems())
         if found != self._last_missing:
             if found:
                 log.warning("[api] not ready", missing=found)

@@ -159,7 +159,8 @@ class ActionService:
     async def _run(self, handler: Handler, request: ActionRequest) -> dict[str, Any]:
         timer = self._timers.get(request.action)
         if timer is None:  # one per handler name: the label lookup takes a lock each time
-            timer = self._timers[request.action] = metrics.ACTION_SECONDS.labels(request.action)
+            timer = self._timers[request.action] = metrics.ACTION_SECONDS.labels(
+                request.action, self.sender.settings.app_id)
         started = time.perf_counter()
         try:
             return await self._answer(handler, request)

@@ -387,7 +387,8 @@ class InboundPipeline:
         # decided once: a runtime protocol check per event and sink costs more than the rest
         self._tracked = [isinstance(sink, TrackedSink) and sink.backlog is not None
                          for sink in self.sinks]
-        self._sent = [(metrics.EVENTS_OUT.labels(metrics.transport_of(s)),
+        bot = bridge.settings.app_id
+        self._sent = [(metrics.EVENTS_OUT.labels(metrics.transport_of(s), bot),
                        s if isinstance(s, FanOutSink) else None) for s in self.sinks]
         self.duplicates = 0
         self.delivery_wait = 2.0

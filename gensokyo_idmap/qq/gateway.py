@@ -73,7 +73,6 @@ _Socket: TypeAlias = "aiohttp.ClientWebSocketResponse[Literal[False]]"
 
 
 #: ``gensokyo_events_in`` of this transport, counted as each batch goes to the pipeline.
-_RECEIVED: Final = counters.EVENTS_IN.labels("gateway")
 
 
 #: While reading is paused for the backends, they are asked again after ``reconnect_delay``,
@@ -140,7 +139,8 @@ async def discover_gateway_retrying(
         try:
             return await discover_gateway(session, api_base, tokens)
         except PlatformError as err:
-            log.warning("[qq] gateway discovery failed", reason=err.message, retry_in=delay)
+            log.warning("[qq] gateway discovery failed", app_id=tokens.app_id,
+                        reason=err.message, retry_in=delay)
             await asyncio.sleep(delay)
             delay = min(delay * 2, DISCOVERY_MAX_DELAY)
 
@@ -264,6 +264,10 @@ class GatewayClient:
         #: is paused (rule 6): what readiness reports
         self.connected = False
         self.paused = False
+        #: every line names the bot (and its shard, when the bot has several)
+        self._log = log.bind(app_id=app_id, **({"shard": list(shard)} if shard[1] > 1 else {}))
+        #: ``gensokyo_events_in`` of this bot's gateway
+        self._received = counters.EVENTS_IN.labels("gateway", app_id)
 
     async def close(self) -> None:
         self._stop.set()
@@ -280,13 +284,13 @@ class GatewayClient:
                     await self._serve(ws)
             except _Fatal as fatal:
                 self.fatal = str(fatal)
-                log.error("[qq] gateway stopped", reason=self.fatal)
+                self._log.error("[qq] gateway stopped", reason=self.fatal)
                 return
             except _Restart:
                 pass
             except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-                log.warning("[qq] gateway unavailable", error=type(exc).__name__,
-                            retry_in=self._delay)
+                self._log.warning("[qq] gateway unavailable", error=type(exc).__name__,
+                                  retry_in=self._delay)
             if self._stop.is_set():
                 return
             if self._resume_at_once:
@@ -366,8 +370,9 @@ class GatewayClient:
         delay = min(self._base_delay * 2 ** (self._failures - 1), self._max_delay)
         began = self._clock()
         problems = await self._backends() if self._backends is not None else []
-        log.warning("[qq] gateway paused: reading stops until the events can be processed",
-                    failures_in_a_row=self._failures, retry_in=delay, problems=problems or None)
+        self._log.warning("[qq] gateway paused: reading stops until the events can be "
+                          "processed", failures_in_a_row=self._failures, retry_in=delay,
+                          problems=problems or None)
         if await self._stopped_within(delay):
             return
         interval = self._base_delay
@@ -375,7 +380,8 @@ class GatewayClient:
             if await self._stopped_within(interval):
                 return
             interval = min(interval * 2, max(PROBE_MAX_INTERVAL, self._base_delay))
-        log.info("[qq] gateway resumes reading", paused_seconds=round(self._clock() - began, 1))
+        self._log.info("[qq] gateway resumes reading",
+                       paused_seconds=round(self._clock() - began, 1))
 
     async def _stopped_within(self, seconds: float) -> bool:
         """Wait ``seconds``; whether the client was closed meanwhile."""
@@ -406,7 +412,7 @@ class GatewayClient:
             try:
                 return parse_envelope(message.data)
             except BadInputError as err:
-                log.warning("[qq] gateway frame ignored", reason=err.message)
+                self._log.warning("[qq] gateway frame ignored", reason=err.message)
                 return parse_envelope({"op": -1})
         if message.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED,
                             aiohttp.WSMsgType.CLOSING):
@@ -414,7 +420,7 @@ class GatewayClient:
         raise _Restart()
 
     def _on_close(self, code: int | None) -> None:
-        log.info("[qq] gateway closed", code=code)
+        self._log.info("[qq] gateway closed", code=code)
         if code in FATAL_CLOSE_CODES:
             raise _Fatal(f"the platform closed the gateway with code {code}")
         if code == 4004:
@@ -436,9 +442,9 @@ class GatewayClient:
     async def _reconnect(self, ws: _Socket, op: int) -> None:
         """Op 7 (reconnect and resume) or op 9 (session invalid: identify afresh)."""
         if op == 7:
-            log.info("[qq] gateway asks to reconnect")
+            self._log.info("[qq] gateway asks to reconnect")
         else:
-            log.warning("[qq] gateway session invalid: identifying afresh")
+            self._log.warning("[qq] gateway session invalid: identifying afresh")
             self._forget_session()
         await ws.close()
         raise _Restart()
@@ -447,23 +453,23 @@ class GatewayClient:
         """Any other frame: a plain function, as it runs for every event."""
         if frame.op != 0:
             if frame.op not in (11, -1):  # 11 heartbeat ACK; -1 a frame already reported
-                log.info("[qq] gateway op ignored", op=frame.op)
+                self._log.info("[qq] gateway op ignored", op=frame.op)
             return
         try:
             event = parse_dispatch(frame, self.app_id)
         except BadInputError as err:
-            log.warning("[qq] gateway event refused", type=frame.t, reason=err.message)
+            self._log.warning("[qq] gateway event refused", type=frame.t, reason=err.message)
             self._processed(frame.s)
             return
         if isinstance(event, Ready):
             self.session_id = event.session_id
             self.connected = True
             self._delay = self._base_delay
-            log.info("[qq] gateway ready", session_id=event.session_id)
+            self._log.info("[qq] gateway ready", session_id=event.session_id)
         elif isinstance(event, Resumed):
             self.connected = True
             self._delay = self._base_delay
-            log.info("[qq] gateway resumed", seq=self.seq)
+            self._log.info("[qq] gateway resumed", seq=self.seq)
         else:
             self._start(event, frame.s)
             return
@@ -494,15 +500,15 @@ class GatewayClient:
 
     async def _process(self, batch: list[tuple[QQEvent, int | None]]) -> None:
         try:
-            _RECEIVED.inc(len(batch))
+            self._received.inc(len(batch))
             await self.pipeline([event for event, _ in batch])  # durable before the seq moves
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - recorded; the connection restarts
-            log.error("[qq] gateway events not processed (will be replayed)",
-                      types=sorted({event.event_type for event, _ in batch}),
-                      seqs=[seq for _, seq in batch if seq][:10], events=len(batch),
-                      error=type(exc).__name__, reason=str(exc)[:200])
+            self._log.error("[qq] gateway events not processed (will be replayed)",
+                            types=sorted({event.event_type for event, _ in batch}),
+                            seqs=[seq for _, seq in batch if seq][:10], events=len(batch),
+                            error=type(exc).__name__, reason=str(exc)[:200])
             seqs = [seq for _, seq in batch if seq]
             if seqs:
                 self._blocked_at = min(seqs if self._blocked_at is None

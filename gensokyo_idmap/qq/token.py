@@ -102,8 +102,8 @@ class AccessTokenManager:
             try:
                 await self.get()
             except PlatformError as err:
-                log.warning("[qq] access token not obtained", reason=err.message,
-                            retry_in=delay)
+                log.warning("[qq] access token not obtained", app_id=self.app_id,
+                            reason=err.message, retry_in=delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, max_delay)
                 continue

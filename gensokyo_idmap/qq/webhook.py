@@ -65,8 +65,6 @@ Pipeline = Callable[[QQEvent], Awaitable[None]]
 
 #: The acknowledgement of a processed dispatch, encoded once (not per callback).
 _ACK: Final = b'{"op": 12}'  # byte for byte what json_response wrote
-#: ``gensokyo_events_in`` of this transport, counted as each event goes to the pipeline.
-_RECEIVED: Final = counters.EVENTS_IN.labels("webhook")
 #: ``gensokyo_webhook_responses`` of each status the receiver answers, made before the first
 #: callback: a dashboard's rate of 5xx is 0, not "no data", until one happens.
 _ANSWERED: Final = {status: counters.WEBHOOK_RESPONSES.labels(str(status))
@@ -92,6 +90,9 @@ class WebhookReceiver:
         self._clock = clock
         self.processed = 0
         self.rejected = 0
+        #: ``gensokyo_events_in`` of this bot's webhook, counted as each event goes to the
+        #: pipeline
+        self._received = counters.EVENTS_IN.labels("webhook", app_id)
 
     @classmethod
     def for_secret(cls, app_id: str, secret: str, pipeline: Pipeline, *,
@@ -100,7 +101,7 @@ class WebhookReceiver:
         secret it still answers, refusing every callback (said once, loudly, here)."""
         if not secret:
             log.warning("[qq] webhook has no bot.secret: every callback is refused until it "
-                        "is set")
+                        "is set", app_id=app_id or None)
         key = WebhookKey.from_secret(secret) if secret else None
         return cls(app_id, key, pipeline, max_age_seconds=max_age_seconds)
 
@@ -109,7 +110,7 @@ class WebhookReceiver:
 
     def _refuse(self, status: int, err: IdmapError) -> web.Response:
         self.rejected += 1
-        return _refusal(status, err)
+        return _refusal(status, err, self.app_id)
 
     @staticmethod
     async def _read_body(request: web.Request) -> bytes | None:
@@ -188,29 +189,33 @@ class WebhookReceiver:
                 answer = self.key.validation_response(d.get("plain_token"), d.get("event_ts"))
             except BadInputError as err:
                 return self._refuse(400, err)
-            log.info("[qq] webhook validation answered", signed=signature is not None)
+            log.info("[qq] webhook validation answered", app_id=self.app_id,
+                     signed=signature is not None)
             return web.json_response(answer)
         if envelope.op != 0:
-            log.info("[qq] webhook frame ignored", op=envelope.op)
+            log.info("[qq] webhook frame ignored", app_id=self.app_id, op=envelope.op)
             return web.json_response({"op": 12})
         try:
             event = parse_dispatch(envelope, self.app_id)
         except BadInputError as err:
             return self._refuse(400, err)
         try:
-            _RECEIVED.inc()
+            self._received.inc()
             await self.pipeline(event)  # de-duplicates, and waits for a repeat in flight
         except Exception as exc:  # noqa: BLE001 - logged; the 503 makes the platform retry
             log.error("[qq] webhook event not processed: the platform will retry",
-                      type=event.event_type, error=f"{type(exc).__name__}: {exc}")
+                      app_id=self.app_id, type=event.event_type,
+                      error=f"{type(exc).__name__}: {exc}")
             return web.json_response({"op": 12, "d": 1}, status=503)
         self.processed += 1
         return web.Response(body=_ACK, content_type="application/json", charset="utf-8")
 
 
-def _refusal(status: int, err: IdmapError) -> web.Response:
-    """The JSON error every refusal of a callback is answered with (logged)."""
-    log.warning("[qq] webhook refused", status=status, reason=err.message)
+def _refusal(status: int, err: IdmapError, app_id: str | None = None) -> web.Response:
+    """The JSON error every refusal of a callback is answered with (logged, naming the bot
+    it was routed to: none when it named no bot of the daemon)."""
+    log.warning("[qq] webhook refused", app_id=app_id or None, status=status,
+                reason=err.message)
     return web.json_response({"error": {"code": err.code, "message": err.message}},
                              status=status)
 

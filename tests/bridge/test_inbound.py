@@ -564,8 +564,8 @@ def test_events_out_counts_what_each_sink_handed_to_a_connection(
                            BridgeSettings(app_id=APP, self_id=SELF))
     plain, fan_out = Collect(), FanOutCollect(connections=0)
     pipeline = InboundPipeline(bridge, [plain, fan_out])
-    plain_count = metrics.EVENTS_OUT.labels(metrics.transport_of(plain))
-    fan_count = metrics.EVENTS_OUT.labels(metrics.transport_of(fan_out))
+    plain_count = metrics.EVENTS_OUT.labels(metrics.transport_of(plain), APP)
+    fan_count = metrics.EVENTS_OUT.labels(metrics.transport_of(fan_out), APP)
     plain_before, fan_before = plain_count.value, fan_count.value
 
     run(pipeline(_group_msg("ROBOT1.0_nobody_on_the_fan_out")))

@@ -121,7 +121,7 @@ def test_overview_figures_move_while_the_platform_sends(tmp_path: Path) -> None:
             await page.goto(live.console + "/")
             total = page.locator("#total-events-in")
             before = number(await total.inner_text())
-            session = await page.locator('[data-live="link.gateway.session_id"]').inner_text()
+            session = await page.locator('[data-live="bots.0.gateway.session_id"]').inner_text()
             assert session == live.platform.session_id
 
             async def keep_chatting() -> None:

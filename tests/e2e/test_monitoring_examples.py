@@ -75,7 +75,8 @@ def scrape_running_daemon(workdir: Path) -> str:
                         async with session.get(f"http://127.0.0.1:{api}/metrics") as resp:
                             assert resp.status == 200
                             text = await resp.text()
-                        return ('gensokyo_gateway_state{state="connected"} 1.0' in text
+                        return (re.search(r'gensokyo_gateway_state\{bot="\d+",'
+                                          r'state="connected"\} 1\.0', text) is not None
                                 and "gensokyo_action_seconds_count" in text)
 
                     for _ in range(400):

@@ -46,7 +46,7 @@ from gensokyo_idmap.api.console.login_limit import LoginLimit
 from gensokyo_idmap.api.console.rates import RateHistory
 from gensokyo_idmap.api.console.services import ApiServices
 from gensokyo_idmap.api.console.sessions import COOKIE, Session, Sessions
-from gensokyo_idmap.api.console.status import LinkStatus, LinkView
+from gensokyo_idmap.api.console.status import BotLink, LinkStatus, LinkView
 from gensokyo_idmap.api.console.translations import Catalogs, install
 from gensokyo_idmap.errors import BadInputError, IdmapError, NotFoundError
 from gensokyo_idmap.identity import parse_identity_input, parse_vuin
@@ -105,15 +105,55 @@ class _Visit:
     new_token: bool = False
 
 
-def _totals() -> dict[str, float]:
+def _totals(bot: str | None = None) -> dict[str, float]:
     """The running totals the chart shows: platform events in, OneBot events out,
-    OneBot actions answered (from the counters ``/metrics`` reads too)."""
+    OneBot actions answered (from the counters ``/metrics`` reads too); of one ``bot`` (its
+    AppID, the counters' ``bot`` label), or of all."""
     actions = sum(sample.value for family in metrics.ACTION_SECONDS.collect()
-                  for sample in family.samples if sample.name.endswith("_count"))
+                  for sample in family.samples if sample.name.endswith("_count")
+                  and bot in (None, sample.labels.get("bot")))
     return {
-        "events in": sum(count.value for _, count in counters.EVENTS_IN.children()),
-        "events out": sum(count.value for _, count in counters.EVENTS_OUT.children()),
+        "events in": sum(count.value for labels, count in counters.EVENTS_IN.children()
+                         if bot in (None, labels[1])),
+        "events out": sum(count.value for labels, count in counters.EVENTS_OUT.children()
+                          if bot in (None, labels[1])),
         "actions": actions,
+    }
+
+
+def _gateway_state(state: str, texts: gettext.NullTranslations) -> str:
+    """A gateway's state (``link_metrics.GATEWAY_STATES``) in the page's language."""
+    words = {"connecting": texts.gettext("connecting"), "connected": texts.gettext("connected"),
+             "paused": texts.gettext("paused"), "stopped": texts.gettext("stopped")}
+    return words.get(state, state)
+
+
+def _bot_data(bot: BotLink, texts: gettext.NullTranslations) -> dict[str, Any]:
+    """One bot's platform link and traffic, as the overview shows it (and its JSON: the
+    ``*_text`` fields in the asking page's language, for its script)."""
+    platform, gateway = bot.platform, bot.gateway
+    if platform is None:
+        token_text = "—"
+    elif platform.token_failure is not None:
+        token_text = said(platform.token_failure, texts)
+    else:
+        token_text = (texts.gettext("obtained") if platform.token_obtained
+                      else texts.gettext("not obtained yet"))
+    return {
+        "app_id": bot.app_id, "self_id": bot.self_id,
+        "token": None if platform is None else {"obtained": platform.token_obtained,
+                                                "failure": platform.token_failure},
+        "token_text": token_text,
+        "gateway_wanted": platform is not None and platform.gateway_wanted,
+        "gateway": None if gateway is None else {
+            "state": gateway.state,
+            "state_text": _gateway_state(gateway.state, texts),
+            "session_id": gateway.session_id, "seq": gateway.seq,
+            "resumes": gateway.resumes, "identifies": gateway.identifies,
+            "pauses": gateway.pauses},
+        "last_webhook": None if bot.last_webhook is None else {
+            "event_type": bot.last_webhook.event_type, "at": bot.last_webhook.at},
+        "totals": _totals(bot.app_id),
     }
 
 
@@ -387,8 +427,10 @@ class Console:
                 "last_webhook": None if link.last_webhook is None else {
                     "event_type": link.last_webhook.event_type, "at": link.last_webhook.at},
             },
+            "bots": [_bot_data(bot, self._texts()) for bot in link.bots],
             "frameworks": [{"transport": f.transport, "name": f.name, "connected": f.connected,
                             "owed": f.owed, "durable": f.durable, "problem": f.problem,
+                            "bot": f.bot,
                             # the problem in the asking page's language, for its script
                             "problem_text": f.problem and said(f.problem, self._texts())}
                            for f in link.frameworks],

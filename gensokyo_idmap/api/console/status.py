@@ -13,7 +13,7 @@ from typing import TypeAlias
 
 from gensokyo_idmap.readiness import PlatformReadiness
 
-__all__ = ["FrameworkLink", "GatewayLink", "LinkStatus", "LinkView", "WebhookEvent"]
+__all__ = ["BotLink", "FrameworkLink", "GatewayLink", "LinkStatus", "LinkView", "WebhookEvent"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,16 +48,42 @@ class FrameworkLink:
     owed: int
     durable: int
     problem: str | None = None
+    #: the AppID of the bot whose events it carries ("": not told)
+    bot: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class BotLink:
+    """One bot's platform link: its names, its gateway session (None: off, or not made
+    yet), its last webhook callback, and its platform side as ``/readyz`` judges it."""
+
+    app_id: str
+    self_id: int
+    gateway: GatewayLink | None = None
+    last_webhook: WebhookEvent | None = None
+    platform: PlatformReadiness | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class LinkView:
+    """The daemon's links: each bot's (``bots``, in the config's order; empty: not told
+    per bot), and, as one bot's daemon always showed them, the first bot's gateway and
+    platform side, the newest webhook callback of any bot, and every bot's frameworks."""
+
     gateway: GatewayLink | None = None
     webhook: bool = False
     last_webhook: WebhookEvent | None = None
     frameworks: tuple[FrameworkLink, ...] = field(default_factory=tuple)
     #: the platform side as ``/readyz`` judges it (None: not known, nothing said of it)
     platform: PlatformReadiness | None = None
+    bots: tuple[BotLink, ...] = field(default_factory=tuple)
+
+    @property
+    def platforms(self) -> list[PlatformReadiness]:
+        """Each bot's platform side as ``/readyz`` judges it (``platform`` alone when not
+        told per bot)."""
+        told = [bot.platform for bot in self.bots if bot.platform is not None]
+        return told or ([] if self.platform is None else [self.platform])
 
 
 #: Called for each overview: what the daemon's platform link and frameworks look like now.

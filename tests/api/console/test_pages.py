@@ -15,10 +15,17 @@ import structlog
 from aiohttp import web
 from yarl import URL
 
+from gensokyo_idmap import counters
 from gensokyo_idmap.api.console.form_tokens import COOKIE as FORM_COOKIE
 from gensokyo_idmap.api.console.pages import CSP
 from gensokyo_idmap.api.console.sessions import COOKIE
-from gensokyo_idmap.api.console.status import FrameworkLink, GatewayLink, LinkView, WebhookEvent
+from gensokyo_idmap.api.console.status import (
+    BotLink,
+    FrameworkLink,
+    GatewayLink,
+    LinkView,
+    WebhookEvent,
+)
 from gensokyo_idmap.identity import OpenId, RUin
 from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.logging import configure_logging
@@ -104,10 +111,13 @@ def test_the_console_cookies_are_httponly_and_samesite_strict(
 
 def test_overview_shows_stores_link_frameworks_and_counts(serve_console: ServeConsole,
                                                           graph: IdentityGraph) -> None:
-    view = LinkView(gateway=GatewayLink("sess-42", 17, 2, 1, 0), webhook=True,
-                    last_webhook=WebhookEvent("GROUP_AT_MESSAGE_CREATE", 1_700_000_000.0),
+    gateway = GatewayLink("sess-42", 17, 2, 1, 0, "connected")
+    webhook = WebhookEvent("GROUP_AT_MESSAGE_CREATE", 1_700_000_000.0)
+    view = LinkView(gateway=gateway, webhook=True, last_webhook=webhook,
                     frameworks=(FrameworkLink("reverse_ws", "ws://127.0.0.1:8080/ws", True,
-                                              3, 1),))
+                                              3, 1, bot=APP_ID),),
+                    bots=(BotLink(APP_ID, int(APP_ID), gateway=gateway, last_webhook=webhook,
+                                  platform=PlatformReadiness(True, True, True, webhook=True)),))
 
     async def body(browser: Browser) -> None:
         await _two_vuins(graph)
@@ -120,12 +130,65 @@ def test_overview_shows_stores_link_frameworks_and_counts(serve_console: ServeCo
         status, data, _ = await browser.get("/ui/overview.json")
         overview = json.loads(data)
         assert overview["link"]["gateway"]["seq"] == 17
+        [bot] = overview["bots"]
+        assert (bot["app_id"], bot["gateway"]["seq"], bot["token_text"]) == (
+            APP_ID, 17, "obtained")
         assert overview["frameworks"][0]["owed"] == 3
         assert overview["stores"]["openid_map"]["identities"] == 2
         assert overview["stores"]["openid_map"]["map"]["used"] > 0
         assert set(overview["totals"]) == {"events in", "events out", "actions"}
         status, svg, resp = await browser.get("/ui/chart.svg")
         assert resp.content_type == "image/svg+xml" and svg.startswith("<svg")
+
+    scenario(serve_console, body, link=lambda: view)
+
+
+def test_the_overview_shows_each_bots_link_frameworks_and_traffic(
+        serve_console: ServeConsole) -> None:
+    """Issue 34.5: a section per bot (its token, its gateway and its webhook callbacks, its
+    events and actions), and the bot of each framework connection; in each language, and
+    in overview.json for the page's script."""
+    second = "102000002"
+    view = LinkView(
+        webhook=True,
+        frameworks=(FrameworkLink("reverse_ws", "ws://h/ws", True, 0, 0, bot=APP_ID),
+                    FrameworkLink("reverse_ws", "ws://h/ws", False, 2, 2, bot=second)),
+        bots=(BotLink(APP_ID, int(APP_ID),
+                      gateway=GatewayLink("sess-A", 3, 0, 1, 0, "connected"),
+                      platform=PlatformReadiness(True, True, True, webhook=True,
+                                                 gateway_wanted=True)),
+              BotLink(second, 20002, gateway=GatewayLink(None, None, 0, 0, 2, "paused"),
+                      last_webhook=WebhookEvent("C2C_MESSAGE_CREATE", 1_700_000_000.0),
+                      platform=PlatformReadiness(
+                          True, True, False, "access token refused: code 100016",
+                          webhook=True, gateway_wanted=True, key="bots.1",
+                          name="bots.1 (AppID 102000002)"))))
+    counters.EVENTS_IN.labels("gateway", second).inc(3)
+
+    async def body(browser: Browser) -> None:
+        status, page, _ = await browser.get("/ui/")
+        assert status == 200
+        for text in (f"Platform link of AppID {APP_ID} (self_id {APP_ID})",
+                     f"Platform link of AppID {second} (self_id 20002)", "sess-A", "paused",
+                     "access token refused: code 100016", "C2C_MESSAGE_CREATE"):
+            assert text in page, text
+        assert re.search(rf"<td>{second}</td><td>reverse_ws</td>", page)  # the bot column
+        overview = json.loads((await browser.get("/ui/overview.json"))[1])
+        first, other = overview["bots"]
+        assert (first["app_id"], first["self_id"], first["gateway"]["state"]) == (
+            APP_ID, int(APP_ID), "connected")
+        assert (other["token_text"], other["gateway"]["state_text"]) == (
+            "access token refused: code 100016", "paused")
+        assert other["totals"]["events in"] >= 3
+        assert [f["bot"] for f in overview["frameworks"]] == [APP_ID, second]
+        assert any(reason.startswith("bots.1 (AppID 102000002): platform access token not "
+                                     "obtained") for reason in overview["readiness"]["missing"])
+        zh = json.loads((await browser.get("/ui/overview.json",
+                                           headers={"Accept-Language": "zh-CN"}))[1])
+        assert (zh["bots"][0]["token_text"], zh["bots"][1]["gateway"]["state_text"]) == (
+            "已获取", "已暂停")
+        status, zh_page, _ = await browser.get("/ui/", headers={"Accept-Language": "zh-CN"})
+        assert f"AppID {second} 的平台连接（self_id 20002）" in zh_page
 
     scenario(serve_console, body, link=lambda: view)
 
