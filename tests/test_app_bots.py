@@ -268,6 +268,8 @@ def test_a_bot_removed_and_added_again_takes_effect_on_restart_and_keeps_its_peo
             refused = await bots.action(SECOND, "get_login_info")
             assert refused["retcode"] == 1404, refused  # no such bot
             stats = await bots.identity_api("/v1/stats")
+            assert set(stats["bots"][FIRST].pop("traffic")) == {"events_in", "events_out",
+                                                                "actions"}
             assert stats["bots"] == {FIRST: {"served": True, "self_id": int(FIRST),
                                              "openids": 2},
                                      SECOND: {"served": False, "self_id": None, "openids": 2}}

@@ -129,7 +129,10 @@ _SCHEMAS: dict[str, Any] = {
                      "type": "object", "required": ["served", "self_id", "openids"],
                      "properties": {"served": {"type": "boolean"},
                                     "self_id": {"type": "integer", "nullable": True},
-                                    "openids": {"type": "integer"}}}}}},
+                                    "openids": {"type": "integer"},
+                                    "traffic": {"type": "object", "description":
+                                                "a bot served: its events_in, events_out "
+                                                "and actions since the daemon started"}}}}}},
     "Getid": {"type": "object", "description": "by type: 1, 13, 16 {row}; 2, 17 {id}; "
               "3, 5, 15 {status}; 4 {value}; 6 {virtual, real}; 7 {virtual}; 8 {row, subRow}; "
               "9 {id, subid}; 10 {firstValue, secondValue}; 11 {firstRealValue, "

@@ -64,6 +64,7 @@ from gensokyo_idmap.api.getid import answer_getid
 from gensokyo_idmap.api.link_metrics import LinkCollector
 from gensokyo_idmap.api.openapi import openapi_document
 from gensokyo_idmap.api.settings import ApiSettings
+from gensokyo_idmap.api.traffic import totals
 from gensokyo_idmap.compat import LegacyIdmap
 from gensokyo_idmap.errors import BadInputError, IdmapError, NotFoundError
 from gensokyo_idmap.health import (
@@ -387,6 +388,10 @@ class ApiServer:
         location = self.settings.identity_location or self.settings.identity_path
         data = stats_data(self.graph, location, self.msgids, self.settings.msgid_path)
         bots = bots_data(self.graph, self.served_bots())
+        for served, figures in bots.items():
+            if figures["served"]:  # this process's traffic, since it started
+                figures["traffic"] = {name.replace(" ", "_"): count
+                                      for name, count in totals(served).items()}
         data["bots"] = bots if app_id is None else {app_id: bots[app_id]}
         return web.json_response(data)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from gensokyo_idmap import counters
 from gensokyo_idmap.api.console.status import LinkView
 from gensokyo_idmap.identity import OpenId, RUin
 from gensokyo_idmap.readiness import PlatformReadiness
@@ -219,14 +220,18 @@ def test_stats_per_app_id_keep_a_removed_bots_identities(serve_api: ServeApi,
     async def body(c: Any) -> None:
         await graph.resolve([OpenId(APP_ID, ALICE), OpenId(APP_ID, GROUP)])
         await graph.resolve([OpenId("102000007", BOB)])
+        counters.EVENTS_IN.labels("webhook", OTHER_APP).inc(2)
         status, stats = await c.get("/v1/stats")
+        traffic = {app: stats["bots"][app].pop("traffic") for app in (OTHER_APP, APP_ID)}
         assert status == 200 and stats["bots"] == {
             OTHER_APP: {"served": True, "self_id": 20002, "openids": 0},
             APP_ID: {"served": True, "self_id": int(APP_ID), "openids": 2},
             "102000007": {"served": False, "self_id": None, "openids": 1}}
         assert list(stats["bots"]) == [OTHER_APP, APP_ID, "102000007"]
-        assert (await c.get("/v1/stats", app_id=APP_ID))[1]["bots"] == {
-            APP_ID: {"served": True, "self_id": int(APP_ID), "openids": 2}}
+        assert set(traffic[APP_ID]) == {"events_in", "events_out", "actions"}
+        assert traffic[OTHER_APP]["events_in"] >= 2  # this process's counts, per bot
+        one = (await c.get("/v1/stats", app_id=APP_ID))[1]["bots"]
+        assert list(one) == [APP_ID] and one[APP_ID]["openids"] == 2
 
     scenario(serve_api, body, app_ids=(OTHER_APP, APP_ID), self_ids=(20002, int(APP_ID)))
 

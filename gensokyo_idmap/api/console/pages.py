@@ -10,7 +10,7 @@ from the console itself and nothing inline.
 
 What the pages show comes from what the daemon has already: the graph and message-id rules
 (the same calls as ``/v1``), ``reports.stats_data`` (as ``/v1/stats``), the counters
-(``counters``, ``metrics``), the log tail (``logtail``: the log file's own redacted text)
+(``api.traffic``), the log tail (``logtail``: the log file's own redacted text)
 and the daemon's :data:`~.status.LinkStatus`. A change (bind, rebind) goes through a
 confirmation page first, then through :class:`~gensokyo_idmap.idmap.IdentityGraph`; a value
 that cannot be parsed is shown on the page and nothing is written.
@@ -35,7 +35,7 @@ import jinja2
 import structlog
 from aiohttp import web
 
-from gensokyo_idmap import __version__, counters, jsonio, metrics
+from gensokyo_idmap import __version__, jsonio
 from gensokyo_idmap.api.access import same_token
 from gensokyo_idmap.api.console import form_tokens, language
 from gensokyo_idmap.api.console.chart import ChartWords, rate_chart
@@ -48,6 +48,7 @@ from gensokyo_idmap.api.console.services import ApiServices
 from gensokyo_idmap.api.console.sessions import COOKIE, Session, Sessions
 from gensokyo_idmap.api.console.status import BotLink, LinkStatus, LinkView
 from gensokyo_idmap.api.console.translations import Catalogs, install
+from gensokyo_idmap.api.traffic import totals
 from gensokyo_idmap.errors import BadInputError, IdmapError, NotFoundError
 from gensokyo_idmap.identity import parse_identity_input, parse_vuin
 from gensokyo_idmap.logtail import LEVELS, TAIL, LogTail
@@ -105,22 +106,6 @@ class _Visit:
     new_token: bool = False
 
 
-def _totals(bot: str | None = None) -> dict[str, float]:
-    """The running totals the chart shows: platform events in, OneBot events out,
-    OneBot actions answered (from the counters ``/metrics`` reads too); of one ``bot`` (its
-    AppID, the counters' ``bot`` label), or of all."""
-    actions = sum(sample.value for family in metrics.ACTION_SECONDS.collect()
-                  for sample in family.samples if sample.name.endswith("_count")
-                  and bot in (None, sample.labels.get("bot")))
-    return {
-        "events in": sum(count.value for labels, count in counters.EVENTS_IN.children()
-                         if bot in (None, labels[1])),
-        "events out": sum(count.value for labels, count in counters.EVENTS_OUT.children()
-                          if bot in (None, labels[1])),
-        "actions": actions,
-    }
-
-
 def _gateway_state(state: str, texts: gettext.NullTranslations) -> str:
     """A gateway's state (``link_metrics.GATEWAY_STATES``) in the page's language."""
     words = {"connecting": texts.gettext("connecting"), "connected": texts.gettext("connected"),
@@ -153,7 +138,7 @@ def _bot_data(bot: BotLink, texts: gettext.NullTranslations) -> dict[str, Any]:
             "pauses": gateway.pauses},
         "last_webhook": None if bot.last_webhook is None else {
             "event_type": bot.last_webhook.event_type, "at": bot.last_webhook.at},
-        "totals": _totals(bot.app_id),
+        "totals": totals(bot.app_id),
     }
 
 
@@ -170,7 +155,7 @@ class Console:
         self.login_limit = LoginLimit()
         self.catalogs = Catalogs()
         self.started = time.time()
-        self.rates = RateHistory(_totals, step=sample_seconds, span=HOUR)
+        self.rates = RateHistory(totals, step=sample_seconds, span=HOUR)
         self._closing = asyncio.Event()
         self._stores_cache: tuple[float, tuple[dict[str, Any], str | None]] | None = None
 
@@ -411,7 +396,7 @@ class Console:
         link = self.link() if self.link is not None else LinkView()
         stores, store_error = await self._stores()
         problems = self.tail.problems_since(now - HOUR)
-        totals = _totals()
+        running = totals()
         missing = await self.api.missing()  # what /readyz answers
         return {
             "version": __version__,
@@ -434,7 +419,7 @@ class Console:
                             # the problem in the asking page's language, for its script
                             "problem_text": f.problem and said(f.problem, self._texts())}
                            for f in link.frameworks],
-            "totals": totals,
+            "totals": running,
             "rates": self.rates.latest(),
             "problems": {"errors": sum(line.level in ("error", "critical") for line in problems),
                          "warnings": sum(line.level == "warning" for line in problems),
