@@ -454,7 +454,7 @@ class Console:
         error, status = None, 200
         if query.strip():
             try:
-                _, vuin = self.api.find_vuin(query)
+                vuin = self._find(query)
             except IdmapError as err:
                 error, status = error_text(err, self._texts()), err.http_status
             else:
@@ -462,6 +462,18 @@ class Console:
         return self._render("identities.html", request, {
             "page": "identities", "q": query, "error": error,
             "binds": [line.text for line in self.tail.binds()]}, status=status)
+
+    def _find(self, query: str) -> int:
+        """The vUIN ``query`` names; a bare OpenID is looked for as one of each bot served,
+        in the config's order (the first found wins), so the search finds a person of any
+        bot. A :class:`NotFoundError` when none knows it."""
+        served = self.api.settings.served
+        for app_id in served[:-1]:
+            try:
+                return self.api.find_vuin(query, app_id)[1]
+            except NotFoundError:
+                continue
+        return self.api.find_vuin(query, served[-1] if served else None)[1]
 
     async def vuin_page(self, request: web.Request) -> web.Response:
         try:

@@ -42,8 +42,9 @@ class ApiServices(Protocol):
     def is_https(self, request: web.BaseRequest) -> bool:
         """Whether the browser came over HTTPS."""
 
-    def find_vuin(self, key: str) -> tuple[str | None, int]:
-        """(the typed key read from ``key``, or None for a vUIN; the vUIN it is now)."""
+    def find_vuin(self, key: str, app_id: str | None = None) -> tuple[str | None, int]:
+        """(the typed key read from ``key``, or None for a vUIN; the vUIN it is now); a
+        bare OpenID is one of ``app_id`` (default: the first bot's)."""
 
     async def missing(self) -> list[str]:
         """What the daemon lacks to do its job now, as ``/readyz`` answers (empty: ready)."""

@@ -78,11 +78,12 @@ def serve_console(graph: IdentityGraph, msgids: MsgIdMap, identity_db_path: Path
     async def serving(token: str = "", host: str = "127.0.0.1",
                       link: LinkStatus | None = None,
                       identity_location: str = "",
-                      trusted_proxies: tuple[str, ...] = ()) -> AsyncIterator[Browser]:
+                      trusted_proxies: tuple[str, ...] = (),
+                      app_ids: tuple[str, ...] = ()) -> AsyncIterator[Browser]:
         server = ApiServer(graph, msgids, ApiSettings(
             app_id=APP_ID, identity_path=identity_db_path, msgid_path=msgid_db_path,
             token=token, identity_location=identity_location,
-            trusted_proxies=trusted_proxies), link=link)
+            trusted_proxies=trusted_proxies, app_ids=app_ids), link=link)
         runner = web.AppRunner(server.application(), access_log=None, shutdown_timeout=2)
         await runner.setup()
         site = web.TCPSite(runner, host, 0)

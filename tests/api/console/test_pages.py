@@ -306,6 +306,28 @@ def test_search_takes_every_input_form(serve_console: ServeConsole,
     scenario(serve_console, body)
 
 
+def test_search_finds_a_bare_openid_of_any_bot_and_bind_names_the_first(
+        serve_console: ServeConsole, graph: IdentityGraph) -> None:
+    """Issue 34.4: with several bots, a bare OpenID is looked for as one of each bot (the
+    first found wins), so a person only the second bot has seen is found; a bind of a bare
+    OpenID is one of the first bot's, which its confirmation page names (typed key)."""
+    second = "102000002"
+
+    async def body(browser: Browser) -> None:
+        theirs = (await graph.resolve([OpenId(second, BOB)])).vuin
+        status, _, resp = await browser.get("/ui/identities", params={"q": BOB},
+                                            allow_redirects=False)
+        assert status == 303 and resp.headers["Location"] == f"/ui/identities/{theirs}"
+        status, page, _ = await browser.get("/ui/identities", params={"q": ALICE})
+        assert status == 404 and 'id="error"' in page
+        _, page, _ = await browser.get(f"/ui/identities/{theirs}")
+        status, page, _ = await browser.post("/ui/bind", {"csrf": csrf_of(page), "key": ALICE,
+                                                          "vuin": str(theirs)})
+        assert status == 200 and f"openid:QQ:{APP_ID}:{ALICE}" in page
+
+    scenario(serve_console, body, app_ids=(APP_ID, second))
+
+
 def test_ruin_text_finds_its_vuin(serve_console: ServeConsole, graph: IdentityGraph) -> None:
     async def body(browser: Browser) -> None:
         alice, _ = await _two_vuins(graph)
