@@ -233,6 +233,17 @@ def cpu_seconds(pid: int | None) -> float:
         return float("nan")
 
 
+def proc_status(pid: int) -> dict[str, int]:
+    """The kB figures of /proc/<pid>/status."""
+    out: dict[str, int] = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        name, _, value = line.partition(":")
+        parts = value.split()
+        if len(parts) == 2 and parts[1] == "kB":
+            out[name] = int(parts[0])
+    return out
+
+
 # --- output -------------------------------------------------------------------------------
 
 

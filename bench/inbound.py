@@ -1,6 +1,8 @@
 """Inbound benchmark: QQ platform events to a OneBot framework, daemon against a bare relay.
 
-Run: ``.venv/bin/python bench/inbound.py [--quick] [--strict] [--events N] [--log-level L]``
+Run: ``.venv/bin/python bench/inbound.py [--quick] [--strict] [--events N] [--log-level L]``;
+``--bots N``: instead, what serving N bots costs one daemon against serving one (CPU per
+event, memory per idle bot: ``bench/_inbound_bots.py`` says what runs).
 
 This is a benchmark script, not a test. One run starts two real subprocesses on 127.0.0.1,
 feeds both the same events from the emulated platform, and prints the figures of each and
@@ -545,7 +547,12 @@ def main(argv: list[str] | None = None) -> int:
                     help="run only this scenario (repeatable), e.g. gateway:known; for profiling")
     ap.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"],
                     help="the daemon's log.level (default info, as shipped)")
+    ap.add_argument("--bots", type=int, default=None, metavar="N",
+                    help="compare a daemon of N bots with one of 1 bot instead: CPU per "
+                         "event and memory per idle bot (issue 34.6)")
     args = ap.parse_args(argv)
+    if args.bots is not None:
+        return bots_main(args)
     scenarios = ([tuple(s.split(":")) for s in args.scenario] if args.scenario
                  else SCENARIOS)
     prof = QUICK if args.quick else FULL
@@ -618,6 +625,32 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"\ntotal {time.perf_counter() - started:.1f}s; "
           f"load average {load0:.2f} at start, {os.getloadavg()[0]:.2f} at end")
+    return 1 if misses and args.strict else 0
+
+
+def bots_main(args: argparse.Namespace) -> int:
+    """``--bots N``: a daemon of N bots against one of 1 bot (``_inbound_bots``)."""
+    from _inbound_bots import run_bots
+
+    if args.bots < 2:
+        print("--bots: give at least 2 (a daemon of N bots is compared with one of 1)")
+        return 2
+    prof = QUICK if args.quick else FULL
+    rounds = args.rounds or prof.rounds
+    count = args.events if args.events else prof.events
+    started, load0 = time.perf_counter(), os.getloadavg()[0]
+    with temp_dir() as tmp:
+        fstype = check_disk(tmp.resolve())
+        print(f"gensokyo-idmap inbound benchmark, {args.bots} bots against 1 "
+              f"({'quick' if args.quick else 'full'}): python {platform.python_version()}, "
+              f"{os.cpu_count()} CPUs, {fstype} at {tmp}; daemon log.level {args.log_level}")
+        try:
+            misses = run_bots(args.bots, tmp, args.log_level, count, rounds,
+                              prof.flood_timeout, Consumer, post_all, _push_all)
+        except (RuntimeError, TimeoutError, OSError, aiohttp.ClientError) as err:
+            print(f"benchmark failed: {err!r}")
+            return 2
+    print(f"total {time.perf_counter() - started:.1f}s; load average {load0:.2f} at start")
     return 1 if misses and args.strict else 0
 
 

@@ -30,10 +30,10 @@ from gensokyo_idmap.api import ApiServer
 from gensokyo_idmap.api.settings import ApiSettings
 from gensokyo_idmap.bot_runtime import BotRuntime, every_client, every_post, make_bot
 from gensokyo_idmap.bots import BotSettings, orphaned_outboxes, resolve_bots
+from gensokyo_idmap.bridge.chat_turns import ChatTurns
 from gensokyo_idmap.bridge.dedup import window_seconds
-from gensokyo_idmap.bridge.inbound import InboundPipeline
+from gensokyo_idmap.bridge.inbound import InboundPipeline, SharedBatches
 from gensokyo_idmap.bridge.outbox import Outbox, TrackedSink
-from gensokyo_idmap.bridge.turn_batches import TurnBatches
 from gensokyo_idmap.config import Config
 from gensokyo_idmap.errors import BadInputError, StoreError, UnreachableError
 from gensokyo_idmap.health import ServerCheck, server_problems
@@ -277,20 +277,23 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
         log.info("[onebot] http api listening", url=f"http://{config.onebot.http_api}/",
                  self_ids=_self_ids(bots))
 
+    turns = ChatTurns()  # one for every bot: a chat's scene names its AppID
     pipelines = [InboundPipeline(
         runtime.bridge, runtime.sinks, deliveries,
         acknowledge=None if runtime.platform is None else runtime.platform.acknowledge,
-        key_scope=runtime.settings.scope)
+        key_scope=runtime.settings.scope, turns=turns)
         for runtime in runtimes]
     webhook: web.AppRunner | None = None
     if config.webhook.listen:
         receivers = []
+        # every bot's callbacks of one turn are one batch: ten bots cost what one does
+        batches = SharedBatches()
+        intake.push_async_callback(batches.drain)  # after the server: what it started ends
         for runtime, pipeline, seen in zip(runtimes, pipelines, watches, strict=True):
-            batches = TurnBatches(pipeline.process_batch)
-            intake.push_async_callback(batches.drain)  # after the server: what it started ends
             receivers.append(WebhookReceiver.for_secret(  # an AppID each: checked at start
                 runtime.settings.app_id, runtime.settings.secret_value,
-                _watched(batches, seen), max_age_seconds=config.webhook.max_age_seconds))
+                _watched(batches.of(pipeline), seen),
+                max_age_seconds=config.webhook.max_age_seconds))
             seen.webhook = True
         webhook = await _start_webhook(config, WebhookRouter(receivers), plan)
         watch.webhook = True
@@ -650,7 +653,7 @@ def _restore_owed(sink: TrackedSink, deliveries: DeliveryLog) -> None:
         deliveries.remember(key)
 
 
-def _watched(batches: TurnBatches[QQEvent], watch: BotWatch
+def _watched(batches: Callable[[QQEvent], Awaitable[None]], watch: BotWatch
              ) -> Callable[[QQEvent], Awaitable[None]]:
     """The webhook's entry: its events batched per turn of the loop (the callbacks of a
     flood share the pipeline's price, :mod:`~gensokyo_idmap.bridge.turn_batches`); the

@@ -41,3 +41,28 @@ def test_quick_run_prints_every_scenario_for_daemon_and_bare_relay() -> None:
                    "write", "ratio confirmed / on write"):
         line = re.search(rf"^  {figure} +([\d,.]+)", out, re.MULTILINE)
         assert line is not None and float(line.group(1).replace(",", "")) > 0, (figure, out)
+
+
+@pytest.mark.slow
+def test_bots_run_prints_cpu_per_event_and_memory_per_idle_bot() -> None:
+    """``--bots N`` (issue 34.6): each transport's rows for the daemon of 1 bot and of N,
+    every event arrived, their CPU ratio against its target, and the idle RSS of 1 and
+    N + 1 bots with the figure per extra bot."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "inbound.py"), "--bots", "3", "--quick",
+         "--events", str(EVENTS)], cwd=ROOT, capture_output=True, text=True, timeout=240)
+    out = done.stdout
+    assert done.returncode == 0, out + done.stderr
+    for via in ("gateway", "webhook"):
+        for name in ("1 bot", "3 bots", "3 bots, all on one"):
+            row = re.search(rf"^  {via}, {name} +(\d+) +([\d,]+) +([\d.]+)$", out, re.M)
+            assert row is not None and int(row.group(1)) == EVENTS, (via, name, out)
+        # a few events may take less CPU than one clock tick: a ratio of nan then
+        ratio = re.search(rf"^  {via} +(\d+\.\d+|nan)  target <= 1.05  (PASS|MISS)$", out,
+                          re.M)
+        assert ratio is not None, (via, out)
+    for name in ("1 bot", "4 bots"):
+        assert re.search(rf"^  {name} +\d+\.\d$", out, re.M), (name, out)
+    per_bot = re.search(r"^  per extra bot +(-?\d+\.\d+)  target <= 3  (PASS|MISS)$", out,
+                        re.M)
+    assert per_bot is not None, out

@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal, Protocol, cast, runtime_checkable
 
@@ -65,6 +65,7 @@ from gensokyo_idmap.bridge.members import profiles_of
 from gensokyo_idmap.bridge.message_filter import MessageFilter
 from gensokyo_idmap.bridge.outbox import TrackedSink
 from gensokyo_idmap.bridge.translators import TRANSLATORS, Scope, Translator, attachment_segment
+from gensokyo_idmap.bridge.turn_batches import TurnBatches
 from gensokyo_idmap.errors import BadInputError, IdmapError, StoreError
 from gensokyo_idmap.identity import IdentityKey, OpenId, RawId
 from gensokyo_idmap.idmap import IdentityGraph
@@ -76,8 +77,8 @@ from gensokyo_idmap.recent_cache import RecentCache
 from gensokyo_idmap.runtime.claims import DeliveryLog
 from gensokyo_idmap.runtime.msgid import MessageIds, MsgContext
 
-__all__ = ["BridgeSettings", "EventSink", "InboundBridge", "InboundPipeline",
-           "attachment_segment"]
+__all__ = ["BridgeSettings", "EventSink", "InboundBridge", "InboundPipeline", "SharedBatches",
+           "attachment_segment", "process_together"]
 
 log = structlog.get_logger("gensokyo_idmap.bridge")
 
@@ -136,29 +137,41 @@ class InboundBridge:
         """The vUINs of everyone in ``events`` (rule 1), each event's in the order its
         translator names them: known ones straight from the store, the others resolved
         concurrently, so the new people of a whole batch share one group commit."""
+        people = self._look_up_people(events, kinds)
+        if people.unknown:
+            await self._resolve_unknown(events, people)
+        return people.vuins()
+
+    def _look_up_people(self, events: Sequence[QQEvent],
+                        kinds: Sequence[Translator[Any]]) -> _People:
+        """Everyone in ``events`` and the vUINs of those the graph knows (from memory on a
+        networked store: the misses are asked together by :meth:`_resolve_unknown`)."""
         people = [kind.people(event, self._scope) for event, kind in zip(events, kinds,
                                                                           strict=True)]
         found: list[list[int | None]] = []
         unknown: dict[tuple[tuple[IdentityKey, ...], str | None], int] = {}
         for event, persons in zip(events, people, strict=True):
             scene = event.scene
-            # memory only on a networked store: the misses are asked together below
             vuins = [self.graph.known(keys, scene, ask_store=False) for keys in persons]
             for keys, vuin in zip(persons, vuins, strict=True):
                 if vuin is None:
                     unknown[(tuple(keys), scene)] = 0
             found.append(vuins)
-        if unknown:
-            resolutions = await asyncio.gather(
-                *(self.graph.resolve(keys, scene=scene, missed=True) for keys, scene in unknown))
-            for wanted, resolution in zip(unknown, resolutions, strict=True):
-                unknown[wanted] = resolution.vuin
-            for event, persons, vuins in zip(events, people, found, strict=True):
-                for i, keys in enumerate(persons):
-                    if vuins[i] is None:
-                        vuins[i] = unknown[(tuple(keys), event.scene)]
-            await self._last_identity_wins(events, people, cast(list[list[int]], found))
-        return cast(list[list[int]], found)
+        return _People(people, found, unknown)
+
+    async def _resolve_unknown(self, events: Sequence[QQEvent], people: _People) -> None:
+        """The vUINs :meth:`_look_up_people` did not find, resolved concurrently (the new
+        ones share one group commit), filled in."""
+        unknown = people.unknown
+        resolutions = await asyncio.gather(
+            *(self.graph.resolve(keys, scene=scene, missed=True) for keys, scene in unknown))
+        for wanted, resolution in zip(unknown, resolutions, strict=True):
+            unknown[wanted] = resolution.vuin
+        for event, persons, vuins in zip(events, people.keys, people.found, strict=True):
+            for i, keys in enumerate(persons):
+                if vuins[i] is None:
+                    vuins[i] = unknown[(tuple(keys), event.scene)]
+        await self._last_identity_wins(events, people.keys, people.vuins())
 
     async def _last_identity_wins(self, events: Sequence[QQEvent],
                                   people: list[list[list[IdentityKey]]],
@@ -253,15 +266,27 @@ class InboundBridge:
         group commit for the new ones) and one for their message ids, instead of one each.
         If any of it fails the batch raises and no OneBot event of it is built (identities
         already committed stay: the graph only ever adds)."""
+        [translated] = await translate_together([(self, events)])
+        return translated
+
+    async def _prepared(self, events: Sequence[QQEvent], kinds: Sequence[Translator[Any]],
+                        vuins: list[list[int]]) -> _Prepared:
+        """What building ``events`` needs once their people are known: their content (a
+        quote's ``reply`` first) and what each stores in the message-id map."""
         scope = self._scope
-        kinds = [TRANSLATORS[type(event)] for event in events]
-        vuins = await self._resolve_people(events, kinds)
         contents = await self._with_quotes(events, kinds, [
             kind.content(event, people, scope)
             for event, kind, people in zip(events, kinds, vuins, strict=True)])
         wanted = [kind.real_id(event, people, segments, scope) for event, kind, people, segments
                   in zip(events, kinds, vuins, contents, strict=True)]
-        stored = iter(await self.msgids.store_many([item for item in wanted if item]))
+        return _Prepared(events, kinds, vuins, contents, wanted)
+
+    async def _built(self, prepared: _Prepared, stored: Iterator[int]
+                     ) -> list[list[dict[str, Any]]]:
+        """The OneBot events of a prepared batch, its message ids taken from ``stored`` in
+        order (one for each item it wanted stored)."""
+        events, kinds, vuins = prepared.events, prepared.kinds, prepared.vuins
+        scope = self._scope
         entries = [entry for event, kind, people in zip(events, kinds, vuins, strict=True)
                    for entry in kind.config_entries(event, people)]
         if entries:  # where a channel or DM lives, before a framework can answer it
@@ -271,8 +296,8 @@ class InboundBridge:
                 self.members.record(scene, vuin, profile)  # names and roles, in memory
         now = int(self._clock())
         translated = []
-        for event, kind, people, item, segments in zip(events, kinds, vuins, wanted, contents,
-                                                       strict=True):
+        for event, kind, people, item, segments in zip(events, kinds, vuins, prepared.wanted,
+                                                       prepared.contents, strict=True):
             virtual_id = next(stored) if item else 0
             onebot = kind.onebot(event, people, virtual_id, now, segments, scope)
             if onebot and self._filter.active:
@@ -302,6 +327,53 @@ class InboundBridge:
             else:
                 ids[vuin] = _qq_number(self.graph.show(vuin).identities) or vuin
         return ids
+
+
+@dataclass(slots=True)
+class _People:
+    """The people of a batch (their identity keys, per event) and their vUINs: found, or
+    None until :meth:`InboundBridge._resolve_unknown` resolves the ``unknown`` ones."""
+
+    keys: list[list[list[IdentityKey]]]
+    found: list[list[int | None]]
+    unknown: dict[tuple[tuple[IdentityKey, ...], str | None], int]
+
+    def vuins(self) -> list[list[int]]:
+        return cast(list[list[int]], self.found)
+
+
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    """A batch of one bot whose people are known, before its message ids are stored."""
+
+    events: Sequence[QQEvent]
+    kinds: Sequence[Translator[Any]]
+    vuins: list[list[int]]
+    contents: list[list[Segment] | None]
+    wanted: list[tuple[str, Any] | None]
+
+
+async def translate_together(parts: Sequence[tuple[InboundBridge, Sequence[QQEvent]]]
+                             ) -> list[list[list[dict[str, Any]]]]:
+    """:meth:`InboundBridge.translate_many` of several bots' batches (bridges over one graph
+    and one message-id map) at the price of one: the people every bot knows looked up, the
+    new ones of all resolved at once, the message ids of all stored by one write, then each
+    bot's events built; per part, in order."""
+    looked: list[tuple[list[Translator[Any]], _People]] = []
+    for bridge, events in parts:
+        kinds = [TRANSLATORS[type(event)] for event in events]
+        looked.append((kinds, bridge._look_up_people(events, kinds)))
+    if any(people.unknown for _, people in looked):
+        await asyncio.gather(*(bridge._resolve_unknown(events, people)
+                               for (bridge, events), (_, people) in zip(parts, looked,
+                                                                        strict=True)
+                               if people.unknown))
+    prepared = [await bridge._prepared(events, kinds, people.vuins())
+                for (bridge, events), (kinds, people) in zip(parts, looked, strict=True)]
+    items = [item for batch in prepared for item in batch.wanted if item]
+    stored = iter(await parts[0][0].msgids.store_many(items)) if parts else iter(())
+    return [await bridge._built(batch, stored)
+            for (bridge, _), batch in zip(parts, prepared, strict=True)]
 
 
 def _written(future: asyncio.Future[bool]) -> bool:
@@ -369,20 +441,25 @@ class InboundPipeline:
     then writes what is still unconfirmed to the outbox of the tracked ones (reverse WS,
     HTTP POST: sinks with a :class:`~gensokyo_idmap.bridge.outbox.Backlog`); events a backlog
     spilled are durable once their future is True.
+
+    One pipeline is one bot's; the bots of a daemon share its delivery log and chat turns,
+    and :class:`SharedBatches` processes a batch holding several bots' events at the price
+    of one (:func:`process_together`).
     """
 
     def __init__(self, bridge: InboundBridge, sinks: Sequence[EventSink],
                  deliveries: DeliveryLog | None = None,
                  acknowledge: Callable[[Interaction], Awaitable[None]] | None = None, *,
-                 key_scope: str = "") -> None:
+                 key_scope: str = "", turns: ChatTurns | None = None) -> None:
         """``key_scope``: what each delivery's key starts with, so that bots sharing one
         delivery log each keep their own (``<AppID>:`` in a daemon of several; one bot's
-        keys are as they always were)."""
+        keys are as they always were). ``turns``: the chat turns, shared by the bots of a
+        daemon (their chats never meet: a chat's scene names its AppID)."""
         self.bridge = bridge
         self._scope = key_scope
         self.sinks = list(sinks)
         self._acknowledge = acknowledge
-        self._turns = ChatTurns()
+        self._turns = turns if turns is not None else ChatTurns()
         self._deliveries = deliveries if deliveries is not None else DeliveryLog()
         # decided once: a runtime protocol check per event and sink costs more than the rest
         self._tracked = [isinstance(sink, TrackedSink) and sink.backlog is not None
@@ -392,22 +469,6 @@ class InboundPipeline:
                        s if isinstance(s, FanOutSink) else None) for s in self.sinks]
         self.duplicates = 0
         self.delivery_wait = 2.0
-
-    @staticmethod
-    async def _keep_owed(owed: list[_Owed], spilled: list[asyncio.Future[bool]]) -> None:
-        """Events a framework has not confirmed go to the outbox before the source is told
-        "done", with every one published to it before them (rules of the outbox module): a
-        crash now costs nothing, and per-chat order survives it."""
-        through: dict[EventBacklog, int] = {}
-        for backlog, entry, future in owed:
-            if not _written(future) and entry > through.get(backlog, 0):
-                through[backlog] = entry
-        if through:  # concurrent: the outbox's group commit takes them together
-            await asyncio.gather(*(backlog.keep_through(entry)
-                                   for backlog, entry in through.items()))
-        for future in spilled:
-            if not await future:
-                raise StoreError("outbox.db: events a framework is owed could not be written")
 
     async def _acknowledge_quietly(self, event: Interaction) -> None:
         """The platform wants every interaction acknowledged; a failure is logged, not
@@ -432,68 +493,153 @@ class InboundPipeline:
         where one event at a time cost each of them per event: most of an event's price
         when the users are known.
         """
-        keys: list[str | None] = []
-        fresh: list[QQEvent] = []
-        repeats: list[tuple[str, asyncio.Future[None]]] = []
-        all_keys = [delivery_key(event) for event in events]
-        if self._scope:
-            all_keys = [None if key is None else self._scope + key for key in all_keys]
-        claims = await self._deliveries.claim_all(all_keys)
-        for event, key, earlier in zip(events, all_keys, claims, strict=True):
-            if earlier is not None:
-                assert key is not None
-                self.duplicates += 1
-                repeats.append((key, earlier))
-                continue
-            keys.append(key)
-            fresh.append(event)
-        try:
-            if fresh:
-                await self._deliver(fresh, keys)
-                await self._deliveries.commit(keys)  # durable claims, before the source's ack
-        except BaseException as exc:
-            for key in keys:
-                if key is not None:
-                    self._deliveries.finish(key, exc)
-            raise
+        await process_together([(self, event) for event in events])
+
+
+async def process_together(items: Sequence[tuple[InboundPipeline, QQEvent]]) -> None:
+    """:meth:`InboundPipeline.process_batch` of events of one or several bots (each with
+    its bot's pipeline; they share one delivery log and one set of chat turns), in order:
+    one look at the claims, one turn of the chats, each bot's translation at once (their
+    writes share a commit), one wait for every framework's confirmation, one claims commit,
+    however many bots the events are of. Raise if they could not all be processed."""
+    first = items[0][0] if items else None
+    if first is None:
+        return
+    deliveries = first._deliveries
+    keys: list[str | None] = []
+    fresh: list[tuple[InboundPipeline, QQEvent]] = []
+    repeats: list[tuple[str, asyncio.Future[None]]] = []
+    all_keys: list[str | None] = []
+    for pipeline, event in items:
+        key = delivery_key(event)
+        all_keys.append(None if key is None else pipeline._scope + key)
+    claims = await deliveries.claim_all(all_keys)
+    for (pipeline, event), key, earlier in zip(items, all_keys, claims, strict=True):
+        if earlier is not None:
+            assert key is not None
+            pipeline.duplicates += 1
+            repeats.append((key, earlier))
+            continue
+        keys.append(key)
+        fresh.append((pipeline, event))
+    try:
+        if fresh:
+            await _deliver(first._turns, fresh, keys)
+            await deliveries.commit(keys)  # durable claims, before the source's ack
+    except BaseException as exc:
         for key in keys:
             if key is not None:
-                self._deliveries.finish(key, None)
-        for key, earlier in repeats:
-            await earlier  # a repeat: the first delivery's outcome is this one's too
-            log.info("[message] duplicate delivery skipped", key=key)
+                deliveries.finish(key, exc)
+        raise
+    for key in keys:
+        if key is not None:
+            deliveries.finish(key, None)
+    for key, earlier in repeats:
+        await earlier  # a repeat: the first delivery's outcome is this one's too
+        log.info("[message] duplicate delivery skipped", key=key)
 
-    async def _deliver(self, events: list[QQEvent], keys: list[str | None]) -> None:
-        written: list[asyncio.Future[Any]] = []
-        owed: list[_Owed] = []
-        spilled: list[asyncio.Future[bool]] = []
-        async with self._turns.turn(*(event.scene for event in events)):
-            translated = await self.bridge.translate_many(events)
-            for onebot_events, key in zip(translated, keys, strict=True):
-                for onebot_event in onebot_events:
-                    for sent, fan_out in self._sent:
-                        sent.inc(1 if fan_out is None else fan_out.connections)
-                    for sink, tracked in zip(self.sinks, self._tracked, strict=True):
-                        if tracked:
-                            durable = cast(TrackedSink, sink)
-                            future, wait, entry = durable.publish_tracked(onebot_event, key)
-                            if entry:
-                                owed.append((cast(EventBacklog, durable.backlog), entry,
-                                             future))
-                            else:
-                                spilled.append(future)
-                            if wait:
-                                written.append(future)
-                            continue
-                        published = sink.publish(onebot_event)
-                        if published is not None:
-                            written.append(published)
-        if written:
-            # Frameworks that are connected and answering confirm it before the source is
-            # told "done" (the webhook's ack); a stuck one delays the ack by at most this.
-            await wait_all(written, self.delivery_wait)
-        await self._keep_owed(owed, spilled)
-        if self._acknowledge is not None:
-            for event in events:
-                if isinstance(event, Interaction):
-                    await self._acknowledge_quietly(event)
+
+async def _translate(items: list[tuple[InboundPipeline, QQEvent]]
+                     ) -> list[list[dict[str, Any]]]:
+    """Each event's OneBot events, by its bot's bridge: every bot's at once
+    (:func:`translate_together`)."""
+    first = items[0][0]
+    if all(pipeline is first for pipeline, _ in items):  # one bot: as it always was
+        return await first.bridge.translate_many([event for _, event in items])
+    places: dict[InboundPipeline, list[int]] = {}
+    for place, (pipeline, _) in enumerate(items):
+        places.setdefault(pipeline, []).append(place)
+    done = await translate_together([(pipeline.bridge, [items[i][1] for i in where])
+                                     for pipeline, where in places.items()])
+    translated: list[list[dict[str, Any]]] = [[] for _ in items]
+    for where, results in zip(places.values(), done, strict=True):
+        for place, result in zip(where, results, strict=True):
+            translated[place] = result
+    return translated
+
+
+async def _deliver(turns: ChatTurns, items: list[tuple[InboundPipeline, QQEvent]],
+                   keys: list[str | None]) -> None:
+    written: list[asyncio.Future[Any]] = []
+    owed: list[_Owed] = []
+    spilled: list[asyncio.Future[bool]] = []
+    async with turns.turn(*(event.scene for _, event in items)):
+        translated = await _translate(items)
+        for (pipeline, _), onebot_events, key in zip(items, translated, keys, strict=True):
+            sinks, tracked_sinks = pipeline.sinks, pipeline._tracked
+            for onebot_event in onebot_events:
+                for sent, fan_out in pipeline._sent:
+                    sent.inc(1 if fan_out is None else fan_out.connections)
+                for sink, tracked in zip(sinks, tracked_sinks, strict=True):
+                    if tracked:
+                        durable = cast(TrackedSink, sink)
+                        future, wait, entry = durable.publish_tracked(onebot_event, key)
+                        if entry:
+                            owed.append((cast(EventBacklog, durable.backlog), entry,
+                                         future))
+                        else:
+                            spilled.append(future)
+                        if wait:
+                            written.append(future)
+                        continue
+                    published = sink.publish(onebot_event)
+                    if published is not None:
+                        written.append(published)
+    if written:
+        # Frameworks that are connected and answering confirm it before the source is
+        # told "done" (the webhook's ack); a stuck one delays the ack by at most this.
+        await wait_all(written, max(pipeline.delivery_wait for pipeline, _ in items))
+    await _keep_owed(owed, spilled)
+    for pipeline, event in items:
+        if pipeline._acknowledge is not None and isinstance(event, Interaction):
+            await pipeline._acknowledge_quietly(event)
+
+
+async def _keep_owed(owed: list[_Owed], spilled: list[asyncio.Future[bool]]) -> None:
+    """Events a framework has not confirmed go to the outbox before the source is told
+    "done", with every one published to it before them (rules of the outbox module): a
+    crash now costs nothing, and per-chat order survives it."""
+    through: dict[EventBacklog, int] = {}
+    for backlog, entry, future in owed:
+        if not _written(future) and entry > through.get(backlog, 0):
+            through[backlog] = entry
+    if through:  # concurrent: the outbox's group commit takes them together
+        await asyncio.gather(*(backlog.keep_through(entry)
+                               for backlog, entry in through.items()))
+    for future in spilled:
+        if not await future:
+            raise StoreError("outbox.db: events a framework is owed could not be written")
+
+
+class SharedBatches:
+    """The daemon's bots' events handed over one at a time (webhook callbacks), or a batch
+    at a time (each bot's gateway), processed a turn of the loop at a time together
+    (:mod:`~gensokyo_idmap.bridge.turn_batches`, :func:`process_together`): ten bots' events
+    of one turn cost one batch, not ten, as one bot's do."""
+
+    def __init__(self) -> None:
+        self._batches: TurnBatches[tuple[InboundPipeline, QQEvent]] = TurnBatches(
+            process_together)
+
+    def of(self, pipeline: InboundPipeline) -> Callable[[QQEvent], Awaitable[None]]:
+        """What hands one event of ``pipeline``'s bot over (a webhook's entry)."""
+        batches = self._batches
+
+        def hand_over(event: QQEvent) -> Awaitable[None]:
+            return batches((pipeline, event))
+
+        return hand_over
+
+    def batches_of(self, pipeline: InboundPipeline
+                   ) -> Callable[[Sequence[QQEvent]], Awaitable[None]]:
+        """What hands a batch of ``pipeline``'s bot over (a gateway's entry)."""
+        batches = self._batches
+
+        async def hand_over(events: Sequence[QQEvent]) -> None:
+            await asyncio.gather(*(batches((pipeline, event)) for event in events))
+
+        return hand_over
+
+    async def drain(self) -> None:
+        """Wait for the batches under way (:meth:`TurnBatches.drain`)."""
+        await self._batches.drain()

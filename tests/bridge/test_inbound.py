@@ -768,3 +768,59 @@ def test_a_channel_mention_the_mentions_list_lacks_is_an_at_too(bridge: InboundB
         _at_of(SELF), {"type": "text", "data": {"text": " hi "}}, _at_of(unlisted),
         {"type": "text", "data": {"text": " "}}, _at_of(listed),
         {"type": "text", "data": {"text": " "}}, _at_of("all")]
+
+
+def test_several_bots_events_of_one_turn_are_one_batch(
+        identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore) -> None:
+    """Issue 34.6: the webhook's callbacks of one turn of the loop, of any bot, are one
+    batch (:class:`SharedBatches`): one message-id write for all of them, each event
+    translated by its bot (its AppID in its keys, its self_id) and published to its bot's
+    sinks only; one platform message id given to two bots is two events, not a repeat."""
+    from gensokyo_idmap.bridge.chat_turns import ChatTurns
+    from gensokyo_idmap.bridge.inbound import SharedBatches
+
+    class CountedLog(DeliveryLog):
+        looks = 0
+
+        async def claim_all(self, keys: Any) -> Any:
+            self.looks += 1
+            return await super().claim_all(keys)
+
+    graph, msgids = IdentityGraph(identity_store), MsgIdMap(msgid_store)
+    deliveries, turns = CountedLog(), ChatTurns()
+    other, other_self = "102000002", 20002
+    sinks = {APP: Collect(), other: Collect()}
+    pipelines = {app: InboundPipeline(
+        InboundBridge(graph, msgids, BridgeSettings(app_id=app, self_id=self_id)),
+        [sinks[app]], deliveries, key_scope=f"{app}:", turns=turns)
+        for app, self_id in ((APP, SELF), (other, other_self))}
+    shared = SharedBatches()
+
+    def event_of(app: str, message_id: str) -> Any:
+        raw = json.loads(json.dumps(GROUP_AT))
+        raw["d"]["id"] = raw["d"]["content"] = message_id
+        return parse_dispatch(parse_envelope(json.dumps(raw).encode()), app)
+
+    async def main() -> None:
+        before, _ = msgid_store.commit_stats
+        handed = ((APP, "ROBOT1.0_m1"), (other, "ROBOT1.0_m1"), (other, "ROBOT1.0_m2"),
+                  (APP, "ROBOT1.0_m3"))
+        await asyncio.gather(*(shared.of(pipelines[app])(event_of(app, message_id))
+                               for app, message_id in handed))
+        after, _ = msgid_store.commit_stats
+        assert after - before == 1  # one message-id write for the four events
+        assert deliveries.looks == 1  # one batch: one look at the claims, not one per bot
+        await shared.drain()
+
+    run(main())
+    def texts(app: str) -> list[str]:
+        return [next(segment["data"]["text"] for segment in event["message"]
+                     if segment["type"] == "text") for event in sinks[app].events]
+
+    assert texts(APP) == ["ROBOT1.0_m1", "ROBOT1.0_m3"]
+    assert texts(other) == ["ROBOT1.0_m1", "ROBOT1.0_m2"]
+    assert {event["self_id"] for event in sinks[other].events} == {other_self}
+    ids = [event["message_id"] for sink in sinks.values() for event in sink.events]
+    assert len(set(ids)) == 4  # each bot's message ids are its own (msgid rule 10)
+    assert graph.lookup(OpenId(other, GROUP)) == sinks[other].events[0]["group_id"]
+    assert pipelines[APP].duplicates == pipelines[other].duplicates == 0
