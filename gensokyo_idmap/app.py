@@ -283,12 +283,13 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
         acknowledge=None if runtime.platform is None else runtime.platform.acknowledge,
         key_scope=runtime.settings.scope, turns=turns)
         for runtime in runtimes]
+    # every bot's events of one turn (webhook callbacks; with several bots, the gateways'
+    # reads too) are one batch: ten bots' traffic costs what one bot's does
+    batches = SharedBatches()
+    intake.push_async_callback(batches.drain)  # after the intake: what it started ends
     webhook: web.AppRunner | None = None
     if config.webhook.listen:
         receivers = []
-        # every bot's callbacks of one turn are one batch: ten bots cost what one does
-        batches = SharedBatches()
-        intake.push_async_callback(batches.drain)  # after the server: what it started ends
         for runtime, pipeline, seen in zip(runtimes, pipelines, watches, strict=True):
             receivers.append(WebhookReceiver.for_secret(  # an AppID each: checked at start
                 runtime.settings.app_id, runtime.settings.secret_value,
@@ -308,8 +309,8 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
                                 f"the gateway needs the AppID and secret of {bot.key}")
         gateway = asyncio.create_task(_run_gateway(
             config, bot, runtime.platform.http, runtime.platform.tokens,
-            pipeline.process_batch, _backend_probe(config, msgids, services),
-            seen, opening))
+            pipeline.process_batch if len(runtimes) == 1 else batches.batches_of(pipeline),
+            _backend_probe(config, msgids, services), seen, opening))
         # stop intake first: the saved seq is the last processed
         intake.push_async_callback(_cancel, gateway)
         runtime.gateway = gateway

@@ -636,7 +636,7 @@ class SharedBatches:
         batches = self._batches
 
         async def hand_over(events: Sequence[QQEvent]) -> None:
-            await asyncio.gather(*(batches((pipeline, event)) for event in events))
+            await batches.add_all([(pipeline, event) for event in events])
 
         return hand_over
 

@@ -54,6 +54,16 @@ class TurnBatches(Generic[E]):
         self._waiting.append(done)
         return done
 
+    def add_all(self, events: Sequence[E]) -> asyncio.Future[None]:
+        """As a call for each of ``events`` (all in one batch), with one future for them."""
+        loop = asyncio.get_running_loop()
+        if not self._events:
+            loop.call_soon(self._start)
+        self._events.extend(events)
+        done: asyncio.Future[None] = loop.create_future()
+        self._waiting.append(done)
+        return done
+
     def _start(self) -> None:
         events, waiting = self._events, self._waiting
         self._events, self._waiting = [], []

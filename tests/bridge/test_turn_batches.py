@@ -104,3 +104,24 @@ def test_drain_starts_this_turns_batch_and_waits_for_every_batch_under_way() -> 
         assert pipeline.finished == [["a"], ["b"]] and first.done() and second.done()
 
     run(main())
+
+
+def test_several_events_handed_over_at_once_join_the_batch_of_that_turn() -> None:
+    """``add_all`` (a gateway's read): its events join the batch of the turn, in order,
+    with one future for them that hears the batch's outcome, as single callers do."""
+    async def main() -> None:
+        pipeline, batches = held()
+        one = asyncio.ensure_future(batches("a"))
+        many = batches.add_all(["b", "c"])
+        failing = batches.add_all(["d"])
+        await turns()
+        assert pipeline.batches == [["a", "b", "c", "d"]]
+        assert not many.done()
+        pipeline.hold.set()
+        await asyncio.gather(one, many)
+        later = batches.add_all(["bad", "e"])
+        with pytest.raises(RuntimeError, match="store unavailable"):
+            await later
+        assert failing.done() and failing.exception() is None
+
+    run(main())
