@@ -37,13 +37,14 @@ from aiohttp import web
 from gensokyo_idmap import __version__, counters, jsonio, metrics
 from gensokyo_idmap.api.access import same_token
 from gensokyo_idmap.api.console import form_tokens
+from gensokyo_idmap.api.console.browse_pages import BrowsePages
 from gensokyo_idmap.api.console.chart import rate_chart
 from gensokyo_idmap.api.console.form_tokens import FormTokens
 from gensokyo_idmap.api.console.login_limit import LoginLimit
 from gensokyo_idmap.api.console.rates import RateHistory
 from gensokyo_idmap.api.console.services import ApiServices
 from gensokyo_idmap.api.console.sessions import COOKIE, Session, Sessions
-from gensokyo_idmap.api.console.status import LinkStatus, LinkView
+from gensokyo_idmap.api.console.status import Controls, LinkStatus, LinkView
 from gensokyo_idmap.errors import BadInputError, IdmapError, NotFoundError
 from gensokyo_idmap.identity import parse_identity_input, parse_vuin
 from gensokyo_idmap.logtail import LEVELS, TAIL, LogTail
@@ -110,9 +111,12 @@ class Console:
     """The console of one API listener (:class:`~.services.ApiServices`)."""
 
     def __init__(self, api: ApiServices, link: LinkStatus | None = None, *,
-                 tail: LogTail = TAIL, sample_seconds: float = 10.0) -> None:
+                 controls: Controls | None = None, tail: LogTail = TAIL,
+                 sample_seconds: float = 10.0) -> None:
         self.api = api
         self.link = link
+        self.controls = controls
+        self.browse = BrowsePages(self)
         self.tail = tail
         self.sessions = Sessions()
         self.form_tokens = FormTokens()
@@ -138,11 +142,10 @@ class Console:
             web.get("/login", self.login_page),
             web.post("/login", self.login),
             web.post("/logout", self.logout),
-            web.get("/identities", self.identities),
+            *self.browse.routes(),
             web.get("/identities/{vuin}", self.vuin_page),
             web.post("/bind", self.bind),
             web.post("/rebind", self.rebind),
-            web.get("/messages", self.messages),
             web.get("/logs", self.logs),
             web.get("/logs/stream", self.log_stream),
             web.static("/static", static),
@@ -217,6 +220,9 @@ class Console:
             response = await handler(request)
         except IdmapError as err:  # a value a page could not take: shown, nothing written
             response = self._refusal(request, err.http_status, err.message)
+        except web.HTTPNotFound:  # no page there: the console's own, with its menu
+            response = self._render("notfound.html", request, {"path": request.path},
+                                    status=404)
         if visit.new_token:
             self._set_cookie(request, response, form_tokens.COOKIE, visit.csrf)
         return response
@@ -236,7 +242,8 @@ class Console:
                             secure=self.api.is_https(request) or None)
 
     def _refusal(self, request: web.Request, status: int, message: str) -> web.Response:
-        return self._render("refused.html", request, {"message": message}, status=status)
+        return self._render("refused.html", request, {"message": message, "status": status},
+                            status=status)
 
     def _render(self, template: str, request: web.Request, context: Mapping[str, Any],
                 status: int = 200) -> web.Response:
@@ -365,20 +372,6 @@ class Console:
 
     # --- identities -------------------------------------------------------------------------
 
-    async def identities(self, request: web.Request) -> web.Response:
-        query = request.query.get("q", "")
-        error, status = None, 200
-        if query.strip():
-            try:
-                _, vuin = self.api.find_vuin(query)
-            except IdmapError as err:
-                error, status = err.message, err.http_status
-            else:
-                raise web.HTTPSeeOther(f"/ui/identities/{vuin}")
-        return self._render("identities.html", request, {
-            "page": "identities", "q": query, "error": error,
-            "binds": [line.text for line in self.tail.binds()]}, status=status)
-
     async def vuin_page(self, request: web.Request) -> web.Response:
         try:
             view = vuin_data(self.api.graph.show(parse_vuin(request.match_info["vuin"])))
@@ -406,6 +399,8 @@ class Console:
             result = bind_data(await self.api.graph.bind(key, vuin))
         except IdmapError as err:
             return self._form_error(request, vuin_text, "bind", err)
+        if result["outcome"] == "moved" and result["previous"] is None:
+            result["outcome"] = "bound"  # a key new to the graph moved from nowhere
         return self._render("result.html", request, {
             "page": "identities", "op": "bind", "result": result, "vuin": result["vuin"]})
 
@@ -445,18 +440,6 @@ class Console:
                                                    "error": message}, status=err.http_status)
 
     # --- messages ---------------------------------------------------------------------------
-
-    async def messages(self, request: web.Request) -> web.Response:
-        query = request.query.get("q", "").strip()
-        record, error, status = None, None, 200
-        if query:
-            try:
-                record = self._message(query)
-            except IdmapError as err:
-                error, status = err.message, err.http_status
-        return self._render("messages.html", request, {
-            "page": "messages", "q": query, "record": record, "error": error,
-            "now_ms": int(time.time() * 1000)}, status=status)
 
     def _message(self, query: str) -> dict[str, Any]:
         """A virtual id (digits) or a real id, as ``/v1/msgids`` reads them."""
