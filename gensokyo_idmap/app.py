@@ -223,7 +223,8 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
         send_error=config.onebot.send_error,
         reads_off_loop=(config.idmap.backend == "postgres"
                         or config.idmap.runtime_backend == "redis"),
-        unsupported_segments=config.onebot.unsupported_segments), budget))
+        unsupported_segments=config.onebot.unsupported_segments), budget),
+        list_channels_as_groups=config.onebot.list_channels_as_groups)
     services.push_async_callback(actions.drain)  # queued (_async) sends, before http
 
     clients = _reverse_ws_clients(config, actions, outbox)

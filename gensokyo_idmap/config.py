@@ -295,6 +295,9 @@ class OneBotConfig(_Section):
         description="a segment the platform cannot carry (face in a group, an at in C2C or "
                     "of all, poke, share…): refuse the send naming it, or drop it with a "
                     "warning")
+    list_channels_as_groups: bool = Field(
+        default=True,
+        description="get_group_list also lists the guild channels seen (shown as groups)")
 
     @field_validator("forward_ws", "http_api")
     @classmethod

@@ -3,8 +3,9 @@
 A transport passes the decoded frame to :class:`ActionService` and sends back the dict it
 returns; the service never raises for a client's mistake. Sends go through
 :class:`~gensokyo_idmap.bridge.outbound.OutboundSender`; the information actions answer from what
-the identity graph and ``last_seen`` know (the platform has no member or friend lists, and
-no nicknames, so those fields are empty rather than invented).
+the identity graph and ``last_seen`` know (the platform has no member or friend lists), a
+member's name and role from their latest message (:mod:`.members`; other names are empty
+rather than invented), the bot's name from the platform (:mod:`.bot_name`).
 
 An action is one the service carries out, one OneBot v11 or go-cqhttp defines that the
 platform cannot do (:mod:`~gensokyo_idmap.bridge.cannot`: retcode 103 with its reason), or
@@ -26,9 +27,11 @@ import structlog
 from prometheus_client import Histogram
 
 from gensokyo_idmap import metrics
+from gensokyo_idmap.bridge.bot_name import BotName
 from gensokyo_idmap.bridge.cannot import CANNOT, refusal
 from gensokyo_idmap.bridge.chat import GROUP_CHAT_KINDS, Chat, ChatKind
-from gensokyo_idmap.bridge.guild_actions import GuildActions
+from gensokyo_idmap.bridge.guild_actions import GuildActions, GuildPlatform
+from gensokyo_idmap.bridge.members import profiles_of
 from gensokyo_idmap.bridge.outbound import OutboundSender, Target, failure_detail
 from gensokyo_idmap.errors import (
     BadInputError,
@@ -69,6 +72,8 @@ Handler = Callable[[Params], Awaitable[Any]]
 #: The most entries a list action walks (friend, group and member lists).
 LIST_LIMIT: Final = 10_000
 _RETCODE_INTERNAL: Final = 102
+#: The start of every guild-side (channel, guild user) key.
+_RAW_PREFIX: Final = "raw:"
 #: Quick-operation fields (reference §1.2) the platform cannot carry out, and what they ask.
 _QUICK_CANNOT: Final = {"delete": "recall a member's message", "kick": "kick a member",
                         "ban": "mute a member"}
@@ -85,8 +90,12 @@ def _package_version() -> str:
 
 
 class ActionService:
-    def __init__(self, sender: OutboundSender, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, sender: OutboundSender, clock: Callable[[], float] = time.time, *,
+                 list_channels_as_groups: bool = True) -> None:
         self.sender = sender
+        #: ``onebot.list_channels_as_groups``: ``get_group_list`` lists the channels seen
+        self.list_channels_as_groups = list_channels_as_groups
+        self.members = profiles_of(sender.graph)
         self.graph: IdentityGraph = sender.graph
         self.msgids: MessageIds = sender.msgids
         self.app_id = sender.settings.app_id
@@ -119,6 +128,9 @@ class ActionService:
         }
         self.guild = GuildActions(sender)
         self.handlers.update(self.guild.handlers())
+        openapi = sender.openapi
+        self.bot_name = BotName(openapi if isinstance(openapi, GuildPlatform) else None,
+                                self.app_id, clock)
         #: the known actions refused with their reason (retcode 103): what the table says
         #: the platform cannot do, unless a handler above does it (a test keeps them apart)
         self.refused = frozenset(CANNOT.keys() - self.handlers.keys())
@@ -319,7 +331,8 @@ class ActionService:
     # --- information ----------------------------------------------------------------------
 
     async def get_login_info(self, params: Params) -> dict[str, Any]:
-        return {"user_id": self.self_id, "nickname": f"QQBot {self.app_id}"}
+        """The bot's vUIN-free id and its name as the platform gives it (:mod:`.bot_name`)."""
+        return {"user_id": self.self_id, "nickname": await self.bot_name.get()}
 
     def _known_vuin(self, params: Params, field: str) -> int:
         value = params.get(field)
@@ -339,7 +352,11 @@ class ActionService:
         return {"user_id": vuin, "nickname": "", "sex": "unknown", "age": 0}
 
     def _openids_seen(self, scene_of: Callable[[str], str]) -> list[tuple[str, int, float]]:
-        prefix = openid_prefix(self.app_id)
+        return self._seen(openid_prefix(self.app_id), scene_of)
+
+    def _seen(self, prefix: str, scene_of: Callable[[str], str]) -> list[tuple[str, int, float]]:
+        """(id after ``prefix``, vUIN, since) of the keys under ``prefix`` last seen in the
+        scene ``scene_of(key)`` names, at most :data:`LIST_LIMIT`."""
         return [(key[len(prefix):], vuin, seen.since) for key, vuin, seen
                 in self.graph.seen_in_scenes(prefix, scene_of, LIST_LIMIT)]
 
@@ -351,58 +368,91 @@ class ActionService:
         return [{"user_id": vuin, "nickname": "", "remark": ""}
                 for _, vuin, _ in self._openids_seen(lambda key: self._scene("c2c", key))]
 
-    async def _group(self, params: Params) -> Target:
-        return await self._chat(params, "group")
+    async def _group(self, params: Params) -> tuple[Chat, int]:
+        """The chat a ``group_id`` names, and its vUIN: a group, or a guild channel shown as
+        one (its members are the guild users seen in it)."""
+        target = await self._chat(params, "group")
+        if target.vuin is None:
+            raise NotFoundError(f"group_id {params['group_id']}: no vUIN is known for it")
+        kind: ChatKind = "channel" if target.chat_kind == "channel" else "group"
+        return Chat(self.app_id, kind, target.openid), target.vuin
 
-    def _members(self, group: Target) -> list[tuple[str, int, float]]:
-        scene = Chat(self.app_id, "group", group.openid).scene
-        return [member for member in self._openids_seen(lambda key: scene)
-                if member[0] != group.openid]
+    def _key_prefix(self, kind: ChatKind) -> str:
+        """The keys of a chat kind's members: OpenIDs of this AppID in groups, the
+        platform's own ids (``raw:``) in channels."""
+        return _RAW_PREFIX if kind == "channel" else openid_prefix(self.app_id)
 
-    def _member_counts(self) -> dict[str, int]:
-        """Members seen, by group scene: the one count both group actions answer, so
-        ``get_group_list`` and ``get_group_info`` agree on every group."""
-        return self.graph.seen_counts(openid_prefix(self.app_id),
-                                      Chat.kind_prefix(self.app_id, "group"))
+    def _members(self, chat: Chat) -> list[tuple[str, int, float]]:
+        """Who was seen in ``chat`` (its own id, last seen there too, left out)."""
+        scene = chat.scene
+        return [member for member in self._seen(self._key_prefix(chat.kind), lambda key: scene)
+                if member[0] != chat.openid]
+
+    def _member_counts(self, kind: ChatKind) -> dict[str, int]:
+        """Members seen, by chat scene (groups, or channels): the one count both group
+        actions answer, so ``get_group_list`` and ``get_group_info`` agree on every one."""
+        return self.graph.seen_counts(self._key_prefix(kind),
+                                      Chat.kind_prefix(self.app_id, kind))
 
     def _group_info(self, vuin: int, members: int) -> dict[str, Any]:
         return {"group_id": vuin, "group_name": "", "member_count": members,
                 "max_member_count": 0}
 
     async def get_group_info(self, params: Params) -> dict[str, Any]:
-        group = await self._group(params)
-        if group.vuin is None:
-            raise NotFoundError(f"group_id {params['group_id']}: no vUIN is known for it")
-        scene = Chat(self.app_id, "group", group.openid).scene
-        return self._group_info(group.vuin, self._member_counts().get(scene, 0))
+        chat, vuin = await self._group(params)
+        counts = await self.sender.off_loop(self._member_counts, chat.kind)
+        return self._group_info(vuin, counts.get(chat.scene, 0))
 
     async def get_group_list(self, params: Params) -> list[dict[str, Any]]:
-        """Groups the bot has seen (each group's own OpenID is last seen in its own chat)."""
-        counts = self._member_counts()
-        groups = self._openids_seen(lambda key: self._scene("group", key))
-        return [self._group_info(vuin, counts.get(self._scene("group", openid), 0))
-                for openid, vuin, _ in groups]
+        """Groups the bot has seen (each group's own OpenID is last seen in its own chat),
+        then, with ``onebot.list_channels_as_groups``, the guild channels it has seen (each
+        channel's own id likewise), at most :data:`LIST_LIMIT` in all."""
+        kinds: tuple[ChatKind, ...] = (("group", "channel") if self.list_channels_as_groups
+                                       else ("group",))
 
-    def _member_info(self, group_vuin: int, vuin: int, since: float) -> dict[str, Any]:
-        return {"group_id": group_vuin, "user_id": vuin, "nickname": "", "card": "",
-                "sex": "unknown", "age": 0, "area": "", "join_time": 0,
-                "last_sent_time": int(since), "level": "", "role": "member",
+        def listed() -> list[dict[str, Any]]:
+            return [info for kind in kinds for info in self._chats_seen(kind)][:LIST_LIMIT]
+
+        return await self.sender.off_loop(listed)
+
+    def _chats_seen(self, kind: ChatKind) -> list[dict[str, Any]]:
+        """The group info of each chat of ``kind`` seen (its own id last seen in it)."""
+        counts = self._member_counts(kind)
+        scenes, keys = Chat.kind_prefix(self.app_id, kind), self._key_prefix(kind)
+        return [self._group_info(vuin, counts.get(scenes + chat, 0)) for chat, vuin, _
+                in self._seen(keys, lambda key: scenes + key[len(keys):])]
+
+    def _member_info(self, chat: Chat, group_vuin: int, vuin: int,
+                     since: float) -> dict[str, Any]:
+        """A member as v11 shows one: the name and role their latest message carried
+        (:mod:`.members`: kept in memory; unknown ones empty and ``member``)."""
+        profile = self.members.get(chat.scene, vuin)
+        return {"group_id": group_vuin, "user_id": vuin, "nickname": profile.nickname,
+                "card": profile.card, "sex": "unknown", "age": 0, "area": "", "join_time": 0,
+                "last_sent_time": int(since), "level": "", "role": profile.role,
                 "unfriendly": False, "title": "", "title_expire_time": 0,
                 "card_changeable": False}
 
     async def get_group_member_info(self, params: Params) -> dict[str, Any]:
-        group = await self._group(params)
+        """One member: someone last seen in the chat (one read of their ``last_seen``, not
+        a walk of the members)."""
+        chat, group_vuin = await self._group(params)
         user = self._known_vuin(params, "user_id")
-        for _, vuin, since in self._members(group):
-            if vuin == user:
-                return self._member_info(group.vuin or 0, vuin, since)
-        raise NotFoundError(f"user_id {params['user_id']} was not seen in group "
-                            f"{params['group_id']}")
+
+        def since() -> float | None:
+            seen = dict(self.graph.show(user).last_seen).get(chat.scene)
+            return None if seen is None else seen.since
+
+        seen = None if user == group_vuin else await self.sender.off_loop(since)
+        if seen is None:
+            raise NotFoundError(f"user_id {params['user_id']} was not seen in group "
+                                f"{params['group_id']}")
+        return self._member_info(chat, group_vuin, user, seen)
 
     async def get_group_member_list(self, params: Params) -> list[dict[str, Any]]:
-        group = await self._group(params)
-        return [self._member_info(group.vuin or 0, vuin, since)
-                for _, vuin, since in self._members(group)]
+        chat, group_vuin = await self._group(params)
+        return [self._member_info(chat, group_vuin, vuin, since)
+                for _, vuin, since in await self.sender.off_loop(self._members, chat)]
 
     async def get_status(self, params: Params) -> dict[str, Any]:
         online = self.sender.openapi is not None

@@ -23,6 +23,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final, Literal
 
+from gensokyo_idmap.bridge.members import MemberProfile, guild_profile
 from gensokyo_idmap.identity import RawId
 from gensokyo_idmap.onebot import events as ob
 from gensokyo_idmap.onebot.message import Segment
@@ -35,7 +36,8 @@ from gensokyo_idmap.qq.events import (
     GuildMessageDelete,
 )
 
-__all__ = ["channel_message", "direct_message", "guild_segments", "member_change", "recall"]
+__all__ = ["author_profile", "channel_message", "direct_message", "guild_segments",
+           "member_change", "recall"]
 
 #: ``<@!id>`` / ``<@id>``: a user mention as the platform writes it in ``content``.
 _MENTION: Final = re.compile(r"<@!?([0-9A-Za-z_\-]+)>")
@@ -65,8 +67,9 @@ def guild_segments(content: str, attachments: Sequence[Attachment],
     return segments
 
 
-def _sender(member: GuildMember) -> dict[str, str]:
-    return {"nickname": member.nick or member.username, "card": member.nick}
+def author_profile(member: GuildMember) -> MemberProfile:
+    """A channel message's author as ``sender`` shows them (:mod:`.members`)."""
+    return guild_profile(member.username, member.nick, member.roles)
 
 
 def _by_key(event: ChannelMessage | GuildMessageDelete | GuildMemberEvent,
@@ -82,16 +85,15 @@ def channel_message(event: ChannelMessage, vuins: Sequence[int], virtual_id: int
     (``vuins`` in ``event.identities()`` order: channel, author, the users it mentions)."""
     by_key = _by_key(event, vuins)
     users = {k[len("raw:"):]: v for k, v in by_key.items()}
-    message = ob.group_message(
+    sender = author_profile(event.author)
+    return ob.group_message(
         self_id=self_id, time=now, message_id=virtual_id, group_id=by_key[event.channel.key],
         user_id=by_key[event.author.user.key], fmt=fmt,
-        nickname=event.author.nick or event.author.username,
+        nickname=sender.nickname, card=sender.card, role=sender.role,
         segments=guild_segments(event.content, event.attachments, event.mentions, users,
                                 self_id, attachment_segment),
         extra={"guild_id": event.guild.value, "channel_id": event.channel.value,
                **_extensions(extensions, "guild", event.author, event.channel)})
-    message["sender"] = {**message["sender"], **_sender(event.author)}
-    return message
 
 
 def direct_message(event: DirectMessage, vuins: Sequence[int], virtual_id: int, now: int,

@@ -31,6 +31,9 @@ Rules:
    when the map still holds it (a framework fetches it with ``get_msg``); a quote of a
    message the map does not know (expired, from before, sent by the bot) adds nothing: the
    quoted text is never made up.
+9. **Names and roles come with messages**: a message's author, with the name and role the
+   platform gave (:mod:`gensokyo_idmap.bridge.members`), is kept per chat in memory for the
+   member actions, after the author's identity, never instead of it.
 
 What each kind of event contributes to those steps (whom it names, its content and quote,
 its real id, where its channel lives, its OneBot events) is its translator's
@@ -56,6 +59,7 @@ from gensokyo_idmap.bridge.chat import Chat, ChatKind
 from gensokyo_idmap.bridge.chat_turns import ChatTurns, wait_all
 from gensokyo_idmap.bridge.dedup import delivery_key
 from gensokyo_idmap.bridge.guilds import directory_of
+from gensokyo_idmap.bridge.members import profiles_of
 from gensokyo_idmap.bridge.message_filter import MessageFilter
 from gensokyo_idmap.bridge.outbox import TrackedSink
 from gensokyo_idmap.bridge.translators import TRANSLATORS, Scope, Translator, attachment_segment
@@ -113,6 +117,7 @@ class InboundBridge:
         self._clock = clock
         self._log = log.bind()
         self.guilds = directory_of(graph)
+        self.members = profiles_of(graph)
         # (chat kind, target, of an event) → its inbound MsgContext: the same chats come back
         # event after event, and building one checks every field again (chats gone quiet
         # are forgotten)
@@ -239,6 +244,9 @@ class InboundBridge:
                    for entry in kind.config_entries(event, people)]
         if entries:  # where a channel or DM lives, before a framework can answer it
             await self.guilds.record(entries)
+        for event, kind, people in zip(events, kinds, vuins, strict=True):
+            for scene, vuin, profile in kind.members(event, people):
+                self.members.record(scene, vuin, profile)  # names and roles, in memory
         now = int(self._clock())
         translated = []
         for event, kind, people, item, segments in zip(events, kinds, vuins, wanted, contents,

@@ -25,6 +25,7 @@ from typing import Any, Final, Generic, Literal, TypeVar
 from gensokyo_idmap.bridge import guild_inbound as guild
 from gensokyo_idmap.bridge.chat import ChatKind
 from gensokyo_idmap.bridge.guilds import ConfigEntry, channel_entries, dm_entries
+from gensokyo_idmap.bridge.members import MemberProfile, group_profile
 from gensokyo_idmap.identity import IdentityKey, OpenId
 from gensokyo_idmap.onebot import events as ob
 from gensokyo_idmap.onebot.message import Segment, segments_to_cq_within
@@ -58,6 +59,8 @@ REPLYABLE_EVENTS: Final = {
     "FRIEND_ADD": "c2c", "C2C_MSG_RECEIVE": "c2c",
 }
 _NONE: Final[tuple[ConfigEntry, ...]] = ()
+#: A member as an event names them: (the chat's ``last_seen`` scene, their vUIN, profile).
+Named = tuple[str, int, MemberProfile]
 
 
 def attachment_segment(attachment: Attachment) -> Segment:
@@ -149,6 +152,11 @@ class Translator(Generic[E]):
         """The legacy config entries ``event`` tells (:mod:`gensokyo_idmap.bridge.guilds`)."""
         return _NONE
 
+    def members(self, event: E, vuins: Sequence[int]) -> Sequence[Named]:
+        """The chat members ``event`` names with their name and role
+        (:mod:`gensokyo_idmap.bridge.members`): a message's author."""
+        return ()
+
     def onebot(self, event: E, vuins: Sequence[int], virtual_id: int, now: int,
                content: list[Segment] | None, scope: Scope) -> list[dict[str, Any]]:
         """The OneBot events of ``event``; ``virtual_id`` that of :meth:`real_id` (0: none),
@@ -220,14 +228,19 @@ class _GroupMessage(_ChatMessage[GroupMessage]):
     def people(self, event: GroupMessage, scope: Scope) -> list[list[IdentityKey]]:
         return [[event.group], scope.person(event.author, event.author_union)]
 
+    def members(self, event: GroupMessage, vuins: Sequence[int]) -> Sequence[Named]:
+        return ((event.scene, vuins[1], group_profile(event.author_name, event.author_role)),)
+
     def onebot(self, event: GroupMessage, vuins: Sequence[int], virtual_id: int, now: int,
                content: list[Segment] | None, scope: Scope) -> list[dict[str, Any]]:
         group_vuin, user_vuin = vuins
         scope.log.info("[message] group mapped", group=group_vuin, user=user_vuin,
                        message_id=virtual_id)
+        sender = group_profile(event.author_name, event.author_role)
         return [ob.group_message(
             self_id=scope.self_id, time=now, message_id=virtual_id, group_id=group_vuin,
             user_id=user_vuin, fmt=scope.message_format,
+            nickname=sender.nickname, role=sender.role,
             extra=scope.extensions_of("group", event.author, event.group),
             segments=content or [])]
 
@@ -248,7 +261,7 @@ class _C2CMessage(_ChatMessage[C2CMessage]):
         return [ob.private_message(
             self_id=scope.self_id, time=now, message_id=virtual_id, user_id=user_vuin,
             fmt=scope.message_format, extra=scope.extensions_of("private", event.user, None),
-            segments=content or [])]
+            nickname=event.author_name, segments=content or [])]
 
 
 class _GroupRobot(Translator[GroupRobotEvent]):
@@ -408,6 +421,9 @@ class _ChannelMessage(_GuildEvent[ChannelMessage]):
     def config_entries(self, event: ChannelMessage,
                        vuins: Sequence[int]) -> Sequence[ConfigEntry]:
         return channel_entries(event.channel.value, vuins[0], event.guild.value)
+
+    def members(self, event: ChannelMessage, vuins: Sequence[int]) -> Sequence[Named]:
+        return ((event.scene, vuins[1], guild.author_profile(event.author)),)
 
     def shown(self, event: ChannelMessage, vuins: Sequence[int], virtual_id: int, now: int,
               scope: Scope) -> dict[str, Any]:

@@ -85,6 +85,7 @@ def group_message(
     nickname: str = "",
     role: Literal["owner", "admin", "member"] = "member",
     extra: Mapping[str, Any] | None = None,
+    card: str = "",
 ) -> dict[str, Any]:
     """A group message (``sub_type`` normal); ``extra`` adds extension fields."""
     return _message_event(
@@ -92,7 +93,7 @@ def group_message(
         {"group_id": _id("group_id", group_id), "user_id": _id("user_id", user_id),
          "anonymous": None},
         segments, fmt,
-        {"user_id": user_id, "nickname": nickname, "card": "", "sex": "unknown", "age": 0,
+        {"user_id": user_id, "nickname": nickname, "card": card, "sex": "unknown", "age": 0,
          "area": "", "level": "", "role": role, "title": ""},
         extra)
 

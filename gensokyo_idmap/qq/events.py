@@ -231,6 +231,10 @@ class GroupMessage(_Event):
     #: quotes, if any (:func:`_msg_idx`, :func:`_quoted_idx`).
     msg_idx: str | None = None
     quoted_idx: str | None = None
+    #: ``author.username`` and ``author.member_role`` (``member`` / ``admin`` / ``owner``)
+    #: where the platform sends them (:func:`_lenient_name`, :func:`_member_role`).
+    author_name: str = ""
+    author_role: str | None = None
 
     def identities(self) -> tuple[IdentityKey, ...]:
         keys: tuple[IdentityKey, ...] = (self.group, self.author)
@@ -253,6 +257,7 @@ class C2CMessage(_Event):
     attachments: tuple[Attachment, ...] = ()
     msg_idx: str | None = None  # as GroupMessage's
     quoted_idx: str | None = None
+    author_name: str = ""  # ``author.username``, where the platform sends it
 
     def identities(self) -> tuple[IdentityKey, ...]:
         return (self.user,) if self.author_union is None else (self.user, self.author_union)
@@ -352,6 +357,8 @@ class GuildMember:
     nick: str = ""
     avatar: str = ""
     bot: bool = False
+    #: ``member.roles``: the guild role ids the platform names (:func:`_guild_roles`)
+    roles: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -714,7 +721,38 @@ def _guild_user(user: Mapping[str, Any], path: str,
         nick=nick or "",
         avatar=_text(user, "avatar", path + ".avatar") or "",
         bot=user.get("bot") is True,
+        roles=_guild_roles(member),
     )
+
+
+def _guild_roles(member: Mapping[str, Any] | None) -> tuple[str, ...]:
+    """``member.roles``: the member's guild role ids, as text. Lenient: anything that is not
+    a list counts as no roles, and an entry that is neither text nor a number is skipped
+    (a role only ever grants a OneBot role, so what cannot be read grants none)."""
+    roles = member.get("roles") if member is not None else None
+    if not isinstance(roles, list):
+        return ()
+    return tuple(str(role) for role in roles
+                 if (isinstance(role, str) and role) or _is_int(role))
+
+
+#: ``author.member_role`` values of a group message (the platform's own words).
+_MEMBER_ROLES: Final = frozenset({"member", "admin", "owner"})
+
+
+def _member_role(author: Mapping[str, Any]) -> str | None:
+    """``author.member_role`` of a group message when it is one the platform documents
+    (``member`` / ``admin`` / ``owner``), else None: lenient, an unknown value grants
+    nothing."""
+    value = author.get("member_role")
+    return value if isinstance(value, str) and value in _MEMBER_ROLES else None
+
+
+def _lenient_name(author: Mapping[str, Any]) -> str:
+    """``author.username`` of a group or C2C message: text, else empty (UNCONFIRMED shape:
+    a name is shown, never relied on)."""
+    value = author.get("username")
+    return value if isinstance(value, str) else ""
 
 
 def _guild_mentions(d: Mapping[str, Any]) -> tuple[GuildMember, ...]:
@@ -809,6 +847,8 @@ def parse_dispatch(envelope: Envelope, app_id: str) -> QQEvent:
             mentioned_bot=t == "GROUP_AT_MESSAGE_CREATE" or _mentions_bot(d),
             msg_idx=_msg_idx(d),
             quoted_idx=_quoted_idx(d),
+            author_name=_lenient_name(author),
+            author_role=_member_role(author),
         )
     if t == "C2C_MESSAGE_CREATE":
         author = _object(d, "author", "d.author", required=True)
@@ -822,6 +862,7 @@ def parse_dispatch(envelope: Envelope, app_id: str) -> QQEvent:
             attachments=_attachments(d),
             msg_idx=_msg_idx(d),
             quoted_idx=_quoted_idx(d),
+            author_name=_lenient_name(author),
         )
     if t in _GROUP_ROBOT_TYPES:
         return GroupRobotEvent(

@@ -40,6 +40,11 @@ http(s) URL (the platform fetches it). ``DELETE`` of either recalls the bot's ow
 :meth:`EmulatedPlatform.push` and :meth:`~gensokyo_idmap.testing.WebhookSender.dispatch`
 alike.
 
+Names and roles: :func:`group_message` takes the author's ``username`` and
+``member_role``, :func:`c2c_message` the ``username``, :func:`channel_message` the
+author's ``username``, guild ``nick`` and ``roles``, as the platform sends them;
+``GET /users/@me`` answers ``bot_user`` (:data:`BOT_USER` unless a test renames it).
+
 Quotes: :func:`group_message` and :func:`c2c_message` carry a ``msg_idx`` (also as
 ``message_scene.ext`` text), and :func:`quoting` turns one into a message quoting another
 (``message_type`` 103, ``msg_elements``), as the platform sends them.
@@ -146,6 +151,8 @@ class EmulatedPlatform:
         self.delay_next: list[float] = []
         self.sent_messages: dict[str, str] = {}  # bot message id → chat path (not recalled)
         self.recalled: list[str] = []  # bot message ids recalled, in order
+        #: the bot's own user, as ``GET /users/@me`` answers it (a test may rename it)
+        self.bot_user: dict[str, Any] = dict(BOT_USER)
         self.file_infos: set[str] = set()
         self._replies: dict[str, set[int]] = {}  # msg_id / event_id → msg_seqs used
         #: guild id → the guild object (``channels``: its channel objects)
@@ -279,7 +286,7 @@ class EmulatedPlatform:
 
     async def me(self, request: web.Request) -> web.Response:
         _, refused = await self._api_gate(request)
-        return refused or web.json_response(BOT_USER)
+        return refused or web.json_response(self.bot_user)
 
     async def me_guilds(self, request: web.Request) -> web.Response:
         _, refused = await self._api_gate(request)
@@ -513,21 +520,35 @@ class EmulatedPlatform:
 
 def group_message(n: int, group: str = "A1B2C3D4E5F60718293A4B5C6D7E8F90",
                   user: str = "0F1E2D3C4B5A69788796A5B4C3D2E1F0",
-                  union: str | None = None) -> dict[str, Any]:
-    """The ``d`` of a group message; ``union``: the author's ``union_openid``."""
+                  union: str | None = None, *, username: str | None = None,
+                  role: str | None = None) -> dict[str, Any]:
+    """The ``d`` of a group message; ``union``: the author's ``union_openid``;
+    ``username`` and ``role`` (``member`` / ``admin`` / ``owner``): the author's
+    ``username`` and ``member_role``, as newer platform payloads carry them (with
+    ``author.bot``)."""
     author: dict[str, Any] = {"id": user, "member_openid": user}
     if union is not None:
         author["union_openid"] = union
+    if username is not None or role is not None:
+        author["bot"] = False
+    if username is not None:
+        author["username"] = username
+    if role is not None:
+        author["member_role"] = role
     return {"id": f"ROBOT1.0_gw{n}", "content": f"m{n}", "timestamp": "2025-01-01T12:00:00+08:00",
             "group_openid": group, "author": author, **_indexed(f"REFIDX_gw{n}")}
 
 
 def c2c_message(n: int, user: str = "0F1E2D3C4B5A69788796A5B4C3D2E1F0",
-                content: str = "ping") -> dict[str, Any]:
-    """The ``d`` of a ``C2C_MESSAGE_CREATE``."""
+                content: str = "ping", *, username: str | None = None) -> dict[str, Any]:
+    """The ``d`` of a ``C2C_MESSAGE_CREATE``; ``username``: the author's, where the
+    platform sends it."""
+    author: dict[str, Any] = {"id": user, "user_openid": user}
+    if username is not None:
+        author["username"] = username
     return {"id": f"ROBOT1.0_c2c{n}", "content": content,
             "timestamp": "2025-01-01T12:00:00+08:00",
-            "author": {"id": user, "user_openid": user}, **_indexed(f"REFIDX_c2c{n}")}
+            "author": author, **_indexed(f"REFIDX_c2c{n}")}
 
 
 def _indexed(msg_idx: str) -> dict[str, Any]:
@@ -561,10 +582,13 @@ def _guild_author(user: str, username: str) -> dict[str, Any]:
 
 def channel_message(n: int, content: str = "ping", *, channel: str = CHANNEL,
                     guild: str = GUILD, user: str = GUILD_USER, at_bot: bool = True,
-                    mentions: tuple[str, ...] = ()) -> dict[str, Any]:
+                    mentions: tuple[str, ...] = (), username: str = "alice",
+                    nick: str = "Alice", roles: tuple[str, ...] = ("1",)) -> dict[str, Any]:
     """The ``d`` of ``AT_MESSAGE_CREATE`` (``at_bot``: content starts ``<@!bot>``, as the
     platform sends it to public bots) or ``MESSAGE_CREATE``; ``mentions``: other guild
-    users @-mentioned after the content."""
+    users @-mentioned after the content; ``username`` the author's, ``nick`` and ``roles``
+    their guild nick and role ids (``member``: ``1`` everyone, ``2`` guild admin, ``4``
+    the owner, ``5`` channel admin)."""
     mentioned = [{"id": BOT_USER["id"], "username": BOT_USER["username"], "bot": True}] \
         if at_bot else []
     mentioned += [{"id": m, "username": f"user{m[-4:]}", "bot": False} for m in mentions]
@@ -572,8 +596,8 @@ def channel_message(n: int, content: str = "ping", *, channel: str = CHANNEL,
     return {"id": f"08f1guild{n:06d}", "channel_id": channel, "guild_id": guild,
             "content": prefix + content + "".join(f" <@!{m}>" for m in mentions),
             "timestamp": "2025-01-01T12:00:00+08:00",
-            "author": _guild_author(user, "alice"),
-            "member": {"nick": "Alice", "roles": ["1"],
+            "author": _guild_author(user, username),
+            "member": {"nick": nick, "roles": list(roles),
                        "joined_at": "2024-01-01T12:00:00+08:00"},
             "mentions": mentioned, "seq": n, "seq_in_channel": str(n)}
 

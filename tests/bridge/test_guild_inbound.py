@@ -60,7 +60,9 @@ def test_a_channel_message_is_a_group_message_with_its_guild(bridge: InboundBrid
     assert event["message"] == [{"type": "at", "data": {"qq": str(SELF)}},
                                 {"type": "text", "data": {"text": " hi <3 "}},
                                 {"type": "at", "data": {"qq": str(other)}}]
-    assert event["sender"]["nickname"] == "Al" and event["sender"]["card"] == "Al"
+    # the user's own name, the guild nick as the card; roles ["1"] (everyone): a member
+    assert (event["sender"]["nickname"], event["sender"]["card"],
+            event["sender"]["role"]) == ("alice", "Al", "member")
     record = bridge.msgids.lookup(event["message_id"])
     assert record is not None and (record.chat_kind, record.target, record.direction) == (
         "channel", CHANNEL, "in")

@@ -803,7 +803,7 @@ def test_a_channel_message_names_raw_ids_and_its_scene() -> None:
     assert isinstance(event, ChannelMessage)
     assert (event.channel, event.guild) == (RawId("8000000001"), RawId("7000000001"))
     assert event.author == GuildMember(RawId("144115218677563300"), "alice", "Alice",
-                                       d["author"]["avatar"], False)
+                                       d["author"]["avatar"], False, ("1",))
     # the bot's own mention is no identity; the other user's is
     assert event.identities() == (RawId("8000000001"), RawId("144115218677563300"),
                                   RawId("144115218677563301"))
@@ -911,3 +911,56 @@ def test_any_quote_fields_leave_the_message_as_it_is(msg_idx: Any, message_type:
         assert value is None or (isinstance(value, str) and value)
     if message_type != 103:
         assert event.quoted_idx is None
+
+
+# --------------------------------------------------------------------------- names and roles
+
+
+def test_group_and_c2c_authors_carry_their_name_and_role() -> None:
+    event = parse({"op": 0, "s": 1, "t": "GROUP_AT_MESSAGE_CREATE", "id": "G:n",
+                   "d": group_message(1, username="Reimu", role="admin")})
+    assert isinstance(event, GroupMessage)
+    assert (event.author_name, event.author_role) == ("Reimu", "admin")
+    plain = parse({"op": 0, "s": 1, "t": "GROUP_AT_MESSAGE_CREATE", "id": "G:p",
+                   "d": group_message(1)})
+    assert isinstance(plain, GroupMessage)  # an older payload: no name, no role
+    assert (plain.author_name, plain.author_role) == ("", None)
+    private = parse({"op": 0, "s": 1, "t": "C2C_MESSAGE_CREATE", "id": "C:n",
+                     "d": c2c_message(1, username="Marisa")})
+    assert isinstance(private, C2CMessage) and private.author_name == "Marisa"
+
+
+def test_a_channel_author_carries_their_guild_roles() -> None:
+    event = parse({"op": 0, "s": 1, "t": "AT_MESSAGE_CREATE", "id": "A:r",
+                   "d": channel_message(1, roles=("1", "2", "5"), nick="Boss")})
+    assert isinstance(event, ChannelMessage)
+    assert (event.author.username, event.author.nick, event.author.roles) == (
+        "alice", "Boss", ("1", "2", "5"))
+    numbers = channel_message(1)
+    numbers["member"]["roles"] = [4, "", None, {"id": "2"}, "11"]  # numbers count, junk not
+    event = parse({"op": 0, "s": 1, "t": "AT_MESSAGE_CREATE", "id": "A:n", "d": numbers})
+    assert isinstance(event, ChannelMessage) and event.author.roles == ("4", "11")
+
+
+@PROPERTY
+@given(username=json_values, member_role=json_values)
+def test_any_author_name_or_role_leaves_the_group_message_as_it_is(
+        username: Any, member_role: Any) -> None:
+    event = parse(with_author(GROUP_AT, username=username, member_role=member_role))
+    assert isinstance(event, GroupMessage)
+    assert dataclasses.replace(event, author_name="", author_role=None) == parse(GROUP_AT)
+    assert event.author_name == (username if isinstance(username, str) else "")
+    assert event.author_role in (None, "member", "admin", "owner")
+    assert event.author_role is None or event.author_role == member_role
+
+
+@PROPERTY
+@given(roles=json_values)
+def test_any_member_roles_leave_the_channel_message_as_it_is(roles: Any) -> None:
+    d = channel_message(1)
+    d["member"]["roles"] = roles
+    event = parse({"op": 0, "s": 1, "t": "AT_MESSAGE_CREATE", "id": "A:p", "d": d})
+    assert isinstance(event, ChannelMessage)
+    assert all(isinstance(role, str) and role for role in event.author.roles)
+    if not isinstance(roles, list):
+        assert event.author.roles == ()

@@ -53,6 +53,29 @@ app.on('message', async (session) => {
     record({ error: String(error && error.stack || error) })
   }
 })
+// Members and roles (issue 33): the bot's name once logged in, and on "whoami" the author as
+// the event names them, Koishi's admin check and getGuildMember (get_group_member_info):
+//   {"login": {"name": ...}}      {"whoami": {...}}
+app.on('login-updated', ({ bot }) => {
+  if (bot.status === 1) record({ login: { name: bot.user && bot.user.name } })
+})
+app.on('message', async (session) => {
+  if (!/\bwhoami$/.test(session.content)) return
+  try {
+    const member = session.event.member || {}
+    const fetched = await session.bot.getGuildMember(session.guildId, session.userId)
+    record({ whoami: {
+      id: session.messageId, userId: session.userId, name: session.event.user.name,
+      nick: member.nick, roles: (member.roles || []).map((role) => role.id),
+      admin: await session.bot.checkPermission('onebot.group.admin', session),
+      owner: await session.bot.checkPermission('onebot.group.owner', session),
+      fetched: { user: fetched.user && fetched.user.id, name: fetched.user && fetched.user.name,
+                 nick: fetched.nick, roles: (fetched.roles || []).map((role) => role.id) },
+    } })
+  } catch (error) {
+    record({ error: String(error && error.stack || error) })
+  }
+})
 // Issue 33 (tests/e2e/test_koishi_replies.py), each on a message that is just the command:
 //   "card":   bot.internal.setGroupCard, known but impossible → {"card": {code, message}}
 //   "quote gone": a reply quoting message 99999, which the daemon never held → {"gone": ids}

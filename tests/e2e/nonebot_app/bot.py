@@ -18,6 +18,8 @@ environment:
   - what the commands of :mod:`nb_replies` did (``card``, ``late ping`` …).
 - ``API_TIMEOUT`` (default 30 s in NoneBot): how long an action waits for its answer.
 
+The plugin :mod:`nb_members` records admin and owner messages and answers ``whoami``.
+
 ``DRIVER`` is always ``~fastapi`` (the adapter needs a server-capable driver). NoneBot also
 reads ``.env`` / ``.env.prod`` from the working directory: start it in an empty one (the
 test uses its tmp dir) so that only the environment counts.
@@ -68,6 +70,7 @@ def main() -> None:
     nonebot.get_driver().register_adapter(RecordingAdapter)
     nonebot.load_plugin("nb_recorder")
     nonebot.load_plugin("nb_replies")  # commands of test_nonebot_replies (issue 33)
+    nonebot.load_plugin("nb_members")  # roles, members and the bot's name (issue 33)
     nonebot.run()
 
 
