@@ -205,6 +205,8 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
     watch = LinkWatch(outbox, app_id=bool(config.bot.app_id),
                       secret=bool(config.bot.secret.get_secret_value()),
                       gateway_wanted=config.qq.gateway)
+    watch.config = config
+    watch.replies = budget.used
     identity_api = (await _start_api(config, graph, msgids, outbox_store,
                                      _server_checks(config, graph, msgids, services), watch,
                                      plan)
@@ -226,6 +228,7 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
         unsupported_segments=config.onebot.unsupported_segments), budget),
         list_channels_as_groups=config.onebot.list_channels_as_groups)
     services.push_async_callback(actions.drain)  # queued (_async) sends, before http
+    watch.actions = {config.bot.app_id: actions} if config.bot.app_id else {}
 
     clients = _reverse_ws_clients(config, actions, outbox)
     watch.clients = clients
@@ -679,7 +682,8 @@ async def _start_api(config: Config, graph: IdentityGraph, msgids: MessageIds,
         getid_allow=tuple(config.api.getid_allow),
         trusted_proxies=tuple(config.api.trusted_proxies),
         allowed_hosts=tuple(config.api.allowed_hosts)),
-        outbox=(config.outbox_db_path, outbox_store), servers=servers, link=watch)
+        outbox=(config.outbox_db_path, outbox_store), servers=servers, link=watch,
+        controls=watch)
     try:
         runner = await _listen(server.application(), config.api.listen, "api.listen", plan)
     except BadInputError as err:

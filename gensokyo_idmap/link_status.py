@@ -2,25 +2,37 @@
 
 The console (``api/console``) may not import the QQ side, the OneBot side or the bridge;
 the daemon makes one :class:`LinkWatch`, fills it in as it starts each part, and hands it
-to the API as its :data:`~gensokyo_idmap.api.console.status.LinkStatus`. Reads only what
-the parts already keep (the gateway's session, seq and counts; each framework's queue and
-outbox count): nothing is counted twice. The same view carries what ``/readyz`` needs of
-the platform side (:class:`~gensokyo_idmap.readiness.PlatformReadiness`): the bot's
-settings, the access token's state, the gateway's session.
+to the API as its :data:`~gensokyo_idmap.api.console.status.LinkStatus` and its
+:class:`~gensokyo_idmap.api.console.status.Controls`. Reads only what the parts already
+keep (the gateway's session, seq and counts; each framework's queue and outbox count):
+nothing is counted twice. The same view carries what ``/readyz`` needs of the platform side
+(:class:`~gensokyo_idmap.readiness.PlatformReadiness`): the bot's settings, the access
+token's state, the gateway's session. What the console may do goes through the parts' own
+rules: a backlog dropped by its :class:`~gensokyo_idmap.bridge.outbox.Backlog`, a test
+message sent as the OneBot action a framework would send.
 """
 
 from __future__ import annotations
 
+import os
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
 
 from gensokyo_idmap.api.console.status import (
+    ConfigRow,
     FrameworkLink,
     GatewayLink,
     LinkView,
+    SendOutcome,
     WebhookEvent,
 )
-from gensokyo_idmap.bridge.outbox import Outbox
+from gensokyo_idmap.bridge.outbox import Backlog, Outbox, TrackedSink
+from gensokyo_idmap.config import Config
+from gensokyo_idmap.config_env import env_overrides
+from gensokyo_idmap.config_view import config_keys
+from gensokyo_idmap.errors import BadInputError, NotFoundError
+from gensokyo_idmap.identity import parse_scene
 from gensokyo_idmap.onebot.forward_ws import ForwardWsServer
 from gensokyo_idmap.onebot.http_post import HttpPostTarget
 from gensokyo_idmap.onebot.reverse_ws import ReverseWsClient
@@ -60,6 +72,12 @@ class LinkWatch:
         self.clients: Sequence[ReverseWsClient] = ()
         self.posts: Sequence[HttpPostTarget] = ()
         self.forward: ForwardWsServer | None = None
+        #: the running configuration (the console's system page)
+        self.config: Config | None = None
+        #: each bot's OneBot actions, by AppID (a test message goes through them)
+        self.actions: Mapping[str, Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]] = {}
+        #: replies counted per received message (the passive-reply budget)
+        self.replies: Callable[[str], int] | None = None
 
     def saw_webhook(self, event: QQEvent) -> None:
         self.last_webhook = WebhookEvent(event.event_type, time.time())
@@ -96,3 +114,53 @@ class LinkWatch:
                 gateway.pauses, _state(gateway)),
             webhook=self.webhook, last_webhook=self.last_webhook,
             frameworks=tuple(frameworks), platform=self.readiness())
+
+    # --- Controls: what the console may ask --------------------------------------------------
+
+    def config_rows(self) -> list[ConfigRow]:
+        if self.config is None:
+            return []
+        return [ConfigRow(path, value, source) for path, value, source
+                in config_keys(self.config, env_overrides(os.environ))]
+
+    def bots(self) -> list[str]:
+        return list(self.actions)
+
+    def replies_used(self, reference: str) -> int:
+        return 0 if self.replies is None else self.replies(reference)
+
+    async def drop_backlog(self, number: int, name: str) -> int:
+        links = self().frameworks
+        tracked: list[TrackedSink] = [*self.clients, *self.posts]
+        if not 0 <= number < len(links) or links[number].name != name:
+            raise NotFoundError(f"no framework {name!r} (the list changed: reload the page)")
+        if number >= len(tracked) or not isinstance(tracked[number].backlog, Backlog):
+            raise NotFoundError(f"{name} keeps no backlog to drop (a forward-WS connection "
+                                "owes its events only while it is connected)")
+        backlog = tracked[number].backlog
+        assert isinstance(backlog, Backlog)
+        return await backlog.drop()
+
+    async def send_test(self, scene: str, text: str) -> SendOutcome:
+        _, app_id, kind, target = parse_scene(scene)
+        actions = self.actions.get(app_id)
+        if actions is None:
+            raise NotFoundError(f"{app_id} is not a bot of this daemon")
+        message = {"type": "text", "data": {"text": text}}
+        if kind in ("group", "c2c"):
+            field = "group_id" if kind == "group" else "user_id"
+            frame: dict[str, Any] = {"action": "send_msg", "params": {  # the chat's OpenID
+                "message_type": "group" if kind == "group" else "private",
+                field: target, "message": [message]}}
+        elif kind == "channel":
+            frame = {"action": "send_guild_channel_msg",
+                     "params": {"channel_id": target, "message": [message]}}
+        else:
+            raise BadInputError("scene", scene, "a test message goes to a group, a C2C chat "
+                                "or a channel")
+        answer = await actions(frame)
+        data = answer.get("data") if isinstance(answer.get("data"), dict) else {}
+        retcode = int(answer.get("retcode", 0))
+        return SendOutcome(ok=answer.get("status") == "ok" and retcode == 0, retcode=retcode,
+                           detail=str(answer.get("message") or answer.get("wording") or ""),
+                           message_id=(data or {}).get("message_id"))

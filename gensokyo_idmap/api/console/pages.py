@@ -41,6 +41,7 @@ from gensokyo_idmap.api.console.browse_pages import BrowsePages
 from gensokyo_idmap.api.console.chart import rate_chart
 from gensokyo_idmap.api.console.form_tokens import FormTokens
 from gensokyo_idmap.api.console.login_limit import LoginLimit
+from gensokyo_idmap.api.console.operate_pages import OperatePages
 from gensokyo_idmap.api.console.rates import RateHistory
 from gensokyo_idmap.api.console.services import ApiServices
 from gensokyo_idmap.api.console.sessions import COOKIE, Session, Sessions
@@ -52,7 +53,7 @@ from gensokyo_idmap.reports import bind_data, rebind_data, record_data, stats_da
 from gensokyo_idmap.runtime.msgid import check_virtual_id
 from gensokyo_idmap.store.base import MappedFile
 
-__all__ = ["CSP", "Console", "human_size"]
+__all__ = ["CSP", "Console", "human_duration", "human_size"]
 
 log = structlog.get_logger("gensokyo_idmap.api")
 
@@ -117,6 +118,7 @@ class Console:
         self.link = link
         self.controls = controls
         self.browse = BrowsePages(self)
+        self.operate = OperatePages(self)
         self.tail = tail
         self.sessions = Sessions()
         self.form_tokens = FormTokens()
@@ -133,7 +135,7 @@ class Console:
         app = web.Application(middlewares=[self._guard])
         aiohttp_jinja2.setup(app, loader=jinja2.PackageLoader(__package__, "templates"),
                              autoescape=True, undefined=jinja2.StrictUndefined,
-                             filters={"size": human_size})
+                             filters={"size": human_size, "duration": human_duration})
         static = Path(str(resources.files(__package__).joinpath("static")))
         app.add_routes([
             web.get("/", self.overview),
@@ -143,6 +145,7 @@ class Console:
             web.post("/login", self.login),
             web.post("/logout", self.logout),
             *self.browse.routes(),
+            *self.operate.routes(),
             web.get("/identities/{vuin}", self.vuin_page),
             web.post("/bind", self.bind),
             web.post("/rebind", self.rebind),
@@ -498,6 +501,21 @@ def human_size(count: int | None) -> str:
             return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
         size /= 1024
     raise AssertionError("unreachable")
+
+
+def human_duration(seconds: float) -> str:
+    """A length of time as people read it: ``3 d 4 h``, ``5 min 12 s``, ``40 s``."""
+    whole = int(seconds)
+    days, rest = divmod(whole, 86_400)
+    hours, rest = divmod(rest, 3_600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days} d {hours} h"
+    if hours:
+        return f"{hours} h {minutes} min"
+    if minutes:
+        return f"{minutes} min {secs} s"
+    return f"{secs} s"
 
 
 def _dumps(value: Any) -> str:

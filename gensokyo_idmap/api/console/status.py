@@ -102,10 +102,11 @@ class Controls(Protocol):
         """How many replies the received message ``reference`` (its real id) has had."""
         ...
 
-    async def drop_backlog(self, transport: str, name: str) -> int:
-        """Drop what the framework ``transport`` / ``name`` (as :class:`FrameworkLink`
-        names it) is owed and has not been sent; how many events went. A
-        :class:`~gensokyo_idmap.errors.NotFoundError` when there is no such framework."""
+    async def drop_backlog(self, number: int, name: str) -> int:
+        """Drop what framework ``number`` (its place in :attr:`LinkView.frameworks`, which
+        must still be named ``name``) is owed and has not been sent; how many events went.
+        A :class:`~gensokyo_idmap.errors.NotFoundError` when there is no such framework,
+        or one whose backlog cannot be dropped (a forward-WS connection)."""
         ...
 
     async def send_test(self, scene: str, text: str) -> SendOutcome:

@@ -39,7 +39,7 @@ class Controls:
     def replies_used(self, reference: str) -> int:
         return self.used.get(reference, 0)
 
-    async def drop_backlog(self, transport: str, name: str) -> int:
+    async def drop_backlog(self, number: int, name: str) -> int:
         return 0
 
     async def send_test(self, scene: str, text: str) -> SendOutcome:
