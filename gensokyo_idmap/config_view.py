@@ -38,8 +38,8 @@ def _plain(name: str, value: Any) -> Any:
         return {str(key): _plain(str(key), item) for key, item in value.items()}
     if isinstance(value, list | tuple | set | frozenset):
         return [_plain(name, item) for item in value]
-    if is_secret_name(name) and value not in (None, ""):
-        return HIDDEN
+    if is_secret_name(name) and value not in (None, "") and not name.endswith("_url"):
+        return HIDDEN  # a URL named so (qq.token_url) is an address: its credentials go
     if isinstance(value, Path):
         return str(value)
     if isinstance(value, str):

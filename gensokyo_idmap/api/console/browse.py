@@ -201,6 +201,12 @@ class ChatRow:
     #: messages still in their reply window (of the newest :data:`BUDGET_MESSAGES`)
     replyable: int = 0
 
+    @property
+    def budget_capped(self) -> bool:
+        """Whether more messages may be in their window than were looked at (then the
+        replies left are at least :attr:`replies_left`)."""
+        return self.replyable >= BUDGET_MESSAGES
+
 
 @dataclass(frozen=True, slots=True)
 class ChatPage:
