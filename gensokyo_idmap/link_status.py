@@ -96,7 +96,8 @@ class LinkWatch:
         gateway = self.gateway
         frameworks = [
             FrameworkLink("reverse_ws", redact_url(client.url), client.connected.is_set(),
-                          len(client.queue), self.outbox.durable_count(client.outbox_name))
+                          len(client.queue), self.outbox.durable_count(client.outbox_name),
+                          problem=client.problem)
             for client in self.clients]
         frameworks += [
             FrameworkLink("http_post", redact_url(post.url), None, len(post.queue),

@@ -18,12 +18,11 @@ virtual id it stored.
 
 from __future__ import annotations
 
-import html
-import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Final, Literal
+from typing import Any, Literal
 
 from gensokyo_idmap.bridge.members import MemberProfile, guild_profile
+from gensokyo_idmap.bridge.mention_segments import content_segments
 from gensokyo_idmap.identity import RawId
 from gensokyo_idmap.onebot import events as ob
 from gensokyo_idmap.onebot.message import Segment
@@ -39,30 +38,17 @@ from gensokyo_idmap.qq.events import (
 __all__ = ["author_profile", "channel_message", "direct_message", "guild_segments",
            "member_change", "recall"]
 
-#: ``<@!id>`` / ``<@id>``: a user mention as the platform writes it in ``content``.
-_MENTION: Final = re.compile(r"<@!?([0-9A-Za-z_\-]+)>")
-
-
 def guild_segments(content: str, attachments: Sequence[Attachment],
                    mentions: Sequence[GuildMember], vuins: Mapping[str, int], self_id: int,
-                   attachment_segment: Callable[[Attachment], Segment]) -> list[Segment]:
-    """The content as segments: ``<@!id>`` of the bot (a mention of a bot user) becomes
-    ``at`` of ``self_id``, of a user with a vUIN ``at`` of that vUIN, anything else stays
-    text; the platform's ``&lt;`` / ``&gt;`` / ``&amp;`` are undone."""
-    bots = {m.user.value for m in mentions if m.bot}
-    segments: list[Segment] = []
-    at = 0
-    for found in _MENTION.finditer(content):
-        user = found.group(1)
-        qq = self_id if user in bots else vuins.get(user)
-        if qq is None:
-            continue
-        if found.start() > at:
-            segments.append(Segment.text(html.unescape(content[at:found.start()])))
-        segments.append(Segment("at", (("qq", str(qq)),)))
-        at = found.end()
-    if at < len(content):
-        segments.append(Segment.text(html.unescape(content[at:])))
+                   attachment_segment: Callable[[Attachment], Segment], *,
+                   everyone: bool = False) -> list[Segment]:
+    """The content as segments (:func:`~gensokyo_idmap.bridge.mention_segments.content_segments`):
+    ``<@!id>`` of the bot (a mention of a bot user) becomes ``at`` of ``self_id``, of a
+    user with a vUIN ``at`` of that vUIN, everyone's (``@everyone`` with ``everyone``)
+    ``at`` of ``all``, anything else stays text; the platform's ``&lt;`` / ``&gt;`` /
+    ``&amp;`` are undone."""
+    ats = {**vuins, **{m.user.value: self_id for m in mentions if m.bot}}
+    segments = content_segments(content, ats, everyone=everyone, unescape=True)
     segments.extend(attachment_segment(a) for a in attachments)
     return segments
 
@@ -91,7 +77,8 @@ def channel_message(event: ChannelMessage, vuins: Sequence[int], virtual_id: int
         user_id=by_key[event.author.user.key], fmt=fmt,
         nickname=sender.nickname, card=sender.card, role=sender.role,
         segments=guild_segments(event.content, event.attachments, event.mentions, users,
-                                self_id, attachment_segment),
+                                self_id, attachment_segment,
+                                everyone=event.mentions_everyone),
         extra={"guild_id": event.guild.value, "channel_id": event.channel.value,
                **_extensions(extensions, "guild", event.author, event.channel)})
 

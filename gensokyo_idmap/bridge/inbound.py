@@ -236,7 +236,8 @@ class InboundBridge:
         kinds = [TRANSLATORS[type(event)] for event in events]
         vuins = await self._resolve_people(events, kinds)
         contents = await self._with_quotes(events, kinds, [
-            kind.content(event, scope) for event, kind in zip(events, kinds, strict=True)])
+            kind.content(event, people, scope)
+            for event, kind, people in zip(events, kinds, vuins, strict=True)])
         wanted = [kind.real_id(event, people, segments, scope) for event, kind, people, segments
                   in zip(events, kinds, vuins, contents, strict=True)]
         stored = iter(await self.msgids.store_many([item for item in wanted if item]))

@@ -78,6 +78,7 @@ from gensokyo_idmap.identity import (
 )
 from gensokyo_idmap.idmap import IdentityGraph, Recency, Usable, openid_of_app
 from gensokyo_idmap.onebot.message import Segment, segments_to_cq_within
+from gensokyo_idmap.qq.mentions import guild_user_mention, member_mention
 from gensokyo_idmap.qq.outgoing import channel_message_body, check_channel_parts, message_body
 from gensokyo_idmap.recency import chat_recency
 from gensokyo_idmap.runtime.msgid import MAX_CONTENT_BYTES, MessageIds, MsgContext, check_virtual_id
@@ -411,7 +412,7 @@ class OutboundSender:
             except IdmapError as err:
                 self._log.info("[message] at left as text", qq=qq, reason=err.message)
                 return f"@{qq}"
-        return f'<qqbot-at-user id="{member.openid}" />'
+        return member_mention(member.openid)
 
     def _channel_mention(self, qq: str) -> str:
         """``<@id>``: a guild user mentioned in a channel, by their guild user id."""
@@ -423,7 +424,7 @@ class OutboundSender:
         except IdmapError as err:
             self._log.info("[message] at left as text", qq=qq, reason=err.message)
             return f"@{qq}"
-        return f"<@{key.value}>" if isinstance(key, RawId) else f"@{qq}"
+        return guild_user_mention(key.value) if isinstance(key, RawId) else f"@{qq}"
 
     # --- replies --------------------------------------------------------------------------
 

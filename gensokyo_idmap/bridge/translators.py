@@ -26,6 +26,7 @@ from gensokyo_idmap.bridge import guild_inbound as guild
 from gensokyo_idmap.bridge.chat import ChatKind
 from gensokyo_idmap.bridge.guilds import ConfigEntry, channel_entries, dm_entries
 from gensokyo_idmap.bridge.members import MemberProfile, group_profile
+from gensokyo_idmap.bridge.mention_segments import at_segment, content_segments, is_at
 from gensokyo_idmap.identity import IdentityKey, OpenId
 from gensokyo_idmap.onebot import events as ob
 from gensokyo_idmap.onebot.message import Segment, segments_to_cq_within
@@ -133,7 +134,7 @@ class Translator(Generic[E]):
         """Whom ``event`` names, each as the identity set of one vUIN."""
         return []
 
-    def content(self, event: E, scope: Scope) -> list[Segment] | None:
+    def content(self, event: E, vuins: Sequence[int], scope: Scope) -> list[Segment] | None:
         """A message's OneBot content (None: the event is no message)."""
         return None
 
@@ -182,6 +183,8 @@ class _ChatMessage(Translator[M]):
     """A group or C2C message: content, quote and real id read the same way."""
 
     __slots__ = ()
+    #: where the author's vUIN is among those of :meth:`people`
+    author_at = 0
 
     def chat(self, event: M) -> tuple[ChatKind, OpenId]:
         raise NotImplementedError
@@ -189,14 +192,16 @@ class _ChatMessage(Translator[M]):
     def at_self(self, event: M) -> bool:
         return False
 
-    def content(self, event: M, scope: Scope) -> list[Segment]:
-        segments: list[Segment] = []
-        if self.at_self(event):
+    def text(self, event: M, vuins: Sequence[int], scope: Scope) -> list[Segment]:
+        """The content's text as segments."""
+        return [Segment.text(event.content)] if event.content else []
+
+    def content(self, event: M, vuins: Sequence[int], scope: Scope) -> list[Segment]:
+        segments = self.text(event, vuins, scope)
+        if self.at_self(event) and not any(is_at(s, scope.self_id) for s in segments):
             # The platform strips the @bot (content then starts with a space); put it back
             # as an at segment so frameworks see a message addressed to them.
-            segments.append(Segment("at", (("qq", str(scope.self_id)),)))
-        if event.content:
-            segments.append(Segment.text(event.content))
+            segments.insert(0, at_segment(scope.self_id))
         segments.extend(attachment_segment(a) for a in event.attachments)
         return segments
 
@@ -213,11 +218,15 @@ class _ChatMessage(Translator[M]):
         kind, target = self.chat(event)
         cq = segments_to_cq_within(content or (), MAX_CONTENT_BYTES)
         return event.message_id, scope.context(kind, target.openid, False).about(
-            vuins[-1], cq, event.msg_idx)
+            vuins[self.author_at], cq, event.msg_idx)
 
 
 class _GroupMessage(_ChatMessage[GroupMessage]):
+    """A group message: the group, its author, then each member it mentions (the bot and
+    the author aside), whose ``at`` segments name their vUINs."""
+
     __slots__ = ()
+    author_at = 1
 
     def chat(self, event: GroupMessage) -> tuple[ChatKind, OpenId]:
         return "group", event.group
@@ -226,14 +235,35 @@ class _GroupMessage(_ChatMessage[GroupMessage]):
         return event.event_type == "GROUP_AT_MESSAGE_CREATE" or event.mentioned_bot
 
     def people(self, event: GroupMessage, scope: Scope) -> list[list[IdentityKey]]:
-        return [[event.group], scope.person(event.author, event.author_union)]
+        mentioned: list[list[IdentityKey]] = [[m] for m in event.mentioned_members()]
+        return [[event.group], scope.person(event.author, event.author_union), *mentioned]
+
+    def text(self, event: GroupMessage, vuins: Sequence[int],
+             scope: Scope) -> list[Segment]:
+        """The content with each mention as an ``at`` (the markup's id → its vUIN; the
+        bot's → ``self_id``); a member or everyone ``mentions[]`` names but the content
+        does not show is an ``at`` after the text."""
+        members = event.mentioned_members()
+        number = dict(zip(members, vuins[2:], strict=True))
+        number[event.author] = vuins[1]
+        ats: dict[str, int] = {}
+        for mention in event.mentions:
+            qq = scope.self_id if mention.is_you else number[mention.member]
+            ats[mention.markup_id] = ats[mention.member.openid] = qq
+        segments = content_segments(event.content, ats, everyone=event.mentions_everyone)
+        shown = {dict(s.data)["qq"] for s in segments if s.type == "at"}
+        segments += [at_segment(qq) for qq in dict.fromkeys(number[m] for m in members)
+                     if str(qq) not in shown]
+        if event.mentions_everyone and "all" not in shown:
+            segments.append(at_segment("all"))
+        return segments
 
     def members(self, event: GroupMessage, vuins: Sequence[int]) -> Sequence[Named]:
         return ((event.scene, vuins[1], group_profile(event.author_name, event.author_role)),)
 
     def onebot(self, event: GroupMessage, vuins: Sequence[int], virtual_id: int, now: int,
                content: list[Segment] | None, scope: Scope) -> list[dict[str, Any]]:
-        group_vuin, user_vuin = vuins
+        group_vuin, user_vuin = vuins[:2]
         scope.log.info("[message] group mapped", group=group_vuin, user=user_vuin,
                        message_id=virtual_id)
         sender = group_profile(event.author_name, event.author_role)

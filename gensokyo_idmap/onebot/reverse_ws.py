@@ -19,6 +19,11 @@ Rules (reference onebot-v11.md §1.4):
    oldest is dropped (logged, counted).
 5. **Reconnects forever**, every ``reconnect_interval`` seconds, until :meth:`close`; an
    outage is logged once, then retried quietly.
+6. **A refused token is named.** A framework answering the handshake 401 or 403 refuses
+   our access token (or wants one, when none is set): that is a warning saying so, with the
+   URL (never the token), once each time the link comes to that state (connected, or out
+   for another reason, and refused again logs again; refusal after refusal does not), and
+   :attr:`ReverseWsClient.problem` says it for the console until a connection succeeds.
 """
 
 from __future__ import annotations
@@ -46,6 +51,8 @@ __all__ = ["ActionHandler", "ReverseWsClient"]
 log = structlog.get_logger("gensokyo_idmap.onebot.reverse_ws")
 
 USER_AGENT: Final = "gensokyo-idmap/0.1 (OneBot/11)"
+#: What a framework answers a handshake whose token it refuses (rule 6).
+REFUSED_STATUSES: Final = frozenset({401, 403})
 
 
 class ReverseWsClient:
@@ -80,7 +87,10 @@ class ReverseWsClient:
         self._clock = clock
         self._closed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        self._failing = False
+        #: what the link came to last: "connected", "refused" or "unavailable" (rule 6)
+        self._state = "starting"
+        #: the HTTP status of the framework's refusal while it lasts (rule 6), else None
+        self.refused: int | None = None
         self.connected = asyncio.Event()
         self.connects = 0
 
@@ -91,6 +101,17 @@ class ReverseWsClient:
     @property
     def outbox_name(self) -> str:
         return f"reverse_ws {self.url}"
+
+    @property
+    def problem(self) -> str | None:
+        """Why the framework refuses the connection (rule 6), for the console; else None."""
+        if self.refused is None:
+            return None
+        return f"{self._refusal()} (HTTP {self.refused})"
+
+    def _refusal(self) -> str:
+        return ("the framework refused our access token" if self._token else
+                "the framework wants an access token and none is set")
 
     def _worth_waiting(self) -> bool:
         """Connected and answering pings: its confirmation is worth a wait."""
@@ -158,8 +179,8 @@ class ReverseWsClient:
                         self.ping_timeout)
                     async with ws:
                         self.connects += 1
-                        self._failing = False
-                        log.info("[onebot] reverse ws connected", url=self.url)
+                        self._state, self.refused = "connected", None
+                        log.info("[onebot] reverse ws connected", url=redact_url(self.url))
                         await serve_socket(ws, self.queue, self_id=self.self_id,
                                            heartbeat_interval=self.heartbeat_interval,
                                            ping_timeout=self.ping_timeout,
@@ -167,14 +188,7 @@ class ReverseWsClient:
                                            stop=self._closed, name=self.url,
                                            on_open=self.connected.set)
                 except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-                    # loud once per outage, quiet while it lasts; a refused handshake says
-                    # what the framework answered (401/403: the token; 404: the path)
-                    report = log.warning if not self._failing else log.debug
-                    status = exc.status if isinstance(exc, aiohttp.ClientResponseError) else None
-                    report("[onebot] reverse ws unavailable", url=redact_url(self.url),
-                           error=type(exc).__name__, status=status,
-                           retry_in=self.reconnect_interval)
-                    self._failing = True
+                    self._failed(exc)
                 finally:
                     self.connected.clear()
                     self.queue.requeue()  # unconfirmed: sent again on the next connection
@@ -184,3 +198,20 @@ class ReverseWsClient:
                     await asyncio.wait_for(self._closed.wait(), self.reconnect_interval)
                 except TimeoutError:
                     pass
+
+    def _failed(self, exc: BaseException) -> None:
+        """Log a failed dial: loud when the link comes to this state, quiet while it stays
+        (rules 5 and 6); a refused handshake says what the framework answered (401/403:
+        the token, rule 6; 404: the path)."""
+        status = exc.status if isinstance(exc, aiohttp.ClientResponseError) else None
+        state = "refused" if status in REFUSED_STATUSES else "unavailable"
+        report = log.warning if state != self._state else log.debug
+        self._state = state
+        if state == "refused":
+            self.refused = status
+            report(f"[onebot] reverse ws refused: {self._refusal()}",
+                   url=redact_url(self.url), status=status, retry_in=self.reconnect_interval)
+            return
+        self.refused = None
+        report("[onebot] reverse ws unavailable", url=redact_url(self.url),
+               error=type(exc).__name__, status=status, retry_in=self.reconnect_interval)

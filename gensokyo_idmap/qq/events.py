@@ -56,6 +56,7 @@ from gensokyo_idmap.identity import (
     chat_scene,
     check_app_id,
 )
+from gensokyo_idmap.qq.mentions import mentioned_users
 from gensokyo_idmap.recent_cache import RecentCache
 
 __all__ = [
@@ -67,6 +68,7 @@ __all__ = [
     "Envelope",
     "FriendEvent",
     "GroupMemberEvent",
+    "GroupMention",
     "GroupMessage",
     "GroupRobotEvent",
     "GuildMember",
@@ -215,9 +217,25 @@ class _Event:
         return None
 
 
+@dataclass(frozen=True, slots=True)
+class GroupMention:
+    """A group member a group message @-mentions: a ``mentions[]`` entry of
+    ``scope: single`` (``member`` its ``member_openid``, else its ``id``; ``is_you``: the
+    bot itself), or a member the content's markup names that no entry lists. ``markup_id``
+    is the id the content's markup names them by (the entry's ``id``)."""
+
+    member: OpenId
+    markup_id: str
+    is_you: bool = False
+    bot: bool = False
+    username: str = ""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GroupMessage(_Event):
-    """``GROUP_AT_MESSAGE_CREATE`` or ``GROUP_MESSAGE_CREATE``."""
+    """``GROUP_AT_MESSAGE_CREATE`` or ``GROUP_MESSAGE_CREATE``. ``mentions``: the members
+    it @-mentions (:class:`GroupMention`), ``mentions_everyone``: it @-mentions everyone
+    (a ``scope: all`` entry)."""
 
     message_id: str
     group: OpenId
@@ -235,10 +253,19 @@ class GroupMessage(_Event):
     #: where the platform sends them (:func:`_lenient_name`, :func:`_member_role`).
     author_name: str = ""
     author_role: str | None = None
+    mentions: tuple[GroupMention, ...] = ()
+    mentions_everyone: bool = False
 
     def identities(self) -> tuple[IdentityKey, ...]:
         keys: tuple[IdentityKey, ...] = (self.group, self.author)
-        return keys if self.author_union is None else (*keys, self.author_union)
+        if self.author_union is not None:
+            keys = (*keys, self.author_union)
+        return (*keys, *self.mentioned_members())
+
+    def mentioned_members(self) -> tuple[OpenId, ...]:
+        """The members it mentions other than the bot and the author, each once."""
+        return tuple(dict.fromkeys(m.member for m in self.mentions
+                                   if not m.is_you and m.member != self.author))
 
     @property
     def scene(self) -> str:
@@ -365,7 +392,9 @@ class GuildMember:
 class ChannelMessage(_Event):
     """``AT_MESSAGE_CREATE`` (public guilds) / ``MESSAGE_CREATE`` (private bots): a message
     in a guild's text channel. ``mentions`` are the users ``<@!id>`` in the content names
-    (the bot among them when it was @-mentioned). ``app_id``: the serving AppID, for the
+    (the bot among them when it was @-mentioned): ``mentions[]``, and the users the
+    content's markup names that it does not list; ``mentions_everyone``: the message
+    @-mentions everyone (``mention_everyone``). ``app_id``: the serving AppID, for the
     scene (channel ids are the same for every bot, scenes are per AppID)."""
 
     app_id: str
@@ -377,10 +406,12 @@ class ChannelMessage(_Event):
     timestamp: str = ""
     attachments: tuple[Attachment, ...] = ()
     mentions: tuple[GuildMember, ...] = ()
+    mentions_everyone: bool = False
 
     def identities(self) -> tuple[IdentityKey, ...]:
         return (self.channel, self.author.user,
-                *(m.user for m in self.mentions if not m.bot and m.user != self.author.user))
+                *dict.fromkeys(m.user for m in self.mentions
+                               if not m.bot and m.user != self.author.user))
 
     @property
     def scene(self) -> str:
@@ -651,13 +682,48 @@ def _attachments(d: Mapping[str, Any]) -> tuple[Attachment, ...]:
     return tuple(result)
 
 
-def _mentions_bot(d: Mapping[str, Any]) -> bool:
-    """``GROUP_MESSAGE_CREATE``: some ``mentions[]`` entry has ``is_you: true`` (UNCONFIRMED
-    shape, so anything unexpected simply does not count as a mention)."""
-    mentions = d.get("mentions")
-    if not isinstance(mentions, list):
-        return False
-    return any(_is_object(m) and m.get("is_you") is True for m in mentions)
+def _group_mentions(d: Mapping[str, Any], app_id: str,
+                    content: str) -> tuple[tuple[GroupMention, ...], bool]:
+    """The members a group message mentions, and whether it mentions everyone.
+
+    ``mentions[]`` (UNCONFIRMED shape, read leniently: an entry that is not an object, or
+    names no valid OpenID, is no mention) lists ``{"scope": "single", "id",
+    "member_openid", "username", "bot", "is_you"}`` per member and ``{"scope": "all",
+    "is_you": true, "username"}`` for everyone; ``is_you`` of a ``single`` entry is the
+    bot. A member the content's markup names (``<@id>``, ``<qqbot-at-user id>``) that no
+    entry lists is mentioned too: ids there are the members' OpenIDs."""
+    found: list[GroupMention] = []
+    everyone = False
+    entries = d.get("mentions")
+    for entry in entries if isinstance(entries, list) else ():
+        if not _is_object(entry):
+            continue
+        if entry.get("scope") == "all":
+            everyone = True
+            continue
+        ids = [value for value in (entry.get("member_openid"), entry.get("id"))
+               if isinstance(value, str) and value]
+        member = _lenient_openid(app_id, ids[0]) if ids else None
+        if member is None:
+            continue
+        username = entry.get("username")
+        found.append(GroupMention(member, ids[-1], is_you=entry.get("is_you") is True,
+                                  bot=entry.get("bot") is True,
+                                  username=username if isinstance(username, str) else ""))
+    listed = {m.markup_id for m in found} | {m.member.openid for m in found}
+    for user in mentioned_users(content):
+        member = None if user in listed else _lenient_openid(app_id, user)
+        if member is not None:
+            found.append(GroupMention(member, user))
+    return tuple(found), everyone
+
+
+def _lenient_openid(app_id: str, value: str) -> OpenId | None:
+    """``value`` as an OpenID of ``app_id``, or None when it is not one."""
+    try:
+        return _openid(app_id, value, "d.mentions")
+    except BadInputError:
+        return None
 
 
 #: ``message_type`` of a message that quotes another (``msg_elements[0]`` is the quoted one).
@@ -755,15 +821,22 @@ def _lenient_name(author: Mapping[str, Any]) -> str:
     return value if isinstance(value, str) else ""
 
 
-def _guild_mentions(d: Mapping[str, Any]) -> tuple[GuildMember, ...]:
-    """``mentions[]`` (users): entries that are not objects with an id are skipped."""
+def _guild_mentions(d: Mapping[str, Any], content: str) -> tuple[GuildMember, ...]:
+    """``mentions[]`` (users): entries that are not objects with an id are skipped; then
+    the users the content's markup names (``<@!id>``) that no entry lists, by their id
+    alone (one that is no valid id is left out: its markup stays text)."""
     mentions = d.get("mentions")
-    if not isinstance(mentions, list):
-        return ()
     found = []
-    for index, item in enumerate(mentions):
+    for index, item in enumerate(mentions if isinstance(mentions, list) else ()):
         if _is_object(item) and not _absent(item.get("id")):
             found.append(_guild_user(item, f"d.mentions[{index}]"))
+    listed = {m.user.value for m in found}
+    for user in mentioned_users(content):
+        if user not in listed:
+            try:
+                found.append(GuildMember(_raw(user, "d.content")))
+            except BadInputError:
+                continue
     return tuple(found)
 
 
@@ -784,7 +857,8 @@ def _parse_guild(t: str, d: Mapping[str, Any], app_id: str,
                                  dm_guild=_raw(d.get("guild_id"), "d.guild_id"),
                                  source_guild=_text(d, "src_guild_id", "d.src_guild_id"))
         return ChannelMessage(**common, **fields, guild=_raw(d.get("guild_id"), "d.guild_id"),
-                              mentions=_guild_mentions(d))
+                              mentions=_guild_mentions(d, fields["content"]),
+                              mentions_everyone=d.get("mention_everyone") is True)
     if t in _DELETE_TYPES:
         message = _object(d, "message", "d.message", required=True)
         deleted_by = _object(message, "author", "d.message.author", required=True)
@@ -835,20 +909,24 @@ def parse_dispatch(envelope: Envelope, app_id: str) -> QQEvent:
         return _parse_guild(t, d, app_id, common)
     if t in _GROUP_MESSAGE_TYPES:
         author = _object(d, "author", "d.author", required=True)
+        content = _text(d, "content", "d.content") or ""
+        mentions, everyone = _group_mentions(d, app_id, content)
         return GroupMessage(
             **common,
             message_id=_required_text(d, "id", "d.id"),
             group=_require_openid(app_id, d, ("group_openid", "group_id"), "d."),
             author=_require_openid(app_id, author, ("member_openid", "id"), "d.author."),
             author_union=_union(author, "union_openid", "d.author.union_openid"),
-            content=_text(d, "content", "d.content") or "",
+            content=content,
             timestamp=_text_timestamp(d, "timestamp", "d.timestamp"),
             attachments=_attachments(d),
-            mentioned_bot=t == "GROUP_AT_MESSAGE_CREATE" or _mentions_bot(d),
+            mentioned_bot=t == "GROUP_AT_MESSAGE_CREATE" or any(m.is_you for m in mentions),
             msg_idx=_msg_idx(d),
             quoted_idx=_quoted_idx(d),
             author_name=_lenient_name(author),
             author_role=_member_role(author),
+            mentions=mentions,
+            mentions_everyone=everyone,
         )
     if t == "C2C_MESSAGE_CREATE":
         author = _object(d, "author", "d.author", required=True)

@@ -7,8 +7,9 @@ with the platform's refusals, and Ed25519-signed webhook callbacks), so a bot's 
 run the real daemon between the emulated platform and the bot.
 
 - :mod:`.platform_emulator`: :class:`EmulatedPlatform` (token, gateway, OpenAPI, guilds)
-  and the ``d`` payloads of a group and a C2C message (and of one quoting another) and of
-  the guild events (a channel message, a guild DM, a recall, a member change).
+  and the ``d`` payloads of a group and a C2C message (and of one quoting another, or
+  mentioning others) and of the guild events (a channel message, a guild DM, a recall, a
+  member change).
 - :mod:`.webhook_sender`: :class:`WebhookSender`, signed webhook deliveries as the platform
   posts them.
 - :mod:`.loopback`: free ports, a framework's reverse-WS endpoint in the test's process and
@@ -48,6 +49,7 @@ from gensokyo_idmap.testing.platform_emulator import (
     direct_message,
     group_message,
     guild_member,
+    mentioning,
     message_delete,
     quoting,
 )
@@ -74,6 +76,7 @@ __all__ = [
     "free_port",
     "group_message",
     "guild_member",
+    "mentioning",
     "message_delete",
     "quoting",
     "running_daemon",

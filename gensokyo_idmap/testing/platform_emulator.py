@@ -48,6 +48,10 @@ author's ``username``, guild ``nick`` and ``roles``, as the platform sends them;
 Quotes: :func:`group_message` and :func:`c2c_message` carry a ``msg_idx`` (also as
 ``message_scene.ext`` text), and :func:`quoting` turns one into a message quoting another
 (``message_type`` 103, ``msg_elements``), as the platform sends them.
+
+Mentions: :func:`mentioning` turns a group message into one that @-mentions other members
+(``<@member_openid>`` in the content, ``mentions[]`` entries), everyone or the bot;
+:func:`channel_message` takes the guild users it mentions and ``everyone``.
 """
 
 from __future__ import annotations
@@ -575,6 +579,35 @@ def quoting(d: Mapping[str, Any], quoted: Mapping[str, Any]) -> dict[str, Any]:
             "message_scene": {"source": "default", "ext": [*ext, f"ref_msg_idx={quoted_idx}"]}}
 
 
+#: The bot's own member OpenID in the groups of this platform (its ``is_you`` mention).
+BOT_MEMBER = "B07B07B07B07B07B07B07B07B07B07B0"
+
+
+def mentioning(d: Mapping[str, Any], *members: str, everyone: bool = False,
+               at_bot: bool = False) -> dict[str, Any]:
+    """``d`` (a group message's ``d``) as a message that @-mentions ``members`` (member
+    OpenIDs) after its text, the way the platform sends it: ``<@member_openid>`` in the
+    content and one ``mentions[]`` entry each (``scope: single``, ``id`` and
+    ``member_openid`` the OpenID, ``username``, ``bot: false``, ``is_you: false``);
+    ``everyone``: an @everyone too (``<qqbot-at-everyone />`` in the content, an entry
+    ``{"scope": "all", "is_you": true, "username"}``); ``at_bot``: the bot is mentioned as
+    well (an ``is_you`` entry of :data:`BOT_MEMBER`; the content keeps no markup of it, as
+    the platform strips the @bot). Push it as ``GROUP_MESSAGE_CREATE`` (every message) or
+    ``GROUP_AT_MESSAGE_CREATE``."""
+    entries = list(d.get("mentions", []))
+    if at_bot:
+        entries.append({"scope": "single", "id": BOT_MEMBER, "member_openid": BOT_MEMBER,
+                        "username": "bot", "bot": True, "is_you": True})
+    entries += [{"scope": "single", "id": member, "member_openid": member,
+                 "username": f"member{member[-4:]}", "bot": False, "is_you": False}
+                for member in members]
+    content = d.get("content", "") + "".join(f" <@{member}>" for member in members)
+    if everyone:
+        entries.append({"scope": "all", "is_you": True, "username": "全体成员"})
+        content += " <qqbot-at-everyone />"
+    return {**d, "content": content, "mentions": entries}
+
+
 def _guild_author(user: str, username: str) -> dict[str, Any]:
     return {"id": user, "username": username, "bot": False,
             "avatar": f"https://thirdqq.qlogo.cn/g?b=oidb&k={user}"}
@@ -582,19 +615,23 @@ def _guild_author(user: str, username: str) -> dict[str, Any]:
 
 def channel_message(n: int, content: str = "ping", *, channel: str = CHANNEL,
                     guild: str = GUILD, user: str = GUILD_USER, at_bot: bool = True,
-                    mentions: tuple[str, ...] = (), username: str = "alice",
-                    nick: str = "Alice", roles: tuple[str, ...] = ("1",)) -> dict[str, Any]:
+                    mentions: tuple[str, ...] = (), everyone: bool = False,
+                    username: str = "alice", nick: str = "Alice",
+                    roles: tuple[str, ...] = ("1",)) -> dict[str, Any]:
     """The ``d`` of ``AT_MESSAGE_CREATE`` (``at_bot``: content starts ``<@!bot>``, as the
     platform sends it to public bots) or ``MESSAGE_CREATE``; ``mentions``: other guild
-    users @-mentioned after the content; ``username`` the author's, ``nick`` and ``roles``
-    their guild nick and role ids (``member``: ``1`` everyone, ``2`` guild admin, ``4``
-    the owner, ``5`` channel admin)."""
+    users @-mentioned after the content; ``everyone``: an @everyone after them
+    (``@everyone`` in the content, ``mention_everyone: true``); ``username`` the author's,
+    ``nick`` and ``roles`` their guild nick and role ids (``member``: ``1`` everyone, ``2``
+    guild admin, ``4`` the owner, ``5`` channel admin)."""
     mentioned = [{"id": BOT_USER["id"], "username": BOT_USER["username"], "bot": True}] \
         if at_bot else []
     mentioned += [{"id": m, "username": f"user{m[-4:]}", "bot": False} for m in mentions]
     prefix = f"<@!{BOT_USER['id']}> " if at_bot else ""
-    return {"id": f"08f1guild{n:06d}", "channel_id": channel, "guild_id": guild,
-            "content": prefix + content + "".join(f" <@!{m}>" for m in mentions),
+    extra: dict[str, Any] = {"mention_everyone": True} if everyone else {}
+    return {"id": f"08f1guild{n:06d}", "channel_id": channel, "guild_id": guild, **extra,
+            "content": prefix + content + "".join(f" <@!{m}>" for m in mentions)
+            + (" @everyone" if everyone else ""),
             "timestamp": "2025-01-01T12:00:00+08:00",
             "author": _guild_author(user, username),
             "member": {"nick": nick, "roles": list(roles),

@@ -169,3 +169,19 @@ def test_a_reply_to_an_unknown_id_in_a_channel_is_sent_without_the_quote(
         assert (body["content"], body["msg_id"]) == ("pong", channel_message(1)["id"])
 
     with_daemon(scenario, identity_store, msgid_store, clock)
+
+
+def test_an_at_of_a_user_a_channel_message_mentioned_goes_back_as_their_mention(
+        identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore,
+        clock: FakeClock) -> None:
+    """The round trip in a channel (issue 33.5), for a user ``mentions[]`` did not list."""
+    async def scenario(h: Harness) -> None:
+        event = await h.inbound("AT_MESSAGE_CREATE", channel_message(
+            1, "ask <@!144115218677563309>"))
+        at = event["message"][-1]
+        assert at["type"] == "at" and at["data"]["qq"] != str(event["user_id"])
+        body = await sent_to_channel(h, "send_group_msg", group_id=event["group_id"],
+                                     message=[at, {"type": "text", "data": {"text": " hi"}}])
+        assert body["content"] == "<@144115218677563309> hi"
+
+    with_daemon(scenario, identity_store, msgid_store, clock)

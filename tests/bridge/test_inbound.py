@@ -18,13 +18,20 @@ from gensokyo_idmap.bridge.inbound import BridgeSettings, InboundBridge, Inbound
 from gensokyo_idmap.bridge.dedup import delivery_key
 from gensokyo_idmap.runtime.claims import DeliveryLog, DurableClaims, stored_key
 from gensokyo_idmap.errors import BadInputError
-from gensokyo_idmap.identity import OpenId, UnionId
+from gensokyo_idmap.identity import OpenId, RawId, UnionId
 from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.runtime.msgid import MsgIdMap
 from gensokyo_idmap.qq.events import parse_dispatch, parse_envelope
 from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
 from gensokyo_idmap.runtime.lmdb import LmdbMsgIdStore
-from gensokyo_idmap.testing.platform_emulator import c2c_message, group_message, quoting
+from gensokyo_idmap.testing.platform_emulator import (
+    BOT_MEMBER,
+    c2c_message,
+    channel_message,
+    group_message,
+    mentioning,
+    quoting,
+)
 
 from ..conftest import ANY_JSON, ANY_TEXT, MSGID_BACKENDS, FakeClock, msgid_map, run
 
@@ -683,3 +690,81 @@ def test_a_batch_finds_its_quotes_on_either_backend_off_the_loop_on_redis(
         {"type": "at", "data": {"qq": str(SELF)}},
         {"type": "reply", "data": {"id": str(private["message_id"])}},
         {"type": "at", "data": {"qq": str(SELF)}}]
+
+
+# --- mentions (issue 33.5) ---------------------------------------------------------------------
+
+THIRD = "73A48B12B0D76B961B4349B5599FA43C"
+
+
+def _at_of(qq: int | str) -> dict[str, Any]:
+    return {"type": "at", "data": {"qq": str(qq)}}
+
+
+def test_a_member_a_group_message_mentions_is_an_at_of_their_new_vuin(
+        bridge: InboundBridge) -> None:
+    """The mentioned member is resolved (created) with the message, in its group's scene,
+    like its author: the at names their vUIN, and a later at of it finds them there."""
+    d = mentioning({**group_message(1, GROUP, USER), "content": "look"}, OTHER)
+    [event] = run(bridge.translate(_at(d, "GROUP_MESSAGE_CREATE")))
+    other = bridge.graph.lookup(OpenId(APP, OTHER))
+    assert other is not None and other not in (event["user_id"], event["group_id"])
+    assert event["message"] == [{"type": "text", "data": {"text": "look "}}, _at_of(other)]
+    assert event["raw_message"] == f"look [CQ:at,qq={other}]"
+    scene = f"QQ:{APP}:group:{GROUP}"
+    assert dict(bridge.graph.show(other).last_seen)[scene].identity == OpenId(APP, OTHER).key
+    # the message's record names its author, not the member it mentions
+    record = bridge.msgids.lookup(event["message_id"])
+    kept = bridge.msgids.lookup_content(event["message_id"])
+    assert record is not None and kept is not None and kept[1] is not None
+    assert kept[1].author == event["user_id"]
+
+
+def test_the_forms_of_a_group_mention_and_everyone(bridge: InboundBridge) -> None:
+    d = {**group_message(2, GROUP, USER),
+         "content": f'<qqbot-at-user id="{OTHER}" /> and <@!{THIRD}>, <@{BOT_MEMBER}> hi'}
+    d = mentioning(d, everyone=True, at_bot=True)
+    d["mentions"].insert(0, {"scope": "single", "id": OTHER, "member_openid": OTHER,
+                             "username": "o", "bot": False, "is_you": False})
+    [event] = run(bridge.translate(_at(d, "GROUP_MESSAGE_CREATE")))
+    other, third = (bridge.graph.lookup(OpenId(APP, who)) for who in (OTHER, THIRD))
+    assert other is not None and third is not None  # THIRD: named by the content alone
+    assert bridge.graph.lookup(OpenId(APP, BOT_MEMBER)) is None  # the bot is no identity
+    assert event["message"] == [
+        _at_of(other), {"type": "text", "data": {"text": " and "}}, _at_of(third),
+        {"type": "text", "data": {"text": ", "}}, _at_of(SELF),
+        {"type": "text", "data": {"text": " hi "}}, _at_of("all")]
+
+
+def test_mentions_the_content_does_not_show_follow_its_text(bridge: InboundBridge) -> None:
+    """``mentions[]`` names them but the text holds no markup of them (as the platform
+    strips the @bot): the bot's at leads, the others' follow the text."""
+    d = {**mentioning(group_message(3, GROUP, USER), OTHER, everyone=True, at_bot=True),
+         "content": " hello"}
+    [event] = run(bridge.translate(_at(d, "GROUP_MESSAGE_CREATE")))
+    other = bridge.graph.lookup(OpenId(APP, OTHER))
+    assert event["message"] == [_at_of(SELF), {"type": "text", "data": {"text": " hello"}},
+                                _at_of(other), _at_of("all")]
+
+
+def test_an_author_mentioning_themselves_is_an_at_of_their_own_vuin(
+        bridge: InboundBridge) -> None:
+    d = mentioning({**group_message(4, GROUP, USER), "content": "me"}, USER)
+    [event] = run(bridge.translate(_at(d)))
+    assert event["message"] == [_at_of(SELF), {"type": "text", "data": {"text": "me "}},
+                                _at_of(event["user_id"])]
+
+
+def test_a_channel_mention_the_mentions_list_lacks_is_an_at_too(bridge: InboundBridge) -> None:
+    """``<@!id>`` of a guild user ``mentions[]`` does not list was left as text; and
+    ``@everyone`` of a ``mention_everyone`` message is an at of all."""
+    d = channel_message(1, "hi <@!144115218677563309>", mentions=("144115218677563301",),
+                        everyone=True)
+    [event] = run(bridge.translate(_at(d, "AT_MESSAGE_CREATE")))
+    listed, unlisted = (bridge.graph.lookup(RawId(user))
+                        for user in ("144115218677563301", "144115218677563309"))
+    assert listed is not None and unlisted is not None
+    assert event["message"] == [
+        _at_of(SELF), {"type": "text", "data": {"text": " hi "}}, _at_of(unlisted),
+        {"type": "text", "data": {"text": " "}}, _at_of(listed),
+        {"type": "text", "data": {"text": " "}}, _at_of("all")]

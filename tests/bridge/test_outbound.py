@@ -37,6 +37,8 @@ from gensokyo_idmap.testing.platform_emulator import (
     RECALL_NOT_FOUND,
     EmulatedPlatform,
     channel_message,
+    group_message,
+    mentioning,
 )
 
 from ..conftest import FakeClock
@@ -792,3 +794,24 @@ def test_with_reads_off_loop_only_what_needs_a_read_goes_to_a_worker_thread(
         ]
 
     with_daemon(scenario, identity_store, msgid_store, clock, reads_off_loop=True)
+
+
+def test_an_at_a_framework_got_for_a_mention_goes_back_as_that_members_mention(
+        identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore, clock: FakeClock) -> None:
+    """The round trip (issue 33.5): a member who never spoke, mentioned in a group, reaches
+    the framework as an at of their new vUIN; the framework's at of that vUIN, sent back to
+    the group, mentions the same member (their OpenID, last seen in that group)."""
+    async def scenario(h: Harness) -> None:
+        event = await h.inbound("GROUP_MESSAGE_CREATE", mentioning(
+            {**group_message(1, GROUP, USER), "content": "hey"}, USER2))
+        [_, at] = event["message"]
+        assert at["type"] == "at" and at["data"]["qq"] not in (str(SELF),
+                                                               str(event["user_id"]))
+        answer = await h.call("send_group_msg", group_id=event["group_id"],
+                              message=[at, {"type": "text", "data": {"text": " welcome"}}])
+        assert answer["status"] == "ok", answer
+        [(path, body)] = h.sends()
+        assert path == f"/v2/groups/{GROUP}/messages"
+        assert body["content"] == f'<qqbot-at-user id="{USER2}" /> welcome'
+
+    with_daemon(scenario, identity_store, msgid_store, clock)

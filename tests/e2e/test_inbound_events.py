@@ -213,7 +213,8 @@ def cases(tag: str) -> list[Case]:
                 {"content_type": "video/mp4", "filename": "v.mp4", "url": video_url},
                 {"content_type": "file", "filename": "r.pdf", "url": file_url}],
         }, lambda k, f: [group_message(k, f, all_id, MEMBER2, [
-            AT_BOT, seg("text", text="@bot hi, all"),
+            # PERSON1, mentioned without markup in the content: an at after the text
+            AT_BOT, seg("text", text="@bot hi, all"), seg("at", qq=str(k.v(PERSON1))),
             seg("record", file="https://" + voice_url, url="https://" + voice_url,
                 name="v.silk"),
             seg("video", file=video_url, url=video_url, name="v.mp4"),

@@ -84,6 +84,40 @@ def install_koishi() -> Path:
     return INSTALL_DIR
 
 
+async def start_koishi(installed: Path, port: int, token: str, records: Records,
+                       lines: list[str]) -> tuple[asyncio.subprocess.Process,
+                                                  asyncio.Task[None]]:
+    """The Koishi bot (``koishi_app/bot.cjs``, run from ``installed``) dialling the daemon's
+    forward WS on 127.0.0.1:``port`` with ``token``, recording into ``records``; the task
+    returned appends its output to ``lines``."""
+    env = {**os.environ, "KOISHI_RECORD_FILE": str(records.path),
+           "KOISHI_ENDPOINT": f"ws://127.0.0.1:{port}", "KOISHI_SELF_ID": APP,
+           "KOISHI_TOKEN": token, "NODE_PATH": str(installed / "node_modules")}
+    koishi = await asyncio.create_subprocess_exec(
+        "node", str(KOISHI_APP / "bot.cjs"), cwd=installed, env=env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+    assert koishi.stdout is not None
+
+    async def pump(stream: asyncio.StreamReader) -> None:
+        async for raw in stream:
+            lines.append(raw.decode("utf-8", "replace").rstrip())
+
+    return koishi, asyncio.create_task(pump(koishi.stdout))
+
+
+async def stop_koishi(koishi: asyncio.subprocess.Process | None,
+                      pumping: asyncio.Task[None] | None, lines: list[str],
+                      log_dir: Path) -> None:
+    """Kill Koishi if it still runs, wait for the rest of its output, and keep that in
+    ``log_dir/koishi.log``."""
+    if koishi is not None and koishi.returncode is None:
+        koishi.kill()
+        await asyncio.wait_for(koishi.wait(), WAIT)
+    if pumping is not None:
+        await asyncio.wait_for(pumping, WAIT)
+    (log_dir / "koishi.log").write_text("\n".join(lines) + "\n", "utf-8")
+
+
 def vuins(data_dir: Path) -> tuple[int, int]:
     """The user's and the group's vUINs in the daemon's store (read after it stopped)."""
     store = LmdbIdentityStore(data_dir / "openid-map.db", readonly=True)
@@ -126,19 +160,7 @@ def test_koishi_fetches_messages_and_quotes_with_get_msg_without_an_error(
             await until(lambda: len(platform.identifies) == 1, WAIT,
                         lambda: f"gateway Identify\n{context()}")
             await until_listening(port, WAIT)
-            env = {**os.environ, "KOISHI_RECORD_FILE": str(records.path),
-                   "KOISHI_ENDPOINT": f"ws://127.0.0.1:{port}", "KOISHI_SELF_ID": APP,
-                   "KOISHI_TOKEN": TOKEN, "NODE_PATH": str(installed / "node_modules")}
-            koishi = await asyncio.create_subprocess_exec(
-                "node", str(KOISHI_APP / "bot.cjs"), cwd=installed, env=env,
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
-            assert koishi.stdout is not None
-
-            async def pump(stream: asyncio.StreamReader) -> None:
-                async for raw in stream:
-                    lines.append(raw.decode("utf-8", "replace").rstrip())
-
-            pumping = asyncio.create_task(pump(koishi.stdout))
+            koishi, pumping = await start_koishi(installed, port, TOKEN, records, lines)
 
             def koishi_alive() -> None:
                 if koishi is not None and koishi.returncode is not None:
@@ -166,12 +188,7 @@ def test_koishi_fetches_messages_and_quotes_with_get_msg_without_an_error(
             assert await daemon.stop() == 0, context()
             sends.extend(platform.api_requests("POST", "/messages"))
         finally:
-            if koishi is not None and koishi.returncode is None:
-                koishi.kill()
-                await asyncio.wait_for(koishi.wait(), WAIT)
-            if pumping is not None:
-                await asyncio.wait_for(pumping, WAIT)
-            (tmp_path / "koishi.log").write_text("\n".join(lines) + "\n", "utf-8")
+            await stop_koishi(koishi, pumping, lines, tmp_path)
             await daemon.kill()
             await platform.close()
 

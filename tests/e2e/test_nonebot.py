@@ -94,6 +94,17 @@ async def start_nonebot(port: int, token: str, records: Records, cwd: Path,
     return nonebot, asyncio.create_task(pump(nonebot.stdout))
 
 
+async def stop_nonebot(nonebot: asyncio.subprocess.Process, pumping: asyncio.Task[None],
+                       lines: list[str], log_dir: Path) -> None:
+    """Kill NoneBot if it still runs, wait for the rest of its output, and keep that in
+    ``log_dir/nonebot.log``."""
+    if nonebot.returncode is None:
+        nonebot.kill()
+        await asyncio.wait_for(nonebot.wait(), WAIT)
+    await asyncio.wait_for(pumping, WAIT)
+    (log_dir / "nonebot.log").write_text("\n".join(lines) + "\n", "utf-8")
+
+
 @pytest.mark.slow
 def test_nonebot_gets_group_and_private_messages_with_durable_vuins(tmp_path: Path) -> None:
     missing = nonebot_missing()

@@ -201,7 +201,7 @@ def test_a_refused_handshake_logs_the_status_and_the_url_without_credentials() -
             with capture_logs() as logs:
                 client.start()
                 for _ in range(int(TIMEOUT / 0.01)):
-                    if any(line["event"] == "[onebot] reverse ws unavailable" for line in logs):
+                    if any(line["event"].startswith(REFUSED) for line in logs):
                         break
                     await asyncio.sleep(0.01)
                 await client.close()
@@ -210,12 +210,130 @@ def test_a_refused_handshake_logs_the_status_and_the_url_without_credentials() -
         return logs
 
     logs = asyncio.run(asyncio.wait_for(main(), TIMEOUT * 2))
-    unavailable = [line for line in logs if line["event"] == "[onebot] reverse ws unavailable"]
-    assert unavailable and refusals  # the framework was reached, and refused
-    first = unavailable[0]
-    assert (first["error"], first["status"]) == ("WSServerHandshakeError", 403)
+    refused = [line for line in logs if line["event"].startswith(REFUSED)]
+    assert refused and refusals  # the framework was reached, and refused
+    first = refused[0]
+    assert first["status"] == 403
     assert first["url"].startswith("ws://***@127.0.0.1:") and first["url"].endswith("/ws")
     assert "pw-Zq9x" not in repr(logs)
+
+
+# --- a refused token is named (issue 33.9) ---------------------------------------------------
+
+REFUSED = "[onebot] reverse ws refused"
+TOKEN_REFUSED = "[onebot] reverse ws refused: the framework refused our access token"
+
+
+class Gate:
+    """A framework endpoint that refuses the handshake with ``status`` (401 or 403, as a
+    framework refuses a wrong token) or, with ``status`` None, takes the connection and
+    holds it until told to refuse again (then it closes it)."""
+
+    def __init__(self, status: int | None) -> None:
+        self.status = status
+        self.attempts = 0
+        self.accepted = 0
+        self.tokens: list[str | None] = []
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        self.attempts += 1
+        self.tokens.append(request.headers.get("Authorization"))
+        if self.status is not None:
+            return web.json_response({"message": "wrong access token"}, status=self.status)
+        ws = web.WebSocketResponse()
+        await ws.prepare(request)
+        self.accepted += 1
+        async for _ in ws:  # heartbeats keep coming; refuse again: close
+            if self.status is not None:
+                break
+        await ws.close()
+        return ws
+
+
+def _warnings(logs: list[dict[str, Any]], event: str) -> list[dict[str, Any]]:
+    return [line for line in logs if line["event"] == event and line["log_level"] == "warning"]
+
+
+def test_a_wrong_token_is_named_once_per_state_change() -> None:
+    """401, then 403, then 401 again: one warning that the framework refused our access
+    token, naming the URL and the status, never the token; the link connected, then
+    refused again: a second warning; ``problem`` says it while it lasts."""
+    gate = Gate(401)
+    problems: list[str | None] = []
+
+    async def attempts(n: int) -> None:
+        await until(lambda: gate.attempts >= n, TIMEOUT, f"{n} attempts")
+
+    async def main() -> list[dict[str, Any]]:
+        server = await framework_server(gate.handle)
+        client = ReverseWsClient(f"ws://127.0.0.1:{server.port}/ws?access_token=tok-Wq7",
+                                 10001, access_token="tok-Wq7",
+                                 reconnect_interval=0.01, heartbeat_interval=0.02)
+        try:
+            with capture_logs() as logs:
+                client.start()
+                await attempts(3)
+                problems.append(client.problem)
+                gate.status = 403
+                await attempts(gate.attempts + 3)
+                gate.status = 401
+                await attempts(gate.attempts + 3)
+                assert len(_warnings(logs, TOKEN_REFUSED)) == 1, logs
+                gate.status = None  # the right token now: connected
+                await until(lambda: client.connected.is_set(), TIMEOUT, "connected")
+                problems.append(client.problem)
+                gate.status = 403  # and refused again
+                await until(lambda: len(_warnings(logs, TOKEN_REFUSED)) == 2, TIMEOUT,
+                            "the second refusal named")
+                await attempts(gate.attempts + 3)
+                problems.append(client.problem)
+                await client.close()
+        finally:
+            await server.close()
+        return logs
+
+    logs = asyncio.run(asyncio.wait_for(main(), TIMEOUT * 3))
+    named = _warnings(logs, TOKEN_REFUSED)
+    assert [line["status"] for line in named] == [401, 403]
+    for line in named:
+        assert line["url"].endswith("/ws?access_token=***"), line
+    assert "tok-Wq7" not in repr(logs)
+    assert gate.tokens[0] == "Bearer tok-Wq7"  # it was sent, and refused
+    # the refusals in between are quiet, and none is "unavailable"
+    assert len([line for line in logs if line["event"] == TOKEN_REFUSED]) >= 9
+    assert not [line for line in logs if line["event"] == "[onebot] reverse ws unavailable"]
+    assert problems == ["the framework refused our access token (HTTP 401)", None,
+                        "the framework refused our access token (HTTP 403)"]
+
+
+def test_a_framework_wanting_a_token_when_none_is_set_says_so() -> None:
+    """Without ``access_token`` a 401 means the framework wants one; and a refusal that
+    ends in an outage (the framework gone) is a change of state: named too."""
+    gate = Gate(401)
+
+    async def main() -> tuple[list[dict[str, Any]], str | None, str | None]:
+        server = await framework_server(gate.handle)
+        client = ReverseWsClient(f"ws://127.0.0.1:{server.port}/ws", 10001,
+                                 reconnect_interval=0.01)
+        try:
+            with capture_logs() as logs:
+                client.start()
+                await until(lambda: gate.attempts >= 3, TIMEOUT, "3 attempts")
+                refused = client.problem
+                await server.close()
+                await until(lambda: bool(_warnings(logs, "[onebot] reverse ws unavailable")),
+                            TIMEOUT, "the outage named")
+                gone = client.problem
+                await client.close()
+        finally:
+            await server.close()
+        return logs, refused, gone
+
+    logs, refused, gone = asyncio.run(asyncio.wait_for(main(), TIMEOUT * 2))
+    wanted = "[onebot] reverse ws refused: the framework wants an access token and none is set"
+    assert len(_warnings(logs, wanted)) == 1
+    assert refused == "the framework wants an access token and none is set (HTTP 401)"
+    assert gone is None
 
 
 # --- delivered means confirmed (issue 14 item 3) ---------------------------------------------

@@ -24,6 +24,7 @@ from gensokyo_idmap.qq.events import (
     Envelope,
     FriendEvent,
     GroupMemberEvent,
+    GroupMention,
     GroupMessage,
     GroupRobotEvent,
     GuildMember,
@@ -326,11 +327,53 @@ def test_group_message_create_and_mentions() -> None:
     not_me = with_d(GROUP_ALL, mentions=GROUP_ALL["d"]["mentions"][:1])
     assert parse(not_me).mentioned_bot is False  # type: ignore[union-attr]
     assert parse(with_d(GROUP_ALL, mentions=...)).mentioned_bot is False  # type: ignore[union-attr]
+    # an @everyone names the bot too (is_you), but it is an at of all, not of the bot
     everyone = with_d(GROUP_ALL, mentions=[{"scope": "all", "is_you": True, "username": "all"}])
-    assert parse(everyone).mentioned_bot is True  # type: ignore[union-attr]
+    assert parse(everyone).mentioned_bot is False  # type: ignore[union-attr]
+    assert parse(everyone).mentions_everyone is True  # type: ignore[union-attr]
     # mentions[] is UNCONFIRMED: odd shapes are not mentions, and not errors either.
     for odd in ("x", 5, {"is_you": True}, [None, "x", {"is_you": "true"}, {"is_you": 1}]):
         assert parse(with_d(GROUP_ALL, mentions=odd)).mentioned_bot is False  # type: ignore
+
+
+OTHER = "73A48B12B0D76B961B4349B5599FA43C"
+THIRD = "42F7D2FB71441DEABA5CF78016F85C57"
+
+
+def test_the_members_a_group_message_mentions() -> None:
+    """Issue 33.5: ``mentions[]`` names each member (``member_openid``, an OpenID of the
+    serving AppID), the bot (``is_you``) and everyone (``scope: all``); a member only the
+    content's markup names is mentioned too. Each is an identity of the message, the bot
+    and the author aside."""
+    d = {**GROUP_ALL["d"], "content": f"<@{OTHER}> and <@!{THIRD}> look <@{MEMBER}>",
+         "mentions": [
+             {"scope": "single", "id": OTHER, "member_openid": OTHER, "username": "o",
+              "bot": False, "is_you": False},
+             {"scope": "single", "id": "B0", "member_openid": "B0", "username": "bot",
+              "bot": True, "is_you": True},
+             {"scope": "all", "is_you": True, "username": "全体成员"}]}
+    event = parse({**GROUP_ALL, "d": d})
+    assert isinstance(event, GroupMessage)
+    assert event.mentions == (
+        GroupMention(oid(OTHER), OTHER, username="o"),
+        GroupMention(oid("B0"), "B0", is_you=True, bot=True, username="bot"),
+        GroupMention(oid(THIRD), THIRD), GroupMention(oid(MEMBER), MEMBER))
+    assert event.mentioned_bot is True and event.mentions_everyone is True
+    assert event.mentioned_members() == (oid(OTHER), oid(THIRD))
+    assert event.identities() == (oid(GROUP), oid(MEMBER), UnionId(MEMBER), oid(OTHER),
+                                  oid(THIRD))
+
+
+def test_mentions_that_name_no_openid_are_no_mentions() -> None:
+    """``mentions[]`` is UNCONFIRMED: an entry whose id is no OpenID, or markup naming
+    none, is left out (its markup stays text), never an error."""
+    d = {**GROUP_ALL["d"], "content": "<@a.b> <@" + "A" * (MAX_OPENID_LEN + 1) + ">",
+         "mentions": [{"scope": "single", "member_openid": "a b"}, {"id": ""},
+                      {"scope": "single", "id": OTHER}]}
+    event = parse({**GROUP_ALL, "d": d})
+    assert isinstance(event, GroupMessage)
+    assert event.mentions == (GroupMention(oid(OTHER), OTHER),)
+    assert event.mentioned_bot is False and event.mentions_everyone is False
 
 
 def test_group_at_message_is_a_mention_without_mentions() -> None:
@@ -811,9 +854,28 @@ def test_a_channel_message_names_raw_ids_and_its_scene() -> None:
 
 
 def test_mentions_that_are_not_users_are_skipped() -> None:
-    d = channel_message(1) | {"mentions": ["x", {"username": "no id"}, None]}
+    d = channel_message(1, at_bot=False) | {"mentions": ["x", {"username": "no id"}, None]}
     event = parse({"op": 0, "t": "MESSAGE_CREATE", "d": d})
     assert isinstance(event, ChannelMessage) and event.mentions == ()
+
+
+def test_a_user_the_content_mentions_without_an_entry_is_a_mention_too() -> None:
+    """``<@!id>`` in the content that ``mentions[]`` does not list (issue 33.5): the user
+    is named all the same, by the id alone; the author mentioning themselves is no
+    second identity, and @everyone is ``mention_everyone``."""
+    d = channel_message(1, "hi <@!144115218677563302> <@!144115218677563300> @everyone",
+                        mentions=("144115218677563301",)) | {"mention_everyone": True}
+    event = parse({"op": 0, "t": "AT_MESSAGE_CREATE", "d": d})
+    assert isinstance(event, ChannelMessage)
+    assert [m.user for m in event.mentions] == [
+        RawId("1"), RawId("144115218677563301"), RawId("144115218677563302"),
+        RawId("144115218677563300")]
+    assert event.mentions[2] == GuildMember(RawId("144115218677563302"))
+    assert event.identities() == (RawId("8000000001"), RawId("144115218677563300"),
+                                  RawId("144115218677563301"), RawId("144115218677563302"))
+    assert event.mentions_everyone is True
+    assert parse({"op": 0, "t": "AT_MESSAGE_CREATE",
+                  "d": channel_message(1)}).mentions_everyone is False  # type: ignore[union-attr]
 
 
 def test_a_dm_and_its_recall_are_scened_by_the_session_guild() -> None:

@@ -27,8 +27,8 @@ def test_the_public_names_are_deliberate() -> None:
         "APP", "DaemonProcess", "Delivery", "EmulatedPlatform", "Prepared",
         "RecordingFramework", "SECRET", "StableVuinFramework", "Validation", "WebhookSender",
         "c2c_message", "channel_message", "daemon_command", "daemon_config", "direct_message",
-        "framework_server", "free_port", "group_message", "guild_member", "message_delete",
-        "quoting", "running_daemon", "until", "until_listening", "write_config", "ws_url",
+        "framework_server", "free_port", "group_message", "guild_member", "mentioning",
+        "message_delete", "quoting", "running_daemon", "until", "until_listening", "write_config", "ws_url",
     ]
     for name in gensokyo_idmap.testing.__all__:
         assert hasattr(gensokyo_idmap.testing, name), name

@@ -351,7 +351,8 @@ class Console:
                     "event_type": link.last_webhook.event_type, "at": link.last_webhook.at},
             },
             "frameworks": [{"transport": f.transport, "name": f.name, "connected": f.connected,
-                            "owed": f.owed, "durable": f.durable} for f in link.frameworks],
+                            "owed": f.owed, "durable": f.durable, "problem": f.problem}
+                           for f in link.frameworks],
             "totals": totals,
             "rates": self.rates.latest(),
             "problems": {"errors": sum(line.level in ("error", "critical") for line in problems),

@@ -41,13 +41,16 @@ class WebhookEvent:
 class FrameworkLink:
     """One framework connection: its transport, its name (a URL without credentials, or
     a count of forward connections), and what it is owed: events handed over but not yet
-    confirmed, and of them how many wait in outbox.db."""
+    confirmed, and of them how many wait in outbox.db; ``problem``: why the framework
+    refuses the connection, while it does (a reverse-WS handshake refused: the access
+    token), else None."""
 
     transport: str
     name: str
     connected: bool | None
     owed: int
     durable: int
+    problem: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

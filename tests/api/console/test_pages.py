@@ -7,10 +7,12 @@ import asyncio
 import json
 import re
 from http.cookies import Morsel
+from pathlib import Path
 from typing import Any
 
 import pytest
 import structlog
+from aiohttp import web
 from yarl import URL
 
 from gensokyo_idmap.api.console.form_tokens import COOKIE as FORM_COOKIE
@@ -23,6 +25,11 @@ from gensokyo_idmap.logging import configure_logging
 from gensokyo_idmap.logtail import TAIL
 from gensokyo_idmap.readiness import PlatformReadiness
 from gensokyo_idmap.runtime.msgid import MsgContext, MsgIdMap
+from gensokyo_idmap.bridge.outbox import Outbox
+from gensokyo_idmap.link_status import LinkWatch
+from gensokyo_idmap.onebot.reverse_ws import ReverseWsClient
+from gensokyo_idmap.store.lmdb.outbox import LmdbOutboxStore
+from gensokyo_idmap.testing import framework_server, until
 
 from ...conftest import run
 from ..conftest import ALICE, APP_ID, BOB, GROUP
@@ -121,6 +128,58 @@ def test_overview_shows_stores_link_frameworks_and_counts(serve_console: ServeCo
         assert resp.content_type == "image/svg+xml" and svg.startswith("<svg")
 
     scenario(serve_console, body, link=lambda: view)
+
+
+def test_overview_names_a_framework_that_refuses_our_access_token(
+        serve_console: ServeConsole, tmp_path: Path) -> None:
+    """Issue 33.9: a reverse-WS framework answering 403 to the daemon's token, seen through
+    the daemon's own link watch (a real client, a real outbox.db): the overview says the
+    framework refused our access token, on the page and in its JSON, with the URL and
+    never the token; once the framework takes the connection, the problem is gone."""
+    refusing = [True]
+
+    async def framework(request: web.Request) -> web.StreamResponse:
+        if refusing[0]:
+            return web.json_response({"message": "wrong access token"}, status=403)
+        ws = web.WebSocketResponse()
+        await ws.prepare(request)
+        async for _ in ws:
+            pass
+        return ws
+
+    async def main() -> None:
+        server = await framework_server(framework)
+        with LmdbOutboxStore(tmp_path / "outbox.db") as store:
+            watch = LinkWatch(Outbox(store))
+            client = ReverseWsClient(f"ws://127.0.0.1:{server.port}/ws", 10001,
+                                     access_token="tok-Rz5", reconnect_interval=0.01)
+            watch.clients = [client]
+            client.start()
+            try:
+                async with serve_console(link=watch) as browser:
+                    await until(lambda: client.refused is not None, 10, "the refusal")
+                    status, page, _ = await browser.get("/ui/")
+                    assert status == 200
+                    row = re.search(r"<tr><td>reverse_ws</td>.*?</tr>", page, re.S)
+                    assert row is not None, page
+                    assert f"ws://127.0.0.1:{server.port}/ws" in row.group()
+                    assert ("the framework refused our access token (HTTP 403)"
+                            in row.group()), row.group()
+                    overview = json.loads((await browser.get("/ui/overview.json"))[1])
+                    [shown] = overview["frameworks"]
+                    assert shown["connected"] is False
+                    assert shown["problem"] == "the framework refused our access token (HTTP 403)"
+                    assert "tok-Rz5" not in page + json.dumps(overview)
+                    refusing[0] = False
+                    await until(lambda: client.connected.is_set(), 10, "the connection")
+                    overview = json.loads((await browser.get("/ui/overview.json"))[1])
+                    assert overview["frameworks"][0]["problem"] is None
+                    assert overview["frameworks"][0]["connected"] is True
+            finally:
+                await client.close()
+                await server.close()
+
+    run(asyncio.wait_for(main(), 30))
 
 
 def test_overview_shows_readiness_as_readyz_answers(serve_console: ServeConsole) -> None:

@@ -4,6 +4,7 @@
 //   {"ready": ...}                the adapter is connected and knows its bot
 //   {"event": ...}                a message session as Koishi built it, with the quoted
 //                                 message the adapter fetched (get_msg) for its reply segment
+//                                 and its elements (type and attributes: an at's id)
 //   {"quoted": ...}               bot.getMessage (get_msg) of that message: what Koishi's
 //                                 adapter does for a quoted message
 //   {"sent": [...]} / {"mine": ...}  the ids of the answer (a quote of the message plus
@@ -41,7 +42,9 @@ app.on('message', async (session) => {
   try {
     record({ event: { id: session.messageId, content: session.content, userId: session.userId,
                       channelId: session.channelId, guildId: session.guildId || null,
-                      quote: session.quote ? shown(session.quote) : null } })
+                      quote: session.quote ? shown(session.quote) : null,
+                      elements: (session.elements || []).map((element) => ({
+                        type: element.type, attrs: element.attrs })) } })
     if (!/\bping$/.test(session.content)) return
     const quoted = await session.bot.getMessage(session.channelId, session.messageId)
     record({ quoted: shown(quoted) })
