@@ -10,7 +10,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 CONFIG ?= examples/config.yml
 
-.PHONY: run demo test bench soak lint venv dist lock clean
+.PHONY: run demo test bench soak lint venv dist lock catalogs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -71,6 +71,24 @@ dist: venv
 	rm -rf dist
 	$(BIN)/python -m build --no-isolation --outdir dist .
 	$(BIN)/twine check --strict dist/*
+
+# The console's translations (docs/translations.md): its messages extracted from the templates
+# and Python modules into console.pot (pyproject.toml's [tool.babel] says where), each
+# language's console.po brought up to date with it (new messages to translate, changed ones
+# marked fuzzy), then compiled into the console.mo files the package ships, committed with
+# them. tests/api/console/test_catalogs.py fails while any of the three is out of date. The
+# sed drops the extraction's time from the headers, so that a run that changes no message
+# changes no file (and parallel branches do not conflict over it).
+LOCALE := gensokyo_idmap/api/console/locale
+catalogs: venv
+	$(BIN)/pybabel --quiet extract -F pyproject.toml --add-location=file --sort-output \
+		--add-comments=TRANSLATORS: --project=gensokyo-idmap --no-wrap \
+		--header-comment="# The console's messages, as make catalogs extracts them: not edited by hand." \
+		-o $(LOCALE)/console.pot gensokyo_idmap/api/console
+	$(BIN)/pybabel --quiet update -i $(LOCALE)/console.pot -d $(LOCALE) -D console \
+		--no-wrap --ignore-obsolete
+	sed -i '/^"POT-Creation-Date: /d' $(LOCALE)/console.pot $(LOCALE)/*/LC_MESSAGES/console.po
+	$(BIN)/pybabel compile --statistics -d $(LOCALE) -D console
 
 # Both lock files from pyproject.toml's ranges (and requirements/dev.in): every package at
 # its newest release in range for this Python (3.11), with the hashes of all its files on

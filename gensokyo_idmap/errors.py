@@ -75,6 +75,7 @@ class BadInputError(IdmapError, ValueError):
         self.field = field
         self.value = value
         self.reason = reason
+        self.shown = repr(shown)  # the value as the message quotes it (redacted, cut)
 
 
 class NotFoundError(IdmapError, LookupError):

@@ -26,7 +26,7 @@ CLUSTER_EXAMPLE = ROOT / "examples" / "cluster.yml"
 #: Keys the example turns on for `make run` (their built-in default is empty).
 EXAMPLE_CHOICES = {"bot.app_id", "webhook.listen", "onebot.forward_ws", "onebot.reverse_ws"}
 USER_DOCS = ["identities.md", "stores.md", "delivery.md", "wire-mapping.md", "testing.md",
-             "demo.md", "security.md", "operations.md", "architecture.md"]
+             "demo.md", "security.md", "operations.md", "architecture.md", "translations.md"]
 
 
 def leaves(value: Any, path: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -98,7 +98,8 @@ def _slug(heading: str) -> str:
 
 
 def _markdown_files() -> list[Path]:
-    return [README, DOCS / "README.md", *(DOCS / name for name in USER_DOCS)]
+    return [README, ROOT / "README.zh-CN.md", DOCS / "README.md",
+            *(DOCS / name for name in USER_DOCS)]
 
 
 @pytest.mark.parametrize("page", _markdown_files(), ids=lambda p: str(p.relative_to(ROOT)))

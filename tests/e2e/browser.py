@@ -32,14 +32,17 @@ async_api = pytest.importorskip("playwright.async_api",
 
 
 @asynccontextmanager
-async def chromium(*args: str) -> AsyncIterator[Any]:
+async def chromium(*args: str, **options: Any) -> AsyncIterator[Any]:
     """A page of a fresh headless Chromium, 1280 px wide, started with :data:`CHROMIUM_ARGS`
-    and ``args``; the script errors it meets are kept for :func:`script_errors`."""
+    and ``args``; ``options`` go to Playwright's ``new_page`` (``locale="zh-CN"``: the
+    browser's language and its ``Accept-Language``, ``timezone_id``…); the script errors it
+    meets are kept for :func:`script_errors`."""
     async with async_api.async_playwright() as playwright:
         browser = await playwright.chromium.launch(executable_path=CHROMIUM,
                                                    args=[*CHROMIUM_ARGS, *args], headless=True)
         try:
-            page = await browser.new_page(viewport={"width": 1280, "height": 1000})
+            page = await browser.new_page(**{"viewport": {"width": 1280, "height": 1000},
+                                             **options})
             page.set_default_timeout(20_000)
             errors: list[str] = []
             page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)

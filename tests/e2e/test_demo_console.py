@@ -5,7 +5,8 @@ smallest bots do: the simulated users' events and the bot's sends make the figur
 the page without a reload.
 
 The overview's screenshot is written to ``build/screenshots/demo/overview.png`` at the top
-of the checkout; the README's picture (``docs/console-overview.png``) is a copy of it. The
+of the checkout, and as a Chinese browser sees it to ``overview-zh-CN.png``; the READMEs'
+pictures (``docs/console-overview.png``, ``docs/console-overview.zh-CN.png``) are copies. The
 demo runs in the test's directory with its default data dir, so the page names the stores
 ``data-demo/…`` as it does after ``make demo``.
 """
@@ -98,6 +99,14 @@ def test_the_overview_moves_while_the_demo_users_chat(tmp_path: Path) -> None:
                                     "chart.src = '/ui/chart.svg?at=' + Date.now(); })")
                 shot = await shoot(page, SCREENSHOTS, "overview")
                 assert script_errors(page) == []  # no script error, no CSP refusal
+                # the same overview for a browser whose language is Chinese
+                zh = await page.context.browser.new_page(
+                    locale="zh-CN", viewport={"width": 1280, "height": 1000})
+                await zh.goto(console)
+                await zh.wait_for_function("() => document.body.hasAttribute('data-refreshed')")
+                assert await zh.evaluate("document.documentElement.lang") == "zh-CN"
+                assert await zh.locator("h1").inner_text() == "概览"
+                await shoot(zh, SCREENSHOTS, "overview-zh-CN")
             assert await demo.stop(signal.SIGINT) == 0, demo.tail()  # Ctrl-C
             said = demo.output.read_text("utf-8").splitlines()
             assert any(line.endswith(" bot: pong") for line in said), said[-20:]  # delivered

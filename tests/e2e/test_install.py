@@ -2,7 +2,8 @@
 fresh virtualenv in tmp_path (outside the checkout, no PYTHONPATH), then the console script
 from there: ``--version``, ``init``, ``config check`` on what ``init`` wrote, ``demo`` in an
 empty directory with no file given, and ``serve`` on the written config until its identity
-API answers ``/healthz`` and ``/readyz`` names the missing secret.
+API answers ``/healthz`` and ``/readyz`` names the missing secret, and its console answers in
+Chinese (the compiled catalogs are in the wheel).
 
 pip resolves the wheel's ranges itself, from the index this machine's pip is set up for (its
 cache makes a second run quicker): the wheel is a library to pip, the lock files are only for
@@ -193,5 +194,11 @@ def test_the_wheel_installs_and_runs_outside_the_checkout(tmp_path: Path) -> Non
         wait_for("/healthz", lambda: answers(f"http://127.0.0.1:{api}/healthz"), daemon, logs)
         status, readiness = fetch(f"http://127.0.0.1:{api}/readyz")
         assert status == 503 and "bot.secret" in json.dumps(readiness), (status, readiness)
+        # the console in Chinese: the compiled catalog came with the wheel
+        asked = urllib.request.Request(f"http://127.0.0.1:{api}/ui/",
+                                       headers={"Accept-Language": "zh-CN"})
+        with urllib.request.urlopen(asked, timeout=5) as response:
+            page = response.read().decode("utf-8")
+        assert '<html lang="zh-CN">' in page and "<h1>概览</h1>" in page, page[:500]
         stop(daemon, signal.SIGTERM, logs)
     assert (site / "data" / "openid-map.db").exists()  # data_dir ./data, from where it ran

@@ -10,6 +10,7 @@ value that cannot be read is shown on the page, and nothing is read for it.
 from __future__ import annotations
 
 import asyncio
+import gettext
 import time
 from typing import TYPE_CHECKING, Any, Final
 
@@ -24,7 +25,8 @@ from gensokyo_idmap.api.console.browse import (
     message_page,
     message_row,
 )
-from gensokyo_idmap.errors import BadInputError, NotFoundError
+from gensokyo_idmap.api.console.error_text import error_text
+from gensokyo_idmap.errors import BadInputError, IdmapError, NotFoundError
 from gensokyo_idmap.identity import MAX_SCENE_BYTES, parse_scene, parse_vuin
 from gensokyo_idmap.runtime.base import MsgContent, MsgRecord
 from gensokyo_idmap.runtime.msgid import MAX_CONTENT_BYTES, check_virtual_id
@@ -43,28 +45,32 @@ MEMBERS_SHOWN: Final = 100
 CHAT_MESSAGES: Final = 20
 
 
-def parse_position(text: str, field: str) -> tuple[int, int]:
-    """A position in the messages list, ``<created ms>-<virtual id>``."""
+def parse_position(text: str, field: str, t: gettext.NullTranslations) -> tuple[int, int]:
+    """A position in the messages list, ``<created ms>-<virtual id>`` (``t``: the page's
+    translations, for the error)."""
     created, _, vid = text.partition("-")
     if not (created.isascii() and created.isdigit() and len(created) <= 16):
-        raise BadInputError(field, text, "a position is <created ms>-<virtual id>")
+        raise BadInputError(field, text, t.gettext("a position is <created ms>-<virtual id>"))
     return int(created), check_virtual_id(vid, field)
 
 
-def _filter(request: web.Request) -> str:
+def _filter(request: web.Request, t: gettext.NullTranslations) -> str:
     text = request.query.get("f", "")
     if len(text) > MAX_FILTER:
-        raise BadInputError("f", text[:40], f"a filter is at most {MAX_FILTER} characters")
+        raise BadInputError("f", text[:40], t.gettext(
+            "a filter is at most %(most)s characters") % {"most": MAX_FILTER})
     return text
 
 
-def _scene(text: str) -> str:
+def _scene(text: str, t: gettext.NullTranslations) -> str:
     if not text or len(text.encode("utf-8")) > MAX_SCENE_BYTES:
-        raise BadInputError("scene", text[:80], f"a scene is 1 to {MAX_SCENE_BYTES} bytes")
+        raise BadInputError("scene", text[:80], t.gettext(
+            "a scene is 1 to %(most)s bytes") % {"most": MAX_SCENE_BYTES})
     _, _, kind, _ = parse_scene(text)
     if kind not in CHAT_KINDS:
-        raise BadInputError("scene", text, f"the chat kind {kind!r} is not one of "
-                                           f"{', '.join(CHAT_KINDS)}")
+        raise BadInputError("scene", text, t.gettext(
+            "the chat kind %(kind)s is not one of %(kinds)s") % {
+            "kind": repr(kind), "kinds": ", ".join(CHAT_KINDS)})
     return text
 
 
@@ -105,13 +111,11 @@ class BrowsePages:
         if query.strip():
             try:
                 _, vuin = console.api.find_vuin(query)
-            except BadInputError as err:
-                error, status = err.message, err.http_status
-            except NotFoundError as err:
-                error, status = err.message, err.http_status
+            except IdmapError as err:
+                error, status = error_text(err, console._texts()), err.http_status
             else:
                 raise web.HTTPSeeOther(f"/ui/identities/{vuin}")
-        needle = _filter(request)
+        needle = _filter(request, console._texts())
         below_text = request.query.get("below", "")
         below = parse_vuin(below_text, "below") if below_text else None
         page = await asyncio.to_thread(identity_page, console.api.graph.store, below, needle)
@@ -128,14 +132,16 @@ class BrowsePages:
         console = self.console
         kinds = [k for k in request.query.getall("kind", []) if k in CHAT_KINDS] \
             or ["group", "channel"]
+        t = console._texts()
         bots = self._bots()
         bot = request.query.get("bot", "")
         if bot and bot not in bots:
-            raise BadInputError("bot", bot, f"not a bot of this daemon ({', '.join(bots)})")
+            raise BadInputError("bot", bot, t.gettext("not a bot of this daemon (%(bots)s)")
+                                % {"bots": ", ".join(bots)})
         after = request.query.get("after") or None
         if after is not None:
-            _scene(after)
-        needle = _filter(request)
+            _scene(after, t)
+        needle = _filter(request, t)
         page = await asyncio.to_thread(chat_page, console.api.graph.store, console.api.msgids,
                                        after, [bot] if bot else bots, kinds, needle,
                                        self._used())
@@ -148,7 +154,7 @@ class BrowsePages:
         """One chat: its vUIN, members seen (a page after ``above``), its newest messages,
         its reply budget and the test message form."""
         console = self.console
-        scene = _scene(request.match_info["scene"])
+        scene = _scene(request.match_info["scene"], console._texts())
         above_text = request.query.get("above", "")
         above = parse_vuin(above_text, "above") if above_text else None
         return console._render("chat.html", request, {
@@ -183,16 +189,20 @@ class BrowsePages:
         a framework's send goes, the outcome shown on the chat's page."""
         console = self.console
         form = await request.post()
-        scene = _scene(str(form.get("scene", "")))
+        scene = _scene(str(form.get("scene", "")), console._texts())
         text = str(form.get("text", ""))
         data = await asyncio.to_thread(self._chat_data, scene, None)
         error, sent, status = None, None, 200
+        t = console._texts()
         if console.controls is None:
-            error, status = "this console cannot send: it is not part of a running daemon", 503
+            error = t.gettext("this console cannot send: it is not part of a running daemon")
+            status = 503
         elif not text.strip():
-            error, status = "the message is empty: nothing was sent", 400
+            error, status = t.gettext("the message is empty: nothing was sent"), 400
         elif len(text.encode("utf-8")) > MAX_CONTENT_BYTES:
-            error, status = f"the message is longer than {MAX_CONTENT_BYTES} bytes", 400
+            error = t.gettext("the message is longer than %(most)s bytes: nothing was sent") % {
+                "most": MAX_CONTENT_BYTES}
+            status = 400
         else:
             sent = await console.controls.send_test(scene, text)
             if sent.ok:  # the page shows the message it just sent
@@ -212,13 +222,14 @@ class BrowsePages:
         if query:
             try:
                 vid = console._message(query)["virtual_id"]
-            except (BadInputError, NotFoundError) as err:
-                error, status = err.message, err.http_status
+            except IdmapError as err:
+                error, status = error_text(err, console._texts()), err.http_status
             else:
                 raise web.HTTPSeeOther(f"/ui/messages/{vid}")
-        needle = _filter(request)
+        needle = _filter(request, console._texts())
         before_text = request.query.get("before", "")
-        before = parse_position(before_text, "before") if before_text else None
+        before = parse_position(before_text, "before", console._texts()) \
+            if before_text else None
         page = await asyncio.to_thread(message_page, console.api.graph.store,
                                        console.api.msgids, before, needle)
         return console._render("messages.html", request, {

@@ -5,12 +5,25 @@ Content-Security-Policy stays ``script-src 'self'`` with nothing inline."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Final
 from xml.sax.saxutils import escape, quoteattr
 
-__all__ = ["rate_chart"]
+__all__ = ["ChartWords", "rate_chart"]
 
 _COLOURS: Final = ("#2f6fdf", "#d9622b", "#2e9e5b", "#8a4fd1")
+
+
+@dataclass(frozen=True, slots=True)
+class ChartWords:
+    """The chart's words in the page's language: each series' name (by its key; a key not
+    named is shown as it is), the unit of a rate, the left edge's ``-60 min`` (``%(minutes)s``
+    the span) and the right edge."""
+
+    names: Mapping[str, str] = field(default_factory=dict)
+    per_second: str = "/s"
+    ago: str = "-%(minutes)s min"
+    now: str = "now"
 
 
 def _nice_top(value: float) -> float:
@@ -25,7 +38,7 @@ def _nice_top(value: float) -> float:
 
 
 def rate_chart(series: Mapping[str, Sequence[float]], step: float, span: float,
-               width: int = 760, height: int = 220) -> str:
+               width: int = 760, height: int = 220, words: ChartWords = ChartWords()) -> str:
     """Lines of per-second rates (one point per ``step`` seconds, the newest at the right
     edge, ``span`` seconds across), with the axis top and a legend."""
     left, right, top_pad, bottom = 48, 10, 24, 22
@@ -44,10 +57,11 @@ def rate_chart(series: Mapping[str, Sequence[float]], step: float, span: float,
         parts.append(f'<line x1="{left}" x2="{left + plot_w}" y1="{y:.1f}" y2="{y:.1f}" '
                      'stroke="#e3e3ea"/>')
         parts.append(f'<text x="{left - 4}" y="{y + 4:.1f}" text-anchor="end" '
-                     f'fill="#555">{top * fraction:g}/s</text>')
-    parts.append(f'<text x="{left}" y="{height - 6}" fill="#555">-{span / 60:g} min</text>')
+                     f'fill="#555">{top * fraction:g}{escape(words.per_second)}</text>')
+    ago = words.ago % {"minutes": f"{span / 60:g}"}
+    parts.append(f'<text x="{left}" y="{height - 6}" fill="#555">{escape(ago)}</text>')
     parts.append(f'<text x="{left + plot_w}" y="{height - 6}" text-anchor="end" '
-                 'fill="#555">now</text>')
+                 f'fill="#555">{escape(words.now)}</text>')
     for index, (name, values) in enumerate(series.items()):
         colour = _COLOURS[index % len(_COLOURS)]
         count = len(values)
@@ -63,8 +77,8 @@ def rate_chart(series: Mapping[str, Sequence[float]], step: float, span: float,
             parts.append(f'<circle cx="{cx}" cy="{cy}" r="2.5" fill="{colour}"/>')
         legend_x = left + 8 + index * 180
         parts.append(f'<rect x="{legend_x}" y="6" width="10" height="10" fill="{colour}"/>')
-        latest = f" {values[-1]:.2f}/s" if values else ""
+        latest = f" {values[-1]:.2f}{words.per_second}" if values else ""
         parts.append(f'<text x="{legend_x + 14}" y="15" fill="#333">'
-                     f'{escape(name)}{latest}</text>')
+                     f'{escape(words.names.get(name, name) + latest)}</text>')
     parts.append("</svg>")
     return "".join(parts)

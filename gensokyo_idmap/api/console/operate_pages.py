@@ -55,25 +55,29 @@ class OperatePages:
         name = str(form.get("name", ""))
         number_text = str(form.get("number", ""))
         if not (number_text.isascii() and number_text.isdigit()):
-            raise BadInputError("number", number_text, "a framework's place in the list")
+            raise BadInputError("number", number_text,
+                                console._texts().gettext("a framework's place in the list"))
         number = int(number_text)
         frameworks = self._link().frameworks
         if number >= len(frameworks) or frameworks[number].name != name:
             raise NotFoundError(f"no framework {name!r} (the list changed: reload the page)")
         link = frameworks[number]
+        t = console._texts()
         if form.get("confirm") != "yes":
             return console._render("confirm.html", request, {
-                "page": "system", "op": "backlog", "title": "drop a backlog",
-                "cancel": "/ui/system",
+                "page": "system", "op": "backlog", "cancel": "/ui/system",
                 "fields": {"number": number_text, "name": name},
-                "what": f"drop every event {link.transport} {name} is owed and has not been "
-                        "sent yet; the platform was told of them already, so they are gone",
-                "before": {"events owed": link.owed, "of them in outbox.db": link.durable}})
+                "what": t.gettext("drop every event %(framework)s is owed and has not been "
+                                  "sent yet; the platform was told of them already, so they "
+                                  "are gone") % {"framework": f"{link.transport} {name}"},
+                "before": {t.gettext("events owed"): link.owed,
+                           t.gettext("of them in outbox.db"): link.durable}})
         if console.controls is None:
-            raise NotFoundError("this console is not part of a running daemon")
+            raise NotFoundError(console._texts().gettext(
+                "this console is not part of a running daemon"))
         dropped = await console.controls.drop_backlog(number, name)
         result: dict[str, Any] = {"outcome": "dropped", "framework": f"{link.transport} {name}",
-                                  "events dropped": dropped}
+                                  "dropped": dropped}
         return console._render("result.html", request, {
-            "page": "system", "op": "drop backlog", "result": result, "vuin": None,
+            "page": "system", "op": "backlog", "result": result, "vuin": None,
             "back": "/ui/system"})

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gettext
 import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -36,9 +37,11 @@ from aiohttp import web
 
 from gensokyo_idmap import __version__, counters, jsonio, metrics
 from gensokyo_idmap.api.access import same_token
-from gensokyo_idmap.api.console import form_tokens
+from gensokyo_idmap.api.console import form_tokens, language
 from gensokyo_idmap.api.console.browse_pages import BrowsePages
-from gensokyo_idmap.api.console.chart import rate_chart
+from gensokyo_idmap.api.console.chart import ChartWords, rate_chart
+from gensokyo_idmap.api.console.dates import time_tag
+from gensokyo_idmap.api.console.error_text import error_text, said
 from gensokyo_idmap.api.console.form_tokens import FormTokens
 from gensokyo_idmap.api.console.login_limit import LoginLimit
 from gensokyo_idmap.api.console.operate_pages import OperatePages
@@ -46,6 +49,7 @@ from gensokyo_idmap.api.console.rates import RateHistory
 from gensokyo_idmap.api.console.services import ApiServices
 from gensokyo_idmap.api.console.sessions import COOKIE, Session, Sessions
 from gensokyo_idmap.api.console.status import Controls, LinkStatus, LinkView
+from gensokyo_idmap.api.console.translations import Catalogs, install
 from gensokyo_idmap.errors import BadInputError, IdmapError, NotFoundError
 from gensokyo_idmap.identity import parse_identity_input, parse_vuin
 from gensokyo_idmap.logtail import LEVELS, TAIL, LogTail
@@ -53,7 +57,7 @@ from gensokyo_idmap.reports import bind_data, rebind_data, record_data, stats_da
 from gensokyo_idmap.runtime.msgid import check_virtual_id
 from gensokyo_idmap.store.base import MappedFile
 
-__all__ = ["CSP", "Console", "human_duration", "human_size"]
+__all__ = ["CSP", "Console", "human_size"]
 
 log = structlog.get_logger("gensokyo_idmap.api")
 
@@ -73,8 +77,15 @@ _HEADERS: Final = {
 #: Who is asking, for the request being handled (set by the guard for the handler's task; a
 #: context variable, as aiohttp's typed request keys need a newer aiohttp than we require).
 _VISIT: Final[ContextVar[_Visit | None]] = ContextVar("console_visit", default=None)
-#: Paths reachable without a session: the login page and the package's CSS and script.
-_OPEN_PATHS: Final = ("/ui/login", "/ui/static/")
+#: Paths reachable without a session: the login page, the language switch (its form is on
+#: the login page too) and the package's CSS and script.
+_OPEN_PATHS: Final = ("/ui/login", "/ui/language", "/ui/static/")
+#: The page language of the request being handled (set by the guard, as :data:`_VISIT`).
+_LANGUAGE: Final[ContextVar[str]] = ContextVar("console_language", default=language.DEFAULT)
+#: How long the language switch's choice is kept: a year, renewed by each switch.
+LANGUAGE_COOKIE_SECONDS: Final = 365 * 24 * 3600
+#: The switch's buttons: each language in its own name (never translated).
+LANGUAGE_NAMES: Final = (("en", "English"), ("zh-CN", "简体中文"))
 #: How often the SSE tail looks for new lines, and how many it sends first.
 TAIL_POLL_SECONDS: Final = 0.5
 TAIL_BACKLOG: Final = 200
@@ -123,6 +134,7 @@ class Console:
         self.sessions = Sessions()
         self.form_tokens = FormTokens()
         self.login_limit = LoginLimit()
+        self.catalogs = Catalogs()
         self.started = time.time()
         self.rates = RateHistory(_totals, step=sample_seconds, span=HOUR)
         self._closing = asyncio.Event()
@@ -133,9 +145,11 @@ class Console:
     def application(self) -> web.Application:
         """The console as an aiohttp sub-application, to be mounted at ``/ui/``."""
         app = web.Application(middlewares=[self._guard])
-        aiohttp_jinja2.setup(app, loader=jinja2.PackageLoader(__package__, "templates"),
-                             autoescape=True, undefined=jinja2.StrictUndefined,
-                             filters={"size": human_size, "duration": human_duration})
+        environment = aiohttp_jinja2.setup(
+            app, loader=jinja2.PackageLoader(__package__, "templates"), autoescape=True,
+            undefined=jinja2.StrictUndefined, extensions=["jinja2.ext.i18n"],
+            filters={"size": human_size, "when": time_tag})
+        install(environment)
         static = Path(str(resources.files(__package__).joinpath("static")))
         app.add_routes([
             web.get("/", self.overview),
@@ -144,6 +158,7 @@ class Console:
             web.get("/login", self.login_page),
             web.post("/login", self.login),
             web.post("/logout", self.logout),
+            web.post("/language", self.switch_language),
             *self.browse.routes(),
             *self.operate.routes(),
             web.get("/identities/{vuin}", self.vuin_page),
@@ -181,6 +196,8 @@ class Console:
     async def _guard(self, request: web.Request,
                      handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
                      ) -> web.StreamResponse:
+        _LANGUAGE.set(language.pick(request.headers.get("Accept-Language"),
+                                    request.cookies.get(language.COOKIE)))
         try:
             response = await self._admit(request, handler)
         except web.HTTPException as exc:  # a redirect (to the login page, after a form)
@@ -199,8 +216,9 @@ class Console:
         elif request.path.startswith(_OPEN_PATHS) or not access.has_token:
             client = self.api.client_address(request)
             if not request.path.startswith(_OPEN_PATHS) and not access.peer_allowed(client):
-                return self._refusal(request, 403, f"{client} is not allowed (loopback or "
-                                     "api.getid_allow; or set api.token)")
+                return self._refusal(request, 403, self._texts().gettext(
+                    "%(client)s is not allowed (loopback or api.getid_allow; or set "
+                    "api.token)") % {"client": client})
             token, new = self.form_tokens.current(request.cookies.get(form_tokens.COOKIE))
             visit = _Visit(token, signed_in=not access.has_token, new_token=new)
         elif access.token_ok(request.headers.get("Authorization")):
@@ -209,20 +227,22 @@ class Console:
         elif request.method == "GET":
             raise web.HTTPSeeOther("/ui/login")
         else:
-            return self._refusal(request, 401, "log in first (api.token)")
+            return self._refusal(request, 401,
+                                 self._texts().gettext("log in first (api.token)"))
         _VISIT.set(visit)
         if request.method == "POST":
             form = await request.post()
             presented = form.get("csrf")
             if not self._csrf_ok(request, visit, presented if isinstance(presented, str)
                                  else None):
-                return self._refusal(request, 403, "the form's CSRF token is missing, wrong "
-                                     "or expired (or the daemon restarted): reload the page "
-                                     "and try again")
+                return self._refusal(request, 403, self._texts().gettext(
+                    "the form's CSRF token is missing, wrong or expired (or the daemon "
+                    "restarted): reload the page and try again"))
         try:
             response = await handler(request)
         except IdmapError as err:  # a value a page could not take: shown, nothing written
-            response = self._refusal(request, err.http_status, err.message)
+            response = self._refusal(request, err.http_status,
+                                     error_text(err, self._texts()))
         except web.HTTPNotFound:  # no page there: the console's own, with its menu
             response = self._render("notfound.html", request, {"path": request.path},
                                     status=404)
@@ -238,11 +258,16 @@ class Console:
         return self.form_tokens.passes(request.cookies.get(form_tokens.COOKIE), presented)
 
     def _set_cookie(self, request: web.Request, response: web.StreamResponse, name: str,
-                    value: str) -> None:
+                    value: str, max_age: int | None = None) -> None:
         """A console cookie: for ``/ui/`` only, no script reads it, no other site sends it,
-        and over HTTPS (the listener's own, or a trusted proxy's) only HTTPS carries it."""
+        and over HTTPS (the listener's own, or a trusted proxy's) only HTTPS carries it;
+        kept ``max_age`` seconds, or for the browser's session."""
         response.set_cookie(name, value, path="/ui/", httponly=True, samesite="Strict",
-                            secure=self.api.is_https(request) or None)
+                            secure=self.api.is_https(request) or None, max_age=max_age)
+
+    def _texts(self) -> gettext.NullTranslations:
+        """The translations of the language of the request being handled."""
+        return self.catalogs[_LANGUAGE.get()]
 
     def _refusal(self, request: web.Request, status: int, message: str) -> web.Response:
         return self._render("refused.html", request, {"message": message, "status": status},
@@ -251,11 +276,30 @@ class Console:
     def _render(self, template: str, request: web.Request, context: Mapping[str, Any],
                 status: int = 200) -> web.Response:
         visit = _VISIT.get()
+        lang = _LANGUAGE.get()
         base = {"page": "", "csrf": visit.csrf if visit is not None else "",
                 "token_login": self.api.access.has_token,
-                "signed_in": bool(visit and visit.signed_in), "version": __version__}
+                "signed_in": bool(visit and visit.signed_in), "version": __version__,
+                "lang": lang, "texts": self.catalogs[lang], "languages": LANGUAGE_NAMES,
+                # where the language switch comes back to: this page, if a GET shows it
+                "here": request.path_qs if request.method == "GET" else "/ui/"}
         return aiohttp_jinja2.render_template(template, request, {**base, **context},
                                               status=status)
+
+    # --- language -------------------------------------------------------------------------
+
+    async def switch_language(self, request: web.Request) -> web.StreamResponse:
+        """The header's language switch (a form: its CSRF token checked by the guard): the
+        choice kept in a cookie, then back to the page it was made on."""
+        form = await request.post()
+        chosen = str(form.get("lang", ""))
+        if chosen not in language.LANGUAGES:
+            raise BadInputError("lang", chosen,
+                                f"must be one of {', '.join(language.LANGUAGES)}")
+        response = web.HTTPSeeOther(_back_to(form.get("next")))
+        self._set_cookie(request, response, language.COOKIE, chosen,
+                         max_age=LANGUAGE_COOKIE_SECONDS)
+        raise response
 
     # --- login ----------------------------------------------------------------------------
 
@@ -274,7 +318,9 @@ class Console:
         wait = self.login_limit.retry_after(client)
         if wait:
             response = self._render("login.html", request, {
-                "error": f"too many wrong tokens from {client}: try again in {wait} s"},
+                "error": self._texts().gettext(
+                    "too many wrong tokens from %(client)s: try again in %(seconds)s s") % {
+                    "client": client, "seconds": wait}},
                 status=429)
             response.headers["Retry-After"] = str(wait)
             return response
@@ -285,7 +331,8 @@ class Console:
                             client=client, failures=self.login_limit.failures,
                             window_seconds=self.login_limit.window,
                             retry_after_seconds=self.login_limit.retry_after(client))
-            return self._render("login.html", request, {"error": "wrong token"}, status=401)
+            return self._render("login.html", request,
+                                {"error": self._texts().gettext("wrong token")}, status=401)
         self.login_limit.succeeded(client)
         visit = _VISIT.get()
         fresh = self.sessions.login(visit.session.id if visit and visit.session else None)
@@ -351,7 +398,9 @@ class Console:
                     "event_type": link.last_webhook.event_type, "at": link.last_webhook.at},
             },
             "frameworks": [{"transport": f.transport, "name": f.name, "connected": f.connected,
-                            "owed": f.owed, "durable": f.durable, "problem": f.problem}
+                            "owed": f.owed, "durable": f.durable, "problem": f.problem,
+                            # the problem in the asking page's language, for its script
+                            "problem_text": f.problem and said(f.problem, self._texts())}
                            for f in link.frameworks],
             "totals": totals,
             "rates": self.rates.latest(),
@@ -371,7 +420,14 @@ class Console:
         return web.json_response(await self.overview_data(), dumps=_dumps)
 
     async def chart(self, request: web.Request) -> web.Response:
-        svg = rate_chart(self.rates.series(to_now=True), self.rates.step, self.rates.span)
+        t = self._texts()
+        words = ChartWords(names={"events in": t.gettext("platform events in"),
+                                  "events out": t.gettext("OneBot events out"),
+                                  "actions": t.gettext("OneBot actions answered")},
+                           per_second=t.gettext("/s"), ago=t.gettext("-%(minutes)s min"),
+                           now=t.gettext("now"))
+        svg = rate_chart(self.rates.series(to_now=True), self.rates.step, self.rates.span,
+                         words=words)
         return web.Response(text=svg, content_type="image/svg+xml")
 
     # --- identities -------------------------------------------------------------------------
@@ -381,8 +437,8 @@ class Console:
             view = vuin_data(self.api.graph.show(parse_vuin(request.match_info["vuin"])))
         except IdmapError as err:
             return self._render("identities.html", request, {
-                "page": "identities", "q": request.match_info["vuin"], "error": err.message,
-                "binds": []}, status=err.http_status)
+                "page": "identities", "q": request.match_info["vuin"],
+                "error": error_text(err, self._texts()), "binds": []}, status=err.http_status)
         return self._render("vuin.html", request, {"page": "identities", "v": view,
                                                    "error": None})
 
@@ -394,12 +450,14 @@ class Console:
             key = parse_identity_input(key_text, app_id, "key")
             vuin = parse_vuin(vuin_text, "vuin")
             if form.get("confirm") != "yes":
+                t = self._texts()
                 return self._render("confirm.html", request, {
                     "page": "identities", "op": "bind",
                     "fields": {"key": key_text, "vuin": vuin_text},
-                    "what": f"bind {key.key} to vUIN {vuin}",
-                    "before": {"current vUIN of the key": self.api.graph.lookup(key),
-                               "vUIN it will join": self.api.graph.canonical(vuin)}})
+                    "what": t.gettext("bind %(key)s to vUIN %(vuin)s") % {"key": key.key,
+                                                                         "vuin": vuin},
+                    "before": {t.gettext("current vUIN of the key"): self.api.graph.lookup(key),
+                               t.gettext("vUIN it will join"): self.api.graph.canonical(vuin)}})
             result = bind_data(await self.api.graph.bind(key, vuin))
         except IdmapError as err:
             return self._form_error(request, vuin_text, "bind", err)
@@ -414,14 +472,15 @@ class Console:
         try:
             old, new = parse_vuin(old_text, "old"), parse_vuin(new_text, "new")
             if form.get("confirm") != "yes":
+                t = self._texts()
                 moving = self.api.graph.show(old).identities
                 return self._render("confirm.html", request, {
                     "page": "identities", "op": "rebind",
                     "fields": {"old": old_text, "new": new_text},
-                    "what": f"move the identity set of vUIN {old} to vUIN {new} "
-                            f"({old} stays as an alias)",
-                    "before": {"identities that move": ", ".join(moving) or "none",
-                               "vUIN the set joins": self.api.graph.canonical(new)}})
+                    "what": t.gettext("move the identity set of vUIN %(old)s to vUIN %(new)s "
+                                      "(%(old)s stays as an alias)") % {"old": old, "new": new},
+                    "before": {t.gettext("identities that move"): ", ".join(moving) or None,
+                               t.gettext("vUIN the set joins"): self.api.graph.canonical(new)}})
             result = rebind_data(await self.api.graph.rebind(old, new))
         except IdmapError as err:
             return self._form_error(request, old_text, "rebind", err)
@@ -435,7 +494,9 @@ class Console:
             view: dict[str, Any] | None = vuin_data(self.api.graph.show(parse_vuin(vuin_text)))
         except IdmapError:
             view = None
-        message = f"{op} refused: {err.message}"
+        t = self._texts()
+        message = (t.gettext("bind refused: %(why)s") if op == "bind"
+                   else t.gettext("rebind refused: %(why)s")) % {"why": error_text(err, t)}
         if view is None:
             return self._render("identities.html", request, {
                 "page": "identities", "q": "", "error": message, "binds": []},
@@ -504,21 +565,6 @@ def human_size(count: int | None) -> str:
     raise AssertionError("unreachable")
 
 
-def human_duration(seconds: float) -> str:
-    """A length of time as people read it: ``3 d 4 h``, ``5 min 12 s``, ``40 s``."""
-    whole = int(seconds)
-    days, rest = divmod(whole, 86_400)
-    hours, rest = divmod(rest, 3_600)
-    minutes, secs = divmod(rest, 60)
-    if days:
-        return f"{days} d {hours} h"
-    if hours:
-        return f"{hours} h {minutes} min"
-    if minutes:
-        return f"{minutes} min {secs} s"
-    return f"{secs} s"
-
-
 def _dumps(value: Any) -> str:
     return jsonio.dumps(value)
 
@@ -530,3 +576,13 @@ def _map_use(store: object) -> dict[str, int] | None:
         return None
     size, used = store.map_use()
     return {"size": size, "used": used}
+
+
+def _back_to(next_page: object) -> str:
+    """Where the language switch sends the browser back to: the console page it came from
+    (a path under ``/ui/``, nothing that could lead to another site), else the overview."""
+    if (isinstance(next_page, str) and next_page.startswith("/ui/") and len(next_page) < 2000
+            and "//" not in next_page and "\\" not in next_page
+            and next_page.isprintable() and " " not in next_page):
+        return next_page
+    return "/ui/"

@@ -88,7 +88,7 @@ def test_identities_newest_first_with_keys_bot_and_where(serve_console: ServeCon
         assert len(listed) == 50
         assert f">{vuins[-1] + 3}<" in listed[0]  # the newest (raw:555) first
         alice_row = next(r for r in listed if f"{59:032X}" in r)
-        assert APP_ID in alice_row and GROUP_SCENE in alice_row and 'data-time="' in alice_row
+        assert APP_ID in alice_row and GROUP_SCENE in alice_row and "<time datetime=" in alice_row
         older = re.search(r'id="older" rel="next"', page) and \
             re.search(r'href="/ui/identities\?below=(\d+)"', page)
         assert older

@@ -43,7 +43,7 @@ def test_the_system_page_shows_config_figures_and_readiness(
         config = re.search(r'<table id="config".*?</table>', page, re.S)
         assert config and "bot.secret" in config.group(0) and "***" in config.group(0)
         assert re.search(r"<code>bot.app_id</code></td><td[^>]*><code>102000001</code></td>"
-                         r'<td data-label="from">file<', page)
+                         r'<td data-label="from" data-source="file">file<', page)
         assert re.search(r'id="rss">\d+\.\d (KiB|MiB|GiB)<', page)
         assert re.search(r'id="fds">\d+ of \d+<', page)
         assert re.search(r'id="free">[\d.]+ \w+ of [\d.]+ \w+<', page)

@@ -169,6 +169,14 @@ def test_overview_names_a_framework_that_refuses_our_access_token(
                     [shown] = overview["frameworks"]
                     assert shown["connected"] is False
                     assert shown["problem"] == "the framework refused our access token (HTTP 403)"
+                    # in Chinese, on the page and for its script; the JSON's problem stays
+                    zh = {"Accept-Language": "zh-CN"}
+                    status, zh_page, _ = await browser.get("/ui/", headers=zh)
+                    assert "框架拒绝了我们的访问令牌（HTTP 403）" in zh_page
+                    [zh_shown] = json.loads((await browser.get("/ui/overview.json",
+                                                               headers=zh))[1])["frameworks"]
+                    assert zh_shown["problem"] == shown["problem"]
+                    assert zh_shown["problem_text"] == "框架拒绝了我们的访问令牌（HTTP 403）"
                     assert "tok-Rz5" not in page + json.dumps(overview)
                     refusing[0] = False
                     await until(lambda: client.connected.is_set(), 10, "the connection")

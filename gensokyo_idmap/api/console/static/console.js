@@ -1,5 +1,8 @@
 // gensokyo-idmap console: live figures on the overview, the log tail, local times.
 // Served as a file (the Content-Security-Policy allows no inline script); no build step.
+// It writes no words of its own: "yes" and "no" come from the page (data-yes, data-no on
+// the overview, in the page's language), and a moment is shown in one language-neutral
+// format, 2024-05-01 11:04:05 UTC+08:00 (the server writes the same in UTC).
 "use strict";
 
 function pick(data, path) {
@@ -8,10 +11,38 @@ function pick(data, path) {
   }, data);
 }
 
-function showTime(seconds) {
+function two(n) { return (n < 10 ? "0" : "") + n; }
+
+// A Date in the viewer's local time: YYYY-MM-DD HH:MM:SS UTC+hh:mm.
+function localText(date) {
+  var offset = -date.getTimezoneOffset();
+  var sign = offset < 0 ? "-" : "+";
+  offset = Math.abs(offset);
+  return date.getFullYear() + "-" + two(date.getMonth() + 1) + "-" + two(date.getDate()) +
+    " " + two(date.getHours()) + ":" + two(date.getMinutes()) + ":" + two(date.getSeconds()) +
+    " UTC" + sign + two(Math.floor(offset / 60)) + ":" + two(offset % 60);
+}
+
+// <time datetime=ISO> in local time; its text stays the server's UTC when it cannot be read.
+function showLocal(el) {
+  var date = new Date(el.getAttribute("datetime"));
+  if (!isNaN(date.getTime())) {
+    el.textContent = localText(date);
+    el.setAttribute("title", el.getAttribute("datetime"));
+  }
+}
+
+// A live moment (Unix seconds from overview.json) into the element's <time>, made if missing.
+function setLiveTime(el, seconds) {
   var n = Number(seconds);
-  if (!seconds || isNaN(n)) { return ""; }
-  return new Date(n * 1000).toLocaleString();
+  if (seconds === null || seconds === undefined || seconds === "" || isNaN(n)) {
+    el.textContent = "\u2014";
+    return;
+  }
+  var time = el.querySelector("time") || document.createElement("time");
+  time.setAttribute("datetime", new Date(n * 1000).toISOString().replace(/\.\d+Z$/, "Z"));
+  showLocal(time);
+  if (time.parentNode !== el) { el.textContent = ""; el.appendChild(time); }
 }
 
 function humanSize(count) {
@@ -26,22 +57,16 @@ function humanSize(count) {
   return String(count);
 }
 
-function showValue(value) {
+function showValue(value, words) {
   if (value === null || value === undefined) { return "—"; }
-  if (value === true) { return "yes"; }
-  if (value === false) { return "no"; }
+  if (value === true) { return words.yes; }
+  if (value === false) { return words.no; }
   if (typeof value === "number" && !Number.isInteger(value)) { return value.toFixed(2); }
   return String(value);
 }
 
 function localTimes(root) {
-  root.querySelectorAll("[data-time]").forEach(function (el) {
-    var shown = showTime(el.getAttribute("data-time"));
-    if (shown) { el.textContent = shown; }
-  });
-  root.querySelectorAll("[data-live-time]").forEach(function (el) {
-    el.textContent = showTime(el.textContent);
-  });
+  root.querySelectorAll("time[datetime]").forEach(showLocal);
 }
 
 function refreshOverview(root) {
@@ -50,16 +75,18 @@ function refreshOverview(root) {
     .then(function (response) { return response.ok ? response.json() : null; })
     .then(function (data) {
       if (!data) { return; }
+      var words = { yes: root.getAttribute("data-yes") || "yes",
+                    no: root.getAttribute("data-no") || "no" };
       root.querySelectorAll("[data-live]").forEach(function (el) {
         var value = pick(data, el.getAttribute("data-live"));
-        if (value !== undefined) { el.textContent = showValue(value); }
+        if (value !== undefined) { el.textContent = showValue(value, words); }
       });
       root.querySelectorAll("[data-live-bytes]").forEach(function (el) {
         var value = pick(data, el.getAttribute("data-live-bytes"));
         if (value !== undefined && value !== null) { el.textContent = humanSize(value); }
       });
       root.querySelectorAll("[data-live-time]").forEach(function (el) {
-        el.textContent = showTime(pick(data, el.getAttribute("data-live-time")));
+        setLiveTime(el, pick(data, el.getAttribute("data-live-time")));
       });
       root.querySelectorAll("[data-live-lines]").forEach(function (el) {
         var lines = pick(data, el.getAttribute("data-live-lines")) || [];
