@@ -215,3 +215,24 @@ def test_binding_a_new_identity_says_bound(serve_console: ServeConsole,
         assert 'id="outcome">moved<' in moved and graph.canonical(bob) == alice
 
     scenario(serve_console, body)
+
+
+def test_the_new_pages_keep_the_security_headers_and_nothing_inline(
+        serve_console: ServeConsole, graph: IdentityGraph, msgids: MsgIdMap) -> None:
+    from gensokyo_idmap.api.console.pages import CSP
+
+    async def body(browser: Browser) -> None:
+        vuins = await people(graph, 2)
+        vid = msgids.store_real_sync("M1", MsgContext(APP_ID, "group", GROUP).about(
+            vuins[0], "<script>alert(1)</script>"))
+        for path in ("/ui/chats", f"/ui/chats/{GROUP_SCENE}", "/ui/messages",
+                     f"/ui/messages/{vid}", "/ui/system", "/ui/nowhere"):
+            status, page, resp = await browser.get(path)
+            assert status in (200, 404), (path, page)
+            assert resp.headers["Content-Security-Policy"] == CSP
+            assert "<script>" not in page and "style=" not in page, path  # text escaped
+            assert page.count("<script") == 1 and 'src="/ui/static/console.js"' in page
+            for form in re.findall(r'<form method="post".*?</form>', page, re.S):
+                assert 'name="csrf"' in form, (path, form)
+
+    scenario(serve_console, body, controls=Controls())
