@@ -33,7 +33,7 @@ from gensokyo_idmap.runtime.msgid import MAX_CONTENT_BYTES, check_virtual_id
 from gensokyo_idmap.store.base import LastSeen
 
 if TYPE_CHECKING:
-    from gensokyo_idmap.api.console.pages import Console
+    from gensokyo_idmap.api.console.page_host import PageHost
 
 __all__ = ["BrowsePages", "parse_position"]
 
@@ -75,9 +75,9 @@ def _scene(text: str, t: gettext.NullTranslations) -> str:
 
 
 class BrowsePages:
-    """The handlers; pages render through their :class:`~.pages.Console`."""
+    """The handlers; pages render through their console (:class:`~.page_host.PageHost`)."""
 
-    def __init__(self, console: Console) -> None:
+    def __init__(self, console: PageHost) -> None:
         self.console = console
 
     def routes(self) -> list[web.RouteDef]:

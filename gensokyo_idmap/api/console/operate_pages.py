@@ -17,13 +17,13 @@ from gensokyo_idmap.errors import BadInputError, NotFoundError
 from gensokyo_idmap.process_figures import read_figures
 
 if TYPE_CHECKING:
-    from gensokyo_idmap.api.console.pages import Console
+    from gensokyo_idmap.api.console.page_host import PageHost
 
 __all__ = ["OperatePages"]
 
 
 class OperatePages:
-    def __init__(self, console: Console) -> None:
+    def __init__(self, console: PageHost) -> None:
         self.console = console
 
     def routes(self) -> list[web.RouteDef]:
