@@ -25,15 +25,14 @@ import aiohttp
 import structlog
 from aiohttp import web
 
-from gensokyo_idmap import jsonio
 from gensokyo_idmap.admission import Admission
 from gensokyo_idmap.api import ApiServer
 from gensokyo_idmap.api.settings import ApiSettings
-from gensokyo_idmap.bridge.actions import ActionService
+from gensokyo_idmap.bot_runtime import BotRuntime, every_client, every_post, make_bot
+from gensokyo_idmap.bots import BotSettings, resolve_bots
 from gensokyo_idmap.bridge.dedup import window_seconds
-from gensokyo_idmap.bridge.inbound import BridgeSettings, EventSink, InboundBridge, InboundPipeline
-from gensokyo_idmap.bridge.outbound import OutboundSender, OutboundSettings
-from gensokyo_idmap.bridge.outbox import Backlog, Outbox, TrackedSink
+from gensokyo_idmap.bridge.inbound import InboundPipeline
+from gensokyo_idmap.bridge.outbox import Outbox, TrackedSink
 from gensokyo_idmap.bridge.turn_batches import TurnBatches
 from gensokyo_idmap.config import Config
 from gensokyo_idmap.errors import BadInputError, StoreError, UnreachableError
@@ -48,12 +47,12 @@ from gensokyo_idmap.identity_backend import (
 from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.link_status import LinkWatch
 from gensokyo_idmap.memory import run_trimmer
-from gensokyo_idmap.onebot.forward_ws import ForwardWsServer
+from gensokyo_idmap.onebot.forward_ws import ForwardWsRouter
 from gensokyo_idmap.onebot.http_api import HttpApiServer
 from gensokyo_idmap.onebot.http_post import HttpPostTarget
 from gensokyo_idmap.onebot.reverse_ws import ReverseWsClient
 from gensokyo_idmap.ops.config_check import refuse_bad_startup
-from gensokyo_idmap.qq.events import Interaction, QQEvent
+from gensokyo_idmap.qq.events import QQEvent
 from gensokyo_idmap.qq.gateway import (
     DISCOVERY_FIRST_DELAY,
     DISCOVERY_MAX_DELAY,
@@ -64,9 +63,8 @@ from gensokyo_idmap.qq.gateway import (
     SessionStore,
     discover_gateway_retrying,
 )
-from gensokyo_idmap.qq.openapi import OpenApiClient
 from gensokyo_idmap.qq.token import AccessTokenManager
-from gensokyo_idmap.qq.webhook import WebhookReceiver
+from gensokyo_idmap.qq.webhook import WebhookReceiver, WebhookRouter
 from gensokyo_idmap.redaction import redact_url
 from gensokyo_idmap.runtime.blocks import IdBlocks, reserve_in
 from gensokyo_idmap.runtime.claims import ClaimStore, DeliveryLog, DurableClaims
@@ -97,36 +95,51 @@ StorePreparation: TypeAlias = Callable[
 
 @dataclass(frozen=True, slots=True)
 class Daemon:
-    """What a built daemon runs: its listeners, its gateway session and its framework
+    """What a built daemon runs: its listeners, its bots' gateway sessions and framework
     connections (the ready line names them)."""
 
     config: Config
     webhook: web.AppRunner | None
-    forward: ForwardWsServer | None
+    forward: ForwardWsRouter | None
     onebot_api: web.AppRunner | None
     identity_api: web.AppRunner | None
-    gateway: asyncio.Task[None] | None
+    gateways: Sequence[asyncio.Task[None]]
     clients: Sequence[ReverseWsClient]
     posts: Sequence[HttpPostTarget]
     #: Opening the graph whose server was down at start (:func:`_reach_graph`): a schema
     #: refused once it answers ends the daemon with that error.
     opening: asyncio.Task[None] | None = None
+    #: each bot's parts, in the config's order
+    bots: Sequence[BotRuntime] = ()
+
+    @property
+    def gateway(self) -> asyncio.Task[None] | None:
+        """The first bot's gateway session (None: its gateway is off)."""
+        return self.gateways[0] if self.gateways else None
 
     def listeners(self) -> list[str]:
         config = self.config
+        several = len(self.bots) > 1
         listeners = ([f"webhook http://{config.webhook.listen}{config.webhook.path}"]
                      if self.webhook is not None else [])
         if self.forward is not None:
-            listeners.append(f"forward ws ws://{config.onebot.forward_ws}/")
+            listeners.append(f"forward ws ws://{config.onebot.forward_ws}/"
+                             + (" (/<self_id>/ for each bot)" if several else ""))
         if self.onebot_api is not None:
-            listeners.append(f"onebot http api http://{config.onebot.http_api}/")
+            listeners.append(f"onebot http api http://{config.onebot.http_api}/"
+                             + (" (/<self_id>/ for each bot)" if several else ""))
         if self.identity_api is not None:
             listeners.append(f"identity api http://{config.api.listen}/ "
                              "(/v1, /getid, /healthz, /readyz, /metrics, console /ui/)")
-        if self.gateway is not None:
-            listeners.append(f"qq gateway via {config.qq.api_base}/gateway/bot")
-        listeners += [f"reverse ws {c.url}" for c in self.clients]
-        listeners += [f"http post {p.url}" for p in self.posts]
+        for runtime in self.bots:
+            bot = runtime.settings
+            if runtime.gateway is not None:
+                listeners.append(f"qq gateway via {bot.qq.api_base}/gateway/bot"
+                                 + (f" (app_id {bot.app_id})" if several else ""))
+        listeners += [f"reverse ws {c.url}" + (f" (self_id {c.self_id})" if several else "")
+                      for c in self.clients]
+        listeners += [f"http post {p.url}" + (f" (self_id {p.self_id})" if several else "")
+                      for p in self.posts]
         return listeners
 
 
@@ -202,9 +215,10 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
     services.push_async_callback(_stop_periodic, sweeper, stop)
     trimmer = asyncio.create_task(run_trimmer(stop))
     services.push_async_callback(_stop_periodic, trimmer, stop)
-    watch = LinkWatch(outbox, app_id=bool(config.bot.app_id),
-                      secret=bool(config.bot.secret.get_secret_value()),
-                      gateway_wanted=config.qq.gateway)
+    bots = resolve_bots(config)
+    first = bots[0]
+    watch = LinkWatch(outbox, app_id=bool(first.app_id), secret=bool(first.secret_value),
+                      gateway_wanted=first.qq.gateway)
     watch.config = config
     watch.replies = budget.used
     identity_api = (await _start_api(config, graph, msgids, outbox_store,
@@ -213,24 +227,21 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
                     if config.api.listen else None)
     if identity_api is not None:
         intake.push_async_callback(identity_api.cleanup)
-    platform = _platform_client(config, services)
-    if platform is not None:  # a wrong secret shows now, not at the first reply (/readyz)
-        watch.tokens = platform.tokens
-        keeper = asyncio.create_task(platform.tokens.keep_fresh())
-        services.push_async_callback(_cancel, keeper)  # before its HTTP client closes
-    actions = ActionService(OutboundSender(
-        graph, msgids, None if platform is None else platform.openapi, OutboundSettings(
-        app_id=config.bot.app_id, self_id=config.self_id,
-        op_userid_type=config.onebot.op_userid_type,
-        send_error=config.onebot.send_error,
-        reads_off_loop=(config.idmap.backend == "postgres"
-                        or config.idmap.runtime_backend == "redis"),
-        unsupported_segments=config.onebot.unsupported_segments), budget),
-        list_channels_as_groups=config.onebot.list_channels_as_groups)
-    services.push_async_callback(actions.drain)  # queued (_async) sends, before http
-    watch.actions = {config.bot.app_id: actions} if config.bot.app_id else {}
+    runtimes = [make_bot(config, bot, graph, msgids, budget, outbox, services,
+                         confirm_on_write=_bench_confirm_on_write()) for bot in bots]
+    for runtime in runtimes:
+        platform = runtime.platform
+        if platform is not None:  # a wrong secret shows now, not at the first reply (/readyz)
+            keeper = asyncio.create_task(platform.tokens.keep_fresh())
+            services.push_async_callback(_cancel, keeper)  # before its HTTP client closes
+        services.push_async_callback(runtime.actions.drain)  # queued (_async) sends, before http
+    if runtimes[0].platform is not None:
+        watch.tokens = runtimes[0].platform.tokens
+    # the console's test message goes out as the chat's bot would send it
+    watch.actions = {runtime.settings.app_id: runtime.actions for runtime in runtimes
+                     if runtime.settings.app_id}
 
-    clients = _reverse_ws_clients(config, actions, outbox)
+    clients = every_client(runtimes)
     watch.clients = clients
     for client in reversed(clients):
         clients_side.push_async_callback(_drain_and_close, client)
@@ -239,104 +250,76 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
         _restore_owed(client, deliveries)
         client.start()
         log.info("[onebot] reverse ws", url=client.url, self_id=client.self_id)
-    posts = [HttpPostTarget(target.url, config.self_id,
-                            secret=config.onebot.token(target.secret),
-                            retries=target.max_retries,
-                            retry_delay=target.retry_interval_seconds,
-                            timeout=target.timeout_seconds,
-                            backlog=partial(Backlog, outbox),
-                            on_quick_operation=actions.quick_operation)
-             for target in config.onebot.http_post]
+    posts = every_post(runtimes)
     for post in reversed(posts):
         posts_side.push_async_callback(post.close)
     watch.posts = posts
     for post in posts:
         _restore_owed(post, deliveries)
         post.start()
-        log.info("[onebot] http post", url=post.url)
-    sinks: list[EventSink] = [*clients, *posts]
-    forward: ForwardWsServer | None = None
+        log.info("[onebot] http post", url=post.url, self_id=post.self_id)
+    forward: ForwardWsRouter | None = None
     if config.onebot.forward_ws:
-        forward = ForwardWsServer(
-            config.self_id, access_token=config.onebot.token(
-                config.onebot.forward_ws_access_token), on_action=actions,
-            heartbeat_interval=config.onebot.heartbeat_interval_seconds,
-            ping_timeout=config.onebot.ping_timeout_seconds,
-            confirm_on_write=_bench_confirm_on_write(),
-            admission=Admission(config.api.allowed_hosts))
+        forward = ForwardWsRouter([runtime.forward for runtime in runtimes
+                                   if runtime.forward is not None])
         forward_runner = await _listen(forward.routes(), config.onebot.forward_ws,
                                        "onebot.forward_ws", plan)
         forward_side.push_async_callback(forward_runner.cleanup)
         forward_side.push_async_callback(forward.close)  # its connections, then its listener
-        sinks.append(forward)
         watch.forward = forward
-        log.info("[onebot] forward ws listening", url=f"ws://{config.onebot.forward_ws}/")
+        log.info("[onebot] forward ws listening", url=f"ws://{config.onebot.forward_ws}/",
+                 self_ids=_self_ids(bots))
     onebot_api: web.AppRunner | None = None
     if config.onebot.http_api:
-        api = HttpApiServer(actions, access_token=config.onebot.token(
-            config.onebot.http_api_access_token),
-            admission=Admission(config.api.allowed_hosts))
+        api = HttpApiServer({runtime.settings.self_id: runtime.actions for runtime in runtimes},
+                            access_token=config.onebot.token(
+                                config.onebot.http_api_access_token),
+                            admission=Admission(config.api.allowed_hosts))
         onebot_api = await _listen(api.routes(), config.onebot.http_api, "onebot.http_api",
                                    plan)
         intake.push_async_callback(onebot_api.cleanup)
-        log.info("[onebot] http api listening", url=f"http://{config.onebot.http_api}/")
+        log.info("[onebot] http api listening", url=f"http://{config.onebot.http_api}/",
+                 self_ids=_self_ids(bots))
 
-    bridge = InboundBridge(graph, msgids, BridgeSettings(
-        app_id=config.bot.app_id, self_id=config.self_id,
-        message_format=config.onebot.message_format,
-        link_union_openid=config.idmap.link_union_openid,
-        extensions=config.onebot.extensions,
-        op_userid_type=config.onebot.op_userid_type,
-        white_prefixes=tuple(config.onebot.white_prefixes),
-        black_prefixes=tuple(config.onebot.black_prefixes),
-        remove_at=config.onebot.remove_at,
-        reads_off_loop=config.idmap.runtime_backend == "redis"))
-    pipeline = InboundPipeline(bridge, sinks, deliveries,
-                               acknowledge=None if platform is None else platform.acknowledge)
+    pipelines = [InboundPipeline(
+        runtime.bridge, runtime.sinks, deliveries,
+        acknowledge=None if runtime.platform is None else runtime.platform.acknowledge,
+        key_scope=f"{runtime.settings.app_id}:" if runtime.settings.listed else "")
+        for runtime in runtimes]
     webhook: web.AppRunner | None = None
     if config.webhook.listen:
-        batches = TurnBatches(pipeline.process_batch)
-        intake.push_async_callback(batches.drain)  # after the server: what it started ends
-        webhook = await _start_webhook(config, _watched(batches, watch), plan)
+        receivers = []
+        for runtime, pipeline in zip(runtimes, pipelines, strict=True):
+            batches = TurnBatches(pipeline.process_batch)
+            intake.push_async_callback(batches.drain)  # after the server: what it started ends
+            receivers.append(WebhookReceiver.for_secret(  # an AppID each: checked at start
+                runtime.settings.app_id, runtime.settings.secret_value,
+                _watched(batches, watch), max_age_seconds=config.webhook.max_age_seconds))
+        webhook = await _start_webhook(config, WebhookRouter(receivers), plan)
         watch.webhook = True
         intake.push_async_callback(webhook.cleanup)  # nothing new is acknowledged
-    gateway: asyncio.Task[None] | None = None
-    if config.qq.gateway:
-        if platform is None:  # refused at start (check_startup)
+    gateways: list[asyncio.Task[None]] = []
+    for runtime, pipeline in zip(runtimes, pipelines, strict=True):
+        bot = runtime.settings
+        if not bot.qq.gateway:
+            continue
+        if runtime.platform is None:  # refused at start (check_startup)
             raise BadInputError("qq.gateway", True,
-                                "the gateway needs bot.app_id and bot.secret")
-        gateway = asyncio.create_task(_run_gateway(config, platform.http, platform.tokens,
-                                                   pipeline.process_batch,
-                                                   _backend_probe(config, msgids, services),
-                                                   watch, opening))
+                                f"the gateway needs the AppID and secret of {bot.key}")
+        gateway = asyncio.create_task(_run_gateway(
+            config, bot, runtime.platform.http, runtime.platform.tokens,
+            pipeline.process_batch, _backend_probe(config, msgids, services),
+            watch if bot is first else None, opening))
         # stop intake first: the saved seq is the last processed
         intake.push_async_callback(_cancel, gateway)
-    return Daemon(config, webhook, forward, onebot_api, identity_api, gateway, clients, posts,
-                  opening)
+        runtime.gateway = gateway
+        gateways.append(gateway)
+    return Daemon(config, webhook, forward, onebot_api, identity_api, gateways, clients, posts,
+                  opening, tuple(runtimes))
 
 
-@dataclass(frozen=True, slots=True)
-class _PlatformClient:
-    """The bot's side of the platform API: one HTTP client, its access token, OpenAPI."""
-
-    http: aiohttp.ClientSession
-    tokens: AccessTokenManager
-    openapi: OpenApiClient
-
-    async def acknowledge(self, event: Interaction) -> None:
-        await self.openapi.ack_interaction(event.interaction_id)
-
-
-def _platform_client(config: Config, stack: AsyncExitStack) -> _PlatformClient | None:
-    """The platform client of the configured bot, its HTTP client closed with ``stack``;
-    None without bot.app_id and bot.secret."""
-    secret = config.bot.secret.get_secret_value()
-    if not (config.bot.app_id and secret):
-        return None
-    http = aiohttp.ClientSession(json_serialize=jsonio.dumps)
-    stack.push_async_callback(http.close)
-    tokens = AccessTokenManager(config.bot.app_id, secret, http, token_url=config.qq.token_url)
-    return _PlatformClient(http, tokens, OpenApiClient(config.qq.api_base, tokens, http))
+def _self_ids(bots: Sequence[BotSettings]) -> list[int] | int:
+    return [bot.self_id for bot in bots] if len(bots) > 1 else bots[0].self_id
 
 
 async def _open_stores(
@@ -471,11 +454,12 @@ def _log_stores_open(config: Config, graph: IdentityGraph, msgids: MessageIds) -
             counts = view.counts()
     except UnreachableError:  # a graph whose server is down (said once, by the store)
         log.info("[idmap] store open", path=identity_store_location(config),
-                 identities="unknown until its server answers", app_id=config.bot.app_id or None)
+                 identities="unknown until its server answers",
+                 app_id=config.first_bot.app_id or None)
     else:
         log.info("[idmap] store open", path=identity_store_location(config),
                  identities=counts.identities, vuins=counts.vuins,
-                 app_id=config.bot.app_id or None)
+                 app_id=config.first_bot.app_id or None)
     if config.idmap.runtime_backend == "redis":  # not counted: a SCAN of a shared server
         log.info("[idmap] msgid store open", redis=redact_url(config.idmap.redis_url),
                  prefix=config.idmap.redis_prefix, ttl_seconds=config.idmap.msgid_ttl_seconds)
@@ -515,19 +499,6 @@ async def _drain_and_close(client: ReverseWsClient) -> None:
 async def _stop_periodic(task: asyncio.Task[None], stop: asyncio.Event) -> None:
     stop.set()
     await task
-
-
-def _reverse_ws_clients(config: Config, actions: ActionService,
-                        outbox: Outbox) -> list[ReverseWsClient]:
-    return [
-        ReverseWsClient(url, config.self_id, access_token=token or None, on_action=actions,
-                        reconnect_interval=config.onebot.reconnect_interval_seconds,
-                        heartbeat_interval=config.onebot.heartbeat_interval_seconds,
-                        ping_timeout=config.onebot.ping_timeout_seconds,
-                        backlog=partial(Backlog, outbox),
-                        confirm_on_write=_bench_confirm_on_write())
-        for url, token in config.onebot.reverse_ws_targets()
-    ]
 
 
 #: Set (to any non-empty value) only by bench/inbound.py, to measure what confirmation by
@@ -583,16 +554,16 @@ async def _listen(routes: list[web.RouteDef] | web.Application, listen: str,
 
 
 async def _run_gateway(
-    config: Config, http: aiohttp.ClientSession, tokens: AccessTokenManager,
+    config: Config, bot: BotSettings, http: aiohttp.ClientSession, tokens: AccessTokenManager,
     pipeline: Callable[[Sequence[QQEvent]], Awaitable[None]],
-    backends: BackendProbe | None, watch: LinkWatch,
+    backends: BackendProbe | None, watch: LinkWatch | None,
     opening: asyncio.Task[None] | None = None,
 ) -> None:
-    """Discover the gateway URL, then keep the session of this daemon's shard (resuming
-    the saved one: in the data dir, or in PostgreSQL with the graph, once ``opening``
-    opened a graph whose server was down at start); while a batch cannot be processed,
-    reading pauses until ``backends`` answer."""
-    url = await discover_gateway_retrying(http, config.qq.api_base, tokens)
+    """Discover the gateway URL, then keep the session of ``bot``'s shard (resuming the
+    saved one: in the data dir, or in PostgreSQL with the graph, once ``opening`` opened a
+    graph whose server was down at start); while a batch cannot be processed, reading
+    pauses until ``backends`` answer. ``watch``: the console's view, for the first bot."""
+    url = await discover_gateway_retrying(http, bot.qq.api_base, tokens)
     with ExitStack() as closing_state:
         state: SessionStore
         if config.idmap.backend == "postgres":
@@ -602,16 +573,17 @@ async def _run_gateway(
                 await asyncio.shield(opening)  # its failure stops the daemon
 
             state = closing_state.enter_context(closing(PgGatewaySession(
-                config.idmap.postgres_dsn, config.bot.app_id, config.qq.shard)))
+                config.idmap.postgres_dsn, bot.app_id, bot.qq.shard)))
             await _retrying("[qq] gateway session not readable", state.load)
         else:
-            state = GatewayState(config.gateway_state_path, config.qq.shard)
-        client = GatewayClient(url, config.bot.app_id, tokens, pipeline, state,
-                               intents=config.qq.intents, shard=config.qq.shard,
+            state = GatewayState(config.files.root / bot.session_file, bot.qq.shard)
+        client = GatewayClient(url, bot.app_id, tokens, pipeline, state,
+                               intents=bot.qq.intents, shard=bot.qq.shard,
                                backends=backends)
-        watch.gateway = client
-        log.info("[qq] gateway", url=url, intents=config.qq.intents, shard=list(config.qq.shard),
-                 resuming=client.session_id is not None)
+        if watch is not None:
+            watch.gateway = client
+        log.info("[qq] gateway", url=url, app_id=bot.app_id, intents=bot.qq.intents,
+                 shard=list(bot.qq.shard), resuming=client.session_id is not None)
         await client.run(http)
 
 
@@ -629,16 +601,14 @@ async def _retrying(failure: str, call: Callable[[], object]) -> None:
             delay = min(delay * 2, DISCOVERY_MAX_DELAY)
 
 
-async def _start_webhook(
-    config: Config, pipeline: Callable[[QQEvent], Awaitable[None]], plan: ConnectionPlan
-) -> web.AppRunner:
-    """The callback server: verified events go through the bridge to every framework."""
-    receiver = WebhookReceiver.for_secret(  # bot.app_id: checked at start
-        config.bot.app_id, config.bot.secret.get_secret_value(), pipeline,
-        max_age_seconds=config.webhook.max_age_seconds)
-    runner = await _listen(receiver.routes(config.webhook.path), config.webhook.listen,
+async def _start_webhook(config: Config, router: WebhookRouter,
+                         plan: ConnectionPlan) -> web.AppRunner:
+    """The callback server of every bot: verified events go through each bot's bridge to
+    its frameworks."""
+    runner = await _listen(router.routes(config.webhook.path), config.webhook.listen,
                            "webhook.listen", plan)
-    log.info("[qq] webhook listening", url=f"http://{config.webhook.listen}{config.webhook.path}")
+    log.info("[qq] webhook listening", url=f"http://{config.webhook.listen}{config.webhook.path}",
+             app_ids=list(router.receivers))
     return runner
 
 
@@ -674,7 +644,7 @@ async def _start_api(config: Config, graph: IdentityGraph, msgids: MessageIds,
     """
     token = config.api.token.get_secret_value()  # without one, loopback: checked at start
     server = ApiServer(graph, msgids, ApiSettings(
-        app_id=config.bot.app_id, identity_path=config.identity_db_path,
+        app_id=config.first_bot.app_id, identity_path=config.identity_db_path,
         # a file's location stays a Path, so /v1/stats reads its size as `stats` does
         identity_location=identity_store_location(config)
         if config.idmap.backend == "postgres" else "",

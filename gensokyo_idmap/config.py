@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import ipaddress
 import os
-from collections.abc import Mapping
+import typing
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -27,40 +29,38 @@ from pydantic import (
 )
 
 from gensokyo_idmap.admission import allowed_host_name
-from gensokyo_idmap.config_env import apply_env_overrides, env_overrides, is_secret_path
+from gensokyo_idmap.config_env import (
+    apply_env_overrides,
+    env_overrides,
+    field_model,
+    is_secret_path,
+)
 from gensokyo_idmap.data_dir import DataDir
 from gensokyo_idmap.errors import BadInputError
 from gensokyo_idmap.hostport import parse_host_port
 from gensokyo_idmap.identity import check_app_id
 from gensokyo_idmap.intents import intents_value
 
-__all__ = ["ApiConfig", "BotConfig", "Config", "HttpConfig", "HttpPostConfig", "IdmapConfig",
-           "LogConfig", "ReverseWsConfig", "load_config", "nearest_key"]
+__all__ = [
+    "ApiConfig",
+    "BotConfig",
+    "BotEntry",
+    "BotOneBotConfig",
+    "Config",
+    "HttpConfig",
+    "HttpPostConfig",
+    "IdmapConfig",
+    "LogConfig",
+    "ReverseWsConfig",
+    "first_problem",
+    "load_config",
+    "nearest_key",
+    "read_secret_files",
+]
 
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class BotConfig(_Section):
-    app_id: str = Field(default="", description="QQ bot AppID; bare OpenIDs belong to it")
-    secret: SecretStr = Field(default=SecretStr(""), description="QQ bot AppSecret (never logged)")
-
-    @field_validator("app_id", mode="before")
-    @classmethod
-    def _digits(cls, value: object) -> object:
-        """Text. An unquoted ``app_id: 102000001`` (as the Go daemon's template writes it)
-        reaches here as text too: :func:`load_config` takes its digits as written. Any
-        other number (``0x1F``, ``1_000``, a model built in code) is refused, never
-        converted: YAML would have changed its digits."""
-        if isinstance(value, int) and not isinstance(value, bool):
-            raise ValueError('quote the AppID so YAML keeps it as text: app_id: "102000001"')
-        if value:
-            try:
-                check_app_id(value, "bot.app_id")  # type: ignore[arg-type]
-            except BadInputError as err:
-                raise ValueError(err.reason) from None
-        return value
 
 
 class IdmapConfig(_Section):
@@ -240,6 +240,13 @@ def _ws_url(url: str) -> str:
     return url
 
 
+def _reverse_ws_urls(entries: list[str | ReverseWsConfig]) -> list[str | ReverseWsConfig]:
+    for entry in entries:
+        if isinstance(entry, str):
+            _ws_url(entry)
+    return entries
+
+
 class ReverseWsConfig(_Section):
     """A reverse-WS entry with a token of its own (a plain URL entry uses
     ``onebot.access_token``)."""
@@ -307,19 +314,91 @@ class OneBotConfig(_Section):
     @field_validator("reverse_ws")
     @classmethod
     def _ws_urls(cls, entries: list[str | ReverseWsConfig]) -> list[str | ReverseWsConfig]:
-        for entry in entries:
-            if isinstance(entry, str):
-                _ws_url(entry)
-        return entries
+        return _reverse_ws_urls(entries)
 
     def token(self, own: SecretStr | None) -> str:
         """A transport's token: its own when set (empty: none), else ``access_token``."""
         return (self.access_token if own is None else own).get_secret_value()
 
-    def reverse_ws_targets(self) -> list[tuple[str, str]]:
-        """Each reverse-WS entry as (URL, the token it sends; empty: none)."""
+    def reverse_ws_targets(self, entries: Sequence[str | ReverseWsConfig] | None = None
+                           ) -> list[tuple[str, str]]:
+        """Each reverse-WS entry (``entries``, default ``reverse_ws``) as (URL, the token it
+        sends; empty: none)."""
         return [(entry, self.token(None)) if isinstance(entry, str)
-                else (entry.url, self.token(entry.access_token)) for entry in self.reverse_ws]
+                else (entry.url, self.token(entry.access_token))
+                for entry in (self.reverse_ws if entries is None else entries)]
+
+
+class BotConfig(_Section):
+    app_id: str = Field(default="", description="QQ bot AppID; bare OpenIDs belong to it")
+    secret: SecretStr = Field(default=SecretStr(""), description="QQ bot AppSecret (never logged)")
+    secret_file: Path | None = Field(
+        default=None, description="a file holding the AppSecret (its first line), instead "
+                                  "of secret")
+
+    @field_validator("app_id", mode="before")
+    @classmethod
+    def _digits(cls, value: object) -> object:
+        """Text. An unquoted ``app_id: 102000001`` (as the Go daemon's template writes it)
+        reaches here as text too: :func:`load_config` takes its digits as written. Any
+        other number (``0x1F``, ``1_000``, a model built in code) is refused, never
+        converted: YAML would have changed its digits."""
+        if isinstance(value, int) and not isinstance(value, bool):
+            raise ValueError('quote the AppID so YAML keeps it as text: app_id: "102000001"')
+        if value:
+            try:
+                check_app_id(value, "bot.app_id")  # type: ignore[arg-type]
+            except BadInputError as err:
+                raise ValueError(err.reason) from None
+        return value
+
+    @model_validator(mode="after")
+    def _one_secret(self) -> BotConfig:
+        if self.secret.get_secret_value() and self.secret_file is not None:
+            raise BadInputError("secret_file", str(self.secret_file),
+                                "secret and secret_file are both set: give the AppSecret "
+                                "one way")
+        return self
+
+
+class BotOneBotConfig(_Section):
+    """What a ``bots`` entry may set of ``onebot``: its own framework connections."""
+
+    reverse_ws: list[str | ReverseWsConfig] | None = Field(
+        default=None, description="this bot's framework URLs to dial; default onebot.reverse_ws")
+    http_post: list[HttpPostConfig] | None = Field(
+        default=None, description="this bot's HTTP POST targets; default onebot.http_post")
+
+    @field_validator("reverse_ws")
+    @classmethod
+    def _ws_urls(cls, entries: list[str | ReverseWsConfig] | None
+                 ) -> list[str | ReverseWsConfig] | None:
+        return None if entries is None else _reverse_ws_urls(entries)
+
+
+class BotEntry(BotConfig):
+    """One bot of ``bots``: a ``bot`` section with its ``self_id`` and, where it differs from
+    the shared sections, its own ``qq`` keys and ``onebot`` connections."""
+
+    app_id: str = Field(description="QQ bot AppID of this bot")
+    self_id: int | None = Field(default=None, gt=0, description="default: the AppID")
+    qq: QQConfig | None = Field(
+        default=None, description="this bot's qq keys where they differ from qq (api_base, "
+                                  "token_url, gateway, intents, shard)")
+    onebot: BotOneBotConfig | None = Field(
+        default=None, description="this bot's reverse_ws / http_post where they differ")
+
+    @field_validator("app_id")
+    @classmethod
+    def _needed(cls, value: str) -> str:
+        if not value:
+            raise ValueError("each bot of bots needs its app_id")
+        return value
+
+    @property
+    def own_self_id(self) -> int:
+        """Its OneBot ``self_id``: configured, else the AppID."""
+        return self.self_id if self.self_id is not None else int(self.app_id)
 
 
 class ApiConfig(_Section):
@@ -400,6 +479,9 @@ class LogConfig(_Section):
 
 class Config(_Section):
     bot: BotConfig = BotConfig()
+    bots: list[BotEntry] = Field(
+        default_factory=list,
+        description="several bots served by one daemon (one identity graph), instead of bot")
     idmap: IdmapConfig = IdmapConfig()
     qq: QQConfig = QQConfig()
     webhook: WebhookConfig = WebhookConfig()
@@ -408,12 +490,55 @@ class Config(_Section):
     http: HttpConfig = HttpConfig()
     log: LogConfig = LogConfig()
 
+    @field_validator("bots", mode="before")
+    @classmethod
+    def _a_list(cls, value: object) -> object:
+        if isinstance(value, dict):
+            raise ValueError("is a list of bots, each entry `- app_id: …` (one bot alone may "
+                             "be `bot:` instead)")
+        return value
+
+    @model_validator(mode="after")
+    def _bots_told_apart(self) -> Config:
+        """``bots`` instead of ``bot``, never both; each bot once, by AppID and by
+        ``self_id`` (the platform names a bot by the one, frameworks by the other)."""
+        if not self.bots:
+            return self
+        if "bot" in self.model_fields_set:
+            raise BadInputError("bot", "bot and bots",
+                                "bot and bots are both set: bot is a daemon's one bot, bots "
+                                "a list of them; keep one (bot's keys make an entry of bots)")
+        if self.onebot.self_id is not None:
+            raise BadInputError("onebot.self_id", self.onebot.self_id,
+                                "is the self_id of bot: with bots, each entry sets its own "
+                                "self_id")
+        for key in ("app_id", "self_id"):
+            seen: dict[object, int] = {}
+            for index, bot in enumerate(self.bots):
+                value: object = bot.app_id if key == "app_id" else bot.own_self_id
+                if value in seen:
+                    default = (" (a self_id defaults to the AppID)"
+                               if key == "self_id" else "")
+                    raise BadInputError(
+                        f"bots.{index}.{key}", str(value),
+                        f"bots.{seen[value]} and bots.{index} have the same {key}{default}: "
+                        "each bot must be told apart by it")
+                seen[value] = index
+        return self
+
     @property
     def self_id(self) -> int:
-        """The bot's OneBot ``self_id``: configured, else the AppID, else 1."""
+        """The first bot's OneBot ``self_id``: configured, else the AppID, else 1."""
+        if self.bots:
+            return self.bots[0].own_self_id
         if self.onebot.self_id is not None:
             return self.onebot.self_id
         return int(self.bot.app_id) if self.bot.app_id else 1
+
+    @property
+    def first_bot(self) -> BotConfig:
+        """``bot``, or the first of ``bots``: the AppID the CLI and the API default to."""
+        return self.bots[0] if self.bots else self.bot
 
     @property
     def files(self) -> DataDir:
@@ -472,62 +597,145 @@ def load_config(path: str | Path, environ: Mapping[str, str] | None = None) -> C
     overrides = env_overrides(os.environ if environ is None else environ)
     raw, from_env = apply_env_overrides(raw, overrides, Config)
     try:
-        return Config.model_validate(raw)
+        config = Config.model_validate(raw)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "config"
-        shown = first.get("input")
-        if is_secret_path(where) or isinstance(shown, dict | list):  # a mapping may hold one
-            shown = "<hidden>"
+        problem = first_problem(exc)
+        where, guess = problem.where, problem.guess
         var = next((v for p, v in from_env.items()
                     if where == p or p.startswith(where + ".") or where.startswith(p + ".")), None)
         origin = f"from {var}" if var else f"in {file}"
-        guess = nearest_key(first["loc"]) if first["type"] == "extra_forbidden" else None
         if guess and var:  # spelled as the variable the user typed
             guess = "GSK_" + guess.upper().replace(".", "__")
         hint = f"; did you mean `{guess}`?" if guess else ""
-        raise BadInputError(where, shown, f"{first['msg']}{hint} ({origin})") from None
+        raise BadInputError(where, problem.shown, f"{problem.reason}{hint} ({origin})") from None
+    return read_secret_files(config, file.parent)
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """The first problem of a config that did not validate, as an error may show it."""
+
+    where: str  # its key path ("config": the whole)
+    shown: object  # the value, or "<hidden>" where it may be (or hold) a secret
+    reason: str
+    guess: str | None  # an unknown key: the known one nearest to it
+
+
+def first_problem(exc: ValidationError) -> Problem:
+    """:class:`Problem` of the first error of ``exc``: a validator's own
+    :class:`BadInputError` gives its key (under the entry it was raised in), value and
+    reason; the value of a secret, of a key spelt like one, or of a mapping or list (which
+    may hold one) is hidden."""
+    first = exc.errors()[0]
+    where = ".".join(str(part) for part in first["loc"])
+    shown = first.get("input")
+    reason = first["msg"]
+    ours = (first.get("ctx") or {}).get("error")
+    if isinstance(ours, BadInputError):
+        where = f"{where}.{ours.field}" if where else ours.field
+        shown, reason = ours.value, ours.reason
+    where = where or "config"
+    guess = nearest_key(first["loc"]) if first["type"] == "extra_forbidden" else None
+    if (is_secret_path(where) or isinstance(shown, dict | list)
+            or (guess and is_secret_path(guess))):
+        shown = "<hidden>"
+    return Problem(where, shown, reason, guess)
+
+
+def read_secret_files(config: Config, base: Path = Path()) -> Config:
+    """``config`` with each bot's ``secret_file`` read into its ``secret`` (the file's first
+    line, its blanks stripped); a relative path is taken from ``base`` (the config file's
+    directory). A file that cannot be read, or is empty, is an error naming its key (never
+    its content)."""
+    def read(bot: BotConfig, where: str) -> BotConfig:
+        if bot.secret_file is None:
+            return bot
+        path = bot.secret_file if bot.secret_file.is_absolute() else base / bot.secret_file
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise BadInputError(f"{where}.secret_file", str(path),
+                                f"cannot read: {exc.strerror}") from None
+        except UnicodeDecodeError:
+            raise BadInputError(f"{where}.secret_file", str(path), "not UTF-8 text") from None
+        lines = text.strip().splitlines()
+        if not lines:
+            raise BadInputError(f"{where}.secret_file", str(path), "is empty")
+        return bot.model_copy(update={"secret": SecretStr(lines[0].strip())})
+
+    if config.bots:
+        bots = [read(bot, f"bots.{index}") for index, bot in enumerate(config.bots)]
+        return config.model_copy(update={"bots": bots})
+    return config.model_copy(update={"bot": read(config.bot, "bot")})
 
 
 def _app_id_as_written(raw: dict[str, Any], text: str) -> None:
     """An unquoted AppID (a YAML integer) as the digits the file holds: ``0123`` stays
-    ``0123`` (YAML would read octal 83). Left an integer when it is not plain digits (hex,
-    underscores, a sign): the validator refuses it."""
-    bot = raw.get("bot")
-    if not (isinstance(bot, dict) and isinstance(bot.get("app_id"), int)
-            and not isinstance(bot["app_id"], bool)):
+    ``0123`` (YAML would read octal 83), in ``bot`` and in each entry of ``bots``. Left an
+    integer when it is not plain digits (hex, underscores, a sign): the validator refuses
+    it."""
+    places: list[tuple[dict[str, Any], tuple[str | int, ...]]] = []
+    if isinstance(raw.get("bot"), dict):
+        places.append((raw["bot"], ("bot",)))
+    if isinstance(raw.get("bots"), list):
+        places += [(entry, ("bots", index)) for index, entry in enumerate(raw["bots"])
+                   if isinstance(entry, dict)]
+    places = [(bot, path) for bot, path in places
+              if isinstance(bot.get("app_id"), int) and not isinstance(bot["app_id"], bool)]
+    if not places:
         return
-    node = yaml.compose(text)
-    for key in ("bot", "app_id"):
-        if not isinstance(node, yaml.MappingNode):
-            return
-        node = next((value for name, value in node.value
-                     if isinstance(name, yaml.ScalarNode) and name.value == key), None)
-    if isinstance(node, yaml.ScalarNode) and node.value.isascii() and node.value.isdigit():
-        bot["app_id"] = node.value
+    root = yaml.compose(text)
+    for bot, path in places:
+        node = root
+        for step in (*path, "app_id"):
+            if isinstance(node, yaml.MappingNode) and isinstance(step, str):
+                node = next((value for name, value in node.value
+                             if isinstance(name, yaml.ScalarNode) and name.value == step), None)
+            elif isinstance(node, yaml.SequenceNode) and isinstance(step, int):
+                node = node.value[step] if step < len(node.value) else None
+            else:
+                node = None
+        if isinstance(node, yaml.ScalarNode) and node.value.isascii() and node.value.isdigit():
+            bot["app_id"] = node.value
 
 
 def nearest_key(loc: tuple[int | str, ...]) -> str | None:
     """The known key path an unknown one (``loc``, as pydantic gives it) was most likely
-    meant to be: a close spelling in the same section (``bot.appid`` → ``bot.app_id``), or
-    the same key in another section (``webhook.token`` → ``api.token``), or a close
-    section name; None when nothing is close."""
+    meant to be: a close spelling in the same section (``bot.appid`` → ``bot.app_id``,
+    ``bots.0.secert`` → ``bots.0.secret``), or the same key in another section
+    (``webhook.token`` → ``api.token``), or a close section name; None when nothing is
+    close."""
     import difflib
 
     names = [str(part) for part in loc]
-    sections = {name: field.annotation for name, field in Config.model_fields.items()}
+    sections = {name: field_model(field.annotation) for name, field in Config.model_fields.items()}
     if len(names) == 1:
         close = difflib.get_close_matches(names[0], list(sections), n=1)
         return close[0] if close else None
-    if len(names) != 2:
+    if not names:
         return None
-    section, key = names
-    model = sections.get(section)
-    if isinstance(model, type) and issubclass(model, BaseModel):
-        close = difflib.get_close_matches(key, list(model.model_fields), n=1)
-        if close:
-            return f"{section}.{close[0]}"
+    *path, key = loc
+    model: type[BaseModel] | None = Config
+    listed = False  # the step before named a list: this one is its index
+    for step in path:  # down to the model the unknown key was found in
+        if model is None or listed != isinstance(step, int):
+            return None
+        if listed:
+            listed = False  # an entry of the list: the list's own model
+            continue
+        field = model.model_fields.get(str(step))
+        model = None if field is None else field_model(field.annotation)
+        listed = field is not None and typing.get_origin(field.annotation) is list
+    if model is None or listed or not isinstance(key, str):
+        return None
+    where = ".".join(str(step) for step in path)
+    close = difflib.get_close_matches(key, list(model.model_fields), n=1)
+    if close:
+        return f"{where}.{close[0]}"
+    if len(path) != 1:
+        return None
     elsewhere = [f"{name}.{key}" for name, other in sections.items()
-                 if isinstance(other, type) and issubclass(other, BaseModel)
-                 and key in other.model_fields]
+                 if other is not None and key in other.model_fields
+                 and other is Config.model_fields[name].annotation]  # a section, not a list
     return elsewhere[0] if elsewhere else None
+

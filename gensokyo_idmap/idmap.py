@@ -605,10 +605,13 @@ class IdentityGraph:
             identities = view.identities_of(target)
         if not identities:
             raise NotFoundError(f"vUIN {vuin} is not known")
-        for text in identities:
-            key = _parse_stored_key(text)
+        keys = [_parse_stored_key(text) for text in identities]
+        for key in keys:
             if usable.accepts(key):
                 return key
+        # a person known to another bot only: say which (that bot can reach them)
+        apps = sorted({key.app_id for key in keys if isinstance(key, OpenId)})
+        known = f"; its OpenIDs are of AppID {', '.join(apps)}" if apps else ""
         raise NoUsableIdentityError(
-            f"vUIN {vuin} has {len(identities)} identities but none is {usable.description}"
-        )
+            f"vUIN {vuin} has {len(identities)} identities but none is "
+            f"{usable.description}{known}")

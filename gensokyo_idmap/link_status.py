@@ -33,7 +33,7 @@ from gensokyo_idmap.config_env import env_overrides
 from gensokyo_idmap.config_view import config_keys
 from gensokyo_idmap.errors import BadInputError, NotFoundError
 from gensokyo_idmap.identity import parse_scene
-from gensokyo_idmap.onebot.forward_ws import ForwardWsServer
+from gensokyo_idmap.onebot.forward_ws import ForwardWsRouter
 from gensokyo_idmap.onebot.http_post import HttpPostTarget
 from gensokyo_idmap.onebot.reverse_ws import ReverseWsClient
 from gensokyo_idmap.qq.events import QQEvent
@@ -71,7 +71,7 @@ class LinkWatch:
         self.last_webhook: WebhookEvent | None = None
         self.clients: Sequence[ReverseWsClient] = ()
         self.posts: Sequence[HttpPostTarget] = ()
-        self.forward: ForwardWsServer | None = None
+        self.forward: ForwardWsRouter | None = None
         #: the running configuration (the console's system page)
         self.config: Config | None = None
         #: each bot's OneBot actions, by AppID (a test message goes through them)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import BaseModel
 
 from gensokyo_idmap.config import Config, load_config
 from gensokyo_idmap.config_env import env_overrides
@@ -32,8 +33,10 @@ def test_every_key_with_its_source(tmp_path: Path) -> None:
     config = load_config(path, environ)
     keys = {path: (value, source) for path, value, source
             in config_keys(config, env_overrides(environ))}
-    every = {f"{section}.{key}" for section, field in Config.model_fields.items()
-             for key in field.annotation.model_fields}  # type: ignore[union-attr]
+    every = {f"{section}.{key}" if isinstance(field.annotation, type) and issubclass(
+                 field.annotation, BaseModel) else section
+             for section, field in Config.model_fields.items()
+             for key in getattr(field.annotation, "model_fields", [None])}
     assert set(keys) == every
     assert keys["bot.app_id"] == ("102000001", "file")
     assert keys["bot.secret"] == ("***", "file")
@@ -60,3 +63,14 @@ def test_no_secret_is_shown(tmp_path_factory, secret: str, token: str,  # type: 
     for hidden in (secret, token, password):
         assert hidden not in shown
     assert "ws://***@h:1/ws" in shown and "access_token=***" in shown
+
+
+def test_the_secrets_of_each_bot_are_hidden(tmp_path: Path) -> None:
+    path = write(tmp_path, 'bots:\n  - app_id: "102000001"\n    secret: first-secret-zQ9\n'
+                           '  - app_id: "102000002"\n    secret: second-secret-zQ9\n'
+                           "    onebot:\n      reverse_ws: [\"ws://h:1/ws?access_token=tok-zQ9\"]\n")
+    keys = {path: (value, source) for path, value, source
+            in config_keys(load_config(path, {}), [])}
+    value, source = keys["bots"]
+    assert "102000002" in value and source == "file"
+    assert "zQ9" not in value and value.count("***") >= 3

@@ -329,6 +329,8 @@ def test_no_usable_identity_is_a_typed_error_without_the_set(graph: IdentityGrap
     message = err.value.message
     assert "vUIN 1" in message and APP_ID in message
     assert OTHER_APP_ALICE.openid not in message and ALICE_QQ.id not in message
+    # the AppID the person is known to (another bot of the daemon can reach them)
+    assert message.endswith(f"; its OpenIDs are of AppID {OTHER_APP_ALICE.app_id}")
 
 
 def test_unknown_vuin_is_not_found(graph: IdentityGraph) -> None:

@@ -13,7 +13,7 @@ from aiohttp import web
 
 from gensokyo_idmap.bridge.outbox import Backlog, Outbox
 from gensokyo_idmap.link_status import LinkWatch
-from gensokyo_idmap.onebot.forward_ws import ForwardWsServer
+from gensokyo_idmap.onebot.forward_ws import ForwardWsRouter, ForwardWsServer
 from gensokyo_idmap.onebot.reverse_ws import ReverseWsClient
 from gensokyo_idmap.readiness import PlatformReadiness
 from gensokyo_idmap.store.lmdb.outbox import LmdbOutboxStore
@@ -30,7 +30,8 @@ def test_frameworks_with_what_they_are_owed(tmp_path: Path) -> None:
             client = ReverseWsClient("ws://user:pw@127.0.0.1:9/ws", 10001,
                                      backlog=partial(Backlog, outbox))
             await outbox.keep([(client.outbox_name, outbox.allocate(), {"n": 1}, None)])
-            forward = ForwardWsServer(10001)
+            server = ForwardWsServer(10001)
+            forward = ForwardWsRouter([server])
             watch.clients, watch.forward = [client], forward
             view = watch()
             assert view.gateway is None and view.last_webhook is None
@@ -53,7 +54,7 @@ def test_frameworks_with_what_they_are_owed(tmp_path: Path) -> None:
                         session.ws_connect(f"ws://127.0.0.1:{port}/", autoping=False) as ws:
                     await ws.receive()  # the lifecycle event
                     await until(lambda: forward.connections, what="the connection")
-                    forward.publish({"post_type": "message"})  # never confirmed: no pong
+                    server.publish({"post_type": "message"})  # never confirmed: no pong
                     (connected,) = [f for f in watch().frameworks
                                     if f.transport == "forward_ws"]
                     assert connected.connected and connected.owed >= 1

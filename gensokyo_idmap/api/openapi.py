@@ -159,7 +159,8 @@ def openapi_document() -> dict[str, Any]:
                 {"$ref": "#/components/schemas/Pick"}, 400, 404, parameters=[
                     vuin_path, _query("scene", "exact scene (QQ:<app>:group:<openid>)"),
                     _query("scene_prefix", "kind of chat (QQ:<app>:c2c:)"),
-                    _query("app_id", "AppID whose OpenIDs are usable (default bot.app_id)")])},
+                    _query("app_id", "AppID whose OpenIDs are usable (default: bot.app_id, "
+                                      "or the first of bots)")])},
             "/v1/bind": {"post": _op(
                 "Bind a key to a vUIN (added to its set; moved from the one it had)",
                 {"$ref": "#/components/schemas/Bind"}, 400, 404, 409, 415,

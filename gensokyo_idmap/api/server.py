@@ -324,7 +324,8 @@ class ApiServer:
                 raise BadInputError(name, value, f"must be 1 to {MAX_SCENE_BYTES} bytes")
         app_id = query.get("app_id") or self.settings.app_id
         if not app_id:
-            raise BadInputError("app_id", None, "no bot.app_id is configured: give app_id")
+            raise BadInputError("app_id", None,
+                                "no bot.app_id (nor bots) is configured: give app_id")
         check_app_id(app_id, "app_id")
         key = self.graph.pick_identity(vuin, scene=scene, scene_prefix=prefix,
                                        usable=openid_of_app(app_id), recency=self._recency)

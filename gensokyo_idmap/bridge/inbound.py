@@ -352,8 +352,13 @@ class InboundPipeline:
 
     def __init__(self, bridge: InboundBridge, sinks: Sequence[EventSink],
                  deliveries: DeliveryLog | None = None,
-                 acknowledge: Callable[[Interaction], Awaitable[None]] | None = None) -> None:
+                 acknowledge: Callable[[Interaction], Awaitable[None]] | None = None, *,
+                 key_scope: str = "") -> None:
+        """``key_scope``: what each delivery's key starts with, so that bots sharing one
+        delivery log each keep their own (``<AppID>:`` in a daemon of several; one bot's
+        keys are as they always were)."""
         self.bridge = bridge
+        self._scope = key_scope
         self.sinks = list(sinks)
         self._acknowledge = acknowledge
         self._turns = ChatTurns()
@@ -409,6 +414,8 @@ class InboundPipeline:
         fresh: list[QQEvent] = []
         repeats: list[tuple[str, asyncio.Future[None]]] = []
         all_keys = [delivery_key(event) for event in events]
+        if self._scope:
+            all_keys = [None if key is None else self._scope + key for key in all_keys]
         claims = await self._deliveries.claim_all(all_keys)
         for event, key, earlier in zip(events, all_keys, claims, strict=True):
             if earlier is not None:

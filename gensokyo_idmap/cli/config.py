@@ -56,13 +56,16 @@ def config_check(ctx: CliContext, file: Path, connect: bool) -> None:
 
 
 @config_group.command("import-gensokyo")
-@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("files", metavar="FILE...", nargs=-1, required=True,
+                type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the new config here (secrets included, mode 0600).")
 @click.option("--force", is_flag=True, help="Replace an existing --out file.")
 @click.pass_obj
-def config_import_gensokyo(ctx: CliContext, file: Path, out: Path | None, force: bool) -> None:
-    """Convert an old Go Gensokyo config.yml FILE into this daemon's config.
+def config_import_gensokyo(ctx: CliContext, files: tuple[Path, ...], out: Path | None,
+                           force: bool) -> None:
+    """Convert an old Go Gensokyo config.yml FILE into this daemon's config; several FILEs
+    (one bot each) into one config serving them all (a bots list).
 
     Without --out the result is printed with secrets hidden. Old keys without an
     equivalent are listed.
@@ -72,26 +75,34 @@ def config_import_gensokyo(ctx: CliContext, file: Path, out: Path | None, force:
     import yaml
     from pydantic import ValidationError
 
-    from gensokyo_idmap.config_env import is_secret_path
+    from gensokyo_idmap.config import first_problem
     from gensokyo_idmap.ops.gensokyo_config import convert_gensokyo, masked
+    from gensokyo_idmap.ops.gensokyo_merge import merge_gensokyo
 
-    try:
-        old = yaml.safe_load(file.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise BadInputError("FILE", str(file), f"cannot read: {exc.strerror}") from None
-    except (UnicodeDecodeError, yaml.YAMLError):
-        raise BadInputError("FILE", str(file), "not a UTF-8 YAML file") from None
-    result = convert_gensokyo(old)
+    converted = []
+    for file in files:
+        try:
+            old = yaml.safe_load(file.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise BadInputError("FILE", str(file), f"cannot read: {exc.strerror}") from None
+        except (UnicodeDecodeError, yaml.YAMLError):
+            raise BadInputError("FILE", str(file), "not a UTF-8 YAML file") from None
+        try:
+            converted.append((file.name, convert_gensokyo(old)))
+        except BadInputError as err:
+            raise BadInputError(err.field, err.value, f"{err.reason} ({file})") from None
+    result = merge_gensokyo(converted)
+    sources = ", ".join(str(file) for file in files)
     try:
         Config.model_validate(result.config)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
-        shown = "<hidden>" if is_secret_path(where) else first.get("input")
-        raise BadInputError(where, shown, f"{first['msg']} (converted from {file})") from None
+        problem = first_problem(exc)
+        raise BadInputError(problem.where, problem.shown,
+                            f"{problem.reason} (converted from {sources})") from None
     if out is not None and out.exists() and not force:
         raise BadInputError("--out", str(out), "exists already (--force replaces it)")
-    header = (f"# gensokyo-idmap config, converted from the Go Gensokyo config {file.name}.\n"
+    names = ", ".join(file.name for file in files)
+    header = (f"# gensokyo-idmap config, converted from the Go Gensokyo config {names}.\n"
               "# Every key and its default: `gensokyo-idmap init` writes them.\n")
     shown = masked(result.config)
     if out is not None:

@@ -28,7 +28,9 @@ __all__ = ["main"]
               default=Path("data"), show_default=True, envvar="GSK_IDMAP__DATA_DIR",
               help="Directory holding openid-map.db.")
 @click.option("--app-id", cls=EnvOption, default=None, envvar="GSK_BOT__APP_ID",
-              callback=check_app_id_option, help="Serving AppID: bare OpenIDs belong to it.")
+              callback=check_app_id_option,
+              help="Serving AppID: bare OpenIDs belong to it (default: the config's bot, or "
+                   "the first of its bots).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.option("--config", ROOT_CONFIG, type=click.Path(dir_okay=False, path_type=Path),
               default=None,  # serve and demo take it too, when not given their own
@@ -42,7 +44,7 @@ def main(click_ctx: click.Context, data_dir: Path, app_id: str | None, as_json: 
     if config is not None:
         if click_ctx.get_parameter_source("data_dir") == click.core.ParameterSource.DEFAULT:
             data_dir = config.idmap.data_dir
-        app_id = app_id or config.bot.app_id or None
+        app_id = app_id or config.first_bot.app_id or None
     click_ctx.obj = CliContext(data_dir, app_id, as_json, config)
     if click_ctx.invoked_subcommand != "serve":
         configure_logging("warning")

@@ -99,7 +99,9 @@ def demo_config(config: Config, platform: EmulatedPlatform, data_dir: Path) -> C
     idmap = config.idmap.model_copy(update={
         "data_dir": data_dir, "backend": "lmdb", "runtime_backend": "lmdb", "legacy_db": None})
     return config.model_copy(update={
-        "bot": config.bot.model_copy(update={"app_id": APP, "secret": SecretStr(SECRET)}),
+        "bot": config.bot.model_copy(update={"app_id": APP, "secret": SecretStr(SECRET),
+                                             "secret_file": None}),
+        "bots": [],  # the demo has one bot: the emulated platform's
         "qq": config.qq.model_copy(update={
             "gateway": False, "api_base": api_base,
             "token_url": platform.url("/app/getAppAccessToken")}),

@@ -4,7 +4,11 @@
 - ``/event``: events only; action frames sent there are ignored, as go-cqhttp does;
 - ``/api``: actions only: no lifecycle event, no heartbeat, no events.
 
-Each path also takes a trailing ``/``. The handshake's ``Host`` and ``Origin`` (a browser
+Each path also takes a trailing ``/``, and the prefix ``/<self_id>`` naming a bot: one
+listener serves every bot of the daemon (:class:`ForwardWsRouter`, one
+:class:`ForwardWsServer` per bot; which one by
+:mod:`~gensokyo_idmap.onebot.self_id_routing`), each connection getting the events and
+answering the actions of its bot. The handshake's ``Host`` and ``Origin`` (a browser
 page may open a WebSocket to any address and read what comes), then the token
 (``onebot.forward_ws_access_token``, default ``onebot.access_token``) are checked on upgrade
 (:mod:`~gensokyo_idmap.onebot.http_auth`: a name not in ``api.allowed_hosts`` 421, a
@@ -29,18 +33,25 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Final, Literal
 
 import structlog
 from aiohttp import web
 
 from gensokyo_idmap.admission import Admission
+from gensokyo_idmap.onebot.actions import failed
 from gensokyo_idmap.onebot.connection import ActionHandler, serve_actions, serve_socket
 from gensokyo_idmap.onebot.event_queue import DEFAULT_WINDOW, EventQueue
 from gensokyo_idmap.onebot.http_auth import admission_refusal, token_refusal
+from gensokyo_idmap.onebot.self_id_routing import (
+    SELF_ID_HEADER,
+    Chosen,
+    Refused,
+    choose_bot,
+)
 
-__all__ = ["ForwardWsServer", "Role"]
+__all__ = ["ForwardWsRouter", "ForwardWsServer", "Role"]
 
 log = structlog.get_logger("gensokyo_idmap.onebot.forward_ws")
 
@@ -140,7 +151,9 @@ class ForwardWsServer:
         self._queues.discard(queue)
         queue.fail_all()  # a forward client's events die with its connection
 
-    async def handle(self, request: web.Request) -> web.StreamResponse:
+    def refusal(self, request: web.Request) -> web.StreamResponse | None:
+        """The answer to a handshake whose ``Host``, ``Origin`` or token is refused (counted
+        and logged); None: it may open."""
         refused = admission_refusal(request, self._admission, "forward_ws")
         if refused is None:
             refused = token_refusal(request, self._token)
@@ -149,8 +162,16 @@ class ForwardWsServer:
                             peer=request.remote, path=request.path, status=refused.status)
         if refused is not None:
             self.refused += 1
+        return refused
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        refused = self.refusal(request)
+        if refused is not None:
             return refused
-        role = _PATHS.get(request.path, "universal")
+        return await self.serve(request, _PATHS.get(request.path, "universal"))
+
+    async def serve(self, request: web.Request, role: Role) -> web.StreamResponse:
+        """Open the WebSocket of an admitted handshake and run it in ``role``."""
         ws = web.WebSocketResponse(autoping=False)
         await ws.prepare(request)
         peer = _peer(request)
@@ -202,3 +223,48 @@ class ForwardWsServer:
             if not self._sessions:
                 return
             await asyncio.sleep(0.01)
+
+
+class ForwardWsRouter:
+    """One forward-WS listener for every bot: a handshake is admitted (``Host``,
+    ``Origin``, token: one setting for all), then goes to the server of the bot its path
+    prefix or ``X-Self-ID`` names (:func:`~gensokyo_idmap.onebot.self_id_routing.choose_bot`:
+    with one bot, that one), in the role the rest of its path names."""
+
+    def __init__(self, servers: Sequence[ForwardWsServer]) -> None:
+        self.servers = {server.self_id: server for server in servers}
+        self._self_ids = list(self.servers)
+        self._first = servers[0]
+        self.refused = 0
+
+    @property
+    def connections(self) -> int:
+        return sum(server.connections for server in self.servers.values())
+
+    def owed(self) -> list[int]:
+        """Per connection of every bot, the events handed to it and not yet confirmed."""
+        return [events for server in self.servers.values() for events in server.owed()]
+
+    def routes(self) -> list[web.RouteDef]:
+        return [web.get("/{path:.*}", self.handle)]
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        choice = choose_bot(self._self_ids, request.headers.get(SELF_ID_HEADER), request.path)
+        role = _PATHS.get(choice.path) if isinstance(choice, Chosen) else None
+        if isinstance(choice, Chosen) and role is None:
+            raise web.HTTPNotFound()  # no such path, as before there were several bots
+        refused = self._first.refusal(request)
+        if refused is not None:
+            return refused
+        if isinstance(choice, Refused):
+            self.refused += 1
+            log.warning("[onebot] forward ws refused: no bot chosen", peer=request.remote,
+                        path=request.path, status=choice.status, reason=choice.reason)
+            return web.json_response(failed(1000 + choice.status, choice.reason),
+                                     status=choice.status)
+        assert role is not None
+        return await self.servers[choice.self_id].serve(request, role)
+
+    async def close(self) -> None:
+        """Close every bot's connections (before the HTTP server stops)."""
+        await asyncio.gather(*(server.close() for server in self.servers.values()))

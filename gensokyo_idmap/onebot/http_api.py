@@ -10,10 +10,17 @@ forward WebSocket (:mod:`http_auth`: missing → 401, wrong → 403, in constant
 unknown action is HTTP 404 with the usual failed body; a malformed body 400; a body type we
 cannot read 406. Everything else is 200 with the action's response, ``status`` telling
 success from failure.
+
+One listener serves every bot of the daemon: a request picks its bot with the path prefix
+``/<self_id>/`` (``/<self_id>/send_msg``, ``POST /<self_id>/``) or ``X-Self-ID``
+(:mod:`~gensokyo_idmap.onebot.self_id_routing`; one bot: nothing to pick), after its
+admission and token are checked; no bot chosen among several is 400 (404 for a prefix
+naming none), naming the ``self_id`` s.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from aiohttp import web
@@ -23,22 +30,43 @@ from gensokyo_idmap.admission import Admission
 from gensokyo_idmap.onebot.actions import RETCODE_UNKNOWN_ACTION, failed
 from gensokyo_idmap.onebot.connection import ActionHandler
 from gensokyo_idmap.onebot.http_auth import admission_refusal, token_refusal
+from gensokyo_idmap.onebot.self_id_routing import SELF_ID_HEADER, Refused, choose_bot
 
 __all__ = ["HttpApiServer"]
 
 
 class HttpApiServer:
-    def __init__(self, on_action: ActionHandler, *, access_token: str | None = None,
-                 admission: Admission | None = None) -> None:
-        """``admission``: the rules over ``api.allowed_hosts`` (default: none listed)."""
-        self._on_action = on_action
+    def __init__(self, on_action: ActionHandler | Mapping[int, ActionHandler], *,
+                 access_token: str | None = None, admission: Admission | None = None) -> None:
+        """``on_action``: the actions of each bot by its ``self_id`` (or of the one bot,
+        whatever its ``self_id``: no prefix is then read); ``admission``: the rules over
+        ``api.allowed_hosts`` (default: none listed)."""
+        self._bots = dict(on_action) if isinstance(on_action, Mapping) else None
+        self._only = on_action if not isinstance(on_action, Mapping) else None
         self._token = access_token or None
         self._admission = admission if admission is not None else Admission()
 
     def routes(self) -> list[web.RouteDef]:
-        return [web.route("*", "/", self.handle_root),
+        by_bot = [] if self._bots is None else [
+            web.route("*", r"/{self_id:\d+}", self.handle_root),
+            web.route("*", r"/{self_id:\d+}/", self.handle_root),
+            web.route("*", r"/{self_id:\d+}/{action}", self.handle),
+            web.route("*", r"/{self_id:\d+}/{action}/", self.handle)]
+        return [web.route("*", "/", self.handle_root), *by_bot,
                 web.route("*", "/{action}", self.handle),
                 web.route("*", "/{action}/", self.handle)]
+
+    def _bot(self, request: web.Request) -> ActionHandler | web.Response:
+        """The actions of the bot the request is for, or the refusal to answer."""
+        if self._bots is None:
+            assert self._only is not None
+            return self._only
+        choice = choose_bot(list(self._bots), request.headers.get(SELF_ID_HEADER),
+                            request.path)
+        if isinstance(choice, Refused):
+            return web.json_response(failed(1000 + choice.status, choice.reason),
+                                     status=choice.status)
+        return self._bots[choice.self_id]
 
     def _refusal(self, request: web.Request) -> web.Response | None:
         return (admission_refusal(request, self._admission, "http_api")
@@ -67,8 +95,9 @@ class HttpApiServer:
         return web.json_response(failed(1406, f"content type {kind} not supported"),
                                  status=406)
 
-    async def _answer(self, frame: dict[str, Any]) -> web.Response:
-        response = await self._on_action(frame)
+    @staticmethod
+    async def _answer(on_action: ActionHandler, frame: dict[str, Any]) -> web.Response:
+        response = await on_action(frame)
         status = 404 if response.get("retcode") == RETCODE_UNKNOWN_ACTION else 200
         return web.json_response(response, status=status,
                                  dumps=jsonio.dumps)
@@ -77,19 +106,26 @@ class HttpApiServer:
         refused = self._refusal(request)
         if refused is not None:
             return refused
+        bot = self._bot(request)
+        if isinstance(bot, web.Response):
+            return bot
         params = await self._body(request)
         if isinstance(params, web.Response):
             return params
-        return await self._answer({"action": request.match_info["action"], "params": params})
+        return await self._answer(bot, {"action": request.match_info["action"],
+                                        "params": params})
 
     async def handle_root(self, request: web.Request) -> web.Response:
         refused = self._refusal(request)
         if refused is not None:
             return refused
+        bot = self._bot(request)
+        if isinstance(bot, web.Response):
+            return bot
         body = await self._body(request)
         if isinstance(body, web.Response):
             return body
         params = body.get("params")
-        return await self._answer({"action": body.get("action"),
-                                   "params": params if params is not None else {},
-                                   "echo": body.get("echo")})
+        return await self._answer(bot, {"action": body.get("action"),
+                                        "params": params if params is not None else {},
+                                        "echo": body.get("echo")})

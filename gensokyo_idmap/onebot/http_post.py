@@ -59,9 +59,13 @@ class HttpPostTarget:
         retry_delay: float = 0.5,
         retries: int = DEFAULT_RETRIES,
         on_quick_operation: QuickOperation | None = None,
+        outbox_name: str | None = None,
     ) -> None:
+        """``outbox_name``: what its owed events are kept under in outbox.db (default
+        ``http_post <url>``; a daemon of several bots names each bot's apart)."""
         self.url = url
         self.self_id = self_id
+        self._outbox_name = outbox_name or f"http_post {url}"
         self._secret = secret or None
         self.queue = EventQueue(queue_size, self.outbox_name, kind="http_post", window=1)
         self.backlog = backlog(self.outbox_name, self.queue) if backlog is not None else None
@@ -80,7 +84,7 @@ class HttpPostTarget:
 
     @property
     def outbox_name(self) -> str:
-        return f"http_post {self.url}"
+        return self._outbox_name
 
     def publish_tracked(self, event: dict[str, Any], key: str | None) -> Tracked:
         """Queue an event through the backlog; its future turns True once a POST succeeded

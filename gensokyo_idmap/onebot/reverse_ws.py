@@ -73,9 +73,13 @@ class ReverseWsClient:
         on_action: ActionHandler | None = None,
         clock: Callable[[], float] = time.time,
         confirm_on_write: bool = False,
+        outbox_name: str | None = None,
     ) -> None:
+        """``outbox_name``: what its owed events are kept under in outbox.db (default
+        ``reverse_ws <url>``; a daemon of several bots names each bot's apart)."""
         self.url = url
         self.self_id = self_id
+        self._outbox_name = outbox_name or f"reverse_ws {url}"
         self._token = access_token
         self.reconnect_interval = reconnect_interval
         self.heartbeat_interval = heartbeat_interval
@@ -100,7 +104,7 @@ class ReverseWsClient:
 
     @property
     def outbox_name(self) -> str:
-        return f"reverse_ws {self.url}"
+        return self._outbox_name
 
     @property
     def problem(self) -> str | None:
@@ -132,7 +136,8 @@ class ReverseWsClient:
 
     def start(self) -> None:
         if self._task is None:
-            self._task = asyncio.create_task(self._run(), name=f"reverse-ws {self.url}")
+            self._task = asyncio.create_task(self._run(),
+                                             name=f"reverse-ws {self.url} {self.self_id}")
         if self.backlog is not None:
             self.backlog.start()
 
@@ -180,7 +185,8 @@ class ReverseWsClient:
                     async with ws:
                         self.connects += 1
                         self._state, self.refused = "connected", None
-                        log.info("[onebot] reverse ws connected", url=redact_url(self.url))
+                        log.info("[onebot] reverse ws connected", url=redact_url(self.url),
+                                 self_id=self.self_id)
                         await serve_socket(ws, self.queue, self_id=self.self_id,
                                            heartbeat_interval=self.heartbeat_interval,
                                            ping_timeout=self.ping_timeout,
@@ -210,8 +216,10 @@ class ReverseWsClient:
         if state == "refused":
             self.refused = status
             report(f"[onebot] reverse ws refused: {self._refusal()}",
-                   url=redact_url(self.url), status=status, retry_in=self.reconnect_interval)
+                   url=redact_url(self.url), self_id=self.self_id, status=status,
+                   retry_in=self.reconnect_interval)
             return
         self.refused = None
         report("[onebot] reverse ws unavailable", url=redact_url(self.url),
-               error=type(exc).__name__, status=status, retry_in=self.reconnect_interval)
+               self_id=self.self_id, error=type(exc).__name__, status=status,
+               retry_in=self.reconnect_interval)

@@ -287,16 +287,38 @@ def _texts_raw(value: Any) -> list[Any]:
 
 
 def masked(config: dict[str, Any]) -> dict[str, Any]:
-    """``config`` with every secret replaced by ``<hidden>`` (for printing)."""
+    """``config`` with every secret replaced by ``<hidden>`` (for printing), those of each
+    ``bots`` entry too."""
     shown = {section: dict(keys) if isinstance(keys, dict) else keys
              for section, keys in config.items()}
     for section, key in SECRET_PATHS:
         if shown.get(section, {}).get(key):
             shown[section][key] = "<hidden>"
-    onebot = shown.get("onebot", {})
+    if shown.get("onebot"):
+        shown["onebot"] = _masked_connections(shown["onebot"])
+    if isinstance(shown.get("bots"), list):
+        shown["bots"] = [_masked_bot(entry) for entry in shown["bots"]]
+    return shown
+
+
+def _masked_bot(entry: Any) -> Any:
+    if not isinstance(entry, dict):
+        return entry
+    entry = dict(entry)
+    if entry.get("secret"):
+        entry["secret"] = "<hidden>"
+    if isinstance(entry.get("onebot"), dict):
+        entry["onebot"] = _masked_connections(entry["onebot"])
+    return entry
+
+
+def _masked_connections(onebot: dict[str, Any]) -> dict[str, Any]:
+    """An ``onebot`` mapping with the tokens of its reverse-WS entries and the secrets of
+    its HTTP POST entries hidden."""
+    onebot = dict(onebot)
     for key, name in (("http_post", "secret"), ("reverse_ws", "access_token")):
         if onebot.get(key):
             onebot[key] = [{**entry, name: "<hidden>"}
                            if isinstance(entry, dict) and entry.get(name) else entry
                            for entry in onebot[key]]
-    return shown
+    return onebot

@@ -13,7 +13,10 @@ Rules (reference qq-platform.md §3):
    answered 401: a captured callback cannot be replayed later. Within that age a repeat is
    a duplicate, and the de-duplication window is at least that long (``runtime.claims``).
 3. **Only this bot's callbacks.** ``X-Bot-Appid``, when present, must be ``bot.app_id``
-   (403 otherwise): a callback meant for another bot is not processed as ours.
+   (403 otherwise): a callback meant for another bot is not processed as ours. A daemon of
+   several bots serves them all on one URL (:class:`WebhookRouter`): the header picks the
+   bot, whose receiver verifies the callback with its own key
+   (:mod:`~gensokyo_idmap.qq.appid_routing`).
 4. **One size limit, one error shape.** A body over 4 MiB is answered 413 with the JSON
    error every refusal has, whether its size was announced (Content-Length) or not
    (chunked); the body is read here, not by aiohttp (whose own limit, 1 MiB by default,
@@ -32,7 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Final
 
 import structlog
@@ -40,6 +43,7 @@ from aiohttp import web
 
 from gensokyo_idmap import counters
 from gensokyo_idmap.errors import BadInputError, IdmapError, NotConfiguredError
+from gensokyo_idmap.qq.appid_routing import APPID_HEADER, callback_bot
 from gensokyo_idmap.qq.events import QQEvent, parse_dispatch, parse_envelope
 from gensokyo_idmap.qq.signing import (
     DEFAULT_MAX_AGE_SECONDS,
@@ -50,12 +54,11 @@ from gensokyo_idmap.qq.signing import (
 )
 
 __all__ = ["APPID_HEADER", "DEFAULT_WEBHOOK_PATH", "MAX_BODY_BYTES", "Pipeline",
-           "WebhookReceiver"]
+           "WebhookReceiver", "WebhookRouter"]
 
 log = structlog.get_logger("gensokyo_idmap.qq.webhook")
 
 DEFAULT_WEBHOOK_PATH: Final = "/qqbot"
-APPID_HEADER: Final = "X-Bot-Appid"
 MAX_BODY_BYTES: Final = 4 * 1024 * 1024
 
 Pipeline = Callable[[QQEvent], Awaitable[None]]
@@ -106,9 +109,7 @@ class WebhookReceiver:
 
     def _refuse(self, status: int, err: IdmapError) -> web.Response:
         self.rejected += 1
-        log.warning("[qq] webhook refused", status=status, reason=err.message)
-        return web.json_response({"error": {"code": err.code, "message": err.message}},
-                                 status=status)
+        return _refusal(status, err)
 
     @staticmethod
     async def _read_body(request: web.Request) -> bytes | None:
@@ -146,9 +147,7 @@ class WebhookReceiver:
         except Exception:
             _ANSWERED[500].inc()
             raise
-        status = response.status
-        (_ANSWERED.get(status) or counters.WEBHOOK_RESPONSES.labels(str(status))).inc()
-        return response
+        return _counted(response)
 
     async def _answer(self, request: web.Request) -> web.Response:
         body = await self._read_body(request)
@@ -207,3 +206,36 @@ class WebhookReceiver:
             return web.json_response({"op": 12, "d": 1}, status=503)
         self.processed += 1
         return web.Response(body=_ACK, content_type="application/json", charset="utf-8")
+
+
+def _refusal(status: int, err: IdmapError) -> web.Response:
+    """The JSON error every refusal of a callback is answered with (logged)."""
+    log.warning("[qq] webhook refused", status=status, reason=err.message)
+    return web.json_response({"error": {"code": err.code, "message": err.message}},
+                             status=status)
+
+
+def _counted(response: web.Response) -> web.Response:
+    status = response.status
+    (_ANSWERED.get(status) or counters.WEBHOOK_RESPONSES.labels(str(status))).inc()
+    return response
+
+
+class WebhookRouter:
+    """One callback URL for every bot of the daemon: each callback goes to the receiver of
+    the bot its ``X-Bot-Appid`` names (rule 3), which verifies and processes it as its own."""
+
+    def __init__(self, receivers: Sequence[WebhookReceiver]) -> None:
+        self.receivers = {receiver.app_id: receiver for receiver in receivers}
+        self._app_ids = list(self.receivers)
+        self.rejected = 0
+
+    def routes(self, path: str = DEFAULT_WEBHOOK_PATH) -> list[web.RouteDef]:
+        return [web.post(path, self.handle)]
+
+    async def handle(self, request: web.Request) -> web.Response:
+        chosen = callback_bot(self._app_ids, request.headers.get(APPID_HEADER))
+        if isinstance(chosen, BadInputError):
+            self.rejected += 1
+            return _counted(_refusal(403, chosen))
+        return await self.receivers[chosen].handle(request)

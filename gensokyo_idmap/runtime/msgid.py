@@ -32,6 +32,12 @@ Rules this module keeps:
    ``blocks`` of :class:`MsgIdMap`): a fresh msgid-map.db, or a restart, goes on above every
    position reserved before.
 
+10. **Each bot's message ids are its own.** A real id stored again with another AppID than
+    the live record's (two bots of one daemon given one platform message id) is no hit: it
+    gets a virtual id of its own, with its bot's chat, and the real → virtual index names
+    the newest; the other bot's record lives on. A store with no AppID (the CLI's) hits
+    whichever record the index names.
+
 Write functions validate before their first write (the store's batch contract).
 """
 
@@ -245,15 +251,15 @@ def _apply_store(
     keep_text: bool = True, blocks: IdBlocks = _NO_MARK,
 ) -> tuple[int, bool]:
     known = writer.virtual_of(real_id)
-    if known is not None:
-        record = writer.record(known)
-        if record is not None and record.real_id == real_id and record.expires_ms > now_ms:
+    record = writer.record(known) if known is not None else None
+    if (known is not None and record is not None and record.real_id == real_id
+            and record.expires_ms > now_ms):
+        if not context.app_id or record.app_id == context.app_id:  # rule 10
             kept = writer.content(known)  # rule 6: a hit keeps what the first store kept
             writer.delete_record(record)
             writer.put_record(replace(record, expires_ms=now_ms + ttl_ms), kept)
             return known, True
-    else:
-        record = None
+        record = None  # another bot's, alive: kept; this one gets an id of its own
     virtual_id = _allocate(writer, now_ms, blocks)  # may raise: nothing written before
     if record is not None and record.real_id == real_id:
         writer.delete_record(record)  # expired: invisible, so it starts afresh

@@ -37,12 +37,15 @@ NO_PLATFORM_TOKEN_URL = "http://127.0.0.1:9/app/getAppAccessToken"
 def daemon_config(data_dir: Path, *, platform: EmulatedPlatform | None = None,
                   app_id: str = APP, secret: str = SECRET, webhook: str = "",
                   onebot: Mapping[str, Any] | None = None, api: str = "",
-                  log_level: str = "info", **sections: Mapping[str, Any]) -> dict[str, Any]:
+                  log_level: str = "info", bots: Sequence[Mapping[str, Any]] = (),
+                  **sections: Mapping[str, Any]) -> dict[str, Any]:
     """A daemon config (the dict a config file holds) for a test on loopback.
 
     ``platform``: take the gateway, token and OpenAPI from this emulated platform (else the
-    gateway is off, and the token is asked of :data:`NO_PLATFORM_TOKEN_URL`). ``webhook`` /
-    ``api``: their ``host:port`` (empty: off; the API is off by default so no test takes
+    gateway is off, and the token is asked of :data:`NO_PLATFORM_TOKEN_URL`). ``bots``:
+    several bots instead of ``app_id`` / ``secret`` (the config's ``bots``; an entry each,
+    :meth:`EmulatedPlatform.bot_entry` for a bot of its own emulated platform). ``webhook``
+    / ``api``: their ``host:port`` (empty: off; the API is off by default so no test takes
     its well-known port). ``onebot``: that section, over
     :data:`TEST_ONEBOT`. Any other section (``idmap={"map_size_mb": 1}``) is merged in.
     """
@@ -58,6 +61,9 @@ def daemon_config(data_dir: Path, *, platform: EmulatedPlatform | None = None,
     # for a token at start (a wrong secret shows then), and a test never reaches out
     config["qq"] = (platform.qq_config() if platform is not None
                     else {"token_url": NO_PLATFORM_TOKEN_URL})
+    if bots:
+        del config["bot"]
+        config["bots"] = [dict(entry) for entry in bots]
     for name, section in sections.items():
         config.setdefault(name, {}).update(section)
     return config

@@ -2,7 +2,9 @@
 send endpoints, real wire format, on a free port of 127.0.0.1.
 
 Point a daemon at it with :meth:`EmulatedPlatform.qq_config` (its config's ``qq`` section) and
-the bot's ``app_id`` / ``secret`` set to :data:`APP` / :data:`SECRET`; push events with
+the bot's ``app_id`` / ``secret`` set to :data:`APP` / :data:`SECRET` (or the ``app_id`` /
+``secret`` it was made with: one platform per bot of a daemon serving several, each issuing
+tokens of its own ``token_prefix``, which only it accepts); push events with
 :meth:`EmulatedPlatform.push`; read what the daemon sent in ``api_calls`` or
 :meth:`EmulatedPlatform.api_requests`.
 
@@ -130,8 +132,12 @@ class EmulatedPlatform:
     """
 
     def __init__(self, heartbeat_ms: int = 200, shards: int = 1, *,
-                 overlapping_tokens: bool = False) -> None:
+                 overlapping_tokens: bool = False, app_id: str = APP, secret: str = SECRET,
+                 token_prefix: str = "T") -> None:
         self.heartbeat_ms = heartbeat_ms
+        self.app_id = app_id
+        self.secret = secret
+        self.token_prefix = token_prefix
         # the platform keeps a token valid until it expires, even when a newer one was
         # fetched (several daemons of one bot each fetch their own); off by default, so a
         # test can stand for a token the platform replaced early (tokens_issued += 1)
@@ -172,20 +178,22 @@ class EmulatedPlatform:
     # token endpoint
     async def token(self, request: web.Request) -> web.Response:
         body = await request.json()
-        if body != {"appId": APP, "clientSecret": SECRET}:
+        if body != {"appId": self.app_id, "clientSecret": self.secret}:
             return web.json_response({"code": 100016, "message": "invalid appid or secret"})
         self.tokens_issued += 1
-        return web.json_response({"access_token": f"T{self.tokens_issued}", "expires_in": "7200"})
+        return web.json_response({"access_token": f"{self.token_prefix}{self.tokens_issued}",
+                                  "expires_in": "7200"})
 
     def current_token(self) -> str:
-        return f"QQBot T{self.tokens_issued}"
+        return f"QQBot {self.token_prefix}{self.tokens_issued}"
 
     def token_valid(self, authorization: object) -> bool:
         """Whether ``authorization`` (``QQBot <token>``) is accepted now: the newest token,
         or with ``overlapping_tokens`` any this platform issued."""
         if not self.overlapping_tokens:
             return authorization == self.current_token()
-        return authorization in {f"QQBot T{n}" for n in range(1, self.tokens_issued + 1)}
+        return authorization in {f"QQBot {self.token_prefix}{n}"
+                                 for n in range(1, self.tokens_issued + 1)}
 
     @property
     def session_id(self) -> str:
@@ -499,7 +507,7 @@ class EmulatedPlatform:
 
     def token_manager(self, session: ClientSession) -> AccessTokenManager:
         """Our token manager, pointed at this platform's token endpoint."""
-        return AccessTokenManager(APP, SECRET, session,
+        return AccessTokenManager(self.app_id, self.secret, session,
                                   token_url=self.url("/app/getAppAccessToken"))
 
     def openapi(self, session: ClientSession, **options: Any) -> OpenApiClient:
@@ -520,6 +528,12 @@ class EmulatedPlatform:
         """A daemon config's ``qq`` section: the gateway on, token and API from here."""
         return {"gateway": True, "api_base": self.url("/").rstrip("/"),
                 "token_url": self.url("/app/getAppAccessToken")}
+
+    def bot_entry(self, **keys: Any) -> dict[str, Any]:
+        """An entry of a daemon config's ``bots`` for the bot of this platform: its AppID
+        and secret, its ``qq`` keys from here (:meth:`qq_config`), and ``keys`` (its
+        ``self_id``, its ``onebot`` connections)."""
+        return {"app_id": self.app_id, "secret": self.secret, "qq": self.qq_config(), **keys}
 
 
 def group_message(n: int, group: str = "A1B2C3D4E5F60718293A4B5C6D7E8F90",

@@ -85,16 +85,17 @@ def install_koishi() -> Path:
 
 
 async def start_koishi(installed: Path, port: int, token: str, records: Records,
-                       lines: list[str]) -> tuple[asyncio.subprocess.Process,
-                                                  asyncio.Task[None]]:
-    """The Koishi bot (``koishi_app/bot.cjs``, run from ``installed``) dialling the daemon's
-    forward WS on 127.0.0.1:``port`` with ``token``, recording into ``records``; the task
-    returned appends its output to ``lines``."""
+                       lines: list[str], *, script: str = "bot.cjs",
+                       env: dict[str, str] | None = None
+                       ) -> tuple[asyncio.subprocess.Process, asyncio.Task[None]]:
+    """The Koishi bot (``koishi_app/<script>``, run from ``installed``) dialling the daemon's
+    forward WS on 127.0.0.1:``port`` with ``token``, recording into ``records``, ``env``
+    over its environment; the task returned appends its output to ``lines``."""
     env = {**os.environ, "KOISHI_RECORD_FILE": str(records.path),
            "KOISHI_ENDPOINT": f"ws://127.0.0.1:{port}", "KOISHI_SELF_ID": APP,
-           "KOISHI_TOKEN": token, "NODE_PATH": str(installed / "node_modules")}
+           "KOISHI_TOKEN": token, "NODE_PATH": str(installed / "node_modules"), **(env or {})}
     koishi = await asyncio.create_subprocess_exec(
-        "node", str(KOISHI_APP / "bot.cjs"), cwd=installed, env=env,
+        "node", str(KOISHI_APP / script), cwd=installed, env=env,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
     assert koishi.stdout is not None
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import typing
+
 import json
 import os
 import stat
@@ -9,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -161,6 +164,12 @@ def test_check_starts_nothing(tmp_path: Path) -> None:
     ("qq:\n  gateway: true\n", {"GSK_BOT__APP_ID": "1"}, "qq.gateway"),
     ("webhook:\n  listen: 127.0.0.1:8443\n", {}, "webhook.listen"),
     ("api:\n  listen: 0.0.0.0:15631\n", {}, "api.listen"),
+    # bots: the gateway of an entry without its secret, shared or its own
+    ('bots:\n  - app_id: "1"\n    secret: s\n  - app_id: "2"\nqq:\n  gateway: true\n', {},
+     "qq.gateway"),
+    ('bots:\n  - app_id: "1"\n  - app_id: "2"\n    qq: {gateway: true}\n', {},
+     "bots.1.qq.gateway"),
+    ('bots:\n  - app_id: "1"\n  - app_id: "1"\n', {}, "bots.1.app_id"),
 ])
 def test_check_refuses_with_the_key_path(tmp_path: Path, text: str, env: dict[str, str],
                                          where: str) -> None:
@@ -176,6 +185,7 @@ REFUSED_AT_START = [
     "webhook:\n  listen: 127.0.0.1:8443\n",
     "api:\n  listen: 0.0.0.0:15631\n",
     'bot:\n  app_id: "1"\napi:\n  listen: "[::]:15631"\n',
+    'bots:\n  - app_id: "1"\n  - app_id: "2"\n    qq: {gateway: true}\n',
 ]
 
 
@@ -204,6 +214,21 @@ def test_check_gateway_with_secret_from_env(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "gateway on" in result.stdout and "1 set by GSK_* variables" in result.stdout
     assert SECRET not in result.output
+
+
+def test_check_names_each_bot_and_what_each_lacks(tmp_path: Path) -> None:
+    path = write(tmp_path, 'bots:\n  - app_id: "102000001"\n'
+                 '  - app_id: "102000002"\n    self_id: 9\n    onebot: {reverse_ws: []}\n'
+                 'webhook:\n  listen: 127.0.0.1:1\n'
+                 'onebot:\n  reverse_ws: [ws://127.0.0.1:2/ws]\n')
+    result = cli("config", "check", str(path), env={"GSK_BOTS__0__SECRET": SECRET})
+    assert result.exit_code == 0, result.output
+    assert ("bots 2 (app_id 102000001 self_id 102000001; app_id 102000002 self_id 9 "
+            "(no secret))") in result.stdout
+    assert "reverse ws 1" in result.stdout
+    assert "bots.1 (app_id 102000002) has no secret" in result.stderr
+    assert "bots.1 (self_id 9) has no framework connection" in result.stderr
+    assert "bots.0" not in result.stderr and SECRET not in result.output
 
 
 def test_check_missing_file(tmp_path: Path) -> None:
@@ -279,6 +304,65 @@ def test_import_gensokyo_to_stdout_hides_secrets(tmp_path: Path) -> None:
     assert data["config"]["bot"]["secret"] == "<hidden>" and data["out"] is None
     lotus = next(entry for entry in data["unmapped"] if entry["key"] == "settings.lotus")
     assert "idmap.backend: postgres" in lotus["reason"]
+
+
+SECOND_SECRET = "sample-second-secret-Pq8"
+SECOND_GENSOKYO = f"""version: 1
+settings:
+  app_id: 102000002
+  client_secret: "{SECOND_SECRET}"
+  use_uin: false
+  sandbox_mode: true
+  ws_address: ["ws://127.0.0.1:8090/onebot/v11/ws"]
+  ws_token: ["sample-ws-token-Q7"]
+  enable_ws_server: true
+  port: "15640"
+  array: false
+  log_level: 2
+"""
+
+
+def test_import_gensokyo_makes_several_configs_one_bots_list(tmp_path: Path) -> None:
+    second = write(tmp_path, SECOND_GENSOKYO, "second.yml")
+    out = tmp_path / "new.yml"
+    result = cli("config", "import-gensokyo", str(GENSOKYO), str(second), "--out", str(out))
+    assert result.exit_code == 0, result.output
+    config = load_config(out, {})
+    assert config.bot.app_id == "" and len(config.bots) == 2
+    first, other = config.bots
+    assert (first.app_id, first.own_self_id) == ("102000001", 2870338968)
+    assert first.secret.get_secret_value() == "sample-client-secret-Hk29"
+    assert first.qq is None and first.onebot is None  # the shared sections are its own
+    assert (other.app_id, other.own_self_id) == ("102000002", 102000002)  # use_uin: false
+    assert other.secret.get_secret_value() == SECOND_SECRET
+    # its sandbox API and its intents (the default: it named no handler) are its own keys
+    assert other.qq is not None
+    assert other.qq.api_base == "https://sandbox.api.sgroup.qq.com"
+    assert other.onebot is not None and other.onebot.reverse_ws == [
+        "ws://127.0.0.1:8090/onebot/v11/ws"] and other.onebot.http_post == []
+    # shared: the first file's
+    assert config.onebot.forward_ws == "0.0.0.0:15630" and config.onebot.self_id is None
+    assert config.onebot.reverse_ws == ["ws://127.0.0.1:8080/onebot/v11/ws",
+                                        "ws://10.0.0.7:6199/ws"]
+    assert cli("config", "check", str(out)).exit_code == 0
+    assert ("note: second.yml: onebot.forward_ws differs from config.yml's ('0.0.0.0:15640'; "
+            "config.yml: '0.0.0.0:15630')") in result.stdout
+    assert "no equivalent: config.yml: settings.token:" in result.stdout
+    for secret in (*OLD_SECRETS, SECOND_SECRET):
+        assert secret not in result.output
+    shown = yaml.safe_load(cli("config", "import-gensokyo", str(GENSOKYO), str(second)).stdout)
+    assert [bot["secret"] for bot in shown["bots"]] == ["<hidden>", "<hidden>"]
+    assert shown["onebot"]["http_post"][0]["secret"] == "<hidden>"
+
+
+def test_import_gensokyo_of_two_configs_of_one_bot_is_refused(tmp_path: Path) -> None:
+    again = write(tmp_path, SECOND_GENSOKYO.replace("102000002", "102000001"), "again.yml")
+    out = tmp_path / "new.yml"
+    result = cli("config", "import-gensokyo", str(GENSOKYO), str(again), "--out", str(out))
+    assert result.exit_code == 2 and not out.exists()
+    assert result.stderr.startswith("error: bots.1.app_id: bots.0 and bots.1 have the same "
+                                    "app_id"), result.stderr
+    assert f"converted from {GENSOKYO}, {again}" in result.stderr
 
 
 def test_import_gensokyo_refuses_bad_input_and_writes_nothing(tmp_path: Path) -> None:
@@ -446,7 +530,7 @@ def test_the_go_template_app_id_unquoted_passes_check(tmp_path: Path) -> None:
     ("bot:\n  appid: '1'\n", {}, "did you mean `bot.app_id`? (in "),
     ("idmap:\n  map_sise_mb: 8\n", {}, "did you mean `idmap.map_size_mb`?"),
     ("webhook:\n  token: x\n", {}, "did you mean `api.token`?"),
-    ("bots:\n  app_id: '1'\n", {}, "did you mean `bot`?"),
+    ("boot:\n  app_id: '1'\n", {}, "did you mean `bot`?"),
     ("", {"GSK_BOT__APPID": "1"}, "did you mean `GSK_BOT__APP_ID`? (from GSK_BOT__APPID)"),
 ])
 def test_an_unknown_key_suggests_the_nearest_known_one(tmp_path: Path, text: str,
@@ -461,13 +545,43 @@ def test_an_unknown_key_far_from_every_known_one_gets_no_guess(tmp_path: Path) -
     assert result.exit_code == 2 and "did you mean" not in result.stderr, result.stderr
 
 
+def _known_paths(model: type[BaseModel], where: str = "") -> set[str]:
+    """Every key path of ``model`` (an entry of a list at index 0)."""
+    paths = set()
+    for name, field in model.model_fields.items():
+        path = f"{where}{name}"
+        paths.add(path)
+        annotation = field.annotation
+        inner = [annotation, *typing.get_args(annotation)]
+        if typing.get_origin(annotation) is list:
+            path += ".0"
+            inner = [*typing.get_args(annotation)]
+        for kind in inner:
+            if isinstance(kind, type) and issubclass(kind, BaseModel):
+                paths |= _known_paths(kind, f"{path}.")
+    return paths
+
+
 @settings(max_examples=200, deadline=None)
-@given(section=st.sampled_from(["bot", "idmap", "qq", "api", "nope"]) | st.text(max_size=12),
-       key=st.text(max_size=24))
-def test_a_guess_is_always_a_known_key_path(section: str, key: str) -> None:
+@given(section=st.sampled_from(["bot", "bots", "idmap", "qq", "api", "nope"])
+       | st.text(max_size=12),
+       key=st.text(max_size=24), entry=st.sampled_from([None, "qq", "onebot", "nope"]))
+def test_a_guess_is_always_a_known_key_path(section: str, key: str, entry: str | None) -> None:
     from gensokyo_idmap.config import nearest_key
 
-    known = {f"{name}.{sub}" for name, field in Config.model_fields.items()
-             for sub in field.annotation.model_fields}  # type: ignore[union-attr]
+    known = _known_paths(Config)
     assert nearest_key((section, key)) in known | {None}
     assert nearest_key((section,)) in set(Config.model_fields) | {None}
+    in_entry = ("bots", 0, key) if entry is None else ("bots", 0, entry, key)
+    assert nearest_key(in_entry) in known | {None}
+
+
+def test_a_key_of_a_bots_entry_gets_its_guess_within_the_entry(tmp_path: Path) -> None:
+    for text, hint in (("bots:\n- app_id: '1'\n  secert: x\n", "bots.0.secret"),
+                       ("bots:\n- app_id: '1'\n  qq: {api_bse: 'http://x'}\n",
+                        "bots.0.qq.api_base"),
+                       ("bots:\n- app_id: '1'\n  onebot: {reverse_wss: []}\n",
+                        "bots.0.onebot.reverse_ws")):
+        result = cli("config", "check", str(write(tmp_path, text)))
+        assert result.exit_code == 2, result.output
+        assert f"did you mean `{hint}`?" in result.stderr, result.stderr

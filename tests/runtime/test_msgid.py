@@ -128,6 +128,23 @@ def test_same_real_id_again_returns_the_same_id_and_refreshes_its_ttl(
     assert msgids.counts().counter == 2  # a hit allocates nothing
 
 
+def test_one_real_id_of_two_bots_is_two_messages_each_with_its_bot(
+        msgids: MsgIdMap) -> None:
+    """Rule 10: two bots of one daemon given one platform message id each have their own
+    virtual id and chat; each one's store again is its own hit."""
+    bot_a = MsgContext("102000001", "group", "G1", "in")
+    bot_b = MsgContext("102000002", "group", "G1", "in")
+    first = msgids.store_real_sync("R1", bot_a)
+    second = msgids.store_real_sync("R1", bot_b)
+    assert first != second
+    assert msgids.lookup(first).app_id == "102000001"  # type: ignore[union-attr]
+    assert msgids.lookup(second).app_id == "102000002"  # type: ignore[union-attr]
+    assert msgids.virtual_of("R1") == second  # the index names the newest
+    assert msgids.store_real_sync("R1", bot_b) == second
+    assert msgids.store_real_sync("R1", MsgContext()) == second  # no AppID: whichever
+    assert msgids.counts().counter == 2
+
+
 def test_a_hit_with_the_async_api_refreshes_too(msgids: MsgIdMap, clock: FakeClock) -> None:
     vid = run(msgids.store_real("R1"))
     clock.advance(TTL - 1)

@@ -112,7 +112,10 @@ for i = 9, #ARGV, 10 do
   local result = nil
   if known then
     local rec = rec_of(known)
-    if rec[1] == real and tonumber(rec[7]) > now then
+    local live = rec[1] == real and tonumber(rec[7]) > now
+    if live and app ~= '' and rec[2] ~= app then
+      -- another bot's message of this id (rule 10): it lives on, this one gets its own id
+    elseif live then
       local vkey = p .. 'm:v:' .. known
       redis.call('HSET', vkey, 'e', now + ttl)
       redis.call('PEXPIRE', vkey, ttl)
