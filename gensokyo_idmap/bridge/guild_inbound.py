@@ -7,13 +7,16 @@ its own with string ids, which most frameworks ignore; this bridge does what Gen
 so a bot written for groups answers in channels unchanged. The channel's guild stays
 available: every channel event also carries ``guild_id`` and ``channel_id`` as the
 platform's own ids (text), as go-cqhttp's guild events did. A guild DM is a private
-message (``sub_type`` ``friend``) with the DM session's ``guild_id`` / ``channel_id``.
+message (``sub_type`` ``friend``) and only that, as Gensokyo sends it: a ``guild_id`` beside
+it makes a framework take it for a guild's (Koishi does), so the DM session's ids are
+extension fields (``onebot.extensions``) only.
 
 Recalls become ``group_recall`` / ``friend_recall``; guild member changes become
 ``group_increase`` / ``group_decrease`` of the guild's own number (``group_id`` the vUIN of
 the guild id, with ``guild_id`` as text). Pure, one builder per kind: the kind's translator
-(:mod:`gensokyo_idmap.bridge.translators`) hands it the vUINs the bridge resolved and the
-virtual id it stored.
+(:mod:`gensokyo_idmap.bridge.translators`) hands it the vUINs the bridge resolved, the
+virtual id it stored and, for a message, its segments (:func:`guild_segments`, with a
+quote's ``reply`` first).
 """
 
 from __future__ import annotations
@@ -66,49 +69,49 @@ def _by_key(event: ChannelMessage | GuildMessageDelete | GuildMemberEvent,
 
 def channel_message(event: ChannelMessage, vuins: Sequence[int], virtual_id: int, now: int,
                     self_id: int, fmt: ob.MessageFormat, extensions: bool,
-                    attachment_segment: Callable[[Attachment], Segment]) -> dict[str, Any]:
+                    segments: list[Segment]) -> dict[str, Any]:
     """A channel message as a group message of the channel, its guild beside it
-    (``vuins`` in ``event.identities()`` order: channel, author, the users it mentions)."""
+    (``vuins`` in ``event.identities()`` order: channel, author, the users it mentions;
+    ``segments``: its content, :func:`guild_segments` with the quote first)."""
     by_key = _by_key(event, vuins)
-    users = {k[len("raw:"):]: v for k, v in by_key.items()}
     sender = author_profile(event.author)
     return ob.group_message(
         self_id=self_id, time=now, message_id=virtual_id, group_id=by_key[event.channel.key],
         user_id=by_key[event.author.user.key], fmt=fmt,
-        nickname=sender.nickname, card=sender.card, role=sender.role,
-        segments=guild_segments(event.content, event.attachments, event.mentions, users,
-                                self_id, attachment_segment,
-                                everyone=event.mentions_everyone),
+        nickname=sender.nickname, card=sender.card, role=sender.role, segments=segments,
         extra={"guild_id": event.guild.value, "channel_id": event.channel.value,
                **_extensions(extensions, "guild", event.author, event.channel)})
 
 
 def direct_message(event: DirectMessage, vuins: Sequence[int], virtual_id: int, now: int,
                    self_id: int, fmt: ob.MessageFormat, extensions: bool,
-                   attachment_segment: Callable[[Attachment], Segment]) -> dict[str, Any]:
-    """A guild DM as a private message with its session's ids (``vuins``: the author's)."""
+                   segments: list[Segment]) -> dict[str, Any]:
+    """A guild DM as a private message (``vuins``: the author's): no ``guild_id`` /
+    ``channel_id`` beside it, which would make a framework file it as a guild's (Koishi
+    does); the DM session's ids are extension fields (:func:`_dm_session`)."""
     [author] = vuins
+    extra = _extensions(extensions, "guild_private", event.author, None)
+    if extensions:
+        extra |= _dm_session(event.dm_guild, event.channel, event.source_guild)
     return ob.private_message(
         self_id=self_id, time=now, message_id=virtual_id, user_id=author, fmt=fmt,
-        nickname=event.author.nick or event.author.username,
-        segments=guild_segments(event.content, event.attachments, (), {}, self_id,
-                                attachment_segment),
-        extra={"guild_id": event.dm_guild.value, "channel_id": event.channel.value,
-               **({"src_guild_id": event.source_guild} if event.source_guild else {}),
-               **_extensions(extensions, "guild_private", event.author, None)})
+        nickname=event.author.nick or event.author.username, segments=segments,
+        extra=extra or None)
 
 
 def recall(event: GuildMessageDelete, vuins: Sequence[int], virtual_id: int, now: int,
-           self_id: int) -> dict[str, Any]:
-    """A recall as ``friend_recall`` (a DM's) or ``group_recall`` (a channel's), naming the
-    recalled message's virtual id (``vuins`` in ``event.identities()`` order)."""
+           self_id: int, extensions: bool = False) -> dict[str, Any]:
+    """A recall as ``friend_recall`` (a DM's: private, its session's ids only as extension
+    fields) or ``group_recall`` (a channel's, its guild beside it), naming the recalled
+    message's virtual id (``vuins`` in ``event.identities()`` order)."""
     by_key = _by_key(event, vuins)
     author = by_key[event.author.key]
     operator = by_key[event.operator.key] if event.operator is not None else author
-    where = {"guild_id": event.guild.value, "channel_id": event.channel.value}
     if event.direct:
-        return ob.friend_recall(self_id=self_id, time=now, user_id=author,
-                                message_id=virtual_id) | where
+        private = ob.friend_recall(self_id=self_id, time=now, user_id=author,
+                                   message_id=virtual_id)
+        return (private | _dm_session(event.guild, event.channel)) if extensions else private
+    where = {"guild_id": event.guild.value, "channel_id": event.channel.value}
     return ob.group_recall(self_id=self_id, time=now, group_id=by_key[event.channel.key],
                            user_id=author, operator_id=operator, message_id=virtual_id) | where
 
@@ -128,6 +131,15 @@ def member_change(event: GuildMemberEvent, vuins: Sequence[int], now: int,
     left: Literal["leave", "kick"] = "leave" if operator == member else "kick"
     return ob.group_decrease(self_id=self_id, time=now, group_id=by_key[event.guild.key],
                              user_id=member, operator_id=operator, sub_type=left) | extra
+
+
+def _dm_session(guild: RawId, channel: RawId, source_guild: str | None = None
+                ) -> dict[str, str]:
+    """A guild DM session's platform ids as extension fields (``onebot.extensions``):
+    ``real_guild_id`` (where replies go), ``real_channel_id`` and ``src_guild_id`` (the
+    guild the DM was opened from)."""
+    ids = {"real_guild_id": guild.value, "real_channel_id": channel.value}
+    return (ids | {"src_guild_id": source_guild}) if source_guild else ids
 
 
 def _extensions(on: bool, message_type: str, author: GuildMember,

@@ -30,7 +30,9 @@ Rules:
 8. **A quote becomes a ``reply`` segment, first**, naming the quoted message's virtual id
    when the map still holds it (a framework fetches it with ``get_msg``); a quote of a
    message the map does not know (expired, from before, sent by the bot) adds nothing: the
-   quoted text is never made up.
+   quoted text is never made up. A group or C2C quote names the quoted message by its
+   ``msg_idx``; a channel or guild DM message's ``message_reference`` by its platform id,
+   which finds the bot's own messages there too (only in the same chat).
 9. **Names and roles come with messages**: a message's author, with the name and role the
    platform gave (:mod:`gensokyo_idmap.bridge.members`), is kept per chat in memory for the
    member actions, after the author's identity, never instead of it.
@@ -63,7 +65,7 @@ from gensokyo_idmap.bridge.members import profiles_of
 from gensokyo_idmap.bridge.message_filter import MessageFilter
 from gensokyo_idmap.bridge.outbox import TrackedSink
 from gensokyo_idmap.bridge.translators import TRANSLATORS, Scope, Translator, attachment_segment
-from gensokyo_idmap.errors import IdmapError, StoreError
+from gensokyo_idmap.errors import BadInputError, IdmapError, StoreError
 from gensokyo_idmap.identity import IdentityKey, OpenId, RawId
 from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.onebot import events as ob
@@ -188,28 +190,47 @@ class InboundBridge:
         """Each message's segments with the ``reply`` of the message it quotes first, when
         the map knows that one (rule 8); the lookups of a batch in one go, off the loop
         when the map is on a server."""
-        asked: list[tuple[int, str, str, str]] = []
+        asked: list[tuple[int, bool, str, str, str]] = []  # (index, by id?, chat, name)
         for index, event in enumerate(events):
             if contents[index] is None:
                 continue
             quote = kinds[index].quoted(event)
             if quote is not None:
-                asked.append((index, *quote))
+                asked.append((index, False, *quote))
+                continue
+            reference = kinds[index].referenced(event)
+            if reference is not None:
+                asked.append((index, True, *reference))
         if not asked:
             return contents
 
         def look_up() -> list[int | None]:
-            return [self.msgids.quoted(self.settings.app_id, kind, target, idx)
-                    for _, kind, target, idx in asked]
+            return [self._referenced(kind, target, name) if by_id else
+                    self.msgids.quoted(self.settings.app_id, kind, target, name)
+                    for _, by_id, kind, target, name in asked]
 
         found = await asyncio.to_thread(look_up) if self.settings.reads_off_loop else look_up()
         quoted = list(contents)
-        for (index, _, _, idx), virtual_id in zip(asked, found, strict=True):
+        for (index, _, _, _, idx), virtual_id in zip(asked, found, strict=True):
             self._log.debug("[message] quote", quoted_idx=idx, message_id=virtual_id)
             segments = quoted[index]
             if virtual_id is not None and segments is not None:
                 quoted[index] = [Segment("reply", (("id", str(virtual_id)),)), *segments]
         return quoted
+
+    def _referenced(self, chat_kind: str, target: str, real_id: str) -> int | None:
+        """The live virtual id of the message of this chat a guild message's
+        ``message_reference`` names by its platform id (one the bot sent there too), or
+        None: unknown, expired, or of another chat."""
+        try:
+            virtual_id = self.msgids.virtual_of(real_id)
+        except BadInputError:  # no id the map could hold (too long, not text)
+            return None
+        record = None if virtual_id is None else self.msgids.lookup(virtual_id)
+        if record is None or (record.app_id, record.chat_kind, record.target) != (
+                self.settings.app_id, chat_kind, target):
+            return None
+        return virtual_id
 
     def _context(self, chat_kind: ChatKind, target: str, of_event: bool = False) -> MsgContext:
         """The inbound context of a message (or a reply-able event) of a chat of this AppID

@@ -36,6 +36,10 @@ Rules:
    ``user_id`` that is a guild user goes to the DM session they opened
    (``/dms/{guild_id}/messages``, from the same table). Any other ``raw:`` id is no chat:
    the send fails as rule 1 says. Channels take images by URL in the message itself.
+   A ``reply`` segment naming a message of that channel or DM (one the bot received or
+   sent there) also shows it quoted: the first platform message carries
+   ``message_reference`` beside its ``msg_id``; one of the bot's own is shown so, with no
+   warning, while the ``msg_id`` answers what rule 2 picks.
 6. **A refused send can be told to its chat** (``onebot.send_error``, the Go daemon's
    ``send_error``): when the platform refuses a send (after its retries), one text message
    ``send failed: platform code …: …`` goes to the same chat, a passive reply like any other,
@@ -437,12 +441,14 @@ class OutboundSender:
         with self.msgids.inbound_walk(app_id, chat_kind, target, window) as newest:
             return self.budget.take_newest((app_id, chat_kind, target), newest, window)
 
-    def answerable(self, target: Target, reply_to: int | None) -> int | None:
+    def answerable(self, target: Target, reply_to: int | None,
+                   shown: bool = False) -> int | None:
         """``reply_to`` (the virtual id a ``reply`` segment names) if a send to ``target``
         can answer it: a message of that chat the bot received, which the map still holds.
         Else None, and a warning naming the id and why: the send still goes, without the
         quote, answering what rule 2 picks (a framework's ``reply_message`` on an old
-        message must not cost the answer)."""
+        message must not cost the answer). ``shown``: the message is quoted all the same
+        (one of the bot's own in a channel or DM, :meth:`quoted_in`), so no warning."""
         if reply_to is None:
             return None
         record = self.msgids.lookup(reply_to)
@@ -455,6 +461,8 @@ class OutboundSender:
                else "a message of another chat")
         if why is None:
             return reply_to
+        if shown:
+            return None
         self._log.warning("[message] reply sent without its quote", reply_to=reply_to,
                           reason=why, chat_kind=target.chat_kind, target=target.vuin)
         return None
@@ -476,6 +484,17 @@ class OutboundSender:
         if taken is not None:
             return ReplyTo(event_id=taken[0]), taken[1]
         return ReplyTo(), self.budget.take(None)
+
+    def quoted_in(self, target: Target, reply_to: int) -> str | None:
+        """The platform id of the message a ``reply`` segment names, when it is one of the
+        chat of ``target`` (received or sent by the bot): what a channel or guild DM send
+        quotes (``message_reference``, rule 5). None otherwise: the reply choice says what
+        is wrong with an unknown id, and a message of another chat is no quote here."""
+        record = self.msgids.lookup(reply_to)
+        if record is None or (record.app_id, record.chat_kind, record.target) != (
+                self.settings.app_id, target.chat_kind, target.openid):
+            return None
+        return record.real_id
 
     # --- sending --------------------------------------------------------------------------
 
@@ -535,24 +554,29 @@ class OutboundSender:
                         if index not in left_out]  # what get_msg shows is what was sent
         openapi = self._platform()
         chat, out = self._chat_of(target)
-        answering = plan.reply_to
-        if answering is not None:  # a quote of what cannot be answered is left out (rule 2)
-            answering = await self.off_loop(self.answerable, target, answering)
-            if answering is None:  # and get_msg of what was sent shows no quote either
+        guild_side = target.chat_kind in GUILD_CHAT_KINDS
+        answering, quote = plan.reply_to, None
+        if answering is not None:
+            if guild_side:  # a message of that channel or DM is shown quoted (rule 5)
+                quote = await self.off_loop(self.quoted_in, target, answering)
+            # a quote of what cannot be answered is left out (rule 2), unless it is shown
+            answering = await self.off_loop(self.answerable, target, answering,
+                                            quote is not None)
+            if answering is None and quote is None:  # get_msg shows no quote either
                 segments = [segment for segment in segments if segment.type != "reply"]
         context = out.about(
             self.settings.self_id, segments_to_cq_within(segments, MAX_CONTENT_BYTES))
         first: int | None = None
         for part in plan.parts:
             file_info = None
-            guild_side = target.chat_kind in GUILD_CHAT_KINDS
             if part.media is not None and not guild_side:
                 file_info = await openapi.upload_media(target.chat_kind, target.openid,
                                                        part.media.upload_body())
             reply, seq = await self.off_loop(self.choose_reply, target, answering)
             for attempt in range(1, _SEND_ATTEMPTS + 1):
                 body = (channel_message_body(part, msg_id=reply.msg_id,
-                                             event_id=reply.event_id, msg_seq=seq)
+                                             event_id=reply.event_id, msg_seq=seq,
+                                             quote=quote if first is None else None)
                         if guild_side else
                         message_body(part, msg_id=reply.msg_id, event_id=reply.event_id,
                                      msg_seq=seq, file_info=file_info))

@@ -143,6 +143,11 @@ class Translator(Generic[E]):
         (rule 8 of the inbound module)."""
         return None
 
+    def referenced(self, event: E) -> tuple[ChatKind, str, str] | None:
+        """The chat (kind, target) and platform message id of the message ``event`` quotes
+        by its id (a guild message's ``message_reference``), if any (rule 8)."""
+        return None
+
     def real_id(self, event: E, vuins: Sequence[int], content: Sequence[Segment] | None,
                 scope: Scope) -> tuple[str, MsgContext] | None:
         """The real id ``event`` puts in the msgid map and its context, if any; ``content``
@@ -172,6 +177,11 @@ def _event_id(event: QQEvent, kind: ChatKind, target: OpenId,
     if event.event_id is None:
         return None
     return event.event_id, scope.context(kind, target.openid, True)
+
+
+def _kept(content: Sequence[Segment] | None) -> str:
+    """A message's content as the msgid map keeps it: CQ text cut to the map's bound."""
+    return segments_to_cq_within(content or (), MAX_CONTENT_BYTES)
 
 
 # --------------------------------------------------------------------------- groups and C2C
@@ -216,9 +226,8 @@ class _ChatMessage(Translator[M]):
         """With its author (the last vUIN) and content (cut to the map's bound), and under
         its ``msg_idx`` (rule 3 of the inbound module)."""
         kind, target = self.chat(event)
-        cq = segments_to_cq_within(content or (), MAX_CONTENT_BYTES)
         return event.message_id, scope.context(kind, target.openid, False).about(
-            vuins[self.author_at], cq, event.msg_idx)
+            vuins[self.author_at], _kept(content), event.msg_idx)
 
 
 class _GroupMessage(_ChatMessage[GroupMessage]):
@@ -430,23 +439,37 @@ class _GuildEvent(Translator[G]):
                content: list[Segment] | None, scope: Scope) -> list[dict[str, Any]]:
         scope.log.info("[message] guild mapped", type=event.event_type, vuins=vuins,
                        message_id=virtual_id)
-        return [self.shown(event, vuins, virtual_id, now, scope)]
+        return [self.shown(event, vuins, virtual_id, now, content or [], scope)]
 
     def shown(self, event: G, vuins: Sequence[int], virtual_id: int, now: int,
-              scope: Scope) -> dict[str, Any]:
+              content: list[Segment], scope: Scope) -> dict[str, Any]:
         raise NotImplementedError
 
 
 class _ChannelMessage(_GuildEvent[ChannelMessage]):
     """A channel message: a group message of the channel (its id under the channel, with
-    its author, so a reply answers it and ``get_msg`` names who wrote it)."""
+    its author and content, so a reply answers it and ``get_msg`` shows it); a
+    ``message_reference`` names the message it quotes."""
 
     __slots__ = ()
+
+    def content(self, event: ChannelMessage, vuins: Sequence[int],
+                scope: Scope) -> list[Segment]:
+        users = {key.key[len("raw:"):]: vuin
+                 for key, vuin in zip(event.identities(), vuins, strict=True)}
+        return guild.guild_segments(event.content, event.attachments, event.mentions, users,
+                                    scope.self_id, attachment_segment,
+                                    everyone=event.mentions_everyone)
+
+    def referenced(self, event: ChannelMessage) -> tuple[ChatKind, str, str] | None:
+        if event.quoted_id is None:
+            return None
+        return "channel", event.channel.value, event.quoted_id
 
     def real_id(self, event: ChannelMessage, vuins: Sequence[int],
                 content: Sequence[Segment] | None, scope: Scope) -> tuple[str, MsgContext]:
         return event.message_id, scope.context("channel", event.channel.value, False).about(
-            vuins[1], None)
+            vuins[1], _kept(content))
 
     def config_entries(self, event: ChannelMessage,
                        vuins: Sequence[int]) -> Sequence[ConfigEntry]:
@@ -456,21 +479,31 @@ class _ChannelMessage(_GuildEvent[ChannelMessage]):
         return ((event.scene, vuins[1], guild.author_profile(event.author)),)
 
     def shown(self, event: ChannelMessage, vuins: Sequence[int], virtual_id: int, now: int,
-              scope: Scope) -> dict[str, Any]:
+              content: list[Segment], scope: Scope) -> dict[str, Any]:
         return guild.channel_message(event, vuins, virtual_id, now, scope.self_id,
-                                     scope.message_format, scope.extensions,
-                                     attachment_segment)
+                                     scope.message_format, scope.extensions, content)
 
 
 class _DirectMessage(_GuildEvent[DirectMessage]):
-    """A guild DM: a private message (its id under the DM session, with its author)."""
+    """A guild DM: a private message (its id under the DM session, with its author and
+    content); a ``message_reference`` names the message it quotes."""
 
     __slots__ = ()
+
+    def content(self, event: DirectMessage, vuins: Sequence[int],
+                scope: Scope) -> list[Segment]:
+        return guild.guild_segments(event.content, event.attachments, (), {}, scope.self_id,
+                                    attachment_segment)
+
+    def referenced(self, event: DirectMessage) -> tuple[ChatKind, str, str] | None:
+        if event.quoted_id is None:
+            return None
+        return "dms", event.dm_guild.value, event.quoted_id
 
     def real_id(self, event: DirectMessage, vuins: Sequence[int],
                 content: Sequence[Segment] | None, scope: Scope) -> tuple[str, MsgContext]:
         return event.message_id, scope.context("dms", event.dm_guild.value, False).about(
-            vuins[0], None)
+            vuins[0], _kept(content))
 
     def config_entries(self, event: DirectMessage,
                        vuins: Sequence[int]) -> Sequence[ConfigEntry]:
@@ -478,10 +511,9 @@ class _DirectMessage(_GuildEvent[DirectMessage]):
                           event.dm_guild.value)
 
     def shown(self, event: DirectMessage, vuins: Sequence[int], virtual_id: int, now: int,
-              scope: Scope) -> dict[str, Any]:
+              content: list[Segment], scope: Scope) -> dict[str, Any]:
         return guild.direct_message(event, vuins, virtual_id, now, scope.self_id,
-                                    scope.message_format, scope.extensions,
-                                    attachment_segment)
+                                    scope.message_format, scope.extensions, content)
 
 
 class _Recall(_GuildEvent[GuildMessageDelete]):
@@ -495,8 +527,8 @@ class _Recall(_GuildEvent[GuildMessageDelete]):
         return event.deleted_id, MsgContext()
 
     def shown(self, event: GuildMessageDelete, vuins: Sequence[int], virtual_id: int,
-              now: int, scope: Scope) -> dict[str, Any]:
-        return guild.recall(event, vuins, virtual_id, now, scope.self_id)
+              now: int, content: list[Segment], scope: Scope) -> dict[str, Any]:
+        return guild.recall(event, vuins, virtual_id, now, scope.self_id, scope.extensions)
 
 
 class _GuildMember(_GuildEvent[GuildMemberEvent]):
@@ -505,7 +537,7 @@ class _GuildMember(_GuildEvent[GuildMemberEvent]):
     __slots__ = ()
 
     def shown(self, event: GuildMemberEvent, vuins: Sequence[int], virtual_id: int,
-              now: int, scope: Scope) -> dict[str, Any]:
+              now: int, content: list[Segment], scope: Scope) -> dict[str, Any]:
         return guild.member_change(event, vuins, now, scope.self_id)
 
 

@@ -407,6 +407,9 @@ class ChannelMessage(_Event):
     attachments: tuple[Attachment, ...] = ()
     mentions: tuple[GuildMember, ...] = ()
     mentions_everyone: bool = False
+    #: The id of the message this one quotes (``message_reference.message_id``), if any
+    #: (:func:`_referenced_id`).
+    quoted_id: str | None = None
 
     def identities(self) -> tuple[IdentityKey, ...]:
         return (self.channel, self.author.user,
@@ -433,6 +436,7 @@ class DirectMessage(_Event):
     content: str = ""
     timestamp: str = ""
     attachments: tuple[Attachment, ...] = ()
+    quoted_id: str | None = None  # as ChannelMessage's
 
     def identities(self) -> tuple[IdentityKey, ...]:
         return (self.author.user,)
@@ -766,6 +770,15 @@ def _quoted_idx(d: Mapping[str, Any]) -> str | None:
     return _scene_ext(d, "ref_msg_idx")
 
 
+def _referenced_id(d: Mapping[str, Any]) -> str | None:
+    """The id of the message a channel or guild DM message quotes: ``d.message_reference``
+    is ``{"message_id": ...}`` (botgo's ``dto.Message.MessageReference``). Lenient: a
+    reference of another shape is no quote, and the message itself still goes out."""
+    reference = d.get("message_reference")
+    value = reference.get("message_id") if _is_object(reference) else None
+    return value if isinstance(value, str) and value else None
+
+
 def _raw(value: object, path: str) -> RawId:
     """A channel-side id (channel, guild, guild user): text or a number, kept as ``raw:``."""
     if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
@@ -851,7 +864,7 @@ def _parse_guild(t: str, d: Mapping[str, Any], app_id: str,
             "channel": _raw(d.get("channel_id"), "d.channel_id"), "author": author,
             "content": _text(d, "content", "d.content") or "",
             "timestamp": _text_timestamp(d, "timestamp", "d.timestamp"),
-            "attachments": _attachments(d)}
+            "attachments": _attachments(d), "quoted_id": _referenced_id(d)}
         if t == "DIRECT_MESSAGE_CREATE":
             return DirectMessage(**common, **fields,
                                  dm_guild=_raw(d.get("guild_id"), "d.guild_id"),

@@ -115,12 +115,17 @@ def check_channel_parts(parts: Sequence[OutgoingPart]) -> None:
 
 
 def channel_message_body(part: OutgoingPart, *, msg_id: str | None, event_id: str | None,
-                         msg_seq: int) -> dict[str, Any]:
+                         msg_seq: int, quote: str | None = None) -> dict[str, Any]:
     """The JSON body of a channel or guild DM message: text in ``content``, an image by
     its URL in ``image`` (:func:`check_channel_parts` first), markdown and keyboard as in
-    groups; ``msg_id`` makes it a passive reply."""
+    groups; ``msg_id`` makes it a passive reply. ``quote``: the platform id of a message
+    of the same chat shown quoted above it, as ``message_reference`` (botgo's
+    ``MessageReference``) with ``ignore_get_message_error``, so a quote the platform can no
+    longer show (the message recalled, too old) costs the quote, never the message."""
     body: dict[str, Any] = {"content": part.content.strip() if part.media else part.content,
                             "msg_seq": msg_seq}
+    if quote is not None:
+        body["message_reference"] = {"message_id": quote, "ignore_get_message_error": True}
     if part.msg_type == MSG_MARKDOWN:
         body["msg_type"] = MSG_MARKDOWN
     if part.media is not None:

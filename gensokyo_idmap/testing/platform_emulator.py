@@ -36,7 +36,15 @@ by ``GET /users/@me/guilds`` (``limit`` / ``after`` pages) and ``GET /guilds/{id
 sends (``POST /channels/{channel_id}/messages``, ``POST /dms/{guild_id}/messages``) answer a
 message object; a ``msg_id`` there follows the group rules (5 replies, one ``msg_seq`` each),
 a send without one is an active message, which channels allow. An ``image`` must be an
-http(s) URL (the platform fetches it). ``DELETE`` of either recalls the bot's own message.
+http(s) URL (the platform fetches it). A ``message_reference`` (``{"message_id": ...,
+"ignore_get_message_error": ...}``, botgo's ``MessageReference``) quotes a message of the
+same chat: one pushed there (``AT_MESSAGE_CREATE``, ``MESSAGE_CREATE``,
+``DIRECT_MESSAGE_CREATE``) or one the bot sent there and has not recalled; the answer's
+message object carries it back. Of a message the platform cannot find, the send is refused
+(the platform's bot docs: "the message will not be sent"; its code is undocumented, this
+emulator answers 40011000) unless ``ignore_get_message_error`` is true, when it goes
+without the quote.
+``DELETE`` of either recalls the bot's own message.
 :func:`channel_message`, :func:`direct_message`, :func:`message_delete` and
 :func:`guild_member` build the ``d`` of each guild event the way the platform sends it, for
 :meth:`EmulatedPlatform.push` and :meth:`~gensokyo_idmap.testing.WebhookSender.dispatch`
@@ -49,7 +57,8 @@ author's ``username``, guild ``nick`` and ``roles``, as the platform sends them;
 
 Quotes: :func:`group_message` and :func:`c2c_message` carry a ``msg_idx`` (also as
 ``message_scene.ext`` text), and :func:`quoting` turns one into a message quoting another
-(``message_type`` 103, ``msg_elements``), as the platform sends them.
+(``message_type`` 103, ``msg_elements``), as the platform sends them; a channel or guild DM
+message quotes another by its id (``message_reference``).
 
 Mentions: :func:`mentioning` turns a group message into one that @-mentions other members
 (``<@member_openid>`` in the content, ``mentions[]`` entries), everyone or the bot;
@@ -80,6 +89,9 @@ BOT_USER: dict[str, Any] = {"id": "1", "username": "bot", "bot": True,
 GUILD = "7000000001"
 CHANNEL = "8000000001"
 GUILD_USER = "144115218677563300"
+#: The guild message events whose messages a later ``message_reference`` can quote.
+GUILD_MESSAGE_EVENTS = frozenset({"AT_MESSAGE_CREATE", "MESSAGE_CREATE",
+                                  "DIRECT_MESSAGE_CREATE"})
 #: The code of a recall's 404: the message was recalled already, or the bot never sent it
 #: in that chat.
 RECALL_NOT_FOUND = 306004
@@ -161,6 +173,8 @@ class EmulatedPlatform:
         self.delay_next: list[float] = []
         self.sent_messages: dict[str, str] = {}  # bot message id → chat path (not recalled)
         self.recalled: list[str] = []  # bot message ids recalled, in order
+        #: guild message id pushed → its chat (``/channels/{id}`` or ``/dms/{guild_id}``)
+        self.guild_messages: dict[str, str] = {}
         #: the bot's own user, as ``GET /users/@me`` answers it (a test may rename it)
         self.bot_user: dict[str, Any] = dict(BOT_USER)
         self.file_infos: set[str] = set()
@@ -283,6 +297,10 @@ class EmulatedPlatform:
                                       and image.startswith(("http://", "https://"))):
             return web.json_response({"code": 40011000, "message": "bad request data"},
                                      status=400)
+        chat = request.path.removesuffix("/messages")
+        quoted, error = self._reference(body.get("message_reference"), chat)
+        if error is not None:
+            return web.json_response(error, status=400)
         if body.get("msg_id") or body.get("event_id"):
             error = self._check_send({"msg_type": 0, **body})
             if error is not None:
@@ -290,11 +308,30 @@ class EmulatedPlatform:
         message_id = f"08BOTGUILD{self._next_message_number():06d}"
         self.sent_messages[message_id] = request.path
         where = request.match_info
-        return web.json_response({
-            "id": message_id, "channel_id": where.get("channel_id", ""),
-            "guild_id": where.get("guild_id", ""), "content": body.get("content", ""),
-            "timestamp": "2025-01-01T12:00:01+08:00", "author": BOT_USER,
-            "direct_message": "guild_id" in where})
+        answer = {"id": message_id, "channel_id": where.get("channel_id", ""),
+                  "guild_id": where.get("guild_id", ""), "content": body.get("content", ""),
+                  "timestamp": "2025-01-01T12:00:01+08:00", "author": BOT_USER,
+                  "direct_message": "guild_id" in where}
+        if quoted is not None:
+            answer["message_reference"] = {"message_id": quoted}
+        return web.json_response(answer)
+
+    def _reference(self, reference: Any, chat: str
+                   ) -> tuple[str | None, dict[str, Any] | None]:
+        """What a guild send's ``message_reference`` quotes (None: nothing) or the refusal:
+        the quoted message must be one of this chat, unless ``ignore_get_message_error``."""
+        if reference is None:
+            return None, None
+        quoted = reference.get("message_id") if isinstance(reference, dict) else None
+        if not isinstance(quoted, str) or not quoted:
+            return None, {"code": 40011000, "message": "bad request data"}
+        known = (self.guild_messages.get(quoted) == chat
+                 or self.sent_messages.get(quoted) == f"{chat}/messages")
+        if known:
+            return quoted, None
+        if reference.get("ignore_get_message_error") is True:
+            return None, None
+        return None, {"code": 40011000, "message": "get message_reference message failed"}
 
     async def me(self, request: web.Request) -> web.Response:
         _, refused = await self._api_gate(request)
@@ -432,6 +469,10 @@ class EmulatedPlatform:
         (and ``send``)."""
         seq = len(shard.sent) + 1
         event = {"op": 0, "s": seq, "t": t, "id": event_id or f"{t}:{seq}", "d": d}
+        if t in GUILD_MESSAGE_EVENTS and isinstance(d, dict) and isinstance(d.get("id"), str):
+            where = (f"/dms/{d.get('guild_id')}" if t == "DIRECT_MESSAGE_CREATE"
+                     else f"/channels/{d.get('channel_id')}")
+            self.guild_messages[d["id"]] = where  # a later message_reference may quote it
         shard.sent.append(event)
         self.sent.append(event)
         live = shard.live()
@@ -577,10 +618,14 @@ def _indexed(msg_idx: str) -> dict[str, Any]:
 
 
 def quoting(d: Mapping[str, Any], quoted: Mapping[str, Any]) -> dict[str, Any]:
-    """``d`` (a group or C2C message's ``d``) as a message that quotes ``quoted`` (another
-    one's ``d``), the way the platform sends a quote: ``message_type`` 103 with the quoted
-    message as ``msg_elements[0]`` (its content, attachments, message_type, msg_idx and
-    author), and ``ref_msg_idx=`` beside ``msg_idx=`` in ``message_scene.ext``."""
+    """``d`` (a message's ``d``) as a message that quotes ``quoted`` (another one's ``d``),
+    the way the platform sends a quote. In a group or C2C: ``message_type`` 103 with the
+    quoted message as ``msg_elements[0]`` (its content, attachments, message_type, msg_idx
+    and author), and ``ref_msg_idx=`` beside ``msg_idx=`` in ``message_scene.ext``. In a
+    channel or guild DM (``d`` has a ``channel_id``): ``message_reference`` naming the
+    quoted message's id (botgo's ``dto.Message.MessageReference``)."""
+    if "channel_id" in d:
+        return {**d, "message_reference": {"message_id": quoted["id"]}}
     quoted_idx = quoted["msg_idx"]
     element = {"content": quoted.get("content", ""),
                "attachments": list(quoted.get("attachments", [])),

@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from structlog.testing import capture_logs
+
 from gensokyo_idmap.bridge.actions import ActionService
 from gensokyo_idmap.bridge.outbound import OutboundSender, OutboundSettings
 from gensokyo_idmap.identity import RawId
@@ -20,6 +22,8 @@ from gensokyo_idmap.testing.platform_emulator import (
     GUILD,
     GUILD_USER,
     channel_message,
+    direct_message,
+    quoting,
 )
 
 from ..conftest import FakeClock, run
@@ -156,6 +160,109 @@ def test_ids_that_are_no_platform_id_never_shape_a_platform_url(
         assert h.platform.api_calls == [], h.platform.api_calls
 
     with_daemon(scenario, identity_store, msgid_store, clock, op_userid_type="raw")
+
+
+# --- get_msg of channel and DM messages (issue 33.1), quotes sent there (issue 33.4) --------
+
+
+def test_get_msg_answers_channel_and_dm_messages_as_their_events_showed_them(
+        identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore,
+        clock: FakeClock) -> None:
+    async def scenario(h: Harness) -> None:
+        event = await h.inbound("AT_MESSAGE_CREATE", channel_message(1, "the words"))
+        quote = await h.inbound("AT_MESSAGE_CREATE",
+                                quoting(channel_message(2, "about that"), channel_message(1)))
+        dm = await h.inbound("DIRECT_MESSAGE_CREATE", direct_message(3, "psst"))
+        for shown in (event, quote, dm):
+            got = await h.call("get_msg", message_id=shown["message_id"])
+            assert got["retcode"] == 0, got
+            data = got["data"]
+            assert (data["message"], data["raw_message"]) == (
+                shown["message"], shown["raw_message"]), data
+            assert data["sender"] == {"user_id": shown["user_id"], "nickname": ""}
+            assert (data["user_id"], data["message_type"]) == (
+                shown["user_id"], shown["message_type"])
+            assert data.get("group_id") == shown.get("group_id")
+        assert "the words" in event["raw_message"]
+        assert quote["message"][0] == {"type": "reply",
+                                       "data": {"id": str(event["message_id"])}}
+        assert dm["message_type"] == "private" and dm["raw_message"] == "psst"
+
+    with_daemon(scenario, identity_store, msgid_store, clock)
+
+
+def test_get_msg_of_a_channel_message_without_kept_content_names_its_author(
+        identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore,
+        clock: FakeClock) -> None:
+    async def scenario(h: Harness) -> None:
+        event = await h.inbound("AT_MESSAGE_CREATE", channel_message(1, "the words"))
+        data = (await h.call("get_msg", message_id=event["message_id"]))["data"]
+        assert (data["message"], data["raw_message"]) == ([], "")
+        assert data["sender"]["user_id"] == event["user_id"]
+        assert data["group_id"] == event["group_id"]
+
+    with_daemon(scenario, identity_store, msgid_store, clock, keep_content=False)
+
+
+def test_a_reply_in_a_channel_or_dm_quotes_the_message_with_message_reference(
+        identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore,
+        clock: FakeClock) -> None:
+    async def scenario(h: Harness) -> None:
+        first = await h.inbound("AT_MESSAGE_CREATE", channel_message(1, "ping"))
+        await h.inbound("AT_MESSAGE_CREATE", channel_message(2, "later"))
+        body = await sent_to_channel(h, "send_group_msg", group_id=first["group_id"],
+                                     message=f"[CQ:reply,id={first['message_id']}]pong")
+        assert (body["content"], body["msg_id"]) == ("pong", channel_message(1)["id"])
+        assert body["message_reference"] == {"message_id": channel_message(1)["id"],
+                                             "ignore_get_message_error": True}
+        answer = await h.call("send_group_msg", group_id=first["group_id"], message="x")
+        assert "message_reference" not in h.sends()[-1][1]  # no reply segment, no quote
+        # a quote of the bot's own message: quoted by its id (the platform shows it: no
+        # warning, and get_msg shows the reply), the reply goes to the newest message
+        mine = answer["data"]["message_id"]
+        with capture_logs() as logs:
+            quoting_mine = await h.call("send_group_msg", group_id=first["group_id"],
+                                        message=f"[CQ:reply,id={mine}]again")
+        _, again = h.sends()[-1]
+        assert again["message_reference"]["message_id"] == h.bridge.msgids.real_id_of(mine)
+        assert again["msg_id"] == channel_message(2)["id"]
+        assert [line for line in logs if line["log_level"] == "warning"] == []
+        shown = await h.call("get_msg", message_id=quoting_mine["data"]["message_id"])
+        assert shown["data"]["message"][0] == {"type": "reply", "data": {"id": str(mine)}}
+        # in a guild DM: the same
+        dm = await h.inbound("DIRECT_MESSAGE_CREATE", direct_message(3, "psst"))
+        sent = await h.call("send_private_msg", user_id=dm["user_id"],
+                            message=f"[CQ:reply,id={dm['message_id']}]hush")
+        assert sent["retcode"] == 0, sent
+        path, body = h.sends()[-1]
+        assert path == "/dms/7000000099/messages"
+        assert (body["msg_id"], body["message_reference"]["message_id"]) == (
+            direct_message(3)["id"], direct_message(3)["id"])
+
+    with_daemon(scenario, identity_store, msgid_store, clock)
+
+
+def test_only_a_message_of_that_chat_is_quoted_and_only_on_the_first_part(
+        identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore,
+        clock: FakeClock) -> None:
+    async def scenario(h: Harness) -> None:
+        event = await h.inbound("AT_MESSAGE_CREATE", channel_message(1, "ping"))
+        dm = await h.inbound("DIRECT_MESSAGE_CREATE", direct_message(2, "psst"))
+        # a reply segment naming the DM, sent to the channel: answered, but no quote
+        await h.call("send_group_msg", group_id=event["group_id"],
+                     message=f"[CQ:reply,id={dm['message_id']}]pong")
+        _, body = h.sends()[-1]
+        assert "message_reference" not in body, body
+        # two images: two platform messages, the quote shown once, above the first
+        images = "".join(f"[CQ:image,file=https://example.com/{n}.png]" for n in (1, 2))
+        answer = await h.call("send_group_msg", group_id=event["group_id"],
+                              message=f"[CQ:reply,id={event['message_id']}]look{images}")
+        assert answer["retcode"] == 0, answer
+        first, second = (body for _, body in h.sends()[-2:])
+        assert first["message_reference"]["message_id"] == channel_message(1)["id"]
+        assert "message_reference" not in second and second["msg_id"] == first["msg_id"]
+
+    with_daemon(scenario, identity_store, msgid_store, clock)
 
 
 def test_a_reply_to_an_unknown_id_in_a_channel_is_sent_without_the_quote(

@@ -9,12 +9,16 @@ from typing import Any
 import pytest
 
 from gensokyo_idmap.bridge.guilds import directory_of
-from gensokyo_idmap.bridge.inbound import InboundBridge
+from gensokyo_idmap.bridge.inbound import BridgeSettings, InboundBridge
 from gensokyo_idmap.errors import BadInputError
 from gensokyo_idmap.identity import RawId
+from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.qq.events import parse_dispatch, parse_envelope
+from gensokyo_idmap.runtime.lmdb import LmdbMsgIdStore
+from gensokyo_idmap.runtime.msgid import MsgContext, MsgIdMap
+from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
 
-from ..conftest import run
+from ..conftest import MSGID_BACKENDS, FakeClock, msgid_map, run
 from . import test_inbound
 from .test_inbound import APP, SELF, frame
 
@@ -86,8 +90,8 @@ def test_a_direct_message_is_private_and_remembers_its_session(bridge: InboundBr
     author = bridge.graph.lookup(RawId(AUTHOR))
     assert (event["message_type"], event["sub_type"], event["user_id"]) == (
         "private", "friend", author)
-    assert (event["guild_id"], event["channel_id"], event["src_guild_id"]) == (
-        DM_GUILD, DM_CHANNEL, GUILD)
+    # private is private: no guild or channel a framework would file it under (Koishi does)
+    assert not {"guild_id", "channel_id", "src_guild_id"} & set(event), event
     guilds = directory_of(bridge.graph)
     assert guilds.dm_guild_of_user(AUTHOR) == DM_GUILD
     assert guilds.chat_type(author) == "guild_private"  # type: ignore[arg-type]
@@ -115,6 +119,7 @@ def test_recalls_name_the_message_they_recall(bridge: InboundBridge) -> None:
         "op_user": {"id": AUTHOR}}})))
     assert (gone["notice_type"], gone["user_id"], gone["message_id"]) == (
         "friend_recall", dm["user_id"], dm["message_id"])
+    assert not {"guild_id", "channel_id"} & set(gone), gone
 
 
 @pytest.mark.parametrize(("t", "op_user", "notice", "sub_type"), [
@@ -146,3 +151,119 @@ def test_bad_guild_events_name_the_field(t: str, d: dict[str, Any], field: str) 
     with pytest.raises(BadInputError) as err:
         parse_dispatch(parse_envelope({"op": 0, "t": t, "d": d}), APP)
     assert err.value.field == field
+
+
+DM_DELETE = {"op": 0, "s": 6, "t": "DIRECT_MESSAGE_DELETE", "id": "DIRECT_MESSAGE_DELETE:6",
+             "d": {"message": {"id": "08f1dm1", "channel_id": DM_CHANNEL, "guild_id": DM_GUILD,
+                               "author": {"id": AUTHOR}, "direct_message": True},
+                   "op_user": {"id": AUTHOR}}}
+
+
+def test_the_dm_session_is_in_the_extension_fields_only(
+        identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore,
+        clock: FakeClock) -> None:
+    bridge = InboundBridge(IdentityGraph(identity_store, clock=clock),
+                           MsgIdMap(msgid_store, clock=clock),
+                           BridgeSettings(app_id=APP, self_id=SELF, extensions=True),
+                           clock=clock)
+    [event] = run(bridge.translate(frame(DIRECT)))
+    assert not {"guild_id", "channel_id"} & set(event), event
+    assert (event["real_message_type"], event["real_user_id"]) == ("guild_private", AUTHOR)
+    assert (event["real_guild_id"], event["real_channel_id"], event["src_guild_id"]) == (
+        DM_GUILD, DM_CHANNEL, GUILD)
+    [gone] = run(bridge.translate(frame(DM_DELETE)))
+    assert gone["notice_type"] == "friend_recall" and gone["message_id"] == event["message_id"]
+    assert not {"guild_id", "channel_id"} & set(gone), gone
+    assert (gone["real_guild_id"], gone["real_channel_id"]) == (DM_GUILD, DM_CHANNEL)
+    # a channel's message keeps its guild at the top level: it is a group's
+    [channel] = run(bridge.translate(frame(channel_message())))
+    assert (channel["guild_id"], channel["channel_id"]) == (GUILD, CHANNEL)
+    assert channel["real_group_id"] == CHANNEL and "real_guild_id" not in channel
+
+
+# --- get_msg content (issue 33.1) and quotes by message_reference (issue 33.4) --------------
+
+
+def test_channel_and_dm_messages_keep_their_content_and_author(bridge: InboundBridge) -> None:
+    [event] = run(bridge.translate(frame(channel_message())))
+    [dm] = run(bridge.translate(frame(DIRECT)))
+    for shown in (event, dm):
+        kept = bridge.msgids.lookup_content(shown["message_id"])
+        assert kept is not None and kept[1] is not None, shown
+        assert (kept[1].author, kept[1].message) == (shown["user_id"], shown["raw_message"])
+    assert event["raw_message"].startswith(f"[CQ:at,qq={SELF}] hi <3 [CQ:at,qq=")
+    assert dm["raw_message"] == "hello bot"
+
+
+def quoting_frame(raw: dict[str, Any], quoted_id: object, n: int) -> dict[str, Any]:
+    """``raw`` (a channel or DM frame) as message ``n`` quoting ``quoted_id``."""
+    d = {**raw["d"], "id": f"{raw['d']['id']}q{n}", "content": f"about that {n}",
+         "message_reference": {"message_id": quoted_id}}
+    return {**raw, "s": n, "id": f"{raw['t']}:q{n}", "d": d}
+
+
+def test_a_message_reference_is_a_reply_segment_first(bridge: InboundBridge) -> None:
+    [quoted] = run(bridge.translate(frame(channel_message(content="the quoted words"))))
+    [quote] = run(bridge.translate(frame(quoting_frame(channel_message(n=2), "08f1guild1",
+                                                       3))))
+    assert quote["message"] == [{"type": "reply", "data": {"id": str(quoted["message_id"])}},
+                                {"type": "text", "data": {"text": "about that 3"}}]
+    assert "quoted words" not in quote["raw_message"]  # the quoted text is never made up
+    kept = bridge.msgids.lookup_content(quote["message_id"])  # get_msg shows the reply too
+    assert kept is not None and kept[1] is not None
+    assert kept[1].message == quote["raw_message"]
+    [dm] = run(bridge.translate(frame(DIRECT)))
+    [answer] = run(bridge.translate(frame(quoting_frame(DIRECT, "08f1dm1", 4))))
+    assert answer["message"][0] == {"type": "reply", "data": {"id": str(dm["message_id"])}}
+
+
+def test_a_reference_to_a_message_the_bot_sent_there_is_found_by_its_id(
+        bridge: InboundBridge) -> None:
+    """Unlike a group quote (``msg_idx``, which the platform gives no bot message), a
+    ``message_reference`` names the bot's own channel messages too."""
+    run(bridge.translate(frame(channel_message())))
+    sent = run(bridge.msgids.store_real("08BOTGUILD000001", MsgContext(
+        APP, "channel", CHANNEL, "out").about(SELF, "pong")))
+    [quote] = run(bridge.translate(frame(quoting_frame(channel_message(n=2),
+                                                       "08BOTGUILD000001", 3))))
+    assert quote["message"][0] == {"type": "reply", "data": {"id": str(sent)}}
+
+
+@pytest.mark.parametrize("quoted_id", ["08f1guild9", "08f1dm1", "x" * 500, 42, None])
+def test_a_reference_the_map_does_not_hold_in_that_chat_adds_nothing(
+        bridge: InboundBridge, quoted_id: object) -> None:
+    """Unknown, a message of another chat (the DM), no id the map could hold, not text."""
+    run(bridge.translate(frame(DIRECT)))
+    [quote] = run(bridge.translate(frame(quoting_frame(channel_message(n=2), quoted_id, 3))))
+    assert quote["message"] == [{"type": "text", "data": {"text": "about that 3"}}]
+
+
+def test_a_reference_to_an_expired_message_adds_nothing(bridge: InboundBridge,
+                                                        clock: FakeClock) -> None:
+    run(bridge.translate(frame(channel_message())))
+    clock.advance(3601)
+    [quote] = run(bridge.translate(frame(quoting_frame(channel_message(n=2), "08f1guild1",
+                                                       3))))
+    assert [segment["type"] for segment in quote["message"]] == ["text"]
+
+
+@pytest.mark.parametrize("backend", MSGID_BACKENDS)
+def test_references_are_found_on_either_backend(
+        identity_store: LmdbIdentityStore, clock: FakeClock, request: pytest.FixtureRequest,
+        backend: str) -> None:
+    msgids = msgid_map(backend, request, clock, 3600)
+    bridge = InboundBridge(IdentityGraph(identity_store, clock=clock), msgids,
+                           BridgeSettings(app_id=APP, self_id=SELF,
+                                          reads_off_loop=backend == "redis"), clock=clock)
+    [[quoted], [dm]] = run(bridge.translate_many([frame(channel_message()), frame(DIRECT)]))
+    batch = run(bridge.translate_many([
+        frame(quoting_frame(channel_message(n=2), "08f1guild1", 3)),
+        frame(quoting_frame(DIRECT, "08f1dm1", 4)),
+        frame(quoting_frame(channel_message(n=2), "08f1dm1", 5))]))
+    assert [event["message"][0] for [event] in batch] == [
+        {"type": "reply", "data": {"id": str(quoted["message_id"])}},
+        {"type": "reply", "data": {"id": str(dm["message_id"])}},
+        {"type": "text", "data": {"text": "about that 5"}}]
+    found = msgids.lookup_content(quoted["message_id"])
+    assert found is not None and found[1] is not None
+    assert found[1].message == quoted["raw_message"]

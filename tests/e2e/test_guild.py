@@ -157,7 +157,7 @@ async def check_guild(platform: EmulatedPlatform, fw: Framework, deliver: Any) -
     event = await deliver("DIRECT_MESSAGE_CREATE", dm)
     assert (event["message_type"], event["sub_type"], event["user_id"]) == (
         "private", "friend", author)
-    assert (event["guild_id"], event["src_guild_id"]) == (DM_GUILD, GUILD)
+    assert not {"guild_id", "channel_id", "src_guild_id"} & set(event), event  # private
     answer = await fw.call("send_private_msg", user_id=author, message="hush")
     assert answer["retcode"] == 0, answer
     [(_, body)] = platform.api_requests("POST", f"/dms/{DM_GUILD}/messages")
@@ -171,6 +171,7 @@ async def check_guild(platform: EmulatedPlatform, fw: Framework, deliver: Any) -
     assert (again["notice_type"], again["operator_id"]) == ("group_recall", author)
     gone = await deliver("DIRECT_MESSAGE_DELETE", message_delete(dm))
     assert (gone["notice_type"], gone["user_id"]) == ("friend_recall", author)
+    assert not {"guild_id", "channel_id"} & set(gone), gone
     assert len({recall["message_id"], again["message_id"], gone["message_id"]}) == 3
 
     # --- guild members: the guild's own number, as a group

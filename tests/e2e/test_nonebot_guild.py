@@ -2,92 +2,44 @@
 the channel as a group, NoneBot sees the @bot as addressed to it and answers ``ping`` with
 ``pong`` through its ordinary ``send_msg``, which the daemon sends to the channel
 (``POST /channels/{channel_id}/messages``) as a passive reply to that message. A recall in
-the channel reaches NoneBot as its ``group_recall`` notice. Harness: the NoneBot app and
-helpers of :mod:`tests.e2e.test_nonebot`; the daemon is ``gensokyo-idmap serve``."""
+the channel reaches NoneBot as its ``group_recall`` notice. A quoted channel message
+reaches NoneBot with its text, and a reply that quotes shows the quote on the platform.
+Harness: :class:`tests.e2e.frameworks.NoneBotRun`; the daemon is ``gensokyo-idmap serve``."""
 
 from __future__ import annotations
 
-import asyncio
-import re
-import signal
 from pathlib import Path
 
 import pytest
 
 from gensokyo_idmap.identity import RawId
-from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
-from gensokyo_idmap.testing import (
-    APP,
-    EmulatedPlatform,
-    channel_message,
-    free_port,
-    message_delete,
-    until,
-    until_listening,
-)
+from gensokyo_idmap.testing import EmulatedPlatform, channel_message, message_delete, quoting
 from gensokyo_idmap.testing.platform_emulator import CHANNEL, GUILD, GUILD_USER
 
-from .jsonl_records import Records, run_context
-from .test_nonebot import WAIT, nonebot_daemon, nonebot_missing, start_nonebot
+from .frameworks import NoneBotRun
 
 TOKEN = "nb-guild-token-4Kd"
 
 
 @pytest.mark.slow
 def test_nonebot_answers_in_a_channel(tmp_path: Path) -> None:
-    missing = nonebot_missing()
-    if missing is not None:
-        pytest.skip(f"NoneBot2 / nonebot-adapter-onebot not importable: {missing}")
-    data_dir = tmp_path / "data"
-    records = Records(tmp_path / "nonebot-records.jsonl")
-    nb_port = free_port()
-    nb_lines: list[str] = []
-
-    def context() -> str:
-        return run_context("NoneBot", nb_lines, tmp_path, records)
-
+    nb = NoneBotRun(tmp_path, TOKEN)
+    records, context = nb.records, nb.context
     message = channel_message(1, "ping")
 
-    async def main() -> None:
-        platform = EmulatedPlatform()
-        await platform.start()
-        daemon = nonebot_daemon(tmp_path, data_dir, platform, nb_port, TOKEN)
-        nonebot, pumping = await start_nonebot(nb_port, TOKEN, records, tmp_path, nb_lines)
-        try:
-            await until_listening(nb_port, WAIT)
-            await daemon.start()
-            await until(lambda: any(re.search(rf"Bot {APP}\b.* connected", line)
-                                    for line in nb_lines), WAIT,
-                        lambda: f"NoneBot connection\n{context()}")
-            await until(lambda: bool(platform.identifies), WAIT, "gateway Identify")
-            await platform.push("AT_MESSAGE_CREATE", message)
-            await until(lambda: bool(records.of("send_result") or records.of("send_error")),
-                        WAIT, lambda: f"the pong\n{context()}")
-            assert not records.of("send_error"), context()
-            await platform.push("PUBLIC_MESSAGE_DELETE", message_delete(message))
-            await until(lambda: bool(records.of("notice")), WAIT,
-                        lambda: f"the recall notice\n{context()}")
-            assert await daemon.stop(signal.SIGTERM, WAIT) == 0, context()
-        finally:
-            await daemon.kill()
-            if nonebot.returncode is None:
-                nonebot.kill()
-                await asyncio.wait_for(nonebot.wait(), WAIT)
-            await asyncio.wait_for(pumping, WAIT)
-            await platform.close()
-        [(path, body)] = platform.api_requests("POST", "/messages")
-        assert path == f"/channels/{CHANNEL}/messages", context()
-        assert (body["content"], body["msg_id"]) == ("pong", message["id"]), body
+    async def steps(platform: EmulatedPlatform) -> None:
+        await platform.push("AT_MESSAGE_CREATE", message)
+        await nb.after("the pong", "send_result", "send_error")
+        assert not records.of("send_error"), context()
+        await platform.push("PUBLIC_MESSAGE_DELETE", message_delete(message))
+        await nb.after("the recall notice", "notice")
 
-    asyncio.run(asyncio.wait_for(main(), 120))
+    nb.run(steps)
+    [(path, body)] = nb.sends
+    assert path == f"/channels/{CHANNEL}/messages", context()
+    assert (body["content"], body["msg_id"]) == ("pong", message["id"]), body
 
-    store = LmdbIdentityStore(data_dir / "openid-map.db")
-    try:
-        with store.read() as view:
-            channel = view.vuin_of(RawId(CHANNEL).key)
-            author = view.vuin_of(RawId(GUILD_USER).key)
-    finally:
-        store.close()
+    channel, author = nb.vuins(RawId(CHANNEL), RawId(GUILD_USER))
     [raw] = records.of("raw")
     [event] = records.of("event")
     assert (raw["guild_id"], raw["channel_id"]) == (GUILD, CHANNEL)  # the guild alongside
@@ -100,3 +52,51 @@ def test_nonebot_answers_in_a_channel(tmp_path: Path) -> None:
     [notice] = records.of("notice")
     assert (notice["notice_type"], notice["group_id"], notice["user_id"],
             notice["message_id"]) == ("group_recall", channel, author, event["message_id"])
+
+
+@pytest.mark.slow
+def test_nonebot_fetches_a_quoted_channel_message_and_quotes_back(tmp_path: Path) -> None:
+    """A user says something, then quotes it (the platform's ``message_reference``): the
+    daemon makes that a leading ``reply`` segment, NoneBot's adapter fetches the quoted
+    message with ``get_msg`` (``event.reply``) and gets its text and author, not the empty
+    message it got before channel messages kept their content. Then the user says
+    ``quote me`` and the plugin answers with ``reply_message=True`` (a ``[CQ:reply]`` of
+    that message): the daemon sends it as a passive reply (``msg_id``) that shows the
+    quote (``message_reference``)."""
+    nb = NoneBotRun(tmp_path, TOKEN)
+    records, context = nb.records, nb.context
+    said = channel_message(1, "the words")
+    quote = quoting(channel_message(2, "what was that"), said)
+    ask = channel_message(3, "quote me")
+
+    async def steps(platform: EmulatedPlatform) -> None:
+        await platform.push("AT_MESSAGE_CREATE", said)
+        await nb.after("the first message", "event")  # stored before it is quoted
+        await platform.push("AT_MESSAGE_CREATE", quote)
+        await nb.after("the quoted message, fetched", "quoted")
+        await platform.push("AT_MESSAGE_CREATE", ask)
+        await nb.after("the quoting answer", "quote_result", "quote_error")
+
+    nb.run(steps)
+    assert not records.of("quote_error"), context()
+    [(path, body)] = nb.sends
+    assert path == f"/channels/{CHANNEL}/messages", context()
+    assert body["content"] == "quoted" and body["msg_id"] == ask["id"], body
+    assert body["message_reference"]["message_id"] == ask["id"], body
+
+    [author] = nb.vuins(RawId(GUILD_USER))
+    first, second, third = records.of("event")
+    assert "the words" in first["plain_text"]
+    # NoneBot took the reply segment out (event.reply) and fetched the message it names
+    [quoted] = records.of("quoted")
+    assert quoted["in"] == second["message_id"] and quoted["message_id"] == first["message_id"]
+    assert quoted["message"] == first["original_message"], quoted  # its text, not []
+    assert quoted["plain_text"].strip() == "the words", quoted
+    assert (quoted["user_id"], quoted["message_type"]) == (author, "group")
+    assert "what was that" in second["plain_text"] and "words" not in second["plain_text"]
+    assert [entry["call_api"] for entry in records.all() if "call_api" in entry] == [
+        "get_msg", "send_msg"]
+    [call] = [entry for entry in records.all() if entry.get("call_api") == "send_msg"]
+    assert call["params"]["message"][0] == {"type": "reply",
+                                            "data": {"id": str(third["message_id"])}}
+    assert isinstance(records.of("quote_result")[0]["message_id"], int)

@@ -975,6 +975,39 @@ def test_any_quote_fields_leave_the_message_as_it_is(msg_idx: Any, message_type:
         assert event.quoted_idx is None
 
 
+# --------------------------------------------------------------------------- guild quotes
+
+
+def test_a_guild_message_names_the_message_it_quotes_by_its_id() -> None:
+    quoted = channel_message(1, "the words")
+    event = parse({"op": 0, "s": 2, "t": "AT_MESSAGE_CREATE", "id": "A:2",
+                   "d": quoting(channel_message(2, "about that"), quoted)})
+    assert isinstance(event, ChannelMessage)
+    assert event.quoted_id == quoted["id"] and event.content.endswith("about that")
+    dm = parse({"op": 0, "s": 3, "t": "DIRECT_MESSAGE_CREATE", "id": "D:3",
+                "d": quoting(direct_message(3), direct_message(1))})
+    assert isinstance(dm, DirectMessage) and dm.quoted_id == direct_message(1)["id"]
+    plain = parse({"op": 0, "s": 4, "t": "AT_MESSAGE_CREATE", "id": "A:4",
+                   "d": channel_message(4)})
+    assert isinstance(plain, ChannelMessage) and plain.quoted_id is None
+
+
+@PROPERTY
+@given(reference=json_values | st.fixed_dictionaries({"message_id": json_values}),
+       t=st.sampled_from(["AT_MESSAGE_CREATE", "MESSAGE_CREATE", "DIRECT_MESSAGE_CREATE"]))
+def test_any_message_reference_is_a_quote_or_none_and_the_message_stays(
+        reference: Any, t: str) -> None:
+    """The platform's shape (an object whose ``message_id`` is non-empty text) is a quote;
+    anything else is no quote, never a refusal of the message."""
+    d = (direct_message(5, "hi") if t == "DIRECT_MESSAGE_CREATE" else channel_message(5, "hi"))
+    event = parse({"op": 0, "s": 5, "t": t, "id": f"{t}:5",
+                   "d": {**d, "message_reference": reference}})
+    assert isinstance(event, ChannelMessage | DirectMessage)
+    wanted = reference.get("message_id") if isinstance(reference, dict) else None
+    assert event.quoted_id == (wanted if isinstance(wanted, str) and wanted else None)
+    assert event.content.endswith("hi")
+
+
 # --------------------------------------------------------------------------- names and roles
 
 

@@ -1,18 +1,23 @@
-"""The emulated platform keeps the platform's recall rules (issue 33 item 10): a message the
-bot sent is recalled once; a second ``DELETE`` of it, or one of a message the bot never
-sent in that chat, is HTTP 404 with the not-found code. Driven with our own OpenAPI client,
-as the daemon drives it."""
+"""The emulated platform keeps the platform's rules, driven with our own OpenAPI client as the
+daemon drives it. Recalls (issue 33 item 10): a message the bot sent is recalled once; a
+second ``DELETE`` of it, or one of a message the bot never sent in that chat, is HTTP 404
+with the not-found code. Quotes in channels and guild DMs (issue 33 item 4): a message
+quoting another names it by its id (``message_reference``), and a send quoting a message of
+its chat gets it back in the answered message object; a quote of a message the platform
+cannot find stops the send unless ``ignore_get_message_error`` says otherwise."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import pytest
 from aiohttp import ClientSession
 
 from gensokyo_idmap.errors import PlatformError
 from gensokyo_idmap.qq.openapi import OpenApiClient
+from gensokyo_idmap.testing import channel_message, direct_message, quoting
 from gensokyo_idmap.testing.platform_emulator import (
     CHANNEL,
     RECALL_NOT_FOUND,
@@ -63,5 +68,47 @@ def test_a_message_is_recalled_once_then_not_found(chat_kind: str, target: str,
         assert wrong.status == 404 and platform.recalled == [sent]
         # a recalled message's id is never given again
         assert other != sent
+
+    with_api(scenario)
+
+
+def test_a_guild_message_quotes_another_by_its_id() -> None:
+    quoted = channel_message(1, "the words")
+    quote = quoting(channel_message(2, "about that"), quoted)
+    assert quote["message_reference"] == {"message_id": quoted["id"]}
+    assert quote["content"].endswith("about that") and "msg_elements" not in quote
+    dm = quoting(direct_message(4, "and this"), direct_message(3))
+    assert dm["message_reference"] == {"message_id": direct_message(3)["id"]}
+
+
+def quoting_id(message_id: object, **more: Any) -> dict[str, Any]:
+    """A channel or DM send's body quoting ``message_id``."""
+    return {"content": "pong", "message_reference": {"message_id": message_id, **more}}
+
+
+def test_a_send_quoting_a_message_of_its_chat_gets_the_quote_back() -> None:
+    async def scenario(platform: EmulatedPlatform, api: OpenApiClient) -> None:
+        await platform.push("AT_MESSAGE_CREATE", channel_message(1))
+        await platform.push("DIRECT_MESSAGE_CREATE", direct_message(2))
+        sent = await api.send_message("channel", CHANNEL, quoting_id(channel_message(1)["id"]))
+        assert sent["message_reference"] == {"message_id": channel_message(1)["id"]}, sent
+        # the bot's own message of that chat can be quoted too, until it is recalled
+        mine = await api.send_message("channel", CHANNEL, quoting_id(sent["id"]))
+        assert mine["message_reference"] == {"message_id": sent["id"]}, mine
+        private = await api.send_message("dms", DM_GUILD, quoting_id(direct_message(2)["id"]))
+        assert private["message_reference"]["message_id"] == direct_message(2)["id"]
+        await api.recall("channel", CHANNEL, mine["id"])
+        # a message of another chat, a recalled one, none: not sent
+        for body in (quoting_id(direct_message(2)["id"]), quoting_id(mine["id"]),
+                     quoting_id("08f1nothing"), quoting_id(""), quoting_id(7),
+                     {"content": "x", "message_reference": "08f1"}):
+            with pytest.raises(PlatformError) as refused:
+                await api.send_message("channel", CHANNEL, body)
+            assert (refused.value.status, refused.value.platform_code) == (400, 40011000), body
+        # unless the quote may be left out
+        plain = await api.send_message("channel", CHANNEL, quoting_id(
+            "08f1nothing", ignore_get_message_error=True))
+        assert "message_reference" not in plain, plain
+        assert len(platform.sent_messages) == 3  # those not recalled
 
     with_api(scenario)

@@ -46,3 +46,30 @@ async def record_and_answer(bot: Bot, event: MessageEvent) -> None:
             record({"send_error": f"{type(exc).__name__}: {exc}"})
         else:
             record({"send_result": result})
+
+
+# --- quotes (issue 33.4): what NoneBot fetched for a quote, and a reply that quotes -----------
+# A message starting with a reply segment makes NoneBot's adapter fetch the quoted message
+# (get_msg) into ``event.reply``: recorded as ``{"quoted": {...}}``. A message whose plain
+# text is exactly ``quote me`` is answered with ``quoted`` and ``reply_message=True`` (a
+# ``[CQ:reply]`` of it); the outcome is ``{"quote_result": ...}`` / ``{"quote_error": ...}``.
+
+quotes = on_message(priority=1, block=False)
+
+
+@quotes.handle()
+async def record_quote_and_quote_back(bot: Bot, event: MessageEvent) -> None:
+    if event.reply is not None:
+        record({"quoted": {"message_id": event.reply.message_id,
+                           "user_id": event.reply.sender.user_id,
+                           "message_type": event.reply.message_type,
+                           "message": _segments(event.reply.message),
+                           "plain_text": event.reply.message.extract_plain_text(),
+                           "in": event.message_id}})
+    if event.get_plaintext().strip() == "quote me":
+        try:
+            result = await bot.send(event, "quoted", reply_message=True)
+        except Exception as exc:  # noqa: BLE001 - recorded for the test to read
+            record({"quote_error": f"{type(exc).__name__}: {exc}"})
+        else:
+            record({"quote_result": result})
