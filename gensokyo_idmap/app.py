@@ -219,6 +219,7 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
     _warn_of_names_left_behind(config, bots, outbox_store)
     watch = LinkWatch(outbox)
     watches = watch.add(bots)
+    watch.config = config
     identity_api = (await _start_api(config, bots, graph, msgids, outbox_store,
                                      _server_checks(config, graph, msgids, services), watch,
                                      plan)
@@ -236,6 +237,12 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
     for runtime, seen in zip(runtimes, watches, strict=True):
         if runtime.platform is not None:
             seen.tokens = runtime.platform.tokens
+    # the console's test message goes out as the chat's bot would send it, and each
+    # chat's replies left are its bot's
+    watch.actions = {runtime.settings.app_id: runtime.actions for runtime in runtimes
+                     if runtime.settings.app_id}
+    watch.replies = {runtime.settings.app_id: runtime.budget.used for runtime in runtimes
+                     if runtime.settings.app_id}
 
     clients = every_client(runtimes)
     watch.clients = clients
@@ -688,7 +695,8 @@ async def _start_api(config: Config, bots: Sequence[BotSettings], graph: Identit
         allowed_hosts=tuple(config.api.allowed_hosts),
         app_ids=tuple(bot.app_id for bot in bots if bot.app_id),
         self_ids=tuple(bot.self_id for bot in bots if bot.app_id)),
-        outbox=(config.outbox_db_path, outbox_store), servers=servers, link=watch)
+        outbox=(config.outbox_db_path, outbox_store), servers=servers, link=watch,
+        controls=watch)
     try:
         runner = await _listen(server.application(), config.api.listen, "api.listen", plan)
     except BadInputError as err:

@@ -2,27 +2,39 @@
 
 The console (``api/console``) may not import the QQ side, the OneBot side or the bridge;
 the daemon makes one :class:`LinkWatch`, fills it in as it starts each part, and hands it
-to the API as its :data:`~gensokyo_idmap.api.console.status.LinkStatus`. Reads only what
-the parts already keep (the gateway's session, seq and counts; each framework's queue and
-outbox count): nothing is counted twice. The same view carries what ``/readyz`` needs of
-the platform side of each bot (:class:`~gensokyo_idmap.readiness.PlatformReadiness`): its
-settings, its access token's state, its gateway's session.
+to the API as its :data:`~gensokyo_idmap.api.console.status.LinkStatus` and its
+:class:`~gensokyo_idmap.api.console.status.Controls`. Reads only what the parts already
+keep (the gateway's session, seq and counts; each framework's queue and outbox count):
+nothing is counted twice. The same view carries what ``/readyz`` needs of the platform side
+of each bot (:class:`~gensokyo_idmap.readiness.PlatformReadiness`): its settings, its access
+token's state, its gateway's session. What the console may do goes through the parts' own
+rules: a backlog dropped by its :class:`~gensokyo_idmap.bridge.outbox.Backlog`, a test
+message sent as the OneBot action a framework would send (by the chat's bot).
 """
 
 from __future__ import annotations
 
+import os
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
 
 from gensokyo_idmap.api.console.status import (
     BotLink,
+    ConfigRow,
     FrameworkLink,
     GatewayLink,
     LinkView,
+    SendOutcome,
     WebhookEvent,
 )
 from gensokyo_idmap.bots import BotSettings
-from gensokyo_idmap.bridge.outbox import Outbox
+from gensokyo_idmap.bridge.outbox import Backlog, Outbox, TrackedSink
+from gensokyo_idmap.config import Config
+from gensokyo_idmap.config_env import env_overrides
+from gensokyo_idmap.config_view import config_keys
+from gensokyo_idmap.errors import BadInputError, NotFoundError
+from gensokyo_idmap.identity import parse_scene
 from gensokyo_idmap.onebot.forward_ws import ForwardWsRouter
 from gensokyo_idmap.onebot.http_post import HttpPostTarget
 from gensokyo_idmap.onebot.reverse_ws import ReverseWsClient
@@ -93,20 +105,26 @@ class LinkWatch:
     def __init__(self, outbox: Outbox) -> None:
         self.outbox = outbox
         #: each bot's platform link, in the config's order (:meth:`add`)
-        self.bots: list[BotWatch] = []
+        self.watched: list[BotWatch] = []
         self.webhook = False
         self.clients: Sequence[ReverseWsClient] = ()
         self.posts: Sequence[HttpPostTarget] = ()
         self.forward: ForwardWsRouter | None = None
+        #: the running configuration (the console's system page)
+        self.config: Config | None = None
+        #: each bot's OneBot actions, by AppID (a test message goes through them)
+        self.actions: Mapping[str, Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]] = {}
+        #: each bot's count of the replies to a received message (its reply budget), by AppID
+        self.replies: Mapping[str, Callable[[str], int]] = {}
 
     def add(self, bots: Sequence[BotSettings]) -> list[BotWatch]:
         """A :class:`BotWatch` of each of ``bots`` (the daemon's, in the config's order)."""
         made = [BotWatch(bot, named=len(bots) > 1) for bot in bots]
-        self.bots += made
+        self.watched += made
         return made
 
     def _app_id_of(self, self_id: int) -> str:
-        return next((bot.app_id for bot in self.bots if bot.self_id == self_id), "")
+        return next((bot.app_id for bot in self.watched if bot.self_id == self_id), "")
 
     def __call__(self) -> LinkView:
         frameworks = [
@@ -131,10 +149,61 @@ class LinkWatch:
                 if not owed:
                     frameworks.append(FrameworkLink("forward_ws", "no connection", False, 0, 0,
                                                     bot=bot))
-        bots = tuple(bot.link() for bot in self.bots)
+        bots = tuple(bot.link() for bot in self.watched)
         seen = [bot.last_webhook for bot in bots if bot.last_webhook is not None]
         return LinkView(
             gateway=bots[0].gateway if bots else None, webhook=self.webhook,
             last_webhook=max(seen, key=lambda event: event.at) if seen else None,
             frameworks=tuple(frameworks), platform=bots[0].platform if bots else None,
             bots=bots)
+
+    # --- Controls: what the console may ask --------------------------------------------------
+
+    def config_rows(self) -> list[ConfigRow]:
+        if self.config is None:
+            return []
+        return [ConfigRow(path, value, source) for path, value, source
+                in config_keys(self.config, env_overrides(os.environ))]
+
+    def bots(self) -> list[str]:
+        return list(self.actions)
+
+    def replies_used(self, app_id: str, reference: str) -> int:
+        used = self.replies.get(app_id)
+        return 0 if used is None else used(reference)
+
+    async def drop_backlog(self, number: int, name: str) -> int:
+        links = self().frameworks
+        tracked: list[TrackedSink] = [*self.clients, *self.posts]
+        if not 0 <= number < len(links) or links[number].name != name:
+            raise NotFoundError(f"no framework {name!r} (the list changed: reload the page)")
+        if number >= len(tracked) or not isinstance(tracked[number].backlog, Backlog):
+            raise NotFoundError(f"{name} keeps no backlog to drop (a forward-WS connection "
+                                "owes its events only while it is connected)")
+        backlog = tracked[number].backlog
+        assert isinstance(backlog, Backlog)
+        return await backlog.drop()
+
+    async def send_test(self, scene: str, text: str) -> SendOutcome:
+        _, app_id, kind, target = parse_scene(scene)
+        actions = self.actions.get(app_id)
+        if actions is None:
+            raise NotFoundError(f"{app_id} is not a bot of this daemon")
+        message = {"type": "text", "data": {"text": text}}
+        if kind in ("group", "c2c"):
+            field = "group_id" if kind == "group" else "user_id"
+            frame: dict[str, Any] = {"action": "send_msg", "params": {  # the chat's OpenID
+                "message_type": "group" if kind == "group" else "private",
+                field: target, "message": [message]}}
+        elif kind == "channel":
+            frame = {"action": "send_guild_channel_msg",
+                     "params": {"channel_id": target, "message": [message]}}
+        else:
+            raise BadInputError("scene", scene, "a test message goes to a group, a C2C chat "
+                                "or a channel")
+        answer = await actions(frame)
+        data = answer.get("data") if isinstance(answer.get("data"), dict) else {}
+        retcode = int(answer.get("retcode", 0))
+        return SendOutcome(ok=answer.get("status") == "ok" and retcode == 0, retcode=retcode,
+                           detail=str(answer.get("message") or answer.get("wording") or ""),
+                           message_id=(data or {}).get("message_id"))

@@ -30,8 +30,11 @@ HIDDEN: Final = "***"
 _SECRET_WORDS: Final = ("secret", "token", "password", "passwd", "authorization")
 _SECRET_NAME: Final = r"[\w.\-]*(?:secret|token|passw(?:or)?d|authorization)[\w.\-]*"
 # scheme://userinfo@ : the userinfo (a user, a user:password, or a token) is hidden whole,
-# up to the last @ before the path (an unescaped @ in a password must not leak its tail)
-_USERINFO: Final = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*://)[^/?#\s'\"]*@")
+# up to the last @ of the URL: an unescaped @, /, ? or # in a password (which a driver then
+# reads as the path, query or fragment, and names in its error) must not leak any part of
+# it, so an @ later in the path or query hides what comes before it too (showing less of
+# such a URL is the safe side)
+_USERINFO: Final = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*://)[^\s'\"]*@")
 # ?name=value / &name=value with a secret-named name (e.g. OneBot's ?access_token=)
 _QUERY_VALUE: Final = re.compile(rf"(?i)(?P<name>[?&]{_SECRET_NAME}=)[^&#\s'\"]*")
 # <secret name> then ':' or '=' (quoted names too), then the value: quoted, or up to a

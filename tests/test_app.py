@@ -40,7 +40,7 @@ from gensokyo_idmap.errors import SchemaVersionError, StoreError
 from gensokyo_idmap.identity import OpenId
 from gensokyo_idmap.logging import configure_logging
 from gensokyo_idmap.idmap import IdentityGraph
-from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
+from gensokyo_idmap.store.lmdb.identity import SCHEMA_VERSION, LmdbIdentityStore
 from migrate.startup import migrate_if_found
 
 from gensokyo_idmap.testing import free_port, until
@@ -215,12 +215,12 @@ async def _start_failure(config: Config) -> tuple[BaseException | None, object]:
 
 def test_run_daemon_schema_too_new_fails_and_removes_its_handlers(tmp_path: Path) -> None:
     config = make_config(tmp_path / "data")
-    with LmdbIdentityStore(config.identity_db_path, schema_version=2):
+    with LmdbIdentityStore(config.identity_db_path, schema_version=SCHEMA_VERSION + 1):
         pass
     term_before = signal.getsignal(signal.SIGTERM)
     failure, handler_after = asyncio.run(_start_failure(config))
     assert isinstance(failure, SchemaVersionError), repr(failure)
-    assert "schema_version 2" in failure.message
+    assert f"schema_version {SCHEMA_VERSION + 1}" in failure.message
     # a failed start must not leave its signal handlers installed in the caller's loop
     assert handler_after == term_before
 

@@ -22,7 +22,7 @@ from click.testing import CliRunner, Result
 from gensokyo_idmap.cli import main
 from gensokyo_idmap.identity import OpenId, RUin
 from gensokyo_idmap.store.base import TableCounts
-from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
+from gensokyo_idmap.store.lmdb.identity import SCHEMA_VERSION, LmdbIdentityStore
 
 APP = "102"
 OPENID_A = "9F3A0C55E1B24D7A8C6E0F1D2B3A4C5D"
@@ -402,7 +402,7 @@ def test_stats_counts_tables_and_files(cli: Cli, data_dir: Path) -> None:
     data = json.loads(ok(cli("stats", as_json=True)))
     o = data["openid_map"]
     assert (o["identities"], o["vuins"], o["last_seen"], o["aliases"]) == (3, 2, 1, 1)
-    assert o["schema_version"] == 1 and o["vuin_counter"] == 2
+    assert o["schema_version"] == SCHEMA_VERSION and o["vuin_counter"] == 2
     assert o["migrated_from_legacy"] is None
     assert o["bytes"] == (data_dir / "openid-map.db").stat().st_size
     assert data["msgid_map"]["entries"] == 1 and data["msgid_map"]["counter"] == 1

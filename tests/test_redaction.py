@@ -19,6 +19,11 @@ secrets = st.text(st.characters(codec="ascii", categories=["L", "N"]) | st.sampl
     ("ws://user:pw@host:8080/ws", "ws://***@host:8080/ws"),
     ("wss://tok3n@host/onebot/v11/ws", "wss://***@host/onebot/v11/ws"),
     ("ws://u:p@ss@host/x?y=1", "ws://***@host/x?y=1"),  # an unescaped @ in the password
+    # an unescaped ?, / or # in a password: a driver reads it as the query, path or
+    # fragment and names the URL in its error; no part of the password may show
+    ("postgresql://u:pa?ss@h/db", "postgresql://***@h/db"),
+    ("postgresql://u:pa/ss@h:5432/db", "postgresql://***@h:5432/db"),
+    ("redis://:p#w@h:6379/0", "redis://***@h:6379/0"),
     ("ws://host/ws?access_token=abc&x=1", "ws://host/ws?access_token=***&x=1"),
     ("http://h/p?q=1&clientSecret=zz&x=1", "http://h/p?q=1&clientSecret=***&x=1"),
     ("listeners: reverse ws ws://a:b@h/ws, http post http://c:d@h2/p",
@@ -82,3 +87,17 @@ def test_bad_input_errors_echo_no_credentials() -> None:
 ])
 def test_a_dsn_is_described_without_its_password(dsn: str, shown: str) -> None:
     assert describe_dsn(dsn) == shown
+
+
+#: A password as an operator may write it unescaped into a DSN: the URL delimiters too.
+unescaped_passwords = st.text(st.characters(codec="ascii", categories=["L", "N"])
+                              | st.sampled_from("/?#@:-_.~!$"), min_size=1, max_size=20)
+
+
+@given(unescaped_passwords, st.sampled_from(["postgresql://gsk:{s}@db.example:5432/idmap",
+                                             "redis://:{s}@127.0.0.1:6379/0",
+                                             "could not connect to postgresql://u:{s}@h/db"]))
+def test_no_part_of_an_unescaped_password_shows(password: str, template: str) -> None:
+    """Whatever delimiters the password holds, the text shows what it shows for any other."""
+    shown = redact_url(template.format(s=password))
+    assert shown == redact_url(template.format(s="PLAIN"))

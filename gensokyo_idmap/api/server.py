@@ -58,7 +58,7 @@ from gensokyo_idmap import jsonio, metrics
 from gensokyo_idmap.admission import SAFE_METHODS, Admission
 from gensokyo_idmap.api.access import AccessPolicy
 from gensokyo_idmap.api.console.pages import Console
-from gensokyo_idmap.api.console.status import LinkStatus
+from gensokyo_idmap.api.console.status import Controls, LinkStatus
 from gensokyo_idmap.api.forwarded import TrustedProxies
 from gensokyo_idmap.api.getid import answer_getid
 from gensokyo_idmap.api.link_metrics import LinkCollector
@@ -146,10 +146,12 @@ class ApiServer:
     def __init__(self, graph: IdentityGraph, msgids: MessageIds, settings: ApiSettings,
                  outbox: tuple[Path, HealthSource] | None = None,
                  servers: Sequence[tuple[object, ServerCheck]] = (),
-                 link: LinkStatus | None = None) -> None:
+                 link: LinkStatus | None = None, controls: Controls | None = None) -> None:
         """``servers``: (store, its server) for each store that lives on a server
         (PostgreSQL, Redis): ``/healthz`` asks the server instead of opening the store.
-        ``link``: what the console shows of the platform link and the frameworks."""
+        ``link``: what the console shows of the platform link and the frameworks;
+        ``controls``: what it may ask of the daemon (its configuration, a backlog dropped,
+        a test message)."""
         self.graph = graph
         self.msgids = msgids
         self._recency = chat_recency(msgids)
@@ -176,7 +178,7 @@ class ApiServer:
         self.registry.register(self._backends_up)
         if link is not None:
             self.registry.register(LinkCollector(link))
-        self.console = Console(self, link)
+        self.console = Console(self, link, controls=controls)
 
     def _identity_counts(self) -> TableCounts:
         with self.graph.store.read() as view:

@@ -103,6 +103,24 @@ class Outbox:
                 out.append((entry, jsonio.loads(body)["event"]))
         return out
 
+    @property
+    def last(self) -> int:
+        """The last entry id handed out."""
+        return self._last
+
+    async def drop(self, sink: str, after: int, through: int) -> int:
+        """Delete ``sink``'s entries with an id in (``after``, ``through``], in one commit
+        (an operator dropping a framework's backlog); how many there were."""
+        def delete(view: OutboxWriter) -> int:
+            ids = [entry for entry, _ in view.entries(sink, after=after) if entry <= through]
+            for entry in ids:
+                view.remove(sink, entry)
+            return len(ids)
+
+        removed: int = await self.store.write(delete)
+        self._counts[sink] = max(0, self._counts.get(sink, 0) - removed)
+        return removed
+
     async def keep(self, items: Sequence[tuple[str, int, dict[str, Any], str | None]]) -> None:
         """Write (sink, entry id, event, delivery key) durably in one commit. An event that
         cannot be encoded is not kept (logged, counted): it could never be sent either, and
@@ -248,6 +266,27 @@ class Backlog:
         self.start()  # a backlog nobody started must not leave this waiting for ever
         self._wake.set()
         await done
+
+    async def drop(self) -> int:
+        """Drop what this framework is owed and has not been sent (the operator's button on
+        the console): the events waiting in its queue, those spilled into outbox.db and not
+        read back (their entries deleted), and those about to be spilled. Events in flight
+        (sent, not confirmed yet) stay, with their entries: confirmed, or sent again after
+        a reconnection, as usual. Everything dropped counts as delivered for the platform's
+        acknowledgement (nothing is owed for it any more). How many events went."""
+        while self._writing:  # a write under way: what it writes is deleted below
+            await asyncio.sleep(0.01)
+        spills, self._spills = self._spills, []
+        self._settle(spills, [], None)
+        dropped = len(spills) + self.queue.drop_waiting()  # their entries are forgotten
+        after, through = self._cursor, self.outbox.last
+        if not self.spilling:
+            after = through  # nothing beyond what memory holds
+        self.spilling = False
+        self._cursor = through
+        dropped += await self.outbox.drop(self.sink, after, through)
+        log.warning("[onebot] backlog dropped by the operator", sink=self.sink, events=dropped)
+        return dropped
 
     def _spill(self, event: dict[str, Any], key: str | None) -> asyncio.Future[bool]:
         entry = self.outbox.allocate()

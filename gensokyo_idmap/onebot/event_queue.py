@@ -221,6 +221,20 @@ class EventQueue:
         self._pings.clear()
         self._unpinged = 0
 
+    def drop_waiting(self) -> int:
+        """The operator dropped this framework's backlog: every event not sent yet leaves
+        the queue, nothing owed for it any more (its future turns True); those in flight
+        stay (confirmed, or sent again on the next connection, rule 4). How many went."""
+        dropped = len(self._waiting)
+        for _, future in self._waiting:
+            if not future.done():
+                future.set_result(True)
+        self._waiting.clear()
+        self.dropped += dropped
+        if dropped:
+            self._room()
+        return dropped
+
     def fail_all(self) -> None:
         """The connection is gone for good: every future turns False (rule 4)."""
         for _, future, _ in self._flight:

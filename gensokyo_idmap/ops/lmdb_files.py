@@ -120,10 +120,17 @@ def read_snapshot(env: lmdb.Environment) -> GraphSnapshot:
                 entries[name] = []
                 continue
             entries[name] = [(bytes(k), bytes(v)) for k, v in txn.cursor(db)]
+        try:  # the scene index: a store of schema_version 2 on has it (0 and 1 did not)
+            index = env.open_db(b"seen_by_scene", txn=txn, create=False, dupsort=True)
+        except lmdb.NotFoundError:
+            scene_index = None
+        else:
+            scene_index = [(bytes(k), bytes(v)) for k, v in txn.cursor(index)]
     return GraphSnapshot(
         meta=dict(entries["meta"]), forward=entries["identity_to_vuin"],
         reverse=entries["vuin_to_identity"], aliases=entries["vuin_alias"],
-        last_seen=entries["last_seen"], missing_tables=tuple(missing))
+        last_seen=entries["last_seen"], missing_tables=tuple(missing),
+        scene_index=scene_index)
 
 
 def verify_store(path: Path) -> VerifyReport:

@@ -18,6 +18,9 @@ What must hold (docs/stores.md, docs/identities.md, the rules block of ``idmap.p
    twice however low the counter is.
 6. ``meta.schema_version`` is one this code knows; every key is a typed identity key, every
    vUIN in 1..MAX_VUIN.
+7. ``seen_by_scene`` (openid-map.db's scene index of ``last_seen``, where the snapshot has
+   it) holds exactly the (scene, vUIN) pairs of ``last_seen``: no chat missing from the
+   console's lists, none listed that nobody is seen in.
 """
 
 from __future__ import annotations
@@ -49,6 +52,9 @@ class GraphSnapshot:
     aliases: Sequence[Pair]  # vuin_alias
     last_seen: Sequence[Pair]
     missing_tables: tuple[str, ...] = ()
+    #: ``seen_by_scene`` (scene → vUIN, one pair per entry); None where the store keeps no
+    #: such table (PostgreSQL's index is the database's to keep)
+    scene_index: Sequence[Pair] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +142,7 @@ class _Checker:
         self.inverses()
         self.alias_chains()
         self.last_seen()
+        self.scene_index()
         self.counter()
         return self.found
 
@@ -237,6 +244,19 @@ class _Checker:
                 where = "nothing" if points is None else f"vUIN {points}"
                 self.add("last_seen_foreign", f"last_seen of vUIN {vuin} in scene {scene!r} "
                          f"names {identity}, which → {where}")
+
+    def scene_index(self) -> None:
+        if self.snap.scene_index is None:
+            return
+        expected = {(key[8:], key[:8]) for key, _ in self.snap.last_seen if len(key) > 8}
+        indexed = set(self.snap.scene_index)
+        for scene, vuin in sorted(expected - indexed):
+            self.add("scene_index_missing", f"vUIN {decode_u64(vuin)} is last seen in scene "
+                     f"{scene.decode('utf-8', 'replace')!r}, which seen_by_scene does not list")
+        for scene, vuin in sorted(indexed - expected):
+            shown = decode_u64(vuin) if len(vuin) == 8 else vuin.hex()
+            self.add("scene_index_stray", f"seen_by_scene lists vUIN {shown} in scene "
+                     f"{scene.decode('utf-8', 'replace')!r}, where last_seen has no entry")
 
     def counter(self) -> None:
         raw = self.snap.meta.get(b"vuin_counter")

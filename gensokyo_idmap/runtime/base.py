@@ -89,6 +89,14 @@ class MsgIdReader(Protocol):
         id wraps (``blocks.virtual_id_at``)."""
         ...
     def counts(self) -> MsgIdCounts: ...
+    def recent(self, before: tuple[int, int] | None, now_ms: int, limit: int,
+               scanned: int) -> list[MsgRecord]:
+        """Up to ``limit`` live records (expiring after ``now_ms``), the newest created
+        first, each created before the position ``before`` ((created ms, virtual id); None:
+        from the newest), looking at ``scanned`` entries of the index at most (what is past
+        its expiry and not swept yet is stepped over): the recent messages, a page at a
+        time."""
+        ...
 
     # delivery claims (de-duplication across restarts): key text → expiry, nothing else.
     # Keys are text of at most 200 UTF-8 bytes (``claims.stored_key`` hashes longer ones). A backend

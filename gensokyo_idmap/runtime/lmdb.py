@@ -12,17 +12,19 @@ Tables (docs/stores.md):
 | ``claims`` | delivery key (``msg:<id>`` / ``evt:<id>``) → expires ms (8 bytes): events processed within the de-duplication window, so a repeat after a restart is known |
 | ``claims_expiry`` | expires ms (8 bytes) + delivery key → empty: a sweep reads only what expired |
 | ``msg_content`` | virtual id → cbor [author vUIN (0: unknown), OneBot content as CQ text or null] and, for a message with a ``msg_idx``, its alias key as a third item: what ``get_msg`` answers; written and deleted with the record |
+| ``recent`` | created ms (8 bytes) + virtual id (4 bytes) → empty, every record (in and out): the newest messages are one cursor step away (the console's list); written and deleted with the record |
 
 A message with a ``msg_idx`` has a second ``msg_to_virtual`` key, its alias
 (:func:`gensokyo_idmap.runtime.msgid.quote_key`), pointing at the same virtual id: how a quote of
 it is found. It is written and deleted with the record (the delete reads the alias from
 ``msg_content``).
 
-The claim tables and ``msg_content`` came after schema_version 1 and need no upgrade: LMDB
+The claim tables, ``msg_content`` and ``recent`` came after schema_version 1 and need no upgrade: LMDB
 creates a named table that is missing when the store opens, and an older daemon never opens
 them (a record without a ``msg_content`` entry, one written before, has no content). An
 entry an older daemon left behind when it deleted a record is replaced or deleted when its
-virtual id is handed out again.
+virtual id is handed out again; a ``recent`` entry left so names a record created at
+another time, and the list steps over it.
 
 Commits do not fsync (``sync=False``): after ``kill -9`` the page cache still holds them,
 after a power cut the last seconds of reply context may be gone, and that is acceptable here
@@ -62,6 +64,7 @@ _TABLES: Final = (
     Table(b"claims", "claims"),
     Table(b"claims_expiry", "claims_expiry"),
     Table(b"msg_content", "msg_content", added_later=True),
+    Table(b"recent", "recent", added_later=True),
 )
 _META_COUNTER: Final = b"msg_counter"
 
@@ -154,6 +157,27 @@ class MsgIdView(CounterView, MsgIdWriter):
     def msg_counter(self) -> int:
         return self._get_counter()
 
+    def recent(self, before: tuple[int, int] | None, now_ms: int, limit: int,
+               scanned: int) -> list[MsgRecord]:
+        found: list[MsgRecord] = []
+        if self._t.recent is None:  # a file from before, opened read-only
+            return found
+        cur = self._txn.cursor(self._t.recent)
+        if before is None:
+            moved = cur.last()
+        else:
+            bound = encode_u64(before[0]) + _u32(before[1])
+            moved = cur.prev() if cur.set_range(bound) else cur.last()
+        while moved and len(found) < limit and scanned > 0:
+            scanned -= 1
+            key = cur.key()
+            record = self.record(int.from_bytes(key[8:12], "big"))
+            if record is not None and record.created_ms == decode_u64(key[:8]) \
+                    and record.expires_ms > now_ms:
+                found.append(record)
+            moved = cur.prev()
+        return found
+
     def claim_expiry(self, key: str) -> int | None:
         raw = self._txn.get(key.encode("utf-8"), db=self._t.claims)
         return None if raw is None else decode_u64(raw)
@@ -188,6 +212,7 @@ class MsgIdView(CounterView, MsgIdWriter):
         else:  # an entry an older daemon left for an earlier holder of this id
             self._txn.delete(vid, db=self._t.msg_content)
         self._txn.put(encode_u64(record.expires_ms) + vid, b"", db=self._t.expires_at)
+        self._txn.put(encode_u64(record.created_ms) + vid, b"", db=self._t.recent)
         if record.direction == "in":
             chat = _chat_prefix(record.app_id, record.chat_kind, record.target)
             self._txn.put(chat + encode_u64(record.created_ms) + vid, b"", db=self._t.chat_recent)
@@ -205,6 +230,7 @@ class MsgIdView(CounterView, MsgIdWriter):
         self._txn.delete(vid, db=self._t.virtual_to_msg)
         self._txn.delete(vid, db=self._t.msg_content)
         self._txn.delete(encode_u64(record.expires_ms) + vid, db=self._t.expires_at)
+        self._txn.delete(encode_u64(record.created_ms) + vid, db=self._t.recent)
         if record.direction == "in":
             chat = _chat_prefix(record.app_id, record.chat_kind, record.target)
             self._txn.delete(chat + encode_u64(record.created_ms) + vid, db=self._t.chat_recent)

@@ -75,6 +75,7 @@ __all__ = [
     "INT32_MAX",
     "MAX_CONTENT_BYTES",
     "MAX_PROBES",
+    "RECENT_SCAN",
     "InboundWalk",
     "MessageIds",
     "MsgContext",
@@ -95,6 +96,10 @@ MAX_CONTENT_BYTES: Final = 4096
 #: backends): beyond, the store fails rather than search on.
 MAX_PROBES: Final = 1 << 16
 _SWEEP_BATCH: Final = 2_000  # per transaction: a sweep never holds the writer long
+#: Entries past their expiry (not swept yet, or left by another daemon) a page of recent
+#: messages steps over at most beyond its own length: a sweep runs every minute, so more
+#: than a minute's worth of traffic is rarely in the way.
+RECENT_SCAN: Final = 2_000
 #: The chat kind under which a chat's reply-able non-message events (their envelope ids)
 #: are kept, per chat kind of its messages.
 EVENT_KINDS: Final = {"group": "group-event", "c2c": "c2c-event",
@@ -442,6 +447,8 @@ class MessageIds(Protocol):
                      ) -> AbstractContextManager[InboundWalk]: ...
     def newest_inbound(self, app_id: str, chat_kinds: Sequence[str],
                        target: str) -> tuple[int, int] | None: ...
+    def recent(self, before: tuple[int, int] | None, limit: int
+               ) -> list[tuple[MsgRecord, MsgContent | None]]: ...
     async def sweep(self) -> int: ...
     def sweep_sync(self) -> int: ...
     def counts(self) -> MsgIdCounts: ...
@@ -642,6 +649,17 @@ class MsgIdMap:
         with self.store.read() as view:
             return newest_of([view.latest_inbound(app_id, kind, target, now_ms, 0)
                               for kind in chat_kinds])
+
+    def recent(self, before: tuple[int, int] | None, limit: int
+               ) -> list[tuple[MsgRecord, MsgContent | None]]:
+        """Up to ``limit`` live messages (in and out) with what was kept of them, the
+        newest created first, each created before ``before`` ((created ms, virtual id);
+        None: from the newest): one walk back on the ``recent`` index, in one snapshot,
+        stepping over at most :data:`RECENT_SCAN` entries past their expiry."""
+        now_ms = self._now_ms()
+        with self.store.read() as view:
+            return [(record, view.content(record.virtual_id))
+                    for record in view.recent(before, now_ms, limit, limit + RECENT_SCAN)]
 
     async def sweep(self) -> int:
         """Delete every expired triple; returns how many. Cost grows with what expired.

@@ -86,6 +86,23 @@ class IdentityReader(Protocol):
     def iter_aliases(self) -> Iterator[tuple[int, int]]: ...
     def counts(self) -> TableCounts: ...
 
+    # pages of the graph for people browsing it (the console): each reads about ``limit``
+    # entries of an index, whatever the size of the graph (docs/stores.md, "Browsing")
+    def vuins_below(self, below: int | None, limit: int) -> list[int]:
+        """Up to ``limit`` vUINs that have an identity set, the highest first, each below
+        ``below`` (None: from the highest): the newest people first, as numbers are handed
+        out in order (``vuin_to_identity``'s key order, walked backwards)."""
+        ...
+    def scenes_after(self, prefix: str, after: str | None, limit: int) -> list[tuple[str, int]]:
+        """Up to ``limit`` scenes in which some vUIN is last seen, in scene order, each
+        starting with ``prefix`` and coming after ``after`` (None: from the first), with
+        how many vUINs are last seen there (the ``last_seen`` scene index)."""
+        ...
+    def seen_in(self, scene: str, above: int | None, limit: int) -> list[tuple[int, LastSeen]]:
+        """Up to ``limit`` vUINs last seen in ``scene``, in vUIN order above ``above``
+        (None: from the lowest), with what they used there (the scene index)."""
+        ...
+
 
 class IdentityWriter(IdentityReader, Protocol):
     """The view a write function gets: reads see the writes made so far in the batch."""

@@ -286,6 +286,15 @@ class _RecordingWriter(IdentityWriter):
     def counts(self) -> TableCounts:
         return self._view.counts()
 
+    def vuins_below(self, below: int | None, limit: int) -> list[int]:
+        return self._view.vuins_below(below, limit)
+
+    def scenes_after(self, prefix: str, after: str | None, limit: int) -> list[tuple[str, int]]:
+        return self._view.scenes_after(prefix, after, limit)
+
+    def seen_in(self, scene: str, above: int | None, limit: int) -> list[tuple[int, LastSeen]]:
+        return self._view.seen_in(scene, above, limit)
+
 
 def _run_recorded(view: IdentityWriter, *, fn: Callable[[IdentityWriter], T],
                   changes: Changes, keys: object = None) -> T:

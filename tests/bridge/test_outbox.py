@@ -324,3 +324,41 @@ def test_pipeline_acknowledges_spilled_events_once_they_are_durable(
     [(texts, on_disk)] = asyncio.run(main())
     assert on_disk == [1, 2, 3, 4, 5, 6]  # durable before the delivery returned
     assert texts == "m1 m2 m3 m4 m5 m6"
+
+
+def test_dropping_a_backlog_drops_what_was_not_sent_and_keeps_what_is_in_flight(
+        tmp_path: Path) -> None:
+    """Queue of 10, 50 events while the framework takes 3 and confirms none: the 7 waiting
+    and the 40 spilled (and their entries) go, the 3 in flight stay with theirs; every
+    future is settled (the platform is acknowledged), and what comes next goes to memory
+    and is sent after the 3."""
+    path = tmp_path / "outbox.db"
+
+    async def main() -> tuple[int, list[int], list[int], list[int], bool]:
+        with LmdbOutboxStore(path) as store:
+            outbox = Outbox(store)
+            sink = QueueSink(outbox, "a", connected=True, size=10)
+            assert sink.backlog is not None
+            sink.backlog.start()
+            tracked = [sink.publish_tracked({"n": n}, f"k{n}") for n in range(50)]
+            await asyncio.gather(*(future for future, _, entry in tracked if entry == 0))
+            await sink.backlog.keep_through(max(entry for _, _, entry in tracked))
+            taken = [sink.queue.take() for _ in range(3)]  # on the wire, not confirmed
+            assert [e["n"] for e in taken if e] == [0, 1, 2]
+            dropped = await sink.backlog.drop()
+            await asyncio.sleep(0.01)  # the entries of dropped queued events are forgotten
+            await outbox.settle()
+            left = entries_in(store, "a")
+            settled = all(future.done() for future, _, _ in tracked[3:])
+            sink.publish_tracked({"n": 50}, "k50")
+            for _ in range(3):
+                sink.queue.settle(True)  # the three on the wire are confirmed
+            got = [e["n"] for e in await sink.confirm_some(10)]
+            await sink.backlog.close()
+            await outbox.settle()
+            return dropped, left, got, entries_in(store, "a"), settled
+
+    dropped, left, got, finally_left, settled = asyncio.run(main())
+    assert dropped == 47 and settled
+    assert len(left) == 3  # the entries of the three in flight
+    assert got == [50] and finally_left == []

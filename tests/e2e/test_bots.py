@@ -35,9 +35,15 @@ from gensokyo_idmap.testing import (
     write_config,
 )
 
+from .frameworks import (
+    install_koishi,
+    node_missing,
+    nonebot_missing,
+    start_koishi,
+    start_nonebot,
+    stop_koishi,
+)
 from .jsonl_records import Records, run_context
-from .test_koishi import install_koishi, node_missing, start_koishi, stop_koishi
-from .test_nonebot import nonebot_missing, start_nonebot
 
 APP_A, APP_B = "102000001", "102000002"
 GROUP_A, GROUP_B = "A1B2C3D4E5F60718293A4B5C6D7E8F90", "B1B2C3D4E5F60718293A4B5C6D7E8F90"

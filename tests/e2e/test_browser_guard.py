@@ -232,7 +232,7 @@ def test_the_console_by_a_listed_name_logs_in_and_binds(tmp_path: Path) -> None:
             await page.fill("#bind input[name=key]", BOB)
             await page.click("#bind button")
             await page.click("#confirm button")
-            assert await page.locator("#outcome").inner_text() == "moved"
+            assert await page.locator("#outcome").inner_text() == "bound"  # BOB was new to the graph
             async with aiohttp.ClientSession(timeout=TIMEOUT, headers=headers) as http:
                 async with http.get(f"http://127.0.0.1:{live.api}/v1/identity",
                                     params={"key": BOB}) as resp:

@@ -138,6 +138,7 @@ async def every_page(page: Any, live: Bridge, language: str, shots: bool) -> Non
     moments = await page.locator("#record time").all_inner_texts()
     assert len(moments) == 2 and all(LOCAL.fullmatch(t.strip()) for t in moments), moments
     await shot("message")
+    await page.click('header nav a[href="/ui/messages"]')  # the message's own page: back
     await page.fill("#message-search input[name=q]", "nope")
     await page.click("#message-search button")
     assert says["unknown"] in await text(page, "#error")

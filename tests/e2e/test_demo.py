@@ -35,7 +35,8 @@ from gensokyo_idmap.testing import (
     write_config,
 )
 
-from .test_nonebot import Records, nonebot_missing, start_nonebot
+from .frameworks import nonebot_missing, start_nonebot
+from .jsonl_records import Records
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "config.yml"
 TOKEN = "demo-e2e-token-3Kp"

@@ -89,6 +89,14 @@ def test_the_overview_moves_while_the_demo_users_chat(tmp_path: Path) -> None:
                 content = await page.content()
                 assert "data-demo/openid-map.db" in content
                 assert str(tmp_path) not in content  # nothing of this machine's test paths
+                # the chart drawn anew once a whole 10 s step is in it, as the page's script
+                # does every 10 s (for the picture: more than the point of the first seconds)
+                await page.wait_for_function(
+                    "() => Number(document.querySelector('[data-live=uptime_seconds]')"
+                    ".textContent) >= 12", timeout=30_000)
+                await page.evaluate("() => new Promise(done => { const chart = document"
+                                    ".getElementById('chart'); chart.onload = done; "
+                                    "chart.src = '/ui/chart.svg?at=' + Date.now(); })")
                 shot = await shoot(page, SCREENSHOTS, "overview")
                 assert script_errors(page) == []  # no script error, no CSP refusal
                 # the same overview for a browser whose language is Chinese

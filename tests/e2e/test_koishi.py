@@ -13,217 +13,49 @@ bot, and its quote is the ``ping``. Then the user quotes their ``ping`` (the pla
 ``message_type`` 103): the daemon makes that a ``reply`` segment, for which Koishi's adapter
 fetches the quoted message with ``get_msg``, and the session's quote is the ``ping``.
 
-The npm packages (versions pinned in ``koishi_app/package.json`` and its
-``package-lock.json``) are installed by ``npm ci`` into ``build/koishi-e2e/`` at the top of
-the checkout, once per lock file; the test is skipped, saying so, only when node or npm is
-absent (``.ci/run`` installs them).
+Harness: :class:`tests.e2e.frameworks.KoishiRun`. The npm packages (versions pinned in
+``koishi_app/package.json`` and its ``package-lock.json``) are installed by ``npm ci`` into
+``build/koishi-e2e/`` at the top of the checkout, once per lock file; the test is skipped,
+saying so, only when node or npm is absent (``.ci/run`` installs them).
 """
 
 from __future__ import annotations
 
-import asyncio
-import hashlib
-import os
-import shutil
-import subprocess
-from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from gensokyo_idmap.identity import OpenId
-from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
-from gensokyo_idmap.testing import (
-    APP,
-    DaemonProcess,
-    EmulatedPlatform,
-    c2c_message,
-    daemon_config,
-    free_port,
-    group_message,
-    quoting,
-    until,
-    until_listening,
-    write_config,
-)
+from gensokyo_idmap.testing import APP, EmulatedPlatform, c2c_message, group_message, quoting
 
-from .jsonl_records import Records, run_context
+from .frameworks import GROUP, USER, KoishiRun
 
-KOISHI_APP = Path(__file__).resolve().parent / "koishi_app"
-ROOT = Path(__file__).resolve().parents[2]
-INSTALL_DIR = ROOT / "build" / "koishi-e2e"
-LOCK_FILES = ("package.json", "package-lock.json")
-GROUP = "A1B2C3D4E5F60718293A4B5C6D7E8F90"
-USER = "0F1E2D3C4B5A69788796A5B4C3D2E1F0"
 TOKEN = "koishi-e2e-token-3Jv"
-WAIT = 20.0
-
-
-def node_missing() -> str | None:
-    missing = [tool for tool in ("node", "npm") if shutil.which(tool) is None]
-    return None if not missing else f"{' and '.join(missing)} not found on PATH"
-
-
-def install_koishi() -> Path:
-    """``npm ci`` of koishi_app into build/koishi-e2e, unless the same lock is installed
-    there already; the directory holding ``node_modules``."""
-    stamp = hashlib.sha256(b"".join((KOISHI_APP / name).read_bytes()
-                                    for name in LOCK_FILES)).hexdigest()
-    marker = INSTALL_DIR / ".installed"
-    if marker.exists() and marker.read_text() == stamp and (INSTALL_DIR / "node_modules").is_dir():
-        return INSTALL_DIR
-    INSTALL_DIR.mkdir(parents=True, exist_ok=True)
-    marker.unlink(missing_ok=True)
-    for name in LOCK_FILES:
-        shutil.copyfile(KOISHI_APP / name, INSTALL_DIR / name)
-    done = subprocess.run(["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"],
-                          cwd=INSTALL_DIR, capture_output=True, text=True, timeout=600)
-    if done.returncode != 0:
-        raise AssertionError(f"npm ci failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
-    marker.write_text(stamp)
-    return INSTALL_DIR
-
-
-async def start_koishi(installed: Path, port: int, token: str, records: Records,
-                       lines: list[str], *, script: str = "bot.cjs",
-                       env: dict[str, str] | None = None
-                       ) -> tuple[asyncio.subprocess.Process, asyncio.Task[None]]:
-    """The Koishi bot (``koishi_app/<script>``, run from ``installed``) dialling the daemon's
-    forward WS on 127.0.0.1:``port`` with ``token``, recording into ``records``, ``env``
-    over its environment; the task returned appends its output to ``lines``."""
-    env = {**os.environ, "KOISHI_RECORD_FILE": str(records.path),
-           "KOISHI_ENDPOINT": f"ws://127.0.0.1:{port}", "KOISHI_SELF_ID": APP,
-           "KOISHI_TOKEN": token, "NODE_PATH": str(installed / "node_modules"), **(env or {})}
-    koishi = await asyncio.create_subprocess_exec(
-        "node", str(KOISHI_APP / script), cwd=installed, env=env,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
-    assert koishi.stdout is not None
-
-    async def pump(stream: asyncio.StreamReader) -> None:
-        async for raw in stream:
-            lines.append(raw.decode("utf-8", "replace").rstrip())
-
-    return koishi, asyncio.create_task(pump(koishi.stdout))
-
-
-async def stop_koishi(koishi: asyncio.subprocess.Process | None,
-                      pumping: asyncio.Task[None] | None, lines: list[str],
-                      log_dir: Path) -> None:
-    """Kill Koishi if it still runs, wait for the rest of its output, and keep that in
-    ``log_dir/koishi.log``."""
-    if koishi is not None and koishi.returncode is None:
-        koishi.kill()
-        await asyncio.wait_for(koishi.wait(), WAIT)
-    if pumping is not None:
-        await asyncio.wait_for(pumping, WAIT)
-    (log_dir / "koishi.log").write_text("\n".join(lines) + "\n", "utf-8")
-
-
-class KoishiRun:
-    """One run of the Koishi bot against ``gensokyo-idmap serve`` (forward WS, fed by the
-    emulated platform) in ``tmp_path``: :meth:`run` starts them, waits until Koishi is
-    connected, hands the platform to the test's steps, then stops Koishi and the daemon
-    and keeps what the platform was sent (``sends``). Skips the test, saying so, when node
-    or npm is absent."""
-
-    def __init__(self, tmp_path: Path) -> None:
-        missing = node_missing()
-        if missing is not None:
-            pytest.skip(f"the Koishi e2e test needs Node.js and npm ({missing}; "
-                        "apt-get install nodejs npm)")
-        self.installed = install_koishi()
-        self.tmp_path = tmp_path
-        self.data_dir = tmp_path / "data"
-        self.records = Records(tmp_path / "koishi-records.jsonl")
-        self.port = free_port()
-        self.lines: list[str] = []
-        self.sends: list[tuple[str, Any]] = []
-        self._koishi: asyncio.subprocess.Process | None = None
-
-    def context(self) -> str:
-        return run_context("Koishi", self.lines, self.tmp_path, self.records)
-
-    def _alive(self) -> None:
-        if self._koishi is not None and self._koishi.returncode is not None:
-            raise AssertionError(f"Koishi exited ({self._koishi.returncode})\n{self.context()}")
-
-    async def after(self, kind: str, count: int, what: str) -> None:
-        """Wait until Koishi recorded ``count`` entries of ``kind`` (or an error)."""
-        await until(lambda: bool(len(self.records.of(kind)) >= count
-                                 or self.records.of("error")),
-                    WAIT, lambda: f"{what}\n{self.context()}", alive=self._alive)
-
-    def run(self, steps: Callable[[EmulatedPlatform], Awaitable[None]],
-            **sections: Mapping[str, Any]) -> None:
-        """``steps`` with the daemon (config ``sections`` merged in) and Koishi running."""
-        async def main() -> None:
-            platform = EmulatedPlatform()
-            await platform.start()
-            daemon = DaemonProcess(write_config(self.tmp_path / "config.yml", daemon_config(
-                self.data_dir, platform=platform, onebot={
-                    "forward_ws": f"127.0.0.1:{self.port}", "access_token": TOKEN},
-                **sections)), self.tmp_path)
-            pumping: asyncio.Task[None] | None = None
-            try:
-                await daemon.start()
-                await until(lambda: len(platform.identifies) == 1, WAIT,
-                            lambda: f"gateway Identify\n{self.context()}")
-                await until_listening(self.port, WAIT)
-                self._koishi, pumping = await start_koishi(self.installed, self.port, TOKEN,
-                                                           self.records, self.lines)
-                await self.after("ready", 1, "Koishi connected")
-                await steps(platform)
-                self._koishi.terminate()  # first: the daemon going away is a warning there
-                await asyncio.wait_for(self._koishi.wait(), WAIT)
-                assert await daemon.stop() == 0, self.context()
-                self.sends.extend(platform.api_requests("POST", "/messages"))
-            finally:
-                await stop_koishi(self._koishi, pumping, self.lines, self.tmp_path)
-                await daemon.kill()
-                await platform.close()
-
-        asyncio.run(asyncio.wait_for(main(), 120))
-        assert self.records.of("error") == [], self.context()
-        warnings = [line for line in self.lines if "[W]" in line or "[E]" in line]
-        assert warnings == [], self.context()
-
-
-def vuins(data_dir: Path) -> tuple[int, int]:
-    """The user's and the group's vUINs in the daemon's store (read after it stopped)."""
-    store = LmdbIdentityStore(data_dir / "openid-map.db", readonly=True)
-    try:
-        with store.read() as view:
-            user, group = view.vuin_of(OpenId(APP, USER).key), view.vuin_of(OpenId(APP, GROUP).key)
-    finally:
-        store.close()
-    assert isinstance(user, int) and isinstance(group, int)
-    return user, group
 
 
 @pytest.mark.slow
 def test_koishi_fetches_messages_and_quotes_with_get_msg_without_an_error(
         tmp_path: Path) -> None:
-    koishi = KoishiRun(tmp_path)
-    records, data_dir, sends, context = (koishi.records, koishi.data_dir, koishi.sends,
-                                         koishi.context)
+    koishi = KoishiRun(tmp_path, TOKEN)
+    records, sends, context = koishi.records, koishi.sends, koishi.context
 
     async def steps(platform: EmulatedPlatform) -> None:
         await platform.push("GROUP_AT_MESSAGE_CREATE",
                             group_message(1, GROUP, USER) | {"content": " ping"})
-        await koishi.after("mine", 1, "Koishi's group round")
+        await koishi.after("Koishi's group round", "mine")
         await platform.push("C2C_MESSAGE_CREATE", c2c_message(2, USER, "ping"))
-        await koishi.after("mine", 2, "Koishi's C2C round")
+        await koishi.after("Koishi's C2C round", "mine", count=2)
         # the user quotes their ping, in the group and in C2C
         await platform.push("GROUP_AT_MESSAGE_CREATE", quoting(
             group_message(3, GROUP, USER) | {"content": " what was that"},
             group_message(1, GROUP, USER) | {"content": " ping"}))
         await platform.push("C2C_MESSAGE_CREATE", quoting(
             c2c_message(4, USER, "and this"), c2c_message(2, USER, "ping")))
-        await koishi.after("event", 4, "Koishi's quotes")
+        await koishi.after("Koishi's quotes", "event", count=4)
 
     koishi.run(steps)  # no error on the way, no warning in Koishi's log
-    user, group = vuins(data_dir)
+    user, group = koishi.vuins(OpenId(APP, USER), OpenId(APP, GROUP))
+    assert isinstance(user, int) and isinstance(group, int)
     group_event, private_event, group_quote, private_quote = records.of("event")
     (group_quoted, private_quoted), (group_mine, private_mine) = (
         records.of("quoted"), records.of("mine"))

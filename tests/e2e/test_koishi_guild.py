@@ -11,7 +11,7 @@ platform's ``message_reference``): Koishi's session quotes it, with its text. A 
 ``ping`` reaches Koishi as a direct message (``private:<vUIN>``, no guild: it had one when
 the event carried the DM session's ``guild_id``, and Koishi's answer then went to
 ``send_group_msg`` of ``private:…``), and the answer goes to the DM session quoting it.
-Harness: :mod:`tests.e2e.test_koishi` (the npm install, the Koishi process)."""
+Harness: :class:`tests.e2e.frameworks.KoishiRun`."""
 
 from __future__ import annotations
 
@@ -20,7 +20,6 @@ from pathlib import Path
 import pytest
 
 from gensokyo_idmap.identity import RawId
-from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
 from gensokyo_idmap.testing import (
     APP,
     EmulatedPlatform,
@@ -30,35 +29,31 @@ from gensokyo_idmap.testing import (
 )
 from gensokyo_idmap.testing.platform_emulator import CHANNEL, GUILD_USER
 
-from .test_koishi import KoishiRun
+from .frameworks import KoishiRun
 
+TOKEN = "koishi-guild-token-6Tc"
 DM_GUILD = "7000000099"
 
 
 @pytest.mark.slow
 def test_koishi_quotes_in_a_channel_and_takes_a_guild_dm_as_private(tmp_path: Path) -> None:
-    koishi = KoishiRun(tmp_path)
-    records, data_dir, context = koishi.records, koishi.data_dir, koishi.context
+    koishi = KoishiRun(tmp_path, TOKEN)
+    records, context = koishi.records, koishi.context
     ping, dm_ping = channel_message(1, "ping"), direct_message(3, "ping")
 
     async def steps(platform: EmulatedPlatform) -> None:
         await platform.push("AT_MESSAGE_CREATE", ping)
-        await koishi.after("mine", 1, "Koishi's channel round")
+        await koishi.after("Koishi's channel round", "mine")
         # the user quotes their ping in the channel
         await platform.push("AT_MESSAGE_CREATE",
                             quoting(channel_message(2, "what was that"), ping))
-        await koishi.after("event", 2, "Koishi's quote")
+        await koishi.after("Koishi's quote", "event", count=2)
         await platform.push("DIRECT_MESSAGE_CREATE", dm_ping)
-        await koishi.after("mine", 2, "Koishi's DM round")
+        await koishi.after("Koishi's DM round", "mine", count=2)
 
     # channels and DMs asked for as documented; no error, no warning in Koishi's log
     koishi.run(steps, qq={"intents": 1107300354})
-    store = LmdbIdentityStore(data_dir / "openid-map.db", readonly=True)
-    try:
-        with store.read() as view:
-            channel, author = (view.vuin_of(RawId(value).key) for value in (CHANNEL, GUILD_USER))
-    finally:
-        store.close()
+    channel, author = koishi.vuins(RawId(CHANNEL), RawId(GUILD_USER))
     channel_event, quote_event, dm_event = records.of("event")
     (channel_quoted, dm_quoted), (channel_mine, dm_mine) = records.of("quoted"), records.of("mine")
 

@@ -8,32 +8,17 @@ found failing or surprising (items 7, 8, 10), through its own calls:
 - ``bot.deleteMessage`` twice: the emulated platform answers the second with 404, Koishi's
   error carries retcode 103.
 
-Harness: the Koishi app and helpers of :mod:`tests.e2e.test_koishi`."""
+Harness: :class:`tests.e2e.frameworks.KoishiRun`."""
 
 from __future__ import annotations
 
-import asyncio
-import os
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from gensokyo_idmap.testing import (
-    APP,
-    DaemonProcess,
-    EmulatedPlatform,
-    daemon_config,
-    free_port,
-    group_message,
-    until,
-    until_listening,
-    write_config,
-)
+from gensokyo_idmap.testing import EmulatedPlatform, group_message
 
-from .jsonl_records import Records, run_context
-from .test_koishi import GROUP, KOISHI_APP, USER, WAIT, install_koishi, node_missing
-from .test_nonebot_replies import lines_of
+from .frameworks import GROUP, USER, KoishiRun
 
 TOKEN = "koishi-replies-token-5Pq"
 
@@ -41,80 +26,22 @@ TOKEN = "koishi-replies-token-5Pq"
 @pytest.mark.slow
 def test_koishi_gets_103_for_the_impossible_and_a_quote_of_a_gone_message_is_sent(
         tmp_path: Path) -> None:
-    missing = node_missing()
-    if missing is not None:
-        pytest.skip(f"the Koishi e2e test needs Node.js and npm ({missing})")
-    installed = install_koishi()
-    records = Records(tmp_path / "koishi-records.jsonl")
-    port = free_port()
-    lines: list[str] = []
-    sends: list[tuple[str, Any]] = []
+    koishi = KoishiRun(tmp_path, TOKEN)
+    records, context, sends = koishi.records, koishi.context, koishi.sends
     pushed: dict[str, str] = {}
 
-    def context() -> str:
-        return run_context("Koishi", lines, tmp_path, records)
-
-    async def main() -> DaemonProcess:
-        platform = EmulatedPlatform()
-        await platform.start()
-        daemon = DaemonProcess(write_config(tmp_path / "config.yml", daemon_config(
-            tmp_path / "data", platform=platform, log={"format": "json"}, onebot={
-                "forward_ws": f"127.0.0.1:{port}", "access_token": TOKEN})), tmp_path)
-        koishi: asyncio.subprocess.Process | None = None
-        pumping: asyncio.Task[None] | None = None
-
-        def koishi_alive() -> None:
-            if koishi is not None and koishi.returncode is not None:
-                raise AssertionError(f"Koishi exited ({koishi.returncode})\n{context()}")
-
+    async def steps(platform: EmulatedPlatform) -> None:
         async def command(n: int, text: str, done: str) -> None:
             d = group_message(n, GROUP, USER) | {"content": f" {text}"}
             pushed[text] = d["id"]
             await platform.push("GROUP_AT_MESSAGE_CREATE", d)
-            await until(lambda: bool(records.of(done) or records.of("error")), WAIT,
-                        lambda: f"{text!r} done\n{context()}", alive=koishi_alive)
+            await koishi.after(f"{text!r} done", done)
 
-        try:
-            await daemon.start()
-            await until(lambda: bool(platform.identifies), WAIT,
-                        lambda: f"gateway Identify\n{context()}", alive=daemon.alive)
-            await until_listening(port, WAIT, alive=daemon.alive)
-            env = {**os.environ, "KOISHI_RECORD_FILE": str(records.path),
-                   "KOISHI_ENDPOINT": f"ws://127.0.0.1:{port}", "KOISHI_SELF_ID": APP,
-                   "KOISHI_TOKEN": TOKEN, "NODE_PATH": str(installed / "node_modules")}
-            koishi = await asyncio.create_subprocess_exec(
-                "node", str(KOISHI_APP / "bot.cjs"), cwd=installed, env=env,
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
-            assert koishi.stdout is not None
+        await command(1, "card", "card")
+        await command(2, "quote gone", "gone")
+        await command(3, "recall twice", "recall_again")
 
-            async def pump(stream: asyncio.StreamReader) -> None:
-                async for raw in stream:
-                    lines.append(raw.decode("utf-8", "replace").rstrip())
-
-            pumping = asyncio.create_task(pump(koishi.stdout))
-            await until(lambda: bool(records.of("ready") or records.of("error")), WAIT,
-                        lambda: f"Koishi connected\n{context()}", alive=koishi_alive)
-            await command(1, "card", "card")
-            await command(2, "quote gone", "gone")
-            await command(3, "recall twice", "recall_again")
-            koishi.terminate()
-            await asyncio.wait_for(koishi.wait(), WAIT)
-            assert await daemon.stop() == 0, context()
-            sends.extend(platform.api_requests("POST", "/messages"))
-        finally:
-            if koishi is not None and koishi.returncode is None:
-                koishi.kill()
-                await asyncio.wait_for(koishi.wait(), WAIT)
-            if pumping is not None:
-                await asyncio.wait_for(pumping, WAIT)
-            (tmp_path / "koishi.log").write_text("\n".join(lines) + "\n", "utf-8")
-            await daemon.kill()
-            await platform.close()
-        return daemon
-
-    daemon = asyncio.run(asyncio.wait_for(main(), 120))
-
-    assert records.of("error") == [], context()
+    koishi.run(steps, log={"format": "json"})  # no error on the way
     [card] = records.of("card")
     assert card is not None and card["code"] == 103, card  # not 1404: known, impossible
     assert "set_group_card" in card["message"], card
@@ -123,7 +50,7 @@ def test_koishi_gets_103_for_the_impossible_and_a_quote_of_a_gone_message_is_sen
     body = next(body for _, body in sends if body["content"] == "still here")
     assert body["msg_id"] == pushed["quote gone"], sends  # the usual rule's choice
     warned = [(entry["reply_to"], entry["reason"]) for entry in
-              lines_of(daemon.log, "message", "reply sent without its quote")]
+              koishi.logged("message", "reply sent without its quote")]
     assert warned == [(99999, "unknown or expired")], context()
     [again] = records.of("recall_again")
     assert again is not None and again["code"] == 103, again

@@ -17,195 +17,72 @@ carrying the original ``msg_id``, and NoneBot gets an int ``message_id`` back.
 
 from __future__ import annotations
 
-import asyncio
-import os
-import re
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from gensokyo_idmap.identity import OpenId
-from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
+from gensokyo_idmap.testing import APP, EmulatedPlatform, c2c_message, group_message, until
 
-from gensokyo_idmap.testing import (
-    APP,
-    DaemonProcess,
-    EmulatedPlatform,
-    c2c_message,
-    daemon_config,
-    free_port,
-    group_message,
-    until,
-    until_listening,
-    write_config,
-)
+from .frameworks import GROUP, USER, WAIT, NoneBotRun
 
-from .jsonl_records import Records, run_context
-
-NONEBOT_APP = Path(__file__).resolve().parent / "nonebot_app" / "bot.py"
-GROUP = "A1B2C3D4E5F60718293A4B5C6D7E8F90"
-USER = "0F1E2D3C4B5A69788796A5B4C3D2E1F0"
 TOKEN = "nb-e2e-token-7Qx"
-WAIT = 20.0  # every single wait is bounded by this
 INT32 = range(-(2**31), 2**31)
-
-
-def nonebot_missing() -> str | None:
-    """Why NoneBot cannot run here (tried in a child: NoneBot stays out of this process)."""
-    probe = subprocess.run(
-        [sys.executable, "-c", "import nonebot, nonebot.adapters.onebot.v11, fastapi, uvicorn"],
-        capture_output=True, text=True, timeout=60)
-    if probe.returncode == 0:
-        return None
-    return (probe.stderr.strip().splitlines() or ["import failed"])[-1]
-
-
-def nonebot_daemon(tmp_path: Path, data_dir: Path, platform: EmulatedPlatform, nb_port: int,
-                   token: str) -> DaemonProcess:
-    """``gensokyo-idmap serve`` fed by ``platform``, dialling NoneBot on ``nb_port`` by
-    reverse WS with ``token`` (not started yet)."""
-    return DaemonProcess(write_config(tmp_path / "config.yml", daemon_config(
-        data_dir, platform=platform, onebot={
-            "reverse_ws": [f"ws://127.0.0.1:{nb_port}/onebot/v11/ws"],
-            "access_token": token, "reconnect_interval_seconds": 0.2})), tmp_path)
-
-
-async def start_nonebot(port: int, token: str, records: Records, cwd: Path,
-                        lines: list[str]) -> tuple[asyncio.subprocess.Process, asyncio.Task[None]]:
-    """NoneBot's app as a process on 127.0.0.1:``port`` (reverse WS at /onebot/v11/ws,
-    ``token`` required), recording into ``records``, started in ``cwd`` (an empty dir: it
-    reads .env files there); the task returned appends its output to ``lines``."""
-    env = {**os.environ, "HOST": "127.0.0.1", "PORT": str(port),
-           "ONEBOT_ACCESS_TOKEN": token, "NB_RECORD_FILE": str(records.path),
-           "API_TIMEOUT": "5", "LOG_LEVEL": "INFO", "PYTHONUNBUFFERED": "1"}
-    nonebot = await asyncio.create_subprocess_exec(
-        sys.executable, str(NONEBOT_APP), cwd=cwd, env=env,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
-    assert nonebot.stdout is not None
-
-    async def pump(stream: asyncio.StreamReader) -> None:
-        async for raw in stream:
-            lines.append(raw.decode("utf-8", "replace").rstrip())
-
-    return nonebot, asyncio.create_task(pump(nonebot.stdout))
-
-
-async def stop_nonebot(nonebot: asyncio.subprocess.Process, pumping: asyncio.Task[None],
-                       lines: list[str], log_dir: Path) -> None:
-    """Kill NoneBot if it still runs, wait for the rest of its output, and keep that in
-    ``log_dir/nonebot.log``."""
-    if nonebot.returncode is None:
-        nonebot.kill()
-        await asyncio.wait_for(nonebot.wait(), WAIT)
-    await asyncio.wait_for(pumping, WAIT)
-    (log_dir / "nonebot.log").write_text("\n".join(lines) + "\n", "utf-8")
 
 
 @pytest.mark.slow
 def test_nonebot_gets_group_and_private_messages_with_durable_vuins(tmp_path: Path) -> None:
-    missing = nonebot_missing()
-    if missing is not None:
-        pytest.skip(f"NoneBot2 / nonebot-adapter-onebot not importable (pip install -e "
-                    f"'.[test]'): {missing}")
+    nb = NoneBotRun(tmp_path, TOKEN)
+    records, context = nb.records, nb.context
 
-    data_dir = tmp_path / "data"
-    records = Records(tmp_path / "nonebot-records.jsonl")
-    nb_port = free_port()
-    nb_lines: list[str] = []
+    async def steps(platform: EmulatedPlatform) -> None:
+        # first daemon: gateway Identify, reverse WS accepted by NoneBot
+        assert len(platform.identifies) == 1 and nb.connections() == 1, context()
+        await platform.push("GROUP_AT_MESSAGE_CREATE", group_message(1, GROUP, USER))
+        await until(lambda: len(records.of("event")) == 1, WAIT,
+                    lambda: f"group message at NoneBot\n{context()}")
+        await platform.push("C2C_MESSAGE_CREATE", c2c_message(2))
+        await until(lambda: len(records.of("event")) == 2, WAIT,
+                    lambda: f"private message at NoneBot\n{context()}")
+        # the plugin answers "ping" with "pong" (send_msg): a passive C2C reply
+        await until(lambda: bool(
+            records.of("send_error") or records.of("send_result")), WAIT,
+                    lambda: f"the pong reply\n{context()}")
+        assert not records.of("send_error"), context()
+        # (msg_seq counts from this process's offset; the platform wants it unique per
+        # msg_id, and an offset per start keeps it so across restarts)
+        [(path, body)] = platform.api_requests("POST", "/messages")
+        seq = body.pop("msg_seq")
+        assert type(seq) is int and 0 < seq < 2**31, body
+        assert (path, body) == (f"/v2/users/{USER}/messages", {
+            "msg_type": 0, "content": "pong", "msg_id": "ROBOT1.0_c2c2"}), context()
+        # and in a group: the reply names the group message it answers
+        await platform.push("GROUP_AT_MESSAGE_CREATE", group_message(4, GROUP, USER)
+                            | {"content": " ping"})
+        await until(lambda: len(records.of("send_result")) == 2, WAIT,
+                    lambda: f"the group pong\n{context()}")
+        assert platform.api_requests("POST", "/messages")[1] == (
+            f"/v2/groups/{GROUP}/messages", {"msg_type": 0, "content": "pong",
+                                             "msg_seq": seq, "msg_id": "ROBOT1.0_gw4"})
+        await nb.stop_daemon()
 
-    def context() -> str:
-        return run_context("NoneBot", nb_lines, tmp_path, records)
-
-    def nb_connections() -> int:
-        return sum(1 for line in nb_lines if re.search(rf"Bot {APP}\b.* connected", line))
-
-    async def main() -> None:
-        platform = EmulatedPlatform()
-        await platform.start()
-        daemon = nonebot_daemon(tmp_path, data_dir, platform, nb_port, TOKEN)
-        nonebot, pumping = await start_nonebot(nb_port, TOKEN, records, tmp_path, nb_lines)
-        async def stop_daemon() -> None:
-            try:
-                code = await daemon.stop(signal.SIGTERM, WAIT)
-            except TimeoutError:
-                raise AssertionError(f"daemon ignored SIGTERM for {WAIT} s\n{context()}") from None
-            assert code == 0, f"daemon exit code {code}\n{context()}"
-
-        def nonebot_alive() -> None:
-            if nonebot.returncode is not None:
-                raise AssertionError(f"NoneBot exited ({nonebot.returncode})\n{context()}")
-
-        try:
-            await until_listening(nb_port, WAIT, alive=nonebot_alive)
-
-            # first daemon: gateway Identify, reverse WS accepted by NoneBot
-            await daemon.start()
-            await until(lambda: len(platform.identifies) == 1, WAIT,
-                        lambda: f"gateway Identify\n{context()}")
-            await until(lambda: nb_connections() == 1, WAIT,
-                        lambda: f"NoneBot connection\n{context()}")
-            await platform.push("GROUP_AT_MESSAGE_CREATE", group_message(1, GROUP, USER))
-            await until(lambda: len(records.of("event")) == 1, WAIT,
-                        lambda: f"group message at NoneBot\n{context()}")
-            await platform.push("C2C_MESSAGE_CREATE", c2c_message(2))
-            await until(lambda: len(records.of("event")) == 2, WAIT,
-                        lambda: f"private message at NoneBot\n{context()}")
-            # the plugin answers "ping" with "pong" (send_msg): a passive C2C reply
-            await until(lambda: bool(
-                records.of("send_error") or records.of("send_result")), WAIT,
-                        lambda: f"the pong reply\n{context()}")
-            assert not records.of("send_error"), context()
-            # (msg_seq counts from this process's offset; the platform wants it unique per
-            # msg_id, and an offset per start keeps it so across restarts)
-            [(path, body)] = platform.api_requests("POST", "/messages")
-            seq = body.pop("msg_seq")
-            assert type(seq) is int and 0 < seq < 2**31, body
-            assert (path, body) == (f"/v2/users/{USER}/messages", {
-                "msg_type": 0, "content": "pong", "msg_id": "ROBOT1.0_c2c2"}), context()
-            # and in a group: the reply names the group message it answers
-            await platform.push("GROUP_AT_MESSAGE_CREATE", group_message(4, GROUP, USER)
-                                | {"content": " ping"})
-            await until(lambda: len(records.of("send_result")) == 2, WAIT,
-                        lambda: f"the group pong\n{context()}")
-            assert platform.api_requests("POST", "/messages")[1] == (
-                f"/v2/groups/{GROUP}/messages", {"msg_type": 0, "content": "pong",
-                                                 "msg_seq": seq, "msg_id": "ROBOT1.0_gw4"})
-            await stop_daemon()
-
-            # the restart, on the same data dir: NoneBot must take the new connection
-            await daemon.start()
-            await until(lambda: len(platform.resumes) == 1, WAIT,
-                        lambda: f"gateway Resume\n{context()}")
-            await until(lambda: nb_connections() == 2, WAIT,
-                        lambda: f"NoneBot reconnection\n{context()}")
-            await platform.push("GROUP_AT_MESSAGE_CREATE", group_message(3, GROUP, USER))
-            await until(lambda: len(records.of("event")) == 4, WAIT,
-                        lambda: f"group message after the restart\n{context()}")
-            await stop_daemon()
-        finally:
-            await daemon.kill()
-            if nonebot.returncode is None:
-                nonebot.kill()
-                await asyncio.wait_for(nonebot.wait(), WAIT)
-            await asyncio.wait_for(pumping, WAIT)
-            (tmp_path / "nonebot.log").write_text("\n".join(nb_lines) + "\n", "utf-8")
-            await platform.close()
+        # the restart, on the same data dir: NoneBot must take the new connection
+        await nb.daemon.start()
+        await until(lambda: len(platform.resumes) == 1, WAIT,
+                    lambda: f"gateway Resume\n{context()}")
+        await until(lambda: nb.connections() == 2, WAIT,
+                    lambda: f"NoneBot reconnection\n{context()}")
+        await platform.push("GROUP_AT_MESSAGE_CREATE", group_message(3, GROUP, USER))
+        await until(lambda: len(records.of("event")) == 4, WAIT,
+                    lambda: f"group message after the restart\n{context()}")
+        await nb.stop_daemon()
 
     started = time.monotonic()
-    asyncio.run(asyncio.wait_for(main(), 120))
+    nb.run(steps)
     elapsed = time.monotonic() - started
 
-    store = LmdbIdentityStore(data_dir / "openid-map.db")
-    try:
-        with store.read() as view:
-            user_vuin = view.vuin_of(OpenId(APP, USER).key)
-            group_vuin = view.vuin_of(OpenId(APP, GROUP).key)
-    finally:
-        store.close()
+    user_vuin, group_vuin = nb.vuins(OpenId(APP, USER), OpenId(APP, GROUP))
     assert isinstance(user_vuin, int) and isinstance(group_vuin, int)
     assert user_vuin != group_vuin
 

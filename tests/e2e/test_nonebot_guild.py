@@ -4,101 +4,21 @@ the channel as a group, NoneBot sees the @bot as addressed to it and answers ``p
 (``POST /channels/{channel_id}/messages``) as a passive reply to that message. A recall in
 the channel reaches NoneBot as its ``group_recall`` notice. A quoted channel message
 reaches NoneBot with its text, and a reply that quotes shows the quote on the platform.
-Harness: the NoneBot app and helpers of :mod:`tests.e2e.test_nonebot`
-(:class:`NoneBotRun` here); the daemon is ``gensokyo-idmap serve``."""
+Harness: :class:`tests.e2e.frameworks.NoneBotRun`; the daemon is ``gensokyo-idmap serve``."""
 
 from __future__ import annotations
 
-import asyncio
-import re
-import signal
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
 
 from gensokyo_idmap.identity import RawId
-from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
-from gensokyo_idmap.testing import (
-    APP,
-    EmulatedPlatform,
-    channel_message,
-    free_port,
-    message_delete,
-    quoting,
-    until,
-    until_listening,
-)
+from gensokyo_idmap.testing import EmulatedPlatform, channel_message, message_delete, quoting
 from gensokyo_idmap.testing.platform_emulator import CHANNEL, GUILD, GUILD_USER
 
-from .jsonl_records import Records, run_context
-from .test_nonebot import WAIT, nonebot_daemon, nonebot_missing, start_nonebot
+from .frameworks import NoneBotRun
 
 TOKEN = "nb-guild-token-4Kd"
-
-
-class NoneBotRun:
-    """One run of the NoneBot app against ``gensokyo-idmap serve`` (reverse WS, fed by the
-    emulated platform) in ``tmp_path``: :meth:`run` starts them, waits until NoneBot has
-    the connection, hands the platform to the test's steps, then stops the daemon (SIGTERM)
-    and NoneBot. Skips the test, saying so, when NoneBot cannot be imported."""
-
-    def __init__(self, tmp_path: Path, token: str) -> None:
-        missing = nonebot_missing()
-        if missing is not None:
-            pytest.skip(f"NoneBot2 / nonebot-adapter-onebot not importable: {missing}")
-        self.tmp_path, self.token = tmp_path, token
-        self.data_dir = tmp_path / "data"
-        self.records = Records(tmp_path / "nonebot-records.jsonl")
-        self.port = free_port()
-        self.lines: list[str] = []
-        self.platform = EmulatedPlatform()
-
-    def context(self) -> str:
-        return run_context("NoneBot", self.lines, self.tmp_path, self.records)
-
-    async def after(self, what: str, *kinds: str) -> None:
-        """Wait until NoneBot recorded an entry of any of ``kinds``."""
-        await until(lambda: any(self.records.of(kind) for kind in kinds), WAIT,
-                    lambda: f"{what}\n{self.context()}")
-
-    def run(self, steps: Callable[[EmulatedPlatform], Awaitable[None]]) -> None:
-        async def main() -> None:
-            platform = self.platform
-            await platform.start()
-            daemon = nonebot_daemon(self.tmp_path, self.data_dir, platform, self.port,
-                                    self.token)
-            nonebot, pumping = await start_nonebot(self.port, self.token, self.records,
-                                                   self.tmp_path, self.lines)
-            try:
-                await until_listening(self.port, WAIT)
-                await daemon.start()
-                await until(lambda: any(re.search(rf"Bot {APP}\b.* connected", line)
-                                        for line in self.lines), WAIT,
-                            lambda: f"NoneBot connection\n{self.context()}")
-                await until(lambda: bool(platform.identifies), WAIT, "gateway Identify")
-                await steps(platform)
-                assert await daemon.stop(signal.SIGTERM, WAIT) == 0, self.context()
-            finally:
-                await daemon.kill()
-                if nonebot.returncode is None:
-                    nonebot.kill()
-                    await asyncio.wait_for(nonebot.wait(), WAIT)
-                await asyncio.wait_for(pumping, WAIT)
-                (self.tmp_path / "nonebot.log").write_text("\n".join(self.lines) + "\n",
-                                                           "utf-8")
-                await platform.close()
-
-        asyncio.run(asyncio.wait_for(main(), 120))
-
-    def vuins(self, *ids: str) -> list[int | None]:
-        """The vUINs of these guild-side ids in the daemon's store (after the run)."""
-        store = LmdbIdentityStore(self.data_dir / "openid-map.db")
-        try:
-            with store.read() as view:
-                return [view.vuin_of(RawId(value).key) for value in ids]
-        finally:
-            store.close()
 
 
 @pytest.mark.slow
@@ -115,11 +35,11 @@ def test_nonebot_answers_in_a_channel(tmp_path: Path) -> None:
         await nb.after("the recall notice", "notice")
 
     nb.run(steps)
-    [(path, body)] = nb.platform.api_requests("POST", "/messages")
+    [(path, body)] = nb.sends
     assert path == f"/channels/{CHANNEL}/messages", context()
     assert (body["content"], body["msg_id"]) == ("pong", message["id"]), body
 
-    channel, author = nb.vuins(CHANNEL, GUILD_USER)
+    channel, author = nb.vuins(RawId(CHANNEL), RawId(GUILD_USER))
     [raw] = records.of("raw")
     [event] = records.of("event")
     assert (raw["guild_id"], raw["channel_id"]) == (GUILD, CHANNEL)  # the guild alongside
@@ -159,12 +79,12 @@ def test_nonebot_fetches_a_quoted_channel_message_and_quotes_back(tmp_path: Path
 
     nb.run(steps)
     assert not records.of("quote_error"), context()
-    [(path, body)] = nb.platform.api_requests("POST", "/messages")
+    [(path, body)] = nb.sends
     assert path == f"/channels/{CHANNEL}/messages", context()
     assert body["content"] == "quoted" and body["msg_id"] == ask["id"], body
     assert body["message_reference"]["message_id"] == ask["id"], body
 
-    [author] = nb.vuins(GUILD_USER)
+    [author] = nb.vuins(RawId(GUILD_USER))
     first, second, third = records.of("event")
     assert "the words" in first["plain_text"]
     # NoneBot took the reply segment out (event.reply) and fetched the message it names

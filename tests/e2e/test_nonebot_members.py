@@ -14,29 +14,17 @@ platform:
   group) passes ``GROUP_ADMIN``, the owner's passes ``GROUP_OWNER``, a member's passes
   neither.
 
-Harness: the NoneBot app and helpers of :mod:`tests.e2e.test_nonebot`."""
+Harness: :class:`tests.e2e.frameworks.NoneBotRun`."""
 
 from __future__ import annotations
 
-import asyncio
-import re
-import signal
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from gensokyo_idmap.testing import (
-    APP,
-    EmulatedPlatform,
-    channel_message,
-    free_port,
-    group_message,
-    until,
-    until_listening,
-)
-from .jsonl_records import Records, run_context
-from .test_nonebot import GROUP, USER, WAIT, nonebot_daemon, nonebot_missing, start_nonebot
+from gensokyo_idmap.testing import APP, EmulatedPlatform, channel_message, group_message
+
+from .frameworks import GROUP, USER, NoneBotRun
 
 TOKEN = "nb-members-token-8Wz"
 MEMBER = "1F1E2D3C4B5A69788796A5B4C3D2E1F1"
@@ -46,19 +34,9 @@ GUILD_MEMBER = "144115218677563301"
 
 @pytest.mark.slow
 def test_nonebot_knows_members_their_roles_and_the_bots_name(tmp_path: Path) -> None:
-    missing = nonebot_missing()
-    if missing is not None:
-        pytest.skip(f"NoneBot2 / nonebot-adapter-onebot not importable: {missing}")
-    data_dir = tmp_path / "data"
-    records = Records(tmp_path / "nonebot-records.jsonl")
-    nb_port = free_port()
-    nb_lines: list[str] = []
-
-    def context() -> str:
-        return run_context("NoneBot", nb_lines, tmp_path, records)
-
-    def events_seen(count: int) -> Callable[[], bool]:
-        return lambda: len(records.of("event")) >= count
+    nb = NoneBotRun(tmp_path, TOKEN)
+    nb.platform.bot_user["username"] = "Hakurei Bot"
+    records, context = nb.records, nb.context
 
     # (event type, d): each one NoneBot's plugin records as an "event", in this order
     messages = [
@@ -74,35 +52,13 @@ def test_nonebot_knows_members_their_roles_and_the_bots_name(tmp_path: Path) -> 
         ("GROUP_AT_MESSAGE_CREATE", group_message(6, GROUP, MEMBER)),  # no role: a member
     ]
 
-    async def main() -> None:
-        platform = EmulatedPlatform()
-        platform.bot_user["username"] = "Hakurei Bot"
-        await platform.start()
-        daemon = nonebot_daemon(tmp_path, data_dir, platform, nb_port, TOKEN)
-        nonebot, pumping = await start_nonebot(nb_port, TOKEN, records, tmp_path, nb_lines)
-        try:
-            await until_listening(nb_port, WAIT)
-            await daemon.start()
-            await until(lambda: any(re.search(rf"Bot {APP}\b.* connected", line)
-                                    for line in nb_lines), WAIT,
-                        lambda: f"NoneBot connection\n{context()}")
-            await until(lambda: bool(platform.identifies), WAIT, "gateway Identify")
-            for n, (t, d) in enumerate(messages, start=1):
-                await platform.push(t, d)
-                await until(events_seen(n), WAIT, lambda: f"message {n} at NoneBot\n{context()}")
-            await until(lambda: len(records.of("whoami") + records.of("whoami_error")) == 2,
-                        WAIT, lambda: f"the whoami answers\n{context()}")
-            assert await daemon.stop(signal.SIGTERM, WAIT) == 0, context()
-        finally:
-            await daemon.kill()
-            if nonebot.returncode is None:
-                nonebot.kill()
-                await asyncio.wait_for(nonebot.wait(), WAIT)
-            await asyncio.wait_for(pumping, WAIT)
-            (tmp_path / "nonebot.log").write_text("\n".join(nb_lines) + "\n", "utf-8")
-            await platform.close()
+    async def steps(platform: EmulatedPlatform) -> None:
+        for n, (t, d) in enumerate(messages, start=1):
+            await platform.push(t, d)
+            await nb.after(f"message {n} at NoneBot", "event", count=n)
+        await nb.after("the whoami answers", "whoami", "whoami_error", count=2)
 
-    asyncio.run(asyncio.wait_for(main(), 120))
+    nb.run(steps)
 
     assert records.of("whoami_error") == [], context()
     events = records.of("event")

@@ -4,40 +4,19 @@ another member (issue 33.5): the emulated platform sends it as the platform does
 message (``GROUP_MESSAGE_CREATE``) and once addressed to the bot (``GROUP_AT_MESSAGE_CREATE``,
 with an @everyone too), and NoneBot's ``event.message`` holds an ``at`` of that member's
 vUIN: the one the identity store gave the member's OpenID, created with the message (the
-member never spoke). Harness: the NoneBot app and helpers of :mod:`tests.e2e.test_nonebot`.
+member never spoke). Harness: :class:`tests.e2e.frameworks.NoneBotRun`.
 """
 
 from __future__ import annotations
 
-import asyncio
-import re
-import signal
 from pathlib import Path
 
 import pytest
 
 from gensokyo_idmap.identity import OpenId
-from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
-from gensokyo_idmap.testing import (
-    APP,
-    EmulatedPlatform,
-    free_port,
-    group_message,
-    mentioning,
-    until,
-    until_listening,
-)
+from gensokyo_idmap.testing import APP, EmulatedPlatform, group_message, mentioning
 
-from .jsonl_records import Records, run_context
-from .test_nonebot import (
-    GROUP,
-    USER,
-    WAIT,
-    nonebot_daemon,
-    nonebot_missing,
-    start_nonebot,
-    stop_nonebot,
-)
+from .frameworks import GROUP, USER, NoneBotRun
 
 TOKEN = "nb-mentions-token-8Hs"
 OTHER = "73A48B12B0D76B961B4349B5599FA43C"
@@ -49,50 +28,19 @@ def _at(qq: int | str) -> dict[str, object]:
 
 @pytest.mark.slow
 def test_nonebot_sees_an_at_of_the_member_a_group_message_mentions(tmp_path: Path) -> None:
-    missing = nonebot_missing()
-    if missing is not None:
-        pytest.skip(f"NoneBot2 / nonebot-adapter-onebot not importable: {missing}")
-    data_dir = tmp_path / "data"
-    records = Records(tmp_path / "nonebot-records.jsonl")
-    nb_port = free_port()
-    nb_lines: list[str] = []
+    nb = NoneBotRun(tmp_path, TOKEN)
+    records, context = nb.records, nb.context
 
-    def context() -> str:
-        return run_context("NoneBot", nb_lines, tmp_path, records)
+    async def steps(platform: EmulatedPlatform) -> None:
+        await platform.push("GROUP_MESSAGE_CREATE", mentioning(
+            group_message(1, GROUP, USER) | {"content": "look"}, OTHER))
+        await platform.push("GROUP_AT_MESSAGE_CREATE", mentioning(
+            group_message(2, GROUP, USER) | {"content": " ask"}, OTHER, everyone=True))
+        await nb.after("the two messages at NoneBot", "event", count=2)
 
-    async def main() -> None:
-        platform = EmulatedPlatform()
-        await platform.start()
-        daemon = nonebot_daemon(tmp_path, data_dir, platform, nb_port, TOKEN)
-        nonebot, pumping = await start_nonebot(nb_port, TOKEN, records, tmp_path, nb_lines)
-        try:
-            await until_listening(nb_port, WAIT)
-            await daemon.start()
-            await until(lambda: platform.shards[0].live() is not None, WAIT,
-                        lambda: f"the daemon's gateway session\n{context()}")
-            await until(lambda: any(re.search(rf"Bot {APP}\b.* connected", line)
-                                    for line in nb_lines), WAIT,
-                        lambda: f"NoneBot connection\n{context()}")
-            await platform.push("GROUP_MESSAGE_CREATE", mentioning(
-                group_message(1, GROUP, USER) | {"content": "look"}, OTHER))
-            await platform.push("GROUP_AT_MESSAGE_CREATE", mentioning(
-                group_message(2, GROUP, USER) | {"content": " ask"}, OTHER, everyone=True))
-            await until(lambda: len(records.of("event")) == 2, WAIT,
-                        lambda: f"the two messages at NoneBot\n{context()}")
-            assert await daemon.stop(signal.SIGTERM, WAIT) == 0, context()
-        finally:
-            await daemon.kill()
-            await stop_nonebot(nonebot, pumping, nb_lines, tmp_path)
-            await platform.close()
+    nb.run(steps)
 
-    asyncio.run(asyncio.wait_for(main(), 120))
-
-    store = LmdbIdentityStore(data_dir / "openid-map.db", readonly=True)
-    try:
-        with store.read() as view:
-            other, user = (view.vuin_of(OpenId(APP, who).key) for who in (OTHER, USER))
-    finally:
-        store.close()
+    other, user = nb.vuins(OpenId(APP, OTHER), OpenId(APP, USER))
     assert isinstance(other, int) and isinstance(user, int) and other != user, context()
     plain, addressed = records.of("event")
     # every group message: not addressed to the bot; the at of the member where they were

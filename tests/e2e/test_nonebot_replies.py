@@ -11,116 +11,50 @@ platform, doing what issue 33 found failing or surprising (items 7, 8, 10):
   passive replies to the newest message of the group, and the daemon's log warns naming
   the id and why.
 
-Harness: the NoneBot app (``nonebot_app/bot.py``, its plugin ``nb_replies``) and helpers of
-:mod:`tests.e2e.test_nonebot`; the daemon is ``gensokyo-idmap serve``."""
+Harness: the NoneBot app (``nonebot_app/bot.py``, its plugin ``nb_replies``) run by
+:class:`tests.e2e.frameworks.NoneBotRun`; the daemon is ``gensokyo-idmap serve``."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-import re
-import signal
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from gensokyo_idmap.bridge.cannot import refusal
-from gensokyo_idmap.testing import (
-    APP,
-    DaemonProcess,
-    EmulatedPlatform,
-    daemon_config,
-    free_port,
-    group_message,
-    until,
-    until_listening,
-    write_config,
-)
+from gensokyo_idmap.testing import EmulatedPlatform, group_message
 from gensokyo_idmap.testing.platform_emulator import RECALL_NOT_FOUND
 
-from .jsonl_records import Records, run_context
-from .test_nonebot import GROUP, USER, WAIT, nonebot_missing, start_nonebot
+from .frameworks import GROUP, USER, NoneBotRun
 
 TOKEN = "nb-replies-token-8Ws"
 TTL = 3  # idmap.msgid_ttl_seconds: the "late ping" is let expire
 
 
-def lines_of(log: Path, component: str, event: str) -> list[dict[str, Any]]:
-    """The daemon's JSON log lines of ``[component] event``."""
-    found = []
-    for line in log.read_text("utf-8", "replace").splitlines():
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(entry, dict) and (entry.get("component"), entry.get("event")) == (
-                component, event):
-            found.append(entry)
-    return found
-
-
 @pytest.mark.slow
 def test_nonebot_gets_one_answer_for_the_impossible_and_replies_to_gone_messages_are_sent(
         tmp_path: Path) -> None:
-    missing = nonebot_missing()
-    if missing is not None:
-        pytest.skip(f"NoneBot2 / nonebot-adapter-onebot not importable: {missing}")
-    data_dir = tmp_path / "data"
-    records = Records(tmp_path / "nonebot-records.jsonl")
-    nb_port = free_port()
-    nb_lines: list[str] = []
-    sends: list[tuple[str, Any]] = []
+    nb = NoneBotRun(tmp_path, TOKEN)
+    records, context, sends = nb.records, nb.context, nb.sends
     pushed: dict[str, str] = {}  # command → the platform id of its message
 
-    def context() -> str:
-        return run_context("NoneBot", nb_lines, tmp_path, records)
-
-    async def main() -> DaemonProcess:
-        platform = EmulatedPlatform()
-        await platform.start()
-        daemon = DaemonProcess(write_config(tmp_path / "config.yml", daemon_config(
-            data_dir, platform=platform, log={"format": "json"},
-            idmap={"msgid_ttl_seconds": TTL},
-            onebot={"reverse_ws": [f"ws://127.0.0.1:{nb_port}/onebot/v11/ws"],
-                    "access_token": TOKEN, "reconnect_interval_seconds": 0.2})), tmp_path)
-        nonebot, pumping = await start_nonebot(nb_port, TOKEN, records, tmp_path, nb_lines)
-
+    async def steps(platform: EmulatedPlatform) -> None:
         async def command(n: int, text: str, *done: str) -> None:
             """Push ``text`` as message ``n`` of the group; wait for any of ``done``."""
             d = group_message(n, GROUP, USER) | {"content": f" {text}"}
             pushed[text] = d["id"]
             await platform.push("GROUP_AT_MESSAGE_CREATE", d)
-            await until(lambda: any(records.of(key) for key in done), WAIT,
-                        lambda: f"{text!r} done ({done})\n{context()}")
+            await nb.after(f"{text!r} done ({done})", *done)
 
-        try:
-            await until_listening(nb_port, WAIT)
-            await daemon.start()
-            await until(lambda: any(re.search(rf"Bot {APP}\b.* connected", line)
-                                    for line in nb_lines), WAIT,
-                        lambda: f"NoneBot connection\n{context()}")
-            # a message pushed before the gateway session is established is only replayed
-            await until(lambda: bool(platform.identifies), WAIT,
-                        lambda: f"gateway Identify\n{context()}")
-            await command(1, "card", "unknown_failed")
-            await command(2, "recall twice", "recall_again_failed", "recall_error")
-            await command(3, "own reply", "own_result", "own_error")
-            await command(4, "late ping", "late_waiting")
-            await asyncio.sleep(TTL + 1)  # the late ping's message id expires meanwhile
-            await command(5, "now", "late_result", "late_error")
-            assert await daemon.stop(signal.SIGTERM, WAIT) == 0, context()
-            sends.extend(platform.api_requests("POST", "/messages"))
-        finally:
-            await daemon.kill()
-            if nonebot.returncode is None:
-                nonebot.kill()
-                await asyncio.wait_for(nonebot.wait(), WAIT)
-            await asyncio.wait_for(pumping, WAIT)
-            await platform.close()
-        return daemon
+        await command(1, "card", "unknown_failed")
+        await command(2, "recall twice", "recall_again_failed", "recall_error")
+        await command(3, "own reply", "own_result", "own_error")
+        await command(4, "late ping", "late_waiting")
+        await asyncio.sleep(TTL + 1)  # the late ping's message id expires meanwhile
+        await command(5, "now", "late_result", "late_error")
 
-    daemon = asyncio.run(asyncio.wait_for(main(), 120))
+    nb.run(steps, log={"format": "json"}, idmap={"msgid_ttl_seconds": TTL})
     for failed in ("recall_error", "own_error", "late_error"):
         assert records.of(failed) == [], f"{failed}\n{context()}"
 
@@ -155,7 +89,7 @@ def test_nonebot_gets_one_answer_for_the_impossible_and_replies_to_gone_messages
     assert late_call["message"][0] == {"type": "reply", "data": {"id": str(late_id)}}, \
         late_call  # what NoneBot's reply_message=True sent
     warned = {(entry["reply_to"], entry["reason"])
-              for entry in lines_of(daemon.log, "message", "reply sent without its quote")
+              for entry in nb.logged("message", "reply sent without its quote")
               if entry["level"] == "warning"}
     assert warned == {(own["first"]["message_id"], "the bot's own message"),
                       (late_id, "unknown or expired")}, context()

@@ -3,7 +3,7 @@ daemon's (issue 33.9): NoneBot refuses each reverse-WS handshake (403), and the 
 so once, at warning level, naming the URL and never the token, however often it dials
 again; its console's overview shows the refusal in that framework's row and in its JSON.
 NoneBot restarted with the daemon's token takes the next connection, and the problem is
-gone from the overview. Harness: the NoneBot app of :mod:`tests.e2e.test_nonebot`."""
+gone from the overview. Harness: :class:`tests.e2e.frameworks.NoneBotRun`."""
 
 from __future__ import annotations
 
@@ -15,24 +15,9 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from gensokyo_idmap.testing import (
-    APP,
-    DaemonProcess,
-    EmulatedPlatform,
-    daemon_config,
-    free_port,
-    until,
-    until_listening,
-    write_config,
-)
+from gensokyo_idmap.testing import EmulatedPlatform, free_port, until
 
-from .jsonl_records import Records, run_context
-from .test_nonebot import (
-    WAIT,
-    nonebot_missing,
-    start_nonebot,
-    stop_nonebot,
-)
+from .frameworks import WAIT, NoneBotRun
 
 DAEMON_TOKEN = "nb-daemon-token-2Pw"
 NONEBOT_TOKEN = "nb-other-token-9Ty"
@@ -43,68 +28,41 @@ PROBLEM = "the framework refused our access token (HTTP 403)"
 @pytest.mark.slow
 def test_a_nonebot_with_another_token_is_named_once_and_shown_on_the_console(
         tmp_path: Path) -> None:
-    missing = nonebot_missing()
-    if missing is not None:
-        pytest.skip(f"NoneBot2 / nonebot-adapter-onebot not importable: {missing}")
-    records = Records(tmp_path / "nonebot-records.jsonl")
-    nb_port, api_port = free_port(), free_port()
-    nb_lines: list[str] = []
-    url = f"ws://127.0.0.1:{nb_port}/onebot/v11/ws"
+    nb = NoneBotRun(tmp_path, DAEMON_TOKEN, nonebot_token=NONEBOT_TOKEN)
+    context, url = nb.context, nb.url
+    api_port = free_port()
     seen: dict[str, object] = {}
-
-    def context() -> str:
-        return run_context("NoneBot", nb_lines, tmp_path, records)
 
     def refused_handshakes() -> int:
         """NoneBot's (uvicorn's) log of each WebSocket handshake it refused."""
-        return sum(1 for line in nb_lines if "/onebot/v11/ws" in line and "403" in line)
+        return sum(1 for line in nb.lines if "/onebot/v11/ws" in line and "403" in line)
 
-    async def main() -> None:
-        platform = EmulatedPlatform()
-        await platform.start()
-        daemon = DaemonProcess(write_config(tmp_path / "config.yml", daemon_config(
-            tmp_path / "data", platform=platform, api=f"127.0.0.1:{api_port}", onebot={
-                "reverse_ws": [url], "access_token": DAEMON_TOKEN,
-                "reconnect_interval_seconds": 0.2})), tmp_path)
-        nonebot, pumping = await start_nonebot(nb_port, NONEBOT_TOKEN, records, tmp_path,
-                                               nb_lines)
-        try:
-            await until_listening(nb_port, WAIT)
-            await daemon.start()
-            await daemon.until_listening(api_port, WAIT)
-            await until(lambda: refused_handshakes() >= 5, WAIT,
-                        lambda: f"five refused handshakes\n{context()}")
-            async with aiohttp.ClientSession() as session:
-                async with session.get(f"http://127.0.0.1:{api_port}/ui/") as resp:
-                    seen["page"] = (resp.status, await resp.text())
-                async with session.get(f"http://127.0.0.1:{api_port}/ui/overview.json") as resp:
-                    seen["overview"] = await resp.json()
-            seen["log"] = daemon.log.read_text("utf-8")
+    async def steps(platform: EmulatedPlatform) -> None:
+        await nb.daemon.until_listening(api_port, WAIT)
+        await until(lambda: refused_handshakes() >= 5, WAIT,
+                    lambda: f"five refused handshakes\n{context()}")
+        async with aiohttp.ClientSession() as session:
+            async with session.get(f"http://127.0.0.1:{api_port}/ui/") as resp:
+                seen["page"] = (resp.status, await resp.text())
+            async with session.get(f"http://127.0.0.1:{api_port}/ui/overview.json") as resp:
+                seen["overview"] = await resp.json()
+        seen["log"] = nb.daemon.log.read_text("utf-8")
 
-            # NoneBot with the daemon's token: the next dial connects, the problem is gone
-            nonebot.terminate()
-            await asyncio.wait_for(nonebot.wait(), WAIT)
-            await asyncio.wait_for(pumping, WAIT)
-            nonebot, pumping = await start_nonebot(nb_port, DAEMON_TOKEN, records, tmp_path,
-                                                   nb_lines)
-            await until(lambda: any(re.search(rf"Bot {APP}\b.* connected", line)
-                                    for line in nb_lines), WAIT,
-                        lambda: f"NoneBot connection\n{context()}")
-            async with aiohttp.ClientSession() as session:
-                for _ in range(int(WAIT / 0.05)):  # the daemon's side of it: just after
-                    async with session.get(
-                            f"http://127.0.0.1:{api_port}/ui/overview.json") as resp:
-                        seen["after"] = await resp.json()
-                    if seen["after"]["frameworks"][0]["connected"]:  # type: ignore[index]
-                        break
-                    await asyncio.sleep(0.05)
-            assert await daemon.stop() == 0, context()
-        finally:
-            await daemon.kill()
-            await stop_nonebot(nonebot, pumping, nb_lines, tmp_path)
-            await platform.close()
+        # NoneBot with the daemon's token: the next dial connects, the problem is gone
+        await nb.restart(DAEMON_TOKEN)
+        await until(lambda: nb.connections() >= 1, WAIT,
+                    lambda: f"NoneBot connection\n{context()}")
+        async with aiohttp.ClientSession() as session:
+            for _ in range(int(WAIT / 0.05)):  # the daemon's side of it: just after
+                async with session.get(
+                        f"http://127.0.0.1:{api_port}/ui/overview.json") as resp:
+                    seen["after"] = await resp.json()
+                if seen["after"]["frameworks"][0]["connected"]:  # type: ignore[index]
+                    break
+                await asyncio.sleep(0.05)
 
-    asyncio.run(asyncio.wait_for(main(), 120))
+    # NoneBot refuses the daemon's token: the run waits for no connection
+    nb.run(steps, connect=False, api=f"127.0.0.1:{api_port}")
 
     log = str(seen["log"])
     named = [line for line in log.splitlines() if REFUSED in line]

@@ -66,9 +66,9 @@ def damage(path: Path, fn: Callable[[lmdb.Transaction, Tables], None]) -> None:
     try:
         with env.begin(write=True) as txn:
             tables = {name: env.open_db(name.encode(), txn=txn,
-                                        dupsort=name == "vuin_to_identity")
+                                        dupsort=name in ("vuin_to_identity", "seen_by_scene"))
                       for name in ("meta", "identity_to_vuin", "vuin_to_identity", "vuin_alias",
-                                   "last_seen")}
+                                   "last_seen", "seen_by_scene")}
             fn(txn, tables)
     finally:
         env.close()
@@ -123,6 +123,8 @@ DAMAGE = {
                              cbor2.dumps([key(8), 1_700_000_000.0])),
     "bad_last_seen": put("last_seen", encode_u64(7) + b"group:G9", b"\xff\xff"),
     "schema_version": put("meta", b"schema_version", cbor2.dumps(99)),
+    "scene_index_missing": delete("seen_by_scene", b"group:G7", encode_u64(7)),
+    "scene_index_stray": put("seen_by_scene", b"group:G7", encode_u64(8)),
     "bad_vuin": put("identity_to_vuin", key(6).encode(), b"short"),
     "bad_key": both(put("identity_to_vuin", b"not-a-typed-key", encode_u64(6)),
                     put("vuin_to_identity", encode_u64(6), b"not-a-typed-key")),

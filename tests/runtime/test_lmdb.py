@@ -28,7 +28,7 @@ from ..conftest import FakeClock
 TTL = 100.0
 APP = "102000001"
 MSGID_TABLES = {b"meta", b"msg_to_virtual", b"virtual_to_msg", b"expires_at", b"chat_recent",
-                b"claims", b"claims_expiry", b"msg_content"}
+                b"claims", b"claims_expiry", b"msg_content", b"recent"}
 IDENTITY_ONLY_TABLES = {b"identity_to_vuin", b"vuin_to_identity", b"last_seen"}
 ALICE = OpenId(APP, "A11CE000000000000000000000000000")
 MOVED_ASIDE = "[idmap] msgid-map.db unreadable, moved aside"
@@ -359,7 +359,7 @@ def test_claims_keep_one_expiry_per_key_and_list_the_expired_oldest_first(
 
 def test_a_file_from_before_the_claim_tables_opens_and_gains_them(tmp_path: Path) -> None:
     path = tmp_path / "msgid-map.db"
-    old_tables = MSGID_TABLES - {b"claims", b"claims_expiry", b"msg_content"}
+    old_tables = MSGID_TABLES - {b"claims", b"claims_expiry", b"msg_content", b"recent"}
     env = lmdb.open(str(path), subdir=False, max_dbs=8)
     try:
         with env.begin(write=True) as txn:
@@ -386,7 +386,7 @@ def old_file_with_one_message(path: Path, clock: FakeClock) -> int:
     try:
         with env.begin(write=True) as txn:
             dbs = {name: env.open_db(name, txn=txn)
-                   for name in MSGID_TABLES - {b"msg_content"}}
+                   for name in MSGID_TABLES - {b"msg_content", b"recent"}}
             txn.put(b"schema_version", encode_value(MSGID_SCHEMA_VERSION), db=dbs[b"meta"])
             txn.put(b"msg_counter", encode_value(1), db=dbs[b"meta"])
             vid = (1).to_bytes(4, "big")
@@ -408,6 +408,7 @@ def test_a_file_from_before_message_content_is_read_as_it_is_and_gains_the_table
     try:
         found = MsgIdMap(reader, clock=clock).lookup_content(vid)
         assert found is not None and found[0].real_id == "ROBOT1.0_old" and found[1] is None
+        assert MsgIdMap(reader, clock=clock).recent(None, 10) == []  # no list in the file
     finally:
         reader.close()
     assert sha(path) == before and b"msg_content" not in table_names(path)
@@ -420,6 +421,8 @@ def test_a_file_from_before_message_content_is_read_as_it_is_and_gains_the_table
             7, "hello"))
         assert msgids.lookup_content(new)[1] == MsgContent(7, "hello")  # type: ignore[index]
         assert msgids.lookup_content(vid)[0].real_id == "ROBOT1.0_old"  # type: ignore[index]
+        # listed from the day the file has its list on: what came before is not
+        assert [record.real_id for record, _ in msgids.recent(None, 10)] == ["ROBOT1.0_new"]
     finally:
         store.close()
     assert table_names(path) == MSGID_TABLES and aside_files(tmp_path) == []

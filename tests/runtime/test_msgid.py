@@ -867,3 +867,39 @@ def test_the_sweep_also_deletes_expired_delivery_claims(store: LmdbMsgIdStore,
     with store.read() as view:
         assert view.expired_claims(now_ms(clock) + 10_000, 10) == [
             (now_ms(clock) + 5_000, "msg:new")]
+
+
+# --- the recent messages, a page at a time (the console's list) ------------------------------
+
+
+def test_recent_lists_live_messages_newest_first_a_page_at_a_time(
+        msgids: MsgIdMap, clock: FakeClock) -> None:
+    for n in range(5):
+        msgids.store_real_sync(f"R{n}", (GROUP if n % 2 else OUT).about(40 + n, f"text {n}"))
+        clock.advance(1)
+    msgids.store_real_sync("R9", OTHER_GROUP)  # nothing known of it: no content
+    page = msgids.recent(None, 3)
+    assert [record.real_id for record, _ in page] == ["R9", "R4", "R3"]
+    assert page[0][1] is None
+    assert page[1][1] == MsgContent(44, "text 4")
+    assert (page[1][0].direction, page[2][0].direction) == ("out", "in")
+    at = (page[-1][0].created_ms, page[-1][0].virtual_id)
+    assert [record.real_id for record, _ in msgids.recent(at, 3)] == ["R2", "R1", "R0"]
+    assert msgids.store_real_sync("R1", GROUP) == page[-1][0].virtual_id - 2  # a hit
+    assert [record.real_id for record, _ in msgids.recent(None, 10)] == [
+        "R9", "R4", "R3", "R2", "R1", "R0"]  # a hit keeps its place (created when first seen)
+    clock.advance(TTL - 3.5)  # R0, R1 (created first) expire; R1's hit kept it alive
+    assert [record.real_id for record, _ in msgids.recent(None, 10)] == [
+        "R9", "R4", "R3", "R2", "R1"]
+
+
+def test_recent_steps_over_records_whose_id_was_handed_on(msgids: MsgIdMap,
+                                                          clock: FakeClock) -> None:
+    """An expired record's id handed to a new message: the list names the new one once,
+    at its own time, not the old one at the old time."""
+    first = msgids.store_real_sync("old", GROUP)
+    clock.advance(TTL + 1)
+    rewind(msgids)
+    assert msgids.store_real_sync("new", GROUP) == first
+    listed = msgids.recent(None, 10)
+    assert [(record.real_id, record.virtual_id) for record, _ in listed] == [("new", first)]

@@ -30,7 +30,9 @@ def N_(message: str) -> str:  # noqa: N802 - gettext's name for a marker
 #: The console's form fields, named in a page's language (in English as the form names them;
 #: a field not listed keeps its name).
 FIELDS: Final = frozenset((N_("key"), N_("vuin"), N_("old"), N_("new"), N_("q"),
-                           N_("virtual id"), N_("level"), N_("lang")))
+                           N_("virtual id"), N_("level"), N_("lang"), N_("below"),
+                           N_("above"), N_("after"), N_("before"), N_("f"), N_("scene"),
+                           N_("bot"), N_("number")))
 
 #: The domain's messages the console's pages meet, as patterns of their English text (the
 #: whole message, or a bad input's reason) and the catalog's message with the same values.
@@ -66,6 +68,18 @@ KNOWN: Final[tuple[tuple[re.Pattern[str], str], ...]] = tuple(
          N_("the framework refused our access token (HTTP %(status)s)")),
         (r"the framework wants an access token and none is set \(HTTP (?P<status>\d+)\)",
          N_("the framework wants an access token and none is set (HTTP %(status)s)")),
+        # what the daemon's link says of the console's requests (link_status.py)
+        (r"(?P<app>\d+) is not a bot of this daemon", N_("%(app)s is not a bot of this daemon")),
+        (r"no framework (?P<name>.+) \(the list changed: reload the page\)",
+         N_("no framework %(name)s (the list changed: reload the page)")),
+        (r"(?P<name>.+) keeps no backlog to drop \(a forward-WS connection owes its events "
+         r"only while it is connected\)",
+         N_("%(name)s keeps no backlog to drop (a forward-WS connection owes its events only "
+            "while it is connected)")),
+        (r"a test message goes to a group, a C2C chat or a channel",
+         N_("a test message goes to a group, a C2C chat or a channel")),
+        (r"a chat scene is <PLATFORM>:<appid>:<kind>:<openid>",
+         N_("a chat scene is <PLATFORM>:<appid>:<kind>:<openid>")),
     ))
 
 

@@ -38,15 +38,17 @@ from aiohttp import web
 from gensokyo_idmap import __version__, jsonio
 from gensokyo_idmap.api.access import same_token
 from gensokyo_idmap.api.console import form_tokens, language
+from gensokyo_idmap.api.console.browse_pages import BrowsePages
 from gensokyo_idmap.api.console.chart import ChartWords, rate_chart
 from gensokyo_idmap.api.console.dates import time_tag
 from gensokyo_idmap.api.console.error_text import error_text, said
 from gensokyo_idmap.api.console.form_tokens import FormTokens
 from gensokyo_idmap.api.console.login_limit import LoginLimit
+from gensokyo_idmap.api.console.operate_pages import OperatePages
 from gensokyo_idmap.api.console.rates import RateHistory
 from gensokyo_idmap.api.console.services import ApiServices
 from gensokyo_idmap.api.console.sessions import COOKIE, Session, Sessions
-from gensokyo_idmap.api.console.status import BotLink, LinkStatus, LinkView
+from gensokyo_idmap.api.console.status import BotLink, Controls, LinkStatus, LinkView
 from gensokyo_idmap.api.console.translations import Catalogs, install
 from gensokyo_idmap.api.traffic import totals
 from gensokyo_idmap.errors import BadInputError, IdmapError, NotFoundError
@@ -146,9 +148,13 @@ class Console:
     """The console of one API listener (:class:`~.services.ApiServices`)."""
 
     def __init__(self, api: ApiServices, link: LinkStatus | None = None, *,
-                 tail: LogTail = TAIL, sample_seconds: float = 10.0) -> None:
+                 controls: Controls | None = None, tail: LogTail = TAIL,
+                 sample_seconds: float = 10.0) -> None:
         self.api = api
         self.link = link
+        self.controls = controls
+        self.browse = BrowsePages(self)
+        self.operate = OperatePages(self)
         self.tail = tail
         self.sessions = Sessions()
         self.form_tokens = FormTokens()
@@ -178,11 +184,11 @@ class Console:
             web.post("/login", self.login),
             web.post("/logout", self.logout),
             web.post("/language", self.switch_language),
-            web.get("/identities", self.identities),
+            *self.browse.routes(),
+            *self.operate.routes(),
             web.get("/identities/{vuin}", self.vuin_page),
             web.post("/bind", self.bind),
             web.post("/rebind", self.rebind),
-            web.get("/messages", self.messages),
             web.get("/logs", self.logs),
             web.get("/logs/stream", self.log_stream),
             web.static("/static", static),
@@ -262,6 +268,9 @@ class Console:
         except IdmapError as err:  # a value a page could not take: shown, nothing written
             response = self._refusal(request, err.http_status,
                                      error_text(err, self._texts()))
+        except web.HTTPNotFound:  # no page there: the console's own, with its menu
+            response = self._render("notfound.html", request, {"path": request.path},
+                                    status=404)
         if visit.new_token:
             self._set_cookie(request, response, form_tokens.COOKIE, visit.csrf)
         return response
@@ -286,7 +295,8 @@ class Console:
         return self.catalogs[_LANGUAGE.get()]
 
     def _refusal(self, request: web.Request, status: int, message: str) -> web.Response:
-        return self._render("refused.html", request, {"message": message}, status=status)
+        return self._render("refused.html", request, {"message": message, "status": status},
+                            status=status)
 
     def _render(self, template: str, request: web.Request, context: Mapping[str, Any],
                 status: int = 200) -> web.Response:
@@ -449,32 +459,6 @@ class Console:
 
     # --- identities -------------------------------------------------------------------------
 
-    async def identities(self, request: web.Request) -> web.Response:
-        query = request.query.get("q", "")
-        error, status = None, 200
-        if query.strip():
-            try:
-                vuin = self._find(query)
-            except IdmapError as err:
-                error, status = error_text(err, self._texts()), err.http_status
-            else:
-                raise web.HTTPSeeOther(f"/ui/identities/{vuin}")
-        return self._render("identities.html", request, {
-            "page": "identities", "q": query, "error": error,
-            "binds": [line.text for line in self.tail.binds()]}, status=status)
-
-    def _find(self, query: str) -> int:
-        """The vUIN ``query`` names; a bare OpenID is looked for as one of each bot served,
-        in the config's order (the first found wins), so the search finds a person of any
-        bot. A :class:`NotFoundError` when none knows it."""
-        served = self.api.settings.served
-        for app_id in served[:-1]:
-            try:
-                return self.api.find_vuin(query, app_id)[1]
-            except NotFoundError:
-                continue
-        return self.api.find_vuin(query, served[-1] if served else None)[1]
-
     async def vuin_page(self, request: web.Request) -> web.Response:
         try:
             view = vuin_data(self.api.graph.show(parse_vuin(request.match_info["vuin"])))
@@ -504,6 +488,8 @@ class Console:
             result = bind_data(await self.api.graph.bind(key, vuin))
         except IdmapError as err:
             return self._form_error(request, vuin_text, "bind", err)
+        if result["outcome"] == "moved" and result["previous"] is None:
+            result["outcome"] = "bound"  # a key new to the graph moved from nowhere
         return self._render("result.html", request, {
             "page": "identities", "op": "bind", "result": result, "vuin": result["vuin"]})
 
@@ -546,18 +532,6 @@ class Console:
                                                    "error": message}, status=err.http_status)
 
     # --- messages ---------------------------------------------------------------------------
-
-    async def messages(self, request: web.Request) -> web.Response:
-        query = request.query.get("q", "").strip()
-        record, error, status = None, None, 200
-        if query:
-            try:
-                record = self._message(query)
-            except IdmapError as err:
-                error, status = error_text(err, self._texts()), err.http_status
-        return self._render("messages.html", request, {
-            "page": "messages", "q": query, "record": record, "error": error,
-            "now_ms": int(time.time() * 1000)}, status=status)
 
     def _message(self, query: str) -> dict[str, Any]:
         """A virtual id (digits) or a real id, as ``/v1/msgids`` reads them."""

@@ -32,19 +32,30 @@ class RateHistory:
         """Per name, the rate (per second) between each two samples, oldest first; a count
         that went down (a restarted source) shows as 0, not as a negative rate.
 
-        ``to_now``: and a last point from the newest sample to the totals now (read, not
-        kept), so a chart shows the current step before it is complete."""
+        ``to_now``: and a last point for the step in progress (the totals now, read, not
+        kept), so a chart shows it before it is complete. That point is the rate over at
+        least one whole step, from the newest sample at least a step old to now: over only
+        the seconds since the newest sample, a burst in them (five events in the second
+        after it: 5/s, where the step's rate is 0.5/s) would draw a spike that is gone at
+        the next sample, and set the chart's scale from it."""
         samples = list(self._samples)
-        if to_now and samples and self._clock() - samples[-1][0] >= 1.0:
-            samples.append((self._clock(), dict(self._read())))
+        now = self._clock()
         names = list(samples[-1][1]) if samples else []
         out: dict[str, list[float]] = {name: [] for name in names}
         for (t0, before), (t1, after) in pairwise(samples):
-            seconds = t1 - t0
-            for name in names:
-                delta = after.get(name, 0.0) - before.get(name, 0.0)
-                out[name].append(max(0.0, delta) / seconds if seconds > 0 else 0.0)
+            self._add(out, names, before, after, t1 - t0)
+        if to_now and samples and now - samples[-1][0] >= 1.0:
+            since, before = next(((t, totals) for t, totals in reversed(samples)
+                                  if now - t >= self.step), samples[0])
+            self._add(out, names, before, self._read(), now - since)
         return out
+
+    @staticmethod
+    def _add(out: dict[str, list[float]], names: list[str], before: Mapping[str, float],
+             after: Mapping[str, float], seconds: float) -> None:
+        for name in names:
+            delta = after.get(name, 0.0) - before.get(name, 0.0)
+            out[name].append(max(0.0, delta) / seconds if seconds > 0 else 0.0)
 
     def latest(self) -> dict[str, float]:
         """The rate of each name since the newest sample (or between the last two, within

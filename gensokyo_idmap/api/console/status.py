@@ -1,19 +1,22 @@
-"""What the console shows of the parts the API may not import (pure data).
+"""What the console shows of the parts the API may not import (pure data), and what it may
+ask of them.
 
 The API layer never imports the QQ side, the OneBot side or the bridge (an import-linter
 contract): the daemon, which holds them, hands the console a :data:`LinkStatus` callable
-that describes them in these plain shapes (``gensokyo_idmap/link_status.py``).
+that describes them in these plain shapes, and :class:`Controls` for the few things an
+operator may do to them from the console (``gensokyo_idmap/link_status.py``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TypeAlias
+from typing import Protocol, TypeAlias
 
 from gensokyo_idmap.readiness import PlatformReadiness
 
-__all__ = ["BotLink", "FrameworkLink", "GatewayLink", "LinkStatus", "LinkView", "WebhookEvent"]
+__all__ = ["BotLink", "ConfigRow", "Controls", "FrameworkLink", "GatewayLink", "LinkStatus",
+           "LinkView", "SendOutcome", "WebhookEvent"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,3 +91,55 @@ class LinkView:
 
 #: Called for each overview: what the daemon's platform link and frameworks look like now.
 LinkStatus: TypeAlias = Callable[[], LinkView]
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigRow:
+    """One key of the running configuration: its path (``api.listen``), its value as it
+    may be shown (a secret as ``***``, a URL without its credentials), and where it came
+    from: ``file``, the ``GSK_*`` variable that set it, or ``default``."""
+
+    path: str
+    value: str
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
+class SendOutcome:
+    """What became of a test message: sent (its virtual message id) or not, the OneBot
+    retcode, and what the daemon or the platform said."""
+
+    ok: bool
+    retcode: int
+    detail: str
+    message_id: int | None = None
+
+
+class Controls(Protocol):
+    """What the console may ask of the daemon beyond its stores (the daemon's
+    :class:`~gensokyo_idmap.link_status.LinkWatch`)."""
+
+    def config_rows(self) -> Sequence[ConfigRow]:
+        """The running configuration, every key, secrets hidden."""
+        ...
+
+    def bots(self) -> Sequence[str]:
+        """The AppIDs of the bots this daemon serves (their chats are listed)."""
+        ...
+
+    def replies_used(self, app_id: str, reference: str) -> int:
+        """How many replies bot ``app_id`` gave the received message ``reference`` (its
+        real id): each bot counts its own."""
+        ...
+
+    async def drop_backlog(self, number: int, name: str) -> int:
+        """Drop what framework ``number`` (its place in :attr:`LinkView.frameworks`, which
+        must still be named ``name``) is owed and has not been sent; how many events went.
+        A :class:`~gensokyo_idmap.errors.NotFoundError` when there is no such framework,
+        or one whose backlog cannot be dropped (a forward-WS connection)."""
+        ...
+
+    async def send_test(self, scene: str, text: str) -> SendOutcome:
+        """Send ``text`` to the chat of ``scene`` as a framework's send would go (a
+        passive reply where the platform wants one)."""
+        ...

@@ -9,6 +9,7 @@ Keys, each under the prefix (``gsk:`` by default):
 | ``m:r:<real id>`` | string | the virtual id of a real id; also ``m:r:<alias>`` (:func:`gensokyo_idmap.runtime.msgid.quote_key`), written, refreshed and purged with the record |
 | ``m:c:<AppID>\\0<kind>\\0<target>`` | sorted set | inbound messages of a chat, members ``<created ms, 16 hex><virtual id, 8 hex>`` (lexical order is time order), the newest 256 |
 | ``d:<delivery key>`` | string | a delivery claim: its expiry ms; while a daemon delivers the event, ``<that daemon's token>:<until ms>``: a lease of a few seconds that daemon renews while the delivery lasts |
+| ``m:l`` | sorted set | every message (in and out) created within the TTL, members as in ``m:c``, the newest :data:`LISTED` at most: the recent messages, newest first (the console's list) |
 | ``m:a:<AppID>\\0<kind>\\0<target>`` | sorted set | the chat's inbound messages within their reply window that may have replies left (members as in ``m:c``): what a send answers |
 | ``b:<msg_id or event_id>`` | string | replies sent to that id (all daemons together); with ``bots``, ``b:<AppID>:<msg_id or event_id>``: each bot's replies apart (two bots given one platform message id each have its five) |
 
@@ -49,11 +50,14 @@ from gensokyo_idmap.runtime.msgid import MAX_PROBES
 from gensokyo_idmap.runtime.redis.connection import RedisRuntime
 from gensokyo_idmap.runtime.redis.trips import ScriptTrips
 
-__all__ = ["CHAT_KEPT", "RedisMsgIds", "Stored"]
+__all__ = ["CHAT_KEPT", "LISTED", "RedisMsgIds", "Stored"]
 
 #: Inbound messages kept per chat for "the newest one with replies left": far more than
 #: a send ever steps back over.
 CHAT_KEPT: Final = 256
+#: Messages the ``m:l`` list of recent messages holds at most (a bound on its memory; those
+#: created longer than the TTL ago leave it anyway).
+LISTED: Final = 100_000
 
 _LUA_COMMON: Final = r"""
 local p = ARGV[1]
@@ -68,7 +72,7 @@ local function rec_of(vid)
 end
 """
 
-_STORE_LUA: Final = _LUA_COMMON + r"""
+_STORE_LUA: Final = _LUA_COMMON + f"local listed = {LISTED}\n" + r"""
 -- ARGV: prefix, now ms, ttl ms, int32 max, probes, chat kept, the calling daemon's last
 -- position and the end of its reserved block, then per item real id, AppID, chat kind,
 -- target, direction, reply window ms (0: none), author vUIN, content kept ('1' / '0'),
@@ -96,6 +100,7 @@ local function purge(vid, rec)
   if rec[5] == 'in' then
     redis.call('ZREM', chat_key(rec[2], rec[3], rec[4]), member(tonumber(rec[6]), vid))
   end
+  if rec[6] then redis.call('ZREM', p .. 'm:l', member(tonumber(rec[6]), vid)) end
 end
 local out = {0}
 for i = 9, #ARGV, 10 do
@@ -144,6 +149,13 @@ for i = 9, #ARGV, 10 do
         redis.call('HSET', vkey, 'x', alias)
         redis.call('SET', p .. 'm:r:' .. alias, vid, 'PX', ttl)
       end
+      local lkey = p .. 'm:l'
+      redis.call('ZADD', lkey, 0, member(now, vid))
+      redis.call('ZREMRANGEBYLEX', lkey, '-', '(' .. member(math.max(now - ttl, 0), 0))
+      if redis.call('ZCARD', lkey) > listed then
+        redis.call('ZREMRANGEBYRANK', lkey, 0, -(listed + 1))
+      end
+      redis.call('PEXPIRE', lkey, ttl)
       if dir == 'in' then
         local ckey = chat_key(app, kind, target)
         redis.call('ZADD', ckey, 0, member(now, vid))
@@ -395,6 +407,35 @@ class RedisMsgIds:
         found = self._latest(args=[self._prefix, app_id, chat_kind, target, now_ms,
                                    max(since_ms, 0), bound])
         return None if not found else _record(int(found[0]), found[1:])
+
+    def recent(self, before: tuple[int, int] | None, now_ms: int, limit: int,
+               scanned: int) -> list[tuple[MsgRecord, MsgContent | None]]:
+        """:meth:`~gensokyo_idmap.runtime.base.MsgIdReader.recent` on ``m:l``, with the
+        content kept: members read a page at a time, their records in one pipeline each."""
+        found: list[tuple[MsgRecord, MsgContent | None]] = []
+        bound = "+" if before is None else "(" + _member(*before)
+        sync = self.runtime.sync
+        while len(found) < limit and scanned > 0:
+            want = min(max(limit - len(found), 16), scanned)
+            members = [_text(m) for m in sync.zrevrangebylex(
+                self._prefix + "m:l", bound, "-", start=0, num=want)]
+            if not members:
+                break
+            scanned -= len(members)
+            with sync.pipeline(transaction=False) as pipe:
+                for m in members:
+                    pipe.hmget(self.runtime.key("m:v", int(m[16:24], 16)),
+                               _RECORD_FIELDS + _CONTENT_FIELDS)
+                rows = pipe.execute()
+            for m, fields in zip(members, rows, strict=True):
+                record = _record(int(m[16:24], 16), fields[:len(_RECORD_FIELDS)])
+                if record is not None and record.created_ms == int(m[:16], 16) \
+                        and record.expires_ms > now_ms and len(found) < limit:
+                    found.append((record, _content(fields[len(_RECORD_FIELDS):])))
+            bound = "(" + members[-1]
+            if len(members) < want:
+                break
+        return found
 
     def counts(self) -> MsgIdCounts:
         counter = self.runtime.sync.get(self._prefix + "m:ctr")

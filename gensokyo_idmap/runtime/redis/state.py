@@ -39,6 +39,7 @@ from gensokyo_idmap.runtime.msgid import (
     DEFAULT_MSGID_TTL_SECONDS,
     DEFAULT_SWEEP_INTERVAL_SECONDS,
     EVENT_KINDS,
+    RECENT_SCAN,
     InboundWalk,
     MsgContext,
     _alive,
@@ -315,6 +316,15 @@ class RedisMsgIdMap:
         return self.store.softly(lambda: newest_of(
             [self.ids.latest_inbound(app_id, kind, target, now_ms, 0) for kind in chat_kinds]),
             None, _LOOKUP_FAILED)
+
+    def recent(self, before: tuple[int, int] | None, limit: int
+               ) -> list[tuple[MsgRecord, MsgContent | None]]:
+        """As :meth:`MsgIdMap.recent`, from the ``m:l`` list (nothing while Redis is
+        down)."""
+        now_ms = self._now_ms()
+        return self.store.softly(lambda: self.ids.recent(before, now_ms, limit,
+                                                         limit + RECENT_SCAN),
+                                 [], _LOOKUP_FAILED)
 
     def counts(self) -> MsgIdCounts:
         """Counter and records still in Redis (a ``SCAN`` of the prefix: for stats only)."""

@@ -1,7 +1,10 @@
 """openid-map.db on LMDB: the embedded identity store.
 
 One env file, named databases as docs/stores.md lists them, plus ``vuin_alias`` (old vUIN → the
-vUIN it now resolves to, written by rebind and by legacy migration). Durability:
+vUIN it now resolves to, written by rebind and by legacy migration) and ``seen_by_scene``
+(scene → the vUINs last seen there, dupsort: ``last_seen`` turned round, written with it in
+the same transaction, so that the chats seen and their members are read a page at a time
+and counted without a walk of the graph; schema_version 2 added it). Durability:
 ``sync=True`` and ``metasync=True``: a commit returns after fsync. Opening, schema
 versions, reads, group commit and map growth are the shared :class:`LmdbEnv` machinery.
 """
@@ -35,7 +38,7 @@ __all__ = [
 
 
 #: The schema this code writes. Older stores are upgraded by UPGRADES, newer ones refused.
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
 DEFAULT_MAP_SIZE: Final = 64 * 1024 * 1024
 #: What to do when openid-map.db is refused (missing, emptied, damaged): a new one would
 #: hand vUIN 1, 2, ... to other people than the ones frameworks know by them.
@@ -53,6 +56,7 @@ TABLES: Final = (
     Table(b"vuin_to_identity", "vuin_to_identity", dupsort=True),
     Table(b"last_seen", "last_seen"),
     Table(b"vuin_alias", "vuin_alias"),
+    Table(b"seen_by_scene", "seen_by_scene", dupsort=True),
     Table(b"config", "config"),
     Table(b"UserInfo", "user_info"),
 )
@@ -208,6 +212,56 @@ class LmdbView(CounterView, IdentityWriter, LegacyWriter):
         for k, v in self._txn.cursor(self._t.vuin_alias):
             yield decode_u64(k), decode_u64(v)
 
+    def vuins_below(self, below: int | None, limit: int) -> list[int]:
+        cur = self._txn.cursor(self._t.vuin_to_identity)
+        found: list[int] = []
+        if below is None:
+            placed = cur.last()
+        elif cur.set_range(_U64(below)):
+            placed = cur.prev_nodup()  # the first key at or above ``below``: step below it
+        else:
+            placed = cur.last()  # nothing at or above: the highest is below
+        while placed and len(found) < limit:
+            found.append(_U64_FROM(cur.key())[0])
+            placed = cur.prev_nodup()
+        return found
+
+    def scenes_after(self, prefix: str, after: str | None, limit: int) -> list[tuple[str, int]]:
+        cur = self._txn.cursor(self._t.seen_by_scene)
+        start = prefix.encode("utf-8")
+        found: list[tuple[str, int]] = []
+        if after is not None and after.encode("utf-8") >= start:
+            placed = cur.set_range(after.encode("utf-8"))
+            if placed and cur.key() == after.encode("utf-8"):
+                placed = cur.next_nodup()
+        else:
+            placed = cur.set_range(start)
+        while placed and len(found) < limit:
+            key = bytes(cur.key())
+            if not key.startswith(start):
+                break
+            found.append((key.decode("utf-8"), cur.count()))
+            placed = cur.next_nodup()
+        return found
+
+    def seen_in(self, scene: str, above: int | None, limit: int) -> list[tuple[int, LastSeen]]:
+        cur = self._txn.cursor(self._t.seen_by_scene)
+        raw_scene = _scene_bytes(scene)
+        if above is None:
+            placed = cur.set_key(raw_scene)
+        else:
+            placed = cur.set_range_dup(raw_scene, _U64(above))
+            if placed and cur.value() == _U64(above):
+                placed = cur.next_dup()
+        found: list[tuple[int, LastSeen]] = []
+        while placed and len(found) < limit:
+            vuin = _U64_FROM(cur.value())[0]
+            seen = self.last_seen(vuin, scene)
+            if seen is not None:
+                found.append((vuin, seen))
+            placed = cur.next_dup()
+        return found
+
     def counts(self) -> TableCounts:
         def entries(db: Any) -> int:
             return int(self._txn.stat(db)["entries"])
@@ -245,8 +299,11 @@ class LmdbView(CounterView, IdentityWriter, LegacyWriter):
         self._in_use(old)
 
     def set_last_seen(self, vuin: int, scene: str, seen: LastSeen) -> None:
-        self._txn.put(_scene_key(vuin, scene), _last_seen_value(seen.identity, seen.since),
+        raw_scene = _scene_bytes(scene)
+        packed = _U64(vuin)
+        self._txn.put(packed + raw_scene, _last_seen_value(seen.identity, seen.since),
                       db=self._t.last_seen)
+        self._txn.put(raw_scene, packed, db=self._t.seen_by_scene)  # once: dupsort keeps a pair
 
     def add_person(self, key: str, vuin: int, scene: str | None, since: float) -> None:
         """:meth:`IdentityWriter.add_person` with the key encoded and the vUIN packed once."""
@@ -261,9 +318,12 @@ class LmdbView(CounterView, IdentityWriter, LegacyWriter):
             self._unused_from = vuin + 1  # _in_use, inline: once per new person
         if seen is not None:
             put(seen, _last_seen_bytes(raw, since), db=tables.last_seen)
+            put(seen[8:], packed, db=tables.seen_by_scene)
 
     def delete_last_seen(self, vuin: int, scene: str) -> None:
-        self._txn.delete(_scene_key(vuin, scene), db=self._t.last_seen)
+        raw_scene = _scene_bytes(scene)
+        self._txn.delete(_U64(vuin) + raw_scene, db=self._t.last_seen)
+        self._txn.delete(raw_scene, _U64(vuin), db=self._t.seen_by_scene)
 
     def set_vuin_counter(self, value: int) -> None:
         self._set_counter(value)
@@ -313,7 +373,14 @@ def _upgrade_0_to_1(view: LmdbView) -> None:
     view.set_vuin_counter(highest)
 
 
-UPGRADES: dict[int, Callable[[LmdbView], None]] = {0: _upgrade_0_to_1}
+def _upgrade_1_to_2(view: LmdbView) -> None:
+    """``seen_by_scene``, the scene index of ``last_seen``, built from it (one walk, once)."""
+    txn, tables = view._txn, view._t
+    for key in txn.cursor(tables.last_seen).iternext(keys=True, values=False):
+        txn.put(bytes(key[8:]), bytes(key[:8]), db=tables.seen_by_scene)
+
+
+UPGRADES: dict[int, Callable[[LmdbView], None]] = {0: _upgrade_0_to_1, 1: _upgrade_1_to_2}
 
 
 def _is_empty(txn: lmdb.Transaction[bytes], tables: Any) -> bool:

@@ -19,6 +19,7 @@ from typing import Any, Final, LiteralString
 import psycopg
 from psycopg.types.json import Jsonb
 
+from gensokyo_idmap.identity import MAX_VUIN
 from gensokyo_idmap.store.base import (
     IdentityWriter,
     LastSeen,
@@ -42,6 +43,33 @@ _STORED_COUNTER: Final = ("coalesce((SELECT (value #>> '{}')::bigint FROM meta "
 #: :data:`_TAIL_ABOVE` over the counter as stored (read in the same snapshot).
 _TAIL_ABOVE_STORED: Final = _TAIL_ABOVE.replace("%s", _STORED_COUNTER)
 _cursor_ids = itertools.count(1)
+#: The scenes from a start (itself too unless strict) below an end (None: none), each with
+#: its count: a recursive skip scan, one index probe per scene (a loose index scan).
+_SCENES_AFTER: Final = """
+WITH RECURSIVE bounds AS (SELECT %s::text COLLATE "C" AS start, %s::boolean AS strict,
+                                 %s::text COLLATE "C" AS stop),
+scenes(scene) AS (
+    (SELECT scene FROM last_seen, bounds
+      WHERE (scene > start OR (scene = start AND NOT strict))
+        AND (stop IS NULL OR scene < stop)
+      ORDER BY scene LIMIT 1)
+    UNION ALL
+    SELECT (SELECT l.scene FROM last_seen l, bounds
+             WHERE l.scene > s.scene AND (stop IS NULL OR l.scene < stop)
+             ORDER BY l.scene LIMIT 1)
+      FROM scenes s WHERE s.scene IS NOT NULL
+)
+SELECT scene, (SELECT count(*) FROM last_seen l WHERE l.scene = scenes.scene)
+  FROM scenes WHERE scene IS NOT NULL LIMIT %s"""
+
+
+def _prefix_end(prefix: str) -> str | None:
+    """The least text above every text that starts with ``prefix`` (None: no bound): its
+    last character one up, in the byte order of COLLATE "C" (UTF-8's order is code point
+    order)."""
+    while prefix and ord(prefix[-1]) >= 0x10FFFF:
+        prefix = prefix[:-1]
+    return prefix[:-1] + chr(ord(prefix[-1]) + 1) if prefix else None
 
 
 @dataclass(slots=True)
@@ -228,6 +256,28 @@ class PgView(IdentityWriter, LegacyWriter):
         identities, vuins, last_seen, aliases = (int(n) for n in row)
         return TableCounts(identities=identities, vuins=vuins, last_seen=last_seen,
                            aliases=aliases)
+
+    def vuins_below(self, below: int | None, limit: int) -> list[int]:
+        # the primary key (vuin, key) walked backwards; DISTINCT reads a set's few keys
+        rows = self._all("SELECT DISTINCT vuin FROM vuin_to_identity WHERE vuin < %s "
+                         "ORDER BY vuin DESC LIMIT %s",
+                         (MAX_VUIN + 1 if below is None else below, limit))
+        return [int(r[0]) for r in rows]
+
+    def scenes_after(self, prefix: str, after: str | None, limit: int) -> list[tuple[str, int]]:
+        # a skip scan of last_seen_by_scene (schema/0004): each step one index probe for the
+        # next scene, then its count from the index; bounded above by the prefix's end
+        start = prefix if after is None or after < prefix else after
+        strict = after is not None and start == after
+        rows = self._all(_SCENES_AFTER, (start, strict, _prefix_end(prefix), limit))
+        return [(str(scene), int(count)) for scene, count in rows]
+
+    def seen_in(self, scene: str, above: int | None, limit: int) -> list[tuple[int, LastSeen]]:
+        rows = self._all("SELECT vuin, identity, since FROM last_seen WHERE scene = %s "
+                         "AND vuin > %s ORDER BY vuin LIMIT %s",
+                         (scene, 0 if above is None else above, limit))
+        return [(int(vuin), LastSeen(str(identity), float(since)))
+                for vuin, identity, since in rows]
 
     # writes
     def set_vuin(self, key: str, vuin: int) -> None:

@@ -14,7 +14,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from gensokyo_idmap.api.console.status import LinkStatus
+from gensokyo_idmap.api.console.status import Controls, LinkStatus
 from gensokyo_idmap.api.server import ApiServer
 from gensokyo_idmap.api.settings import ApiSettings
 from gensokyo_idmap.idmap import IdentityGraph
@@ -77,13 +77,14 @@ def serve_console(graph: IdentityGraph, msgids: MsgIdMap, identity_db_path: Path
     @asynccontextmanager
     async def serving(token: str = "", host: str = "127.0.0.1",
                       link: LinkStatus | None = None,
+                      controls: Controls | None = None,
                       identity_location: str = "",
                       trusted_proxies: tuple[str, ...] = (),
                       app_ids: tuple[str, ...] = ()) -> AsyncIterator[Browser]:
         server = ApiServer(graph, msgids, ApiSettings(
             app_id=APP_ID, identity_path=identity_db_path, msgid_path=msgid_db_path,
             token=token, identity_location=identity_location,
-            trusted_proxies=trusted_proxies, app_ids=app_ids), link=link)
+            trusted_proxies=trusted_proxies, app_ids=app_ids), link=link, controls=controls)
         runner = web.AppRunner(server.application(), access_log=None, shutdown_timeout=2)
         await runner.setup()
         site = web.TCPSite(runner, host, 0)

@@ -88,6 +88,7 @@ def test_each_known_pattern_is_something_the_domain_says() -> None:
 
 
 def test_the_fields_are_the_consoles_form_fields() -> None:
-    pages = (PACKAGE / "api" / "console" / "pages.py").read_text("utf-8")
+    pages = "".join((PACKAGE / "api" / "console" / name).read_text("utf-8")
+                    for name in ("pages.py", "browse_pages.py", "operate_pages.py"))
     for field in FIELDS:
         assert f'"{field}"' in pages, field

@@ -44,3 +44,25 @@ def test_sizes_read_as_people_read_them() -> None:
     from gensokyo_idmap.api.console.pages import human_size
     assert [human_size(n) for n in (None, 0, 1023, 57344, 67108864)] == [
         "—", "0 B", "1023 B", "56.0 KiB", "64.0 MiB"]
+
+
+def test_a_burst_in_the_step_in_progress_keeps_the_chart_scale() -> None:
+    """One event a second, sampled every 10 s; five more arrive in the second after a
+    sample: the point of the step in progress is a rate over a whole step or more, not 5/s
+    over that second, and the chart's axis stays where the steady traffic put it."""
+    now = [0.0]
+    totals = {"events in": 0.0}
+    history = RateHistory(lambda: totals, step=10, clock=lambda: now[0])
+    for _ in range(12):
+        history.sample()
+        now[0] += 10
+        totals["events in"] += 10
+    history.sample()
+    steady = rate_chart(history.series(to_now=True), 10, 3600)
+    now[0] += 1.0
+    totals["events in"] += 5
+    series = history.series(to_now=True)
+    assert series["events in"][:-1] == [1.0] * 12
+    assert 1.0 <= series["events in"][-1] <= 1.5  # 15 events over 11 s, not 5 over 1
+    assert history.latest()["events in"] <= 1.5
+    assert ">1/s<" in steady and ">2/s<" in rate_chart(series, 10, 3600)  # not 5/s

@@ -483,8 +483,9 @@ def test_every_key_starts_with_the_prefix(daemons: Daemons) -> None:
     RedisReplyBudget(msgids.ids).take("P1", 300)
     runtime = daemons.runtimes[0]
     mine = {key.decode() for key in runtime.scan("*")}
-    # ctr, 2 records, 2 real ids, 1 chat and its reply candidates, 1 claim, 1 reply count
-    assert len(mine) == 9
+    # ctr, 2 records, 2 real ids, 1 chat and its reply candidates, the recent messages'
+    # list, 1 claim, 1 reply count
+    assert len(mine) == 10
     assert all(key.startswith(daemons.prefix) for key in mine)
     assert all(runtime.sync.pttl(key) > 0 for key in mine if not key.endswith("m:ctr"))
 

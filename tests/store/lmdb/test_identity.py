@@ -15,6 +15,7 @@ from gensokyo_idmap.errors import NotFoundError, SchemaVersionError, StoreError
 from gensokyo_idmap.idmap import allocate_vuin
 from gensokyo_idmap.store.base import IdentityWriter, LastSeen
 from gensokyo_idmap.store.lmdb.codec import decode_value, encode_u64, encode_value
+from gensokyo_idmap.store.lmdb.identity import TABLES as STORE_TABLES
 from gensokyo_idmap.store.lmdb.identity import (
     SCHEMA_VERSION,
     LmdbIdentityStore,
@@ -23,7 +24,7 @@ from gensokyo_idmap.store.lmdb.identity import (
 )
 
 TABLES = {b"meta", b"identity_to_vuin", b"vuin_to_identity", b"last_seen", b"vuin_alias",
-          b"config", b"UserInfo"}
+          b"seen_by_scene", b"config", b"UserInfo"}
 
 
 def raw_env(path: Path) -> lmdb.Environment:
@@ -190,30 +191,58 @@ def test_unversioned_store_is_upgraded(identity_db_path: Path) -> None:
 
 
 def test_upgrade_steps_run_in_order(identity_db_path: Path) -> None:
-    LmdbIdentityStore(identity_db_path).close()  # version 1
+    LmdbIdentityStore(identity_db_path).close()  # the current version
     ran: list[int] = []
 
     def step(version: int):  # type: ignore[no-untyped-def]
         def apply(view: LmdbView) -> None:
             ran.append(version)
-            view.set_vuin_counter(view.vuin_counter() + 10 ** version)
+            view.set_vuin_counter(view.vuin_counter() + 10 ** (version - SCHEMA_VERSION + 1))
         return apply
 
-    upgrades = {1: step(1), 2: step(2)}
-    store = LmdbIdentityStore(identity_db_path, schema_version=3, upgrades=upgrades)
+    now, later = SCHEMA_VERSION, SCHEMA_VERSION + 1
+    upgrades = {now: step(now), later: step(later)}
+    store = LmdbIdentityStore(identity_db_path, schema_version=now + 2, upgrades=upgrades)
     with store.read() as view:
         assert view.vuin_counter() == 110
     store.close()
-    assert ran == [1, 2]
-    store = LmdbIdentityStore(identity_db_path, schema_version=3, upgrades=upgrades)
+    assert ran == [now, later]
+    store = LmdbIdentityStore(identity_db_path, schema_version=now + 2, upgrades=upgrades)
     store.close()
-    assert ran == [1, 2]  # nothing to do the second time
+    assert ran == [now, later]  # nothing to do the second time
 
 
 def test_missing_upgrade_step_is_an_error(identity_db_path: Path) -> None:
     LmdbIdentityStore(identity_db_path).close()
-    with pytest.raises(StoreError, match="no upgrade from schema_version 1"):
-        LmdbIdentityStore(identity_db_path, schema_version=2, upgrades={})
+    with pytest.raises(StoreError, match=f"no upgrade from schema_version {SCHEMA_VERSION}"):
+        LmdbIdentityStore(identity_db_path, schema_version=SCHEMA_VERSION + 1, upgrades={})
+
+
+def test_a_version_1_store_gets_its_scene_index(identity_db_path: Path) -> None:
+    """schema_version 1 had no ``seen_by_scene``: the upgrade builds it from last_seen, so
+    the chats seen before the upgrade are listed after it."""
+    env = raw_env(identity_db_path)
+    with env.begin(write=True) as txn:
+        dbs = {t.name: env.open_db(t.name, txn=txn, dupsort=t.dupsort) for t in STORE_TABLES
+               if t.name != b"seen_by_scene"}
+        for vuin, key in ((1, b"raw:a"), (2, b"raw:b")):
+            txn.put(key, encode_u64(vuin), db=dbs[b"identity_to_vuin"])
+            txn.put(encode_u64(vuin), key, db=dbs[b"vuin_to_identity"])
+        for vuin, scene in ((1, b"QQ:1:group:G"), (2, b"QQ:1:group:G"), (2, b"QQ:1:c2c:b")):
+            txn.put(encode_u64(vuin) + scene, encode_value(["raw:x", 1.0]),
+                    db=dbs[b"last_seen"])
+        txn.put(b"schema_version", encode_value(1), db=dbs[b"meta"])
+        txn.put(b"vuin_counter", encode_value(2), db=dbs[b"meta"])
+    env.close()
+    store = LmdbIdentityStore(identity_db_path)
+    try:
+        with store.read() as view:
+            assert view.scenes_after("QQ:1:", None, 10) == [("QQ:1:c2c:b", 1),
+                                                             ("QQ:1:group:G", 2)]
+            assert [vuin for vuin, _ in view.seen_in("QQ:1:group:G", None, 10)] == [1, 2]
+            assert view.get_meta("schema_version") == SCHEMA_VERSION
+    finally:
+        store.close()
 
 
 def test_readonly_open_creates_nothing_and_never_upgrades(identity_db_path: Path) -> None:
