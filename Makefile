@@ -46,6 +46,7 @@ bench: venv
 	$(BIN)/python bench/msgid.py
 	$(BIN)/python bench/migration.py
 	$(BIN)/python bench/inbound.py
+	$(BIN)/python bench/inbound.py --bots 10
 	$(BIN)/python bench/stalled_client.py
 	$(BIN)/python bench/outbound.py
 	$(BIN)/python bench/api.py
