@@ -136,7 +136,7 @@ def test_overview_figures_move_while_the_platform_sends(tmp_path: Path) -> None:
                     "before => Number(document.getElementById('total-events-in')"
                     ".textContent) >= before + 5", arg=before)
                 await page.wait_for_function(
-                    "() => document.querySelector('[data-live=\"link.last_webhook.event_type\"]')"
+                    "() => document.querySelector('[data-live=\"bots.0.last_webhook.event_type\"]')"
                     ".textContent === 'C2C_MESSAGE_CREATE'")
                 await page.wait_for_function(
                     "() => Number(document.getElementById('identities-count').textContent) >= 2")

@@ -80,10 +80,10 @@ async def every_page(page: Any, live: Bridge, language: str, shots: bool) -> Non
     await page.wait_for_function("() => document.body.hasAttribute('data-refreshed')")
     assert await text(page, "#ready") in (says["yes"], says["no"])
     assert says["yes"] in await text(page, "#frameworks")  # connected, written by the script
-    webhook_time = page.locator('[data-live-time="link.last_webhook.at"]')
+    webhook_time = page.locator('[data-live-time="bots.0.last_webhook.at"]')
     await page.wait_for_function(
         "() => /UTC[+]08:00$/.test(document.querySelector("
-        "'[data-live-time=\"link.last_webhook.at\"]').textContent)")
+        "'[data-live-time=\"bots.0.last_webhook.at\"]').textContent)")
     assert LOCAL.fullmatch((await webhook_time.inner_text()).strip())
     await shot("overview")
 

@@ -80,7 +80,7 @@ def test_the_overview_moves_while_the_demo_users_chat(tmp_path: Path) -> None:
                 await page.wait_for_function(  # the bot's pongs were sent
                     "() => Number(document.getElementById('total-actions').textContent) >= 1")
                 await page.wait_for_function(
-                    "() => document.querySelector('[data-live=\"link.last_webhook.event_type\"]')"
+                    "() => document.querySelector('[data-live=\"bots.0.last_webhook.event_type\"]')"
                     ".textContent.trim() !== ''")
                 await page.wait_for_function(
                     "() => Number(document.getElementById('identities-count').textContent) >= 2")
