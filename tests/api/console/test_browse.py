@@ -149,6 +149,50 @@ def test_chats_with_members_last_message_and_replies_left(
     scenario(serve_console, body, controls=controls)
 
 
+class TwoBots(Controls):
+    """Controls of a daemon serving :data:`APP_ID` and :data:`OTHER_BOT`, each bot's
+    replies counted apart (one platform message id may be each bot's)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.used_by: dict[tuple[str, str], int] = {}
+
+    def bots(self) -> Sequence[str]:
+        return [APP_ID, OTHER_BOT]
+
+    def replies_used(self, app_id: str, reference: str) -> int:
+        return self.used_by.get((app_id, reference), 0)
+
+
+OTHER_BOT = "102000002"
+
+
+def test_a_chats_replies_left_are_its_bots(serve_console: ServeConsole, graph: IdentityGraph,
+                                           msgids: MsgIdMap) -> None:
+    """The same platform message id in a group of each bot: the replies one bot spent on
+    it leave the other bot's chat its five."""
+    controls = TwoBots()
+
+    async def body(browser: Browser) -> None:
+        await people(graph, 1)
+        other_group = "B1B2C3D4E5F60718293A4B5C6D7E8F91"
+        await graph.resolve([OpenId(OTHER_BOT, other_group)],
+                            scene=f"QQ:{OTHER_BOT}:group:{other_group}")
+        msgids.store_real_sync("M1", MsgContext(APP_ID, "group", GROUP).about(1, "hello"))
+        msgids.store_real_sync("M1", MsgContext(OTHER_BOT, "group", other_group)
+                               .about(1, "hello"))
+        controls.used_by[(OTHER_BOT, "M1")] = 4
+        status, page, _ = await browser.get("/ui/chats")
+        assert status == 200, page
+        listed = rows(page, "chat-list")
+        mine = next(r for r in listed if GROUP in r)
+        others = next(r for r in listed if other_group in r)
+        assert re.search(r'data-label="replies left">5 ', mine), mine
+        assert re.search(r'data-label="replies left">1 ', others), others
+
+    scenario(serve_console, body, controls=controls)
+
+
 def test_messages_newest_first_and_a_message_names_its_chat_by_vuin(
         serve_console: ServeConsole, graph: IdentityGraph, msgids: MsgIdMap) -> None:
     async def body(browser: Browser) -> None:
