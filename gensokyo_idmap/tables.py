@@ -165,9 +165,12 @@ def estimate(count: int, containers: Iterable[object], entries: Iterable[object]
     :data:`SAMPLE` of ``entries`` (each a key and value, or whatever one entry is) times
     ``count``."""
     size = sum(sys.getsizeof(container) for container in containers)
-    sample = list(islice(entries, SAMPLE))
-    if sample and count:
-        size += sum(entry_bytes(entry) for entry in sample) * count // len(sample)
+    try:
+        sample = list(islice(entries, SAMPLE))
+        if sample and count:
+            size += sum(entry_bytes(entry) for entry in sample) * count // len(sample)
+    except RuntimeError:  # a worker thread changed the table meanwhile: no sample this time
+        pass
     return size
 
 

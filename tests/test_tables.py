@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 from collections import OrderedDict
+from collections.abc import Iterator
 from pathlib import Path
 
 from structlog.testing import capture_logs
@@ -108,6 +109,16 @@ def test_an_estimate_scales_a_sample_to_the_count() -> None:
     entry = entry_bytes(("key 0000", 0.0))
     assert estimate(len(table), (table,), table.items()) == sys.getsizeof(table) + 1000 * entry
     assert estimate(0, (table,), ()) == sys.getsizeof(table)
+
+
+def test_an_estimate_of_a_table_a_thread_changes_meanwhile_leaves_the_sample_out() -> None:
+    table = {n: n for n in range(100)}
+
+    def changing() -> Iterator[tuple[int, int]]:
+        yield 1, 1
+        raise RuntimeError("dictionary changed size during iteration")
+
+    assert estimate(100, (table,), changing()) == sys.getsizeof(table)
 
 
 def test_a_table_far_emptier_than_it_grew_is_copied_in_order() -> None:

@@ -388,11 +388,13 @@ class WalkMemo(dict[_ChatKey, tuple[int, _Answers]]):
         self._now_ms = now_ms
 
     def forget(self) -> None:
-        """Drop the chats whose walks are past their second: the chats no one sends to."""
+        """Drop the chats whose walks are past their second: the chats no one sends to.
+        (A reply choice on a worker thread may add one meanwhile: the items are copied in
+        one step, and a memo renewed since is left.)"""
         now_ms = self._now_ms()
-        kept = {chat: memo for chat, memo in self.items() if memo[0] > now_ms}
-        self.clear()
-        self.update(kept)
+        for chat, memo in list(self.items()):
+            if memo[0] <= now_ms and self.get(chat) is memo:
+                self.pop(chat, None)
 
     def footprint(self) -> int:
         return estimate(len(self), (self,), self.items())
