@@ -6,13 +6,10 @@ from __future__ import annotations
 import sys
 from collections import OrderedDict
 from collections.abc import Iterator
-from pathlib import Path
 
 from structlog.testing import capture_logs
 
-from gensokyo_idmap.process_figures import resident_parts
 from gensokyo_idmap.recent_cache import RecentCache
-from gensokyo_idmap.reports import memory_data
 from gensokyo_idmap.tables import Named, TableFigures, Tables, compacted, entry_bytes, estimate
 
 from .conftest import FakeClock
@@ -130,19 +127,3 @@ def test_a_table_far_emptier_than_it_grew_is_copied_in_order() -> None:
     assert type(smaller) is OrderedDict and list(smaller.items()) == list(table.items())
     assert sys.getsizeof(smaller) < sys.getsizeof(table) / 20
     assert compacted(smaller) is smaller
-
-
-def test_the_resident_memory_is_read_apart_anonymous_and_file_backed(tmp_path: Path) -> None:
-    status = tmp_path / "status"
-    status.write_text("Name:\tpython\nVmRSS:\t  61000 kB\nRssAnon:\t   40000 kB\n"
-                      "RssFile:\t   20000 kB\nRssShmem:\t    1000 kB\n")
-    assert resident_parts(str(status)) == (40000 * 1024, 20000 * 1024)
-    assert resident_parts(str(tmp_path / "none")) == (None, None)
-    anon, file = resident_parts()  # this process (Linux)
-    assert anon is None or (anon > 0 and file is not None and file > 0)
-
-
-def test_the_stats_shape_of_the_memory() -> None:
-    assert memory_data((1, 2), [TableFigures("delivery_keys", 3, 400)]) == {
-        "rss_anon_bytes": 1, "rss_file_bytes": 2,
-        "tables": [{"name": "delivery_keys", "entries": 3, "bytes": 400}]}
