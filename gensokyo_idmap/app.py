@@ -52,6 +52,7 @@ from gensokyo_idmap.onebot.http_api import HttpApiServer
 from gensokyo_idmap.onebot.http_post import HttpPostTarget
 from gensokyo_idmap.onebot.reverse_ws import ReverseWsClient
 from gensokyo_idmap.ops.config_check import refuse_bad_startup
+from gensokyo_idmap.qq import events as qq_events
 from gensokyo_idmap.qq.events import QQEvent
 from gensokyo_idmap.qq.gateway import (
     DISCOVERY_FIRST_DELAY,
@@ -75,6 +76,7 @@ from gensokyo_idmap.store.base import IdentityStore
 from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
 from gensokyo_idmap.store.lmdb.outbox import LmdbOutboxStore
 from gensokyo_idmap.store.serve_lock import ServeLock
+from gensokyo_idmap.tables import Tables
 
 if TYPE_CHECKING:
     from gensokyo_idmap.store.postgres.identity import PgIdentityStore
@@ -213,7 +215,8 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
     sweeper = asyncio.create_task(
         msgids.run_sweeper(stop, config.idmap.msgid_sweep_interval_seconds))
     services.push_async_callback(_stop_periodic, sweeper, stop)
-    trimmer = asyncio.create_task(run_trimmer(stop))
+    tables = Tables()  # the in-memory tables, filled in as their parts are made
+    trimmer = asyncio.create_task(run_trimmer(stop, sweep=tables.sweep))  # the memory chore
     services.push_async_callback(_stop_periodic, trimmer, stop)
     bots = resolve_bots(config)
     _warn_of_names_left_behind(config, bots, outbox_store)
@@ -222,7 +225,7 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
     watch.config = config
     identity_api = (await _start_api(config, bots, graph, msgids, outbox_store,
                                      _server_checks(config, graph, msgids, services), watch,
-                                     plan)
+                                     plan, tables)
                     if config.api.listen else None)
     if identity_api is not None:
         intake.push_async_callback(identity_api.cleanup)
@@ -285,6 +288,8 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
                  self_ids=_self_ids(bots))
 
     turns = ChatTurns()  # one for every bot: a chat's scene names its AppID
+    tables.add_from(*runtimes, msgids, deliveries, turns)
+    tables.add_all(qq_events.memory_tables())
     pipelines = [InboundPipeline(
         runtime.bridge, runtime.sinks, deliveries,
         acknowledge=None if runtime.platform is None else runtime.platform.acknowledge,
@@ -677,7 +682,8 @@ def _watched(batches: Callable[[QQEvent], Awaitable[None]], watch: BotWatch
 async def _start_api(config: Config, bots: Sequence[BotSettings], graph: IdentityGraph,
                      msgids: MessageIds, outbox_store: LmdbOutboxStore,
                      servers: Sequence[tuple[object, ServerCheck]],
-                     watch: LinkWatch, plan: ConnectionPlan) -> web.AppRunner | None:
+                     watch: LinkWatch, plan: ConnectionPlan,
+                     tables: Tables) -> web.AppRunner | None:
     """The identity HTTP API, /getid, /healthz, /metrics and the console on ``api.listen``.
 
     A taken address is fatal when ``api.listen`` was set; the default one being taken (a
@@ -696,7 +702,7 @@ async def _start_api(config: Config, bots: Sequence[BotSettings], graph: Identit
         app_ids=tuple(bot.app_id for bot in bots if bot.app_id),
         self_ids=tuple(bot.self_id for bot in bots if bot.app_id)),
         outbox=(config.outbox_db_path, outbox_store), servers=servers, link=watch,
-        controls=watch)
+        controls=watch, tables=tables)
     try:
         runner = await _listen(server.application(), config.api.listen, "api.listen", plan)
     except BadInputError as err:

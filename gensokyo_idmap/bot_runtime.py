@@ -39,6 +39,7 @@ from gensokyo_idmap.qq.openapi import OpenApiClient
 from gensokyo_idmap.qq.token import AccessTokenManager
 from gensokyo_idmap.runtime.msgid import MessageIds
 from gensokyo_idmap.runtime.replies import ReplyBudget
+from gensokyo_idmap.tables import Named
 
 __all__ = ["BotRuntime", "PlatformClient", "make_bot"]
 
@@ -70,6 +71,12 @@ class BotRuntime:
     #: its server behind the shared forward-WS listener (None: ``onebot.forward_ws`` off)
     forward: ForwardWsServer | None = None
     gateway: asyncio.Task[None] | None = field(default=None)
+
+    def memory_tables(self) -> list[Named]:
+        """Its in-memory tables, and those of the daemon it reaches (the graph's, shared
+        with the other bots: registered once), for :mod:`gensokyo_idmap.tables`."""
+        return [*self.budget.memory_tables(), *self.bridge.memory_tables(),
+                *self.actions.sender.memory_tables()]
 
     @property
     def sinks(self) -> list[EventSink]:

@@ -74,6 +74,7 @@ from gensokyo_idmap.store.base import (
     LastSeen,
     ProbesTogether,
 )
+from gensokyo_idmap.tables import HasTables, Named
 
 __all__ = [
     "ANY_IDENTITY",
@@ -110,7 +111,7 @@ def _parse_stored_key(text: str) -> IdentityKey:
     key = _PARSED_KEYS.young.get(text) or _PARSED_KEYS.get(text)
     if key is None:
         key = parse_key(text)
-        _PARSED_KEYS.put(text, key)
+        _PARSED_KEYS.offer(text, key)
     return key
 
 
@@ -374,6 +375,14 @@ class IdentityGraph:
         self._log_hits = self._log.is_enabled_for(logging.DEBUG)
         # a store whose probe is a round trip: resolve asks it together with other callers
         self._together = store if isinstance(store, ProbesTogether) else None
+
+    def memory_tables(self) -> list[Named]:
+        """The in-memory tables of the graph and its store (:mod:`gensokyo_idmap.tables`):
+        the stored keys parsed (shared by every graph of the process) and the store's
+        caches, if it keeps any."""
+        store = self.store
+        return [("parsed_keys", _PARSED_KEYS),
+                *(store.memory_tables() if isinstance(store, HasTables) else ())]
 
     def known(self, keys: Sequence[IdentityKey], scene: str | None = None, *,
               ask_store: bool = True,

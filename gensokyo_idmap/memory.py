@@ -79,14 +79,22 @@ def malloc_trim_function() -> Callable[[], int] | None:
 
 async def run_trimmer(stop: asyncio.Event,
                       interval_seconds: float = TRIM_INTERVAL_SECONDS,
-                      trim: Callable[[], int] | None = None) -> None:
-    """Trim every ``interval_seconds`` until ``stop`` is set; nothing where there is no
-    ``malloc_trim``. ``trim`` defaults to :func:`malloc_trim_function`'s."""
+                      trim: Callable[[], int] | None = None,
+                      sweep: Callable[[], None] | None = None) -> None:
+    """The memory chore: every ``interval_seconds`` until ``stop`` is set, ``sweep`` (on
+    the event loop: the in-memory tables forget what their rules let them,
+    :meth:`gensokyo_idmap.tables.Tables.sweep`), then the trim, which hands what they held
+    back to the system (nothing where there is no ``malloc_trim``). ``trim`` defaults to
+    :func:`malloc_trim_function`'s."""
     if trim is None:
         trim = malloc_trim_function()
     if trim is None:
         _log.debug("[app] no malloc_trim in this C library: free memory stays with it")
-        return
+        if sweep is None:
+            return
     loop = asyncio.get_running_loop()
     async for _ in every(interval_seconds, stop):
-        await loop.run_in_executor(None, trim)
+        if sweep is not None:
+            sweep()
+        if trim is not None:
+            await loop.run_in_executor(None, trim)

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Final, TypeVar
 
@@ -50,6 +50,7 @@ from prometheus_client.registry import Collector
 from gensokyo_idmap import counters
 from gensokyo_idmap.runtime.base import MsgIdCounts
 from gensokyo_idmap.store.base import LegacyCounts, TableCounts
+from gensokyo_idmap.tables import TableFigures
 
 __all__ = [
     "ACTION_SECONDS",
@@ -61,6 +62,7 @@ __all__ = [
     "DataDirCollector",
     "DurationsCollector",
     "HotCounter",
+    "MemoryTablesCollector",
     "StoreSizeCollector",
     "backend_of",
     "render",
@@ -271,6 +273,32 @@ def _store_entries() -> GaugeMetricFamily:
 def _file_sizes() -> GaugeMetricFamily:
     return GaugeMetricFamily("gensokyo_store_file_bytes", "Size of each store file",
                              labels=["file"])
+
+
+class MemoryTablesCollector(Collector):
+    """``gensokyo_memory_table_entries{table}`` and ``gensokyo_memory_table_bytes{table}``:
+    the daemon's in-memory tables (:mod:`gensokyo_idmap.tables`), read at scrape time."""
+
+    def __init__(self, figures: Callable[[], Sequence[TableFigures]]) -> None:
+        self._figures = figures
+
+    def describe(self) -> Iterator[Metric]:
+        yield from _memory_tables()
+
+    def collect(self) -> Iterator[Metric]:
+        entries, size = _memory_tables()
+        for table in self._figures():
+            entries.add_metric([table.name], table.entries)
+            size.add_metric([table.name], table.bytes)
+        yield entries
+        yield size
+
+
+def _memory_tables() -> tuple[GaugeMetricFamily, GaugeMetricFamily]:
+    return (GaugeMetricFamily("gensokyo_memory_table_entries", "Entries of each in-memory "
+                              "table keyed by chat, person or message", labels=["table"]),
+            GaugeMetricFamily("gensokyo_memory_table_bytes", "Estimated bytes each in-memory "
+                              "table holds", labels=["table"]))
 
 
 def _unless_down(count: Callable[[], T]) -> T | None:

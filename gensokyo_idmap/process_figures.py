@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-__all__ = ["FileSize", "ProcessFigures", "read_figures"]
+__all__ = ["FileSize", "ProcessFigures", "read_figures", "resident_parts"]
 
 _PAGE: Final = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
@@ -53,6 +53,22 @@ def _rss() -> int | None:
             return int(statm.read().split()[1]) * _PAGE
     except (OSError, ValueError, IndexError):
         return None
+
+
+def resident_parts(status: str = "/proc/self/status") -> tuple[int | None, int | None]:
+    """This process's resident memory in bytes, (anonymous, file-backed): what the heap
+    holds apart from the mapped files (the LMDB maps, the libraries), which the system
+    takes back when it needs to. (None, None) where ``/proc`` does not say (not Linux)."""
+    parts: dict[str, int] = {}
+    try:
+        with open(status, encoding="ascii") as lines:
+            for line in lines:
+                name, _, value = line.partition(":")
+                if name in ("RssAnon", "RssFile"):
+                    parts[name] = int(value.split()[0]) * 1024  # in kB
+    except (OSError, ValueError, IndexError):
+        return None, None
+    return parts.get("RssAnon"), parts.get("RssFile")
 
 
 def _open_files() -> int | None:

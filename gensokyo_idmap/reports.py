@@ -15,10 +15,12 @@ from gensokyo_idmap.idmap import BindResult, IdentityGraph, RebindResult, Resolu
 from gensokyo_idmap.runtime.base import MsgRecord
 from gensokyo_idmap.runtime.msgid import MessageIds
 from gensokyo_idmap.store.base import MIGRATION_MARKER, legacy_counts
+from gensokyo_idmap.tables import TableFigures
 
 __all__ = [
     "bind_data",
     "bots_data",
+    "memory_data",
     "rebind_data",
     "record_data",
     "resolution_data",
@@ -114,3 +116,14 @@ def bots_data(graph: IdentityGraph, served: Sequence[tuple[str, int | None]]
     bots.update({app_id: {"served": False, "self_id": None, "openids": n}
                  for app_id, n in sorted(counts.items())})
     return bots
+
+
+def memory_data(rss: tuple[int | None, int | None],
+                tables: Sequence[TableFigures]) -> dict[str, Any]:
+    """``/v1/stats``'s ``memory``: the resident memory, anonymous and file-backed (None
+    where the system does not say), and each in-memory table's entries and estimated bytes
+    (:mod:`gensokyo_idmap.tables`)."""
+    anon, file = rss
+    return {"rss_anon_bytes": anon, "rss_file_bytes": file,
+            "tables": [{"name": table.name, "entries": table.entries, "bytes": table.bytes}
+                       for table in tables]}

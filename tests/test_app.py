@@ -164,6 +164,46 @@ def test_v1_stats_gives_the_store_sizes_as_stats_json_does(tmp_path: Path) -> No
     assert served["msgid_map"]["bytes"] == printed["msgid_map"]["bytes"] > 0
 
 
+def test_v1_stats_and_metrics_show_each_memory_table_of_the_daemon(tmp_path: Path) -> None:
+    """The daemon registers every in-memory table (issue 36.3): /v1/stats' ``memory`` names
+    each with its entries and estimated bytes, beside the resident memory, and /metrics has
+    a gauge per table."""
+    import aiohttp
+
+    config = make_config(tmp_path / "data")
+
+    async def scenario() -> tuple[dict[str, Any], str]:
+        stop = asyncio.Event()
+        with capture_logs() as logs:
+            task = asyncio.create_task(run_daemon(config, stop))
+            await wait_for_event(logs, "[app] ready")
+            base = f"http://{config.api.listen}"
+            async with aiohttp.ClientSession() as http:
+                async with http.get(f"{base}/v1/stats") as resp:
+                    assert resp.status == 200, await resp.text()
+                    stats: dict[str, Any] = await resp.json()
+                async with http.get(f"{base}/metrics") as resp:
+                    text = await resp.text()
+            stop.set()
+            await asyncio.wait_for(task, TIMEOUT)
+        return stats, text
+
+    stats, text = asyncio.run(scenario())
+    memory = stats["memory"]
+    assert memory["rss_anon_bytes"] > 0 and memory["rss_file_bytes"] > 0
+    names = [table["name"] for table in memory["tables"]]
+    assert set(names) >= {
+        "reply_counts", "inbound_contexts", "member_profiles", "author_profiles",
+        "guild_directory", "parsed_keys", "probe_key_bytes", "probe_scene_bytes",
+        "probe_answers", "send_chats", "send_targets", "reply_walks", "delivery_keys",
+        "chat_turns", "parsed_openids", "console_sessions", "console_login_failures"}
+    assert len(names) == len(set(names))  # one row per table (each bot's added up)
+    for table in memory["tables"]:
+        assert table["entries"] >= 0 and table["bytes"] > 0, table
+        assert f'gensokyo_memory_table_entries{{table="{table["name"]}"}}' in text
+        assert f'gensokyo_memory_table_bytes{{table="{table["name"]}"}}' in text
+
+
 def test_run_daemon_keeps_existing_identities(tmp_path: Path) -> None:
     config = make_config(tmp_path / "data")
     with LmdbIdentityStore(config.identity_db_path) as store:

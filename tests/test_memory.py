@@ -7,6 +7,7 @@ import subprocess
 import sys
 import threading
 import textwrap
+from collections.abc import Callable
 
 import pytest
 
@@ -77,6 +78,42 @@ def test_the_trimmer_trims_on_a_worker_thread_until_stopped() -> None:
 def test_without_malloc_trim_the_trimmer_ends_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("gensokyo_idmap.memory.malloc_trim_function", lambda: None)
     asyncio.run(asyncio.wait_for(run_trimmer(asyncio.Event(), interval_seconds=0.01), 5))
+
+
+def test_the_chore_sweeps_the_tables_on_the_loop_before_each_trim(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The one memory chore (issue 36.3): each minute the tables forget (on the event loop:
+    they are the loop's), then the trim hands what they held back; with no malloc_trim the
+    tables are swept all the same."""
+    calls: list[tuple[str, bool]] = []
+
+    def on_loop() -> bool:
+        return threading.current_thread() is threading.main_thread()
+
+    def trim() -> int:
+        calls.append(("trim", on_loop()))
+        return 0
+
+    def sweep() -> None:
+        calls.append(("sweep", on_loop()))
+
+    async def scenario(trim: Callable[[], int] | None) -> None:
+        stop = asyncio.Event()
+        task = asyncio.create_task(run_trimmer(stop, interval_seconds=0.01, trim=trim,
+                                               sweep=sweep))
+        for _ in range(500):
+            if len([c for c in calls if c[0] == "sweep"]) >= 2:
+                break
+            await asyncio.sleep(0.01)
+        stop.set()
+        await asyncio.wait_for(task, 5)
+
+    asyncio.run(scenario(trim))
+    assert calls[:4] == [("sweep", True), ("trim", False), ("sweep", True), ("trim", False)]
+    calls.clear()
+    monkeypatch.setattr("gensokyo_idmap.memory.malloc_trim_function", lambda: None)
+    asyncio.run(scenario(None))  # no malloc_trim in this C library
+    assert calls[:2] == [("sweep", True), ("sweep", True)]
 
 
 # A child holds 2,000 live lists at a time (as sends in flight hold their objects), 100

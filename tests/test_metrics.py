@@ -11,10 +11,16 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gensokyo_idmap.counters import Durations, Family
-from gensokyo_idmap.metrics import DurationsCollector, HotCounter, StoreSizeCollector
+from gensokyo_idmap.metrics import (
+    DurationsCollector,
+    HotCounter,
+    MemoryTablesCollector,
+    StoreSizeCollector,
+)
 from gensokyo_idmap.runtime.redis.state import RedisMsgIdMap
 from gensokyo_idmap.store.base import TableCounts, legacy_counts
 from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
+from gensokyo_idmap.tables import TableFigures
 from gensokyo_idmap.runtime.redis.scripts import RedisMsgIds
 from gensokyo_idmap.runtime.redis.connection import RedisRuntime
 from gensokyo_idmap.testing import free_port
@@ -103,3 +109,16 @@ def test_store_sizes_register_without_asking_and_leave_out_a_server_that_is_down
     assert 'gensokyo_store_entries{store="openid-map",table="identities"} 0.0' in text
     assert 'gensokyo_store_file_bytes{file="openid-map.db"}' in text
     assert "msgid-map" not in text
+
+
+def test_memory_tables_are_a_gauge_pair_per_table_read_at_each_scrape() -> None:
+    figures = [TableFigures("delivery_keys", 3, 400)]
+    registry = CollectorRegistry(auto_describe=True)
+    registry.register(MemoryTablesCollector(lambda: figures))  # describes without reading
+    figures = [TableFigures("delivery_keys", 5, 600), TableFigures("member_profiles", 0, 64)]
+    families = {f.name: f for f in text_string_to_metric_families(
+        generate_latest(registry).decode())}
+    assert [(s.labels, s.value) for s in families["gensokyo_memory_table_entries"].samples] == [
+        ({"table": "delivery_keys"}, 5.0), ({"table": "member_profiles"}, 0.0)]
+    assert [(s.labels, s.value) for s in families["gensokyo_memory_table_bytes"].samples] == [
+        ({"table": "delivery_keys"}, 600.0), ({"table": "member_profiles"}, 64.0)]

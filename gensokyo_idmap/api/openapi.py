@@ -120,7 +120,8 @@ _SCHEMAS: dict[str, Any] = {
               "properties": {"real_id": {"type": "string"}, "virtual_id": {"type": "integer"},
                              "app_id": {"type": "string",
                                         "description": "the bot whose message it is"}}},
-    "Stats": {"type": "object", "required": ["openid_map", "msgid_map", "bots"], "properties": {
+    "Stats": {"type": "object", "required": ["openid_map", "msgid_map", "bots", "memory"],
+              "properties": {
         "openid_map": {"type": "object", "required": [
             "identities", "vuins", "last_seen", "aliases", "config", "user_info"]},
         "msgid_map": {"type": "object", "required": ["entries", "counter"]},
@@ -132,7 +133,21 @@ _SCHEMAS: dict[str, Any] = {
                                     "openids": {"type": "integer"},
                                     "traffic": {"type": "object", "description":
                                                 "a bot served: its events_in, events_out "
-                                                "and actions since the daemon started"}}}}}},
+                                                "and actions since the daemon started"}}}},
+        "memory": {"type": "object", "required": ["rss_anon_bytes", "rss_file_bytes",
+                                                  "tables"],
+                   "description": "this process's resident memory and its in-memory tables "
+                   "keyed by chat, person or message (docs/operations.md, Memory)",
+                   "properties": {
+                       "rss_anon_bytes": {"type": "integer", "nullable": True},
+                       "rss_file_bytes": {"type": "integer", "nullable": True},
+                       "tables": {"type": "array", "items": {
+                           "type": "object", "required": ["name", "entries", "bytes"],
+                           "properties": {"name": {"type": "string"},
+                                          "entries": {"type": "integer"},
+                                          "bytes": {"type": "integer", "description":
+                                                    "estimated from a sample of its "
+                                                    "entries"}}}}}}}},
     "Getid": {"type": "object", "description": "by type: 1, 13, 16 {row}; 2, 17 {id}; "
               "3, 5, 15 {status}; 4 {value}; 6 {virtual, real}; 7 {virtual}; 8 {row, subRow}; "
               "9 {id, subid}; 10 {firstValue, secondValue}; 11 {firstRealValue, "
@@ -195,7 +210,8 @@ def openapi_document() -> dict[str, Any]:
                 parameters=[_query("real_id", "the platform's message id", required=True),
                             _query("app_id", "only a message of this bot (default: the "
                                              "newest record of it, whichever bot's)")])},
-            "/v1/stats": {"get": _op("Counts per table of both stores, and per AppID",
+            "/v1/stats": {"get": _op("Counts per table of both stores, per AppID, and the "
+                                     "memory of the process and of its in-memory tables",
                                      {"$ref": "#/components/schemas/Stats"}, 400,
                                      parameters=[_query("app_id", "this bot's figures alone "
                                                                   "(default: every AppID)")])},

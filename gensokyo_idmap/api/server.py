@@ -11,7 +11,8 @@ Routes (documented in ``/openapi.json``)::
     POST /v1/rebind                {"old", "new"}
     GET  /v1/msgids/{virtual_id}   a live virtual message id
     GET  /v1/msgids?real_id=…      the virtual id of a real message id
-    GET  /v1/stats                 counts per table of both stores, and per bot
+    GET  /v1/stats                 counts per table of both stores, per bot, and the memory
+                                   (resident, and each in-memory table's entries and bytes)
 
 A route that reads a bare OpenID (``resolve``, ``identity``, ``bind``, ``pick``) takes it as
 one of the first bot's AppID, or of the bot ``?app_id=`` names; ``msgids?real_id=`` and
@@ -85,11 +86,13 @@ from gensokyo_idmap.identity import (
     served_app_id,
 )
 from gensokyo_idmap.idmap import IdentityGraph, openid_of_app
+from gensokyo_idmap.process_figures import resident_parts
 from gensokyo_idmap.readiness import missing
 from gensokyo_idmap.recency import chat_recency
 from gensokyo_idmap.reports import (
     bind_data,
     bots_data,
+    memory_data,
     rebind_data,
     record_data,
     resolution_data,
@@ -98,6 +101,7 @@ from gensokyo_idmap.reports import (
 )
 from gensokyo_idmap.runtime.msgid import MessageIds, check_virtual_id
 from gensokyo_idmap.store.base import TableCounts, legacy_counts
+from gensokyo_idmap.tables import Tables
 
 __all__ = ["ApiServer"]
 
@@ -146,12 +150,14 @@ class ApiServer:
     def __init__(self, graph: IdentityGraph, msgids: MessageIds, settings: ApiSettings,
                  outbox: tuple[Path, HealthSource] | None = None,
                  servers: Sequence[tuple[object, ServerCheck]] = (),
-                 link: LinkStatus | None = None, controls: Controls | None = None) -> None:
+                 link: LinkStatus | None = None, controls: Controls | None = None,
+                 tables: Tables | None = None) -> None:
         """``servers``: (store, its server) for each store that lives on a server
         (PostgreSQL, Redis): ``/healthz`` asks the server instead of opening the store.
         ``link``: what the console shows of the platform link and the frameworks;
         ``controls``: what it may ask of the daemon (its configuration, a backlog dropped,
-        a test message)."""
+        a test message); ``tables``: the daemon's in-memory tables, whose figures
+        ``/v1/stats`` and ``/metrics`` show (the console's join them)."""
         self.graph = graph
         self.msgids = msgids
         self._recency = chat_recency(msgids)
@@ -179,6 +185,9 @@ class ApiServer:
         if link is not None:
             self.registry.register(LinkCollector(link))
         self.console = Console(self, link, controls=controls)
+        self.tables = tables if tables is not None else Tables()
+        self.tables.add_from(self.console)
+        self.registry.register(metrics.MemoryTablesCollector(self.tables.figures))
 
     def _identity_counts(self) -> TableCounts:
         with self.graph.store.read() as view:
@@ -395,6 +404,7 @@ class ApiServer:
                 figures["traffic"] = {name.replace(" ", "_"): count
                                       for name, count in totals(served).items()}
         data["bots"] = bots if app_id is None else {app_id: bots[app_id]}
+        data["memory"] = memory_data(resident_parts(), self.tables.figures())
         return web.json_response(data)
 
     def served_bots(self) -> list[tuple[str, int | None]]:

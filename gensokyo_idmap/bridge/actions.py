@@ -423,11 +423,10 @@ class ActionService:
         return [self._group_info(vuin, counts.get(scenes + chat, 0)) for chat, vuin, _
                 in self._seen(keys, lambda key: scenes + key[len(keys):])]
 
-    def _member_info(self, chat: Chat, group_vuin: int, vuin: int,
-                     since: float) -> dict[str, Any]:
+    def _member_info(self, group_vuin: int, vuin: int, since: float) -> dict[str, Any]:
         """A member as v11 shows one: the name and role their latest message carried
         (:mod:`.members`: kept in memory; unknown ones empty and ``member``)."""
-        profile = self.members.get(chat.scene, vuin)
+        profile = self.members.get(group_vuin, vuin)
         return {"group_id": group_vuin, "user_id": vuin, "nickname": profile.nickname,
                 "card": profile.card, "sex": "unknown", "age": 0, "area": "", "join_time": 0,
                 "last_sent_time": int(since), "level": "", "role": profile.role,
@@ -448,11 +447,11 @@ class ActionService:
         if seen is None:
             raise NotFoundError(f"user_id {params['user_id']} was not seen in group "
                                 f"{params['group_id']}")
-        return self._member_info(chat, group_vuin, user, seen)
+        return self._member_info(group_vuin, user, seen)
 
     async def get_group_member_list(self, params: Params) -> list[dict[str, Any]]:
         chat, group_vuin = await self._group(params)
-        return [self._member_info(chat, group_vuin, vuin, since)
+        return [self._member_info(group_vuin, vuin, since)
                 for _, vuin, since in await self.sender.off_loop(self._members, chat)]
 
     async def get_status(self, params: Params) -> dict[str, Any]:

@@ -19,6 +19,8 @@ import asyncio
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from gensokyo_idmap.tables import Named, compacted, estimate
+
 __all__ = ["ChatTurns", "wait_all"]
 
 
@@ -38,6 +40,17 @@ class ChatTurns:
     def __len__(self) -> int:
         """Chats with a turn in flight (0 once every chat is idle)."""
         return len(self._tails)
+
+    def memory_tables(self) -> list[Named]:
+        return [("chat_turns", self)]
+
+    def forget(self) -> None:
+        """Nothing to forget: a chat leaves the table as its last turn ends
+        (:mod:`gensokyo_idmap.tables`); its hash table is shrunk after a flood of chats."""
+        self._tails = compacted(self._tails)
+
+    def footprint(self) -> int:
+        return estimate(len(self._tails), (self._tails,), self._tails.items())
 
     def turn(self, *chats: str | None) -> _Turn:
         """The next turn of each of ``chats`` (None: no chat, nothing to wait for)."""

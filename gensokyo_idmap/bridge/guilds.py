@@ -29,6 +29,7 @@ from typing import Final
 from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.recent_cache import RecentCache
 from gensokyo_idmap.store.base import LegacyTables, LegacyWriter
+from gensokyo_idmap.tables import Named
 
 __all__ = ["TYPE_FORUM", "TYPE_GUILD", "TYPE_GUILD_PRIVATE", "ConfigEntry", "GuildDirectory",
            "channel_entries", "directory_of", "dm_entries"]
@@ -77,6 +78,11 @@ class GuildDirectory:
         self._memory: dict[bytes, str] = {}  # the table itself, when the store has none
         self._known: RecentCache[bytes, str] = RecentCache(_KEPT)
 
+    def memory_tables(self) -> list[Named]:
+        """Its cache of the table (:mod:`gensokyo_idmap.tables`; the table itself, kept here
+        only when the store has none, is a store: not a cache, never forgotten)."""
+        return [("guild_directory", self._known)]
+
     def get(self, section: str, key: str) -> str | None:
         """The value under ``<section>:<key>``, or None."""
         raw = f"{section}:{key}".encode()
@@ -89,7 +95,7 @@ class GuildDirectory:
             stored = view.get_config(raw)
         value = stored.decode("utf-8", "replace") if stored is not None else None
         if value is not None:
-            self._known.put(raw, value)
+            self._known.offer(raw, value)
         return value
 
     async def record(self, entries: Iterable[ConfigEntry]) -> None:
@@ -108,7 +114,7 @@ class GuildDirectory:
 
             await self.tables.write_legacy(put)
         for entry in changed:
-            self._known.put(entry.raw_key, entry.value)
+            self._known.offer(entry.raw_key, entry.value)
 
     def chat_type(self, vuin: int) -> str | None:
         """``<vUIN>:type``: ``guild`` / ``forum`` for a channel, ``guild_private`` for a

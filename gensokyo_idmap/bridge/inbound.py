@@ -76,6 +76,7 @@ from gensokyo_idmap.qq.events import Interaction, QQEvent
 from gensokyo_idmap.recent_cache import RecentCache
 from gensokyo_idmap.runtime.claims import DeliveryLog
 from gensokyo_idmap.runtime.msgid import MessageIds, MsgContext
+from gensokyo_idmap.tables import Named
 
 __all__ = ["BridgeSettings", "EventSink", "InboundBridge", "InboundPipeline", "SharedBatches",
            "attachment_segment", "process_together"]
@@ -131,6 +132,12 @@ class InboundBridge:
         self._scope = Scope(settings.app_id, settings.self_id, settings.message_format,
                             settings.extensions, settings.link_union_openid, self._context,
                             self._log)
+
+    def memory_tables(self) -> list[Named]:
+        """Its in-memory tables and those it shares with the daemon's other bots (the
+        graph's member profiles and guild directory): :mod:`gensokyo_idmap.tables`."""
+        return [("inbound_contexts", self._contexts), *self.members.memory_tables(),
+                *self.guilds.memory_tables(), *self.graph.memory_tables()]
 
     async def _resolve_people(self, events: Sequence[QQEvent],
                               kinds: Sequence[Translator[Any]]) -> list[list[int]]:
@@ -253,7 +260,7 @@ class InboundBridge:
         if context is None:
             chat = Chat(self.settings.app_id, chat_kind, target)
             context = chat.event_context() if of_event else chat.context("in")
-            self._contexts.put(asked, context)
+            self._contexts.offer(asked, context)
         return context
 
     async def translate(self, event: QQEvent) -> list[dict[str, Any]]:
@@ -292,8 +299,8 @@ class InboundBridge:
         if entries:  # where a channel or DM lives, before a framework can answer it
             await self.guilds.record(entries)
         for event, kind, people in zip(events, kinds, vuins, strict=True):
-            for scene, vuin, profile in kind.members(event, people):
-                self.members.record(scene, vuin, profile)  # names and roles, in memory
+            for chat, vuin, profile in kind.members(event, people):
+                self.members.record(chat, vuin, profile)  # names and roles, in memory
         now = int(self._clock())
         translated = []
         for event, kind, people, item, segments in zip(events, kinds, vuins, prepared.wanted,
@@ -527,13 +534,9 @@ async def process_together(items: Sequence[tuple[InboundPipeline, QQEvent]]) -> 
             await _deliver(first._turns, fresh, keys)
             await deliveries.commit(keys)  # durable claims, before the source's ack
     except BaseException as exc:
-        for key in keys:
-            if key is not None:
-                deliveries.finish(key, exc)
+        deliveries.finish_all(keys, exc)
         raise
-    for key in keys:
-        if key is not None:
-            deliveries.finish(key, None)
+    deliveries.finish_all(keys, None)
     for key, earlier in repeats:
         await earlier  # a repeat: the first delivery's outcome is this one's too
         log.info("[message] duplicate delivery skipped", key=key)

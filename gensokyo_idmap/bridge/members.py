@@ -19,24 +19,34 @@ admin of every channel of the guild. Any other id (roles a guild made) is ``memb
 
 Kept in memory, not in the identity store: the name and role come back with every message
 of the member, and a durable write per member and chat would cost the inbound path a
-commit for what the next message says again. So after a restart, or for a member not seen
-for a day or two, a member's profile is unknown (empty names, ``member``) until they speak.
+commit for what the next message says again. Kept for the reply window of a group
+(:data:`KEPT_SECONDS`) after the member's last message, at least, and at most twice that:
+a framework acts on a member (checks their role, answers them) while it can still answer
+their message, and a chat the bot can no longer send to needs nobody's name. So after a
+restart, or for a member who has not spoken since, a member's profile is unknown (empty
+names, ``member``) until they speak again.
+
+An entry is small (a flood of new groups costs one each): its key is one number, the chat's
+vUIN and the member's, and its value the member's name alone when that is all there is
+(no card, role ``member``: most members), else the :class:`MemberProfile`.
 """
 
 from __future__ import annotations
 
+import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Final, Literal
 
 from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.recent_cache import RecentCache
+from gensokyo_idmap.runtime.replies import REPLY_WINDOW_SECONDS
+from gensokyo_idmap.tables import Named
 
-__all__ = ["GUILD_ADMIN_ROLE", "GUILD_CHANNEL_ADMIN_ROLE", "GUILD_OWNER_ROLE", "UNKNOWN",
-           "MemberProfile", "MemberProfiles", "Role", "group_profile", "guild_profile",
-           "guild_role", "profiles_of"]
+__all__ = ["GUILD_ADMIN_ROLE", "GUILD_CHANNEL_ADMIN_ROLE", "GUILD_OWNER_ROLE", "KEPT",
+           "KEPT_SECONDS", "UNKNOWN", "MemberProfile", "MemberProfiles", "Role", "group_profile",
+           "guild_profile", "guild_role", "profiles_of"]
 
 Role = Literal["owner", "admin", "member"]
 
@@ -44,10 +54,11 @@ Role = Literal["owner", "admin", "member"]
 GUILD_ADMIN_ROLE: Final = "2"
 GUILD_OWNER_ROLE: Final = "4"
 GUILD_CHANNEL_ADMIN_ROLE: Final = "5"
-#: Members kept (member and chat pairs, a few hundred bytes each), and for how long after
-#: they last spoke at least (at most twice that; less when more than the count speak).
-_KEPT: Final = 131_072
-_KEPT_SECONDS: Final = 86_400.0
+#: Members kept (member and chat pairs, about 150 bytes each), and for how long after they
+#: last spoke at least (at most twice that; less when more than the count speak): a
+#: group's reply window (module doc).
+KEPT: Final = 131_072
+KEPT_SECONDS: Final = float(REPLY_WINDOW_SECONDS["group"])
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,14 +74,24 @@ class MemberProfile:
 UNKNOWN: Final = MemberProfile()
 
 
-@lru_cache(maxsize=4096)
+#: (name, role) → the profile made of them, for the names that come back: the inbound path
+#: asks for every group message (a cache that empties when they stop coming: an
+#: ``lru_cache`` kept the last 4,096 names of a flood for ever, scattered over the memory
+#: the flood took, which could then not be given back).
+_MADE: Final[RecentCache[tuple[str, str | None], MemberProfile]] = RecentCache(4096)
+
+
 def group_profile(username: str, member_role: str | None) -> MemberProfile:
     """A group message's author: ``author.username`` as the nickname (groups have no card
-    the platform shows a bot), ``author.member_role`` as the role (absent: ``member``).
-    Kept for the names that come back (the inbound path asks for every group message)."""
-    role: Role = "owner" if member_role == "owner" else (
-        "admin" if member_role == "admin" else "member")
-    return MemberProfile(username, "", role)
+    the platform shows a bot), ``author.member_role`` as the role (absent: ``member``)."""
+    key = (username, member_role)
+    made = _MADE.young.get(key) or _MADE.get(key)
+    if made is None:
+        role: Role = "owner" if member_role == "owner" else (
+            "admin" if member_role == "admin" else "member")
+        made = MemberProfile(username, "", role)
+        _MADE.offer(key, made)
+    return made
 
 
 def guild_role(roles: Sequence[str]) -> Role:
@@ -88,23 +109,58 @@ def guild_profile(username: str, nick: str, roles: Sequence[str]) -> MemberProfi
 
 
 class MemberProfiles:
-    """The latest profile of each member of each chat (by its ``last_seen`` scene), in
-    memory, bounded: the ones not seen for a day or more are forgotten first."""
+    """The latest profile of each member of each chat (by the chat's vUIN: a group, or a
+    guild channel), in memory, bounded: the ones not seen for a reply window or more are
+    forgotten first (module doc)."""
 
-    def __init__(self) -> None:
-        self._kept: RecentCache[tuple[str, int], MemberProfile] = RecentCache(
-            _KEPT, _KEPT_SECONDS)
+    def __init__(self, kept: int = KEPT, seconds: float = KEPT_SECONDS,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        # (chat vUIN << 64 | member vUIN) → the name alone, or the profile (module doc)
+        self._kept: RecentCache[int, str | MemberProfile] = RecentCache(kept, seconds, clock)
 
-    def record(self, scene: str, vuin: int, profile: MemberProfile) -> None:
-        """``vuin``'s profile in ``scene`` is ``profile`` now (nothing is written when that is
-        what is kept, nor for a member named by nothing but who was not known either)."""
-        key = (scene, vuin)
-        if (self._kept.young.get(key) or self._kept.get(key) or UNKNOWN) != profile:
-            self._kept.put(key, profile)
+    def record(self, chat: int, vuin: int, profile: MemberProfile) -> None:
+        """``vuin``'s profile in the chat of vUIN ``chat`` is ``profile`` now (nothing is
+        written when that is what is kept, nor for a member named by nothing who was not
+        known either)."""
+        key = _key(chat, vuin)
+        kept = self._kept.young.get(key) or self._kept.get(key)
+        name_alone = profile.card == "" and profile.role == "member"
+        if kept is None:
+            if profile != UNKNOWN:
+                self._kept.put(key, profile.nickname if name_alone else profile)
+        elif kept != (profile.nickname if name_alone and isinstance(kept, str) else profile):
+            self._kept.put(key, profile.nickname if name_alone and profile.nickname
+                           else profile)
 
-    def get(self, scene: str, vuin: int) -> MemberProfile:
-        """``vuin``'s latest profile in ``scene``, :data:`UNKNOWN` when none is kept."""
-        return self._kept.get((scene, vuin)) or UNKNOWN
+    def get(self, chat: int, vuin: int) -> MemberProfile:
+        """``vuin``'s latest profile in the chat of vUIN ``chat``, :data:`UNKNOWN` when none
+        is kept."""
+        return self._profile(self._kept.get(_key(chat, vuin)))
+
+    @staticmethod
+    def _profile(kept: str | MemberProfile | None) -> MemberProfile:
+        if kept is None:
+            return UNKNOWN
+        return MemberProfile(kept) if isinstance(kept, str) else kept
+
+    def __len__(self) -> int:
+        return len(self._kept)
+
+    def memory_tables(self) -> list[Named]:
+        """Its table, and the profiles :func:`group_profile` keeps made (shared)."""
+        return [("member_profiles", self), ("author_profiles", _MADE)]
+
+    def forget(self) -> None:
+        """The memory chore's sweep (:mod:`gensokyo_idmap.tables`)."""
+        self._kept.forget()
+
+    def footprint(self) -> int:
+        return self._kept.footprint()
+
+
+def _key(chat: int, vuin: int) -> int:
+    """One number for a member of a chat: vUINs are below 2**63."""
+    return chat << 64 | vuin
 
 
 _PROFILES: weakref.WeakKeyDictionary[IdentityGraph, MemberProfiles] = (

@@ -85,8 +85,10 @@ from gensokyo_idmap.onebot.message import Segment, segments_to_cq_within
 from gensokyo_idmap.qq.mentions import guild_user_mention, member_mention
 from gensokyo_idmap.qq.outgoing import channel_message_body, check_channel_parts, message_body
 from gensokyo_idmap.recency import chat_recency
+from gensokyo_idmap.recent_cache import RecentCache
 from gensokyo_idmap.runtime.msgid import MAX_CONTENT_BYTES, MessageIds, MsgContext, check_virtual_id
 from gensokyo_idmap.runtime.replies import ReplyBudget, ReplyTo
+from gensokyo_idmap.tables import Named
 
 __all__ = ["OutboundSender", "OutboundSettings", "PlatformClient", "Target",
            "failure_detail"]
@@ -99,8 +101,10 @@ _SEND_ATTEMPTS: Final = 4
 _DUPLICATE_SEQ: Final = 40054005
 #: A guild-side id (channel, guild user): what a channel or guild DM send can use.
 GUILD_ID: Final = Usable("a guild-side id (raw:)", lambda key: isinstance(key, RawId))
-#: Chats whose Chat and send context are kept made, and resolved targets kept (each: all
-#: forgotten at once beyond this).
+#: Chats whose Chat and send context are kept made, and resolved targets kept (each a
+#: :class:`~gensokyo_idmap.recent_cache.RecentCache`: from their first send until no send
+#: used them for two to four minutes; a bot sends only to chats that spoke to it, so no
+#: flood of one-off chats reaches them).
 _CHATS_REMEMBERED: Final = 10_000
 #: Platform codes saying "this msg_id / event_id / msg_seq cannot be used (any more)".
 _SPENT_CODES: Final = frozenset({
@@ -176,8 +180,10 @@ class OutboundSender:
         self._usable = openid_of_app(settings.app_id)
         self._recency = chat_recency(msgids)
         self.guilds = directory_of(graph)
-        self._chats: dict[tuple[str, str], tuple[Chat, MsgContext]] = {}
-        self._targets: dict[tuple[object, ...], tuple[int, Target]] = {}
+        self._chats: RecentCache[tuple[str, str], tuple[Chat, MsgContext]] = RecentCache(
+            _CHATS_REMEMBERED)
+        self._targets: RecentCache[tuple[object, ...], tuple[int, Target]] = RecentCache(
+            _CHATS_REMEMBERED)
         self._sending = 0  # sends under way (see the store of the id sent)
         # bound once, as the inbound bridge does: a module-level lazy logger re-reads the
         # configuration on every call, which doubled the cost of the line each send logs
@@ -213,13 +219,17 @@ class OutboundSender:
         """The chat of ``target`` and the msgid-map context of a message sent there, made
         once per chat (checking a context's fields each send was waste: they never change)."""
         key = (target.chat_kind, target.openid)
-        known = self._chats.get(key)
+        known = self._chats.young.get(key) or self._chats.get(key)
         if known is None:
-            if len(self._chats) >= _CHATS_REMEMBERED:
-                self._chats.clear()
             chat = Chat(self.settings.app_id, target.chat_kind, target.openid)
-            known = self._chats[key] = (chat, chat.context("out"))
+            known = (chat, chat.context("out"))
+            self._chats.put(key, known)
         return known
+
+    def memory_tables(self) -> list[Named]:
+        """Its in-memory tables, for the memory chore and the figures
+        (:mod:`gensokyo_idmap.tables`)."""
+        return [("send_chats", self._chats), ("send_targets", self._targets)]
 
     def answered_scene(self, chat_kind: ChatKind, reply_to: object) -> str | None:
         """The chat a send belongs to when it answers a message (``reply_to``, a virtual
@@ -301,9 +311,7 @@ class OutboundSender:
         target = self._resolve(chat_kind, value, field, explicit, scene, recency)
         # group and C2C targets only: a guild-side one also reads the guild directory
         if kept is not None and not asked and target.chat_kind in CHAT_KINDS:
-            if len(self._targets) >= _CHATS_REMEMBERED:
-                self._targets.clear()
-            self._targets[kept[1]] = (kept[0], target)
+            self._targets.put(kept[1], (kept[0], target))
         return target
 
     def _resolve(self, chat_kind: ChatKind, value: object, field: str, explicit: object,

@@ -60,8 +60,8 @@ REPLYABLE_EVENTS: Final = {
     "FRIEND_ADD": "c2c", "C2C_MSG_RECEIVE": "c2c",
 }
 _NONE: Final[tuple[ConfigEntry, ...]] = ()
-#: A member as an event names them: (the chat's ``last_seen`` scene, their vUIN, profile).
-Named = tuple[str, int, MemberProfile]
+#: A member as an event names them: (the chat's vUIN, their vUIN, their profile).
+Named = tuple[int, int, MemberProfile]
 
 
 def attachment_segment(attachment: Attachment) -> Segment:
@@ -268,7 +268,7 @@ class _GroupMessage(_ChatMessage[GroupMessage]):
         return segments
 
     def members(self, event: GroupMessage, vuins: Sequence[int]) -> Sequence[Named]:
-        return ((event.scene, vuins[1], group_profile(event.author_name, event.author_role)),)
+        return ((vuins[0], vuins[1], group_profile(event.author_name, event.author_role)),)
 
     def onebot(self, event: GroupMessage, vuins: Sequence[int], virtual_id: int, now: int,
                content: list[Segment] | None, scope: Scope) -> list[dict[str, Any]]:
@@ -476,7 +476,7 @@ class _ChannelMessage(_GuildEvent[ChannelMessage]):
         return channel_entries(event.channel.value, vuins[0], event.guild.value)
 
     def members(self, event: ChannelMessage, vuins: Sequence[int]) -> Sequence[Named]:
-        return ((event.scene, vuins[1], guild.author_profile(event.author)),)
+        return ((vuins[0], vuins[1], guild.author_profile(event.author)),)
 
     def shown(self, event: ChannelMessage, vuins: Sequence[int], virtual_id: int, now: int,
               content: list[Segment], scope: Scope) -> dict[str, Any]:

@@ -58,6 +58,7 @@ from gensokyo_idmap.identity import (
 )
 from gensokyo_idmap.qq.mentions import mentioned_users
 from gensokyo_idmap.recent_cache import RecentCache
+from gensokyo_idmap.tables import Named
 
 __all__ = [
     "DISPATCH",
@@ -604,6 +605,11 @@ def _text_timestamp(parent: Mapping[str, Any], key: str, path: str) -> str:
 _OPENIDS: Final[RecentCache[tuple[str, str], OpenId]] = RecentCache(65_536)
 
 
+def memory_tables() -> list[Named]:
+    """This module's in-memory table (:mod:`gensokyo_idmap.tables`): the OpenIds checked."""
+    return [("parsed_openids", _OPENIDS)]
+
+
 def _openid(app_id: str, value: object, path: str) -> OpenId:
     if not isinstance(value, str):
         raise BadInputError(path, value, "OpenID must be text")
@@ -616,7 +622,7 @@ def _openid(app_id: str, value: object, path: str) -> OpenId:
         openid = OpenId(app_id=app_id, openid=value)
     except BadInputError as err:
         raise BadInputError(path, value, err.reason) from None
-    _OPENIDS.put((app_id, value), openid)
+    _OPENIDS.offer((app_id, value), openid)
     return openid
 
 

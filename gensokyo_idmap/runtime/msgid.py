@@ -67,6 +67,7 @@ from gensokyo_idmap.runtime.base import (
     MsgRecord,
 )
 from gensokyo_idmap.runtime.blocks import INT32_MAX, IdBlocks, virtual_id_at
+from gensokyo_idmap.tables import Named, estimate
 
 __all__ = [
     "DEFAULT_MSGID_TTL_SECONDS",
@@ -374,6 +375,31 @@ _ChatKey = tuple[str, str, str]
 _Answers = dict[tuple[int, int] | None, MsgRecord | None]
 
 
+class WalkMemo(dict[_ChatKey, tuple[int, _Answers]]):
+    """chat → (until when, in ms, the answers of its walks) (rule 7): at most
+    :data:`_WALK_MEMO_CHATS` chats (all forgotten at once beyond), each for a second; a
+    dict (its lookups cost what a dict's do) that the memory chore can sweep
+    (:mod:`gensokyo_idmap.tables`)."""
+
+    __slots__ = ("_now_ms",)
+
+    def __init__(self, now_ms: Callable[[], int]) -> None:
+        super().__init__()
+        self._now_ms = now_ms
+
+    def forget(self) -> None:
+        """Drop the chats whose walks are past their second: the chats no one sends to.
+        (A reply choice on a worker thread may add one meanwhile: the items are copied in
+        one step, and a memo renewed since is left.)"""
+        now_ms = self._now_ms()
+        for chat, memo in list(self.items()):
+            if memo[0] <= now_ms and self.get(chat) is memo:
+                self.pop(chat, None)
+
+    def footprint(self) -> int:
+        return estimate(len(self), (self,), self.items())
+
+
 class _Walking:
     """``with``: one chat's walk (:meth:`MsgIdMap.inbound_walk`), answered from what the
     last walks of the chat found while no inbound message of it was stored since (a send
@@ -393,7 +419,7 @@ class _Walking:
     def __enter__(self) -> InboundWalk:
         ids, chat, now_ms, since_ms = self._ids, self._chat, self._now_ms, self._since_ms
         stored_before = ids._inbound_stores  # an inbound store after this: answers not kept
-        memo = ids._walks.get(chat)
+        memo = ids.walks.get(chat)
         answers: _Answers = memo[1] if memo is not None and memo[0] > now_ms else {}
         walk: InboundWalk | None = None
 
@@ -479,12 +505,16 @@ class MsgIdMap:
         self._keep_content = keep_content  # idmap.keep_message_content (rule 6)
         self._log = log.bind()
         # the reply choice's walks per chat, dropped by each inbound store of the chat
-        self._walks: dict[_ChatKey, tuple[int, _Answers]] = {}
+        self.walks = WalkMemo(self._now_ms)
         self._store_count = itertools.count(1)
         self._inbound_stores = 0
 
     def _now_ms(self) -> int:
         return int(self._clock() * 1000)
+
+    def memory_tables(self) -> list[Named]:
+        """Its in-memory table (:mod:`gensokyo_idmap.tables`): the walks of rule 7."""
+        return [("reply_walks", self.walks)]
 
     async def store_real(self, real_id: str, context: MsgContext | None = None, *,
                          alone: bool = False) -> int:
@@ -624,10 +654,11 @@ class MsgIdMap:
         if len(answers) >= _WALK_MEMO_ANSWERS:
             answers.clear()
         answers[at] = found
-        if self._walks.get(chat, (0, None))[1] is not answers:
-            if len(self._walks) >= _WALK_MEMO_CHATS:
-                self._walks.clear()
-            self._walks[chat] = (now_ms + _WALK_MEMO_MS, answers)
+        walks = self.walks
+        if walks.get(chat, (0, None))[1] is not answers:
+            if len(walks) >= _WALK_MEMO_CHATS:
+                walks.clear()
+            walks[chat] = (now_ms + _WALK_MEMO_MS, answers)
 
     def _inbound_stored(self, context: MsgContext) -> None:
         """An inbound message of ``context``'s chat is being (or was just) stored: its walk
@@ -635,7 +666,7 @@ class MsgIdMap:
         the write and again after its commit, so a walk that read in between keeps nothing
         either."""
         self._inbound_stores = next(self._store_count)
-        self._walks.pop((context.app_id, context.chat_kind, context.target), None)
+        self.walks.pop((context.app_id, context.chat_kind, context.target), None)
 
     def newest_inbound(self, app_id: str, chat_kinds: Sequence[str],
                        target: str) -> tuple[int, int] | None:

@@ -28,9 +28,11 @@ import threading
 import time
 from bisect import bisect_left
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass
 from typing import Final, Protocol, TypeVar
+
+from gensokyo_idmap.tables import Named, compacted, estimate
 
 __all__ = [
     "MAX_REPLIES",
@@ -64,6 +66,8 @@ class Received(Protocol):
 
 
 R = TypeVar("R", bound=Received)
+K = TypeVar("K")
+V = TypeVar("V")
 #: The newest live message of a chat within its window older than the position given
 #: (None: the newest of all); None when there is none.
 Newest = Callable[[Position | None], R | None]
@@ -221,13 +225,17 @@ class ReplyBudget:
         held = chats.pop(chat, None)
         runs = SpentRuns() if held is None else held[0]
         chats[chat] = runs, now + window
-        for queue in self._chats.values():  # chats idle for their window, oldest first
+        self._forget_chats(now)
+        return runs
+
+    def _forget_chats(self, now: float) -> None:
+        """Forget the chats idle for their window, oldest first."""
+        for queue in self._chats.values():
             while queue:
                 oldest, (_, until) = next(iter(queue.items()))
                 if until > now:
                     break
                 del queue[oldest]
-        return runs
 
     def chats(self) -> int:
         """How many chats' spent runs are remembered."""
@@ -259,6 +267,10 @@ class ReplyBudget:
             lapse = self._lapse[window] = OrderedDict()
         lapse.pop(reference, None)
         lapse[reference] = now + window
+        self._forget_lapsed(now)
+
+    def _forget_lapsed(self, now: float) -> None:
+        """Forget the counts of the ids whose window lapsed, oldest first."""
         for queue in self._lapse.values():
             while queue:
                 oldest, until = next(iter(queue.items()))
@@ -266,6 +278,38 @@ class ReplyBudget:
                     break
                 del queue[oldest]
                 self._used.pop(oldest, None)
+
+    def memory_tables(self) -> list[Named]:
+        return [("reply_counts", self)]
+
+    def forget(self) -> None:
+        """What :meth:`take` and :meth:`take_newest` forget as they go, now: the counts and
+        chats whose window lapsed with nothing taken since (the memory chore's call,
+        :mod:`gensokyo_idmap.tables`), their tables shrunk once they are far emptier than
+        they grew."""
+        with self._lock:
+            now = self._clock()
+            self._forget_lapsed(now)
+            self._forget_chats(now)
+            self._used = compacted(self._used)
+            self._lapse = {window: compacted(queue) for window, queue in self._lapse.items()
+                           if queue}
+            self._chats = {window: compacted(queue) for window, queue in self._chats.items()
+                           if queue}
+
+    def footprint(self) -> int:
+        """Estimated bytes (:func:`~gensokyo_idmap.tables.estimate`): the counts and their
+        lapse times, and the chats' spent runs."""
+        with self._lock:
+            lapses = [*self._lapse.values()]
+            chats = [*self._chats.values()]
+            return (estimate(len(self._used), (self._used, *lapses), self._used.items())
+                    + estimate(sum(map(len, lapses)), (), _items(lapses))
+                    + estimate(self.chats(), chats, _items(chats)))
+
+
+def _items(tables: list[OrderedDict[K, V]]) -> Iterator[tuple[K, V]]:
+    return (item for table in tables for item in table.items())
 
 
 def seq_base_for_process(now: float) -> int:

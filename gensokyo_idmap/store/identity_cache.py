@@ -48,6 +48,7 @@ from gensokyo_idmap.store.base import (
     ProbesTogether,
     TableCounts,
 )
+from gensokyo_idmap.tables import Named, compacted, estimate
 
 __all__ = ["CachedIdentityStore", "Changes", "IdentityCache"]
 
@@ -154,6 +155,20 @@ class IdentityCache:
             if len(entries) <= self.size and entry.born >= oldest_allowed:
                 return
             self._drop(key)
+
+    def forget(self) -> None:
+        """Drop the entries past ``max_age`` now (rule 2; the memory chore's call,
+        :mod:`gensokyo_idmap.tables`: an entry is otherwise dropped when a fill reaches it,
+        and after a flood no fill may come)."""
+        with self._lock:
+            self._evict()
+            self._entries = compacted(self._entries)
+            self._by_vuin = compacted(self._by_vuin)
+
+    def footprint(self) -> int:
+        with self._lock:
+            return (estimate(len(self._entries), (self._entries,), self._entries.items())
+                    + estimate(len(self._by_vuin), (self._by_vuin,), self._by_vuin.items()))
 
     def _drop(self, key: str) -> None:
         entry = self._entries.pop(key, None)
@@ -328,6 +343,10 @@ class CachedIdentityStore:
             counters.IDENTITY_CACHE.pull((event,), partial(getattr, cache, count))
             for event, count in (("hit", "hits"), ("miss", "misses"),
                                  ("invalidation", "invalidations"), ("clear", "clears"))]
+
+    def memory_tables(self) -> list[Named]:
+        """Its in-memory table (:mod:`gensokyo_idmap.tables`)."""
+        return [("identity_cache", self.cache)]
 
     def on_close(self, closer: Callable[[], None]) -> None:
         """Call ``closer`` when this store closes, before the backing store does (the

@@ -247,6 +247,24 @@ def test_stats_counts_tables(serve_api: ServeApi) -> None:
     scenario(serve_api, body)
 
 
+def test_stats_show_the_memory_of_the_console_and_the_tables_handed_in(
+        serve_api: ServeApi) -> None:
+    """``memory``: the resident memory apart, and each table's figures, the console's own
+    (sessions, login failures) among them."""
+    async def body(c: Any) -> None:
+        c.server.console.login_limit.failed("192.0.2.1")  # a wrong token from one client
+        status, stats = await c.get("/v1/stats")
+        assert status == 200
+        memory = stats["memory"]
+        assert set(memory) == {"rss_anon_bytes", "rss_file_bytes", "tables"}
+        tables = {table["name"]: table for table in memory["tables"]}
+        assert tables["console_sessions"]["entries"] == 0
+        assert tables["console_login_failures"]["entries"] == 1
+        assert all(set(table) == {"name", "entries", "bytes"} for table in tables.values())
+
+    scenario(serve_api, body)
+
+
 def test_a_path_no_route_serves_answers_the_error_envelope(serve_api: ServeApi) -> None:
     """An unknown path or a route's wrong method answers JSON like every other error (it
     was aiohttp's plain text "404: Not Found"); the console keeps its own pages."""

@@ -198,3 +198,22 @@ def test_wait_all_with_nothing_pending_returns_at_once() -> None:
         await wait_all([], timeout=0.0)
 
     run(main())
+
+
+def test_the_memory_chore_keeps_the_turns_in_flight_and_shrinks_after_a_flood() -> None:
+    """A chat leaves the table as its last turn ends; forget() keeps whatever is in
+    flight and gives back the table a flood of chats grew."""
+    turns = ChatTurns()
+
+    async def main() -> None:
+        async with turns.turn(*(f"g{n}" for n in range(5000))):
+            flooded = turns.footprint()
+        async with turns.turn("busy"):
+            turns.forget()
+            assert len(turns) == 1  # in flight: kept
+            assert turns.footprint() < flooded / 20
+            async with turns.turn("other"):
+                pass
+        assert len(turns) == 0
+
+    run(main())

@@ -824,3 +824,30 @@ def test_several_bots_events_of_one_turn_are_one_batch(
     assert len(set(ids)) == 4  # each bot's message ids are its own (msgid rule 10)
     assert graph.lookup(OpenId(other, GROUP)) == sinks[other].events[0]["group_id"]
     assert pipelines[APP].duplicates == pipelines[other].duplicates == 0
+
+
+def test_a_flood_of_new_groups_costs_the_caches_next_to_nothing(
+        identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore) -> None:
+    """Issue 36.3: each group of a flood is seen once, so the caches of the hot path keep
+    (almost) none of them (second use first); what the rules need is kept: each author's
+    name (member profiles) and each delivery's key (the de-duplication window)."""
+    pipeline, sink = _pipeline(identity_store, msgid_store)
+    groups = 2000
+
+    def named(n: int) -> Any:
+        raw = json.loads(json.dumps(GROUP_AT))
+        group, user = f"{n:032X}", f"E{n:031X}"
+        raw["d"].update(id=f"ROBOT1.0_flood{n}", group_openid=group, group_id=group,
+                        author={"id": user, "member_openid": user, "username": f"u{n}"})
+        return frame(raw)
+
+    async def main() -> None:
+        for first in range(0, groups, 50):
+            await pipeline.process_batch([named(n) for n in range(first, first + 50)])
+
+    run(main())
+    assert len(sink.events) == groups
+    held = {name: len(table) for name, table in pipeline.bridge.memory_tables()}
+    assert held["member_profiles"] >= groups
+    assert held["inbound_contexts"] < groups // 10
+    assert len(pipeline._deliveries) == groups

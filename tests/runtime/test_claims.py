@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gensokyo_idmap.runtime.claims import ClaimStore, DeliveryLog, DurableClaims
+from gensokyo_idmap.runtime.claims import SWEEP_SECONDS, ClaimStore, DeliveryLog, DurableClaims
 from gensokyo_idmap.runtime.redis.state import RedisClaims
 from gensokyo_idmap.runtime.lmdb import LmdbMsgIdStore
 from gensokyo_idmap.runtime.redis.scripts import RedisMsgIds
@@ -119,6 +119,78 @@ def test_each_entry_expires_at_its_own_time() -> None:
         log.finish("k1", None)
         clock.now = 530.0
         assert await log.claim("k3") is not None
+
+    run(main())
+
+
+def test_an_entry_past_its_window_is_absent_before_any_sweep() -> None:
+    """The entries past their window are dropped at most every SWEEP_SECONDS, but each is
+    absent from the moment its window ends: the window is the rule, not the sweep."""
+    async def main() -> None:
+        clock = Clock()
+        log = DeliveryLog(ttl=60.0, clock=clock)
+        assert await log.claim("k1") is None
+        log.finish("k1", None)
+        clock.now += SWEEP_SECONDS / 2
+        assert await log.claim("k2") is None  # a sweep after this one is at least 10 s off
+        log.finish("k2", None)
+        clock.now += 60.0 - SWEEP_SECONDS / 2  # k1's window is over, k2's is not
+        assert len(log) == 2  # no sweep since: both held
+        assert await log.claim("k2") is not None
+        assert await log.claim("k1") is None  # gone all the same: processed again
+        log.finish("k1", None)
+
+    run(main())
+
+
+def test_the_memory_chore_forgets_what_is_past_its_window_without_traffic() -> None:
+    """After a flood, no claim comes to drop the flood's keys: forget() does, keeping each
+    key still within its window; the table's memory goes with them."""
+    async def main() -> None:
+        clock = Clock()
+        log = DeliveryLog(ttl=60.0, clock=clock)
+        keys = [f"msg:flood{n}" for n in range(5000)]
+        for key in keys:
+            assert await log.claim(key) is None
+        log.finish_all(keys, None)
+        flooded = log.footprint()
+        clock.now += 30
+        assert await log.claim("msg:late") is None
+        log.finish("msg:late", None)
+        clock.now += 30  # the flood's window is over, the late key's is not
+        log.forget()
+        assert len(log) == 1 and await log.claim("msg:late") is not None
+        assert log.footprint() < flooded / 20  # its hash table shrunk too
+        clock.now += 30
+        log.forget()
+        assert len(log) == 0
+
+    run(main())
+
+
+def test_a_batch_finishes_at_one_time_and_keeps_the_limit() -> None:
+    async def main() -> None:
+        clock = Clock()
+        log = DeliveryLog(ttl=60.0, limit=100, clock=clock)
+        for first in range(0, 1000, 10):
+            keys: list[str | None] = [f"k{n}" for n in range(first, first + 10)]
+            claimed = await log.claim_all([*keys, None])
+            assert claimed == [None] * 11
+            clock.now += 0.001
+            log.finish_all([*keys, None], None)
+            assert len(log) <= 100
+        assert await log.claim("k999") is not None  # the newest are kept
+        assert await log.claim("k0") is None  # the oldest went for room
+
+    run(main())
+
+
+def test_a_failed_batch_is_forgotten_at_once() -> None:
+    async def main() -> None:
+        log = DeliveryLog()
+        assert await log.claim_all(["a", "b"]) == [None, None]
+        log.finish_all(["a", None, "b"], ValueError("sink broke"))
+        assert await log.claim_all(["a", "b"]) == [None, None]  # tried again
 
     run(main())
 

@@ -666,6 +666,29 @@ def test_a_walk_sees_what_another_writer_stored_within_a_second(
     assert walk(msgids) == "in2"
 
 
+def test_the_memory_chore_forgets_the_walks_past_their_second(
+    store: LmdbMsgIdStore, clock: FakeClock
+) -> None:
+    """Rule 7's walks answer for a second: the memory chore drops those past it (chats no
+    one sends to any more), and keeps the fresh ones, which still answer."""
+    msgids = MsgIdMap(store, clock=clock)
+    msgids.store_real_sync("in1", GROUP)
+    msgids.store_real_sync("in2", OTHER_GROUP)
+    assert walk(msgids) == "in1"
+    clock.advance(0.6)
+    with msgids.inbound_walk(APP, "group", OTHER_GROUP.target, 10 * TTL) as below:
+        assert below(None) is not None
+    [(_, walks)] = msgids.memory_tables()
+    assert len(walks) == 2
+    clock.advance(0.6)  # G1's walk is past its second, the other's is not
+    walks.forget()
+    assert list(walks) == [(APP, "group", OTHER_GROUP.target)]
+    assert walks.footprint() > 0
+    clock.advance(1)
+    walks.forget()
+    assert len(walks) == 0
+
+
 # --- bad input ----------------------------------------------------------------------------
 
 

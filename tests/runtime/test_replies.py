@@ -182,6 +182,31 @@ def test_steady_replies_keep_the_memory_flat_once_every_window_turned_over() -> 
     assert abs(fourth - third) < 16 * 1024 and abs(fifth - third) < 16 * 1024, held_per_hour
 
 
+def test_the_memory_chore_forgets_the_counts_and_chats_of_lapsed_windows() -> None:
+    """After a burst of replies nothing more is taken: forget() (the memory chore, once a
+    minute) drops each count and chat once its window lapsed, and only then, and gives the
+    tables' memory back."""
+    clock = FakeClock()
+    budget = ReplyBudget(clock=clock)
+    group, c2c = REPLY_WINDOW_SECONDS["group"], REPLY_WINDOW_SECONDS["c2c"]
+    for n in range(5000):
+        budget.take(f"m{n}", group)
+    budget.take("c2c", c2c)
+    burst = budget.footprint()
+    budget.take_newest(G, Chat().newest, group)
+    clock.advance(group - 1)
+    budget.forget()
+    assert len(budget) == 5001 and budget.chats() == 1  # within their windows: kept
+    assert budget.used("m1") == 1
+    clock.advance(2)
+    budget.forget()
+    assert len(budget) == 1 and budget.used("c2c") == 1 and budget.chats() == 0
+    assert budget.footprint() < burst / 50
+    clock.advance(c2c)
+    budget.forget()
+    assert len(budget) == 0
+
+
 # --- the newest message with replies left (take_newest, SpentRuns) -------------------------
 
 

@@ -79,6 +79,25 @@ def test_no_entry_is_served_past_its_age_counted_from_the_read() -> None:
     assert len(cache) == 0
 
 
+def test_the_memory_chore_drops_the_entries_past_their_age_with_no_fill() -> None:
+    """Rule 2 drops an old entry when a fill reaches it; after a flood no fill may come:
+    forget() drops whatever is past ``max_age`` and keeps the rest, which still answer."""
+    clock = FakeClock()
+    cache = live_cache(clock, size=5000, max_age=5.0)
+    for n in range(2000):
+        cache.fill(f"k{n}", None, n + 1, clock(), cache.generation)
+    flooded = cache.footprint()
+    clock.advance(3.0)
+    cache.fill("late", GROUP, 7, clock(), cache.generation)
+    clock.advance(2.0)
+    cache.forget()
+    assert len(cache) == 2001  # exactly max_age old: still served
+    clock.advance(0.001)
+    cache.forget()
+    assert len(cache) == 1 and cache.lookup("late", GROUP) == 7
+    assert cache.footprint() < flooded / 20
+
+
 def test_the_size_bound_drops_the_oldest_fill() -> None:
     clock = FakeClock()
     cache = live_cache(clock, size=3)

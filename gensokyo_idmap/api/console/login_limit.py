@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from gensokyo_idmap.api.forwarded import parse_address
+from gensokyo_idmap.tables import estimate
 
 __all__ = ["LoginLimit", "client_key"]
 
@@ -88,3 +89,18 @@ class LoginLimit:
     def succeeded(self, client: str | None) -> None:
         """The right token: the client's failures are forgotten."""
         self._seen.pop(client_key(client), None)
+
+    def forget(self) -> None:
+        """Drop the clients whose last failure is a window old: their next failure counts
+        afresh anyway (:meth:`failed`), and they wait for nothing (:meth:`retry_after`).
+        The memory chore's call (:mod:`gensokyo_idmap.tables`)."""
+        now = self._clock()
+        seen = self._seen
+        while seen:
+            key, oldest = next(iter(seen.items()))  # the oldest last failure first
+            if now - oldest.times[-1] <= self.window:
+                break
+            del seen[key]
+
+    def footprint(self) -> int:
+        return estimate(len(self._seen), (self._seen,), self._seen.items())

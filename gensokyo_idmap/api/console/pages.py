@@ -57,6 +57,7 @@ from gensokyo_idmap.logtail import LEVELS, TAIL, LogTail
 from gensokyo_idmap.reports import bind_data, rebind_data, record_data, stats_data, vuin_data
 from gensokyo_idmap.runtime.msgid import check_virtual_id
 from gensokyo_idmap.store.base import MappedFile
+from gensokyo_idmap.tables import Named
 
 __all__ = ["CSP", "Console", "human_size"]
 
@@ -164,6 +165,12 @@ class Console:
         self.rates = RateHistory(totals, step=sample_seconds, span=HOUR)
         self._closing = asyncio.Event()
         self._stores_cache: tuple[float, tuple[dict[str, Any], str | None]] | None = None
+
+    def memory_tables(self) -> list[Named]:
+        """Its in-memory tables (:mod:`gensokyo_idmap.tables`): the sessions and the
+        login limit's clients."""
+        return [("console_sessions", self.sessions), ("console_login_failures",
+                                                      self.login_limit)]
 
     # --- the sub-application ----------------------------------------------------------------
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from gensokyo_idmap.api.access import same_token
+from gensokyo_idmap.tables import estimate
 
 __all__ = ["COOKIE", "Session", "Sessions"]
 
@@ -80,3 +81,17 @@ class Sessions:
 
     def drop(self, session_id: str) -> None:
         self._sessions.pop(session_id, None)
+
+    def forget(self) -> None:
+        """Drop the sessions idle for ``idle_seconds`` (a :meth:`get` would refuse them
+        anyway): the memory chore's call (:mod:`gensokyo_idmap.tables`)."""
+        now = self._clock()
+        sessions = self._sessions
+        while sessions:
+            oldest = next(iter(sessions.values()))  # the least recently used
+            if now - oldest.seen <= self._idle:
+                break
+            del sessions[oldest.id]
+
+    def footprint(self) -> int:
+        return estimate(len(self._sessions), (self._sessions,), self._sessions.items())

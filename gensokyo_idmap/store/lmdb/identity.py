@@ -31,6 +31,7 @@ from gensokyo_idmap.store.base import (
 )
 from gensokyo_idmap.store.lmdb.codec import decode_u64, decode_value, encode_u64, encode_value
 from gensokyo_idmap.store.lmdb.env import CounterView, LmdbEnv, Table
+from gensokyo_idmap.tables import Named
 
 __all__ = [
     "DEFAULT_MAP_SIZE", "RECOVERY", "SCHEMA_VERSION", "TABLES", "UPGRADES", "LmdbIdentityStore",
@@ -432,6 +433,11 @@ class LmdbIdentityStore(LmdbEnv[LmdbView]):
         self._answers: RecentCache[tuple[str, str | None],
                                    tuple[int, tuple[int | None, bool]]] = RecentCache(_PROBE_CACHE)
 
+    def memory_tables(self) -> list[Named]:
+        """Its caches of the probe (:mod:`gensokyo_idmap.tables`)."""
+        return [("probe_key_bytes", self._key_bytes), ("probe_scene_bytes", self._scene_bytes),
+                ("probe_answers", self._answers)]
+
     def probe(self, key: str, scene: str | None) -> tuple[int | None, bool]:
         """The vUIN of ``key``, and whether ``key`` is already last seen in ``scene``.
 
@@ -465,7 +471,7 @@ class LmdbIdentityStore(LmdbEnv[LmdbView]):
                     # per event would fill both caches with one-off entries).
                     return (None, False)
                 cached = (encoded, _last_seen_prefix(encoded))
-                self._key_bytes.put(key, cached)
+                self._key_bytes.offer(key, cached)
             else:
                 raw = txn.get(cached[0], db=self._forward)
             if raw is None or scene is None:
@@ -474,7 +480,7 @@ class LmdbIdentityStore(LmdbEnv[LmdbView]):
                 scene_raw = self._scene_bytes.young.get(scene) or self._scene_bytes.get(scene)
                 if scene_raw is None:
                     scene_raw = scene.encode("utf-8")
-                    self._scene_bytes.put(scene, scene_raw)
+                    self._scene_bytes.offer(scene, scene_raw)
                 seen = txn.get(raw + scene_raw, db=self._last_seen)
         finally:
             txn.abort()
@@ -482,7 +488,7 @@ class LmdbIdentityStore(LmdbEnv[LmdbView]):
         result = ((None, False) if raw is None else
                   (_U64_FROM(raw)[0], seen is not None and seen.startswith(cached[1])))
         if answer is None:
-            answers.put(asked, (snapshot, result))
+            answers.offer(asked, (snapshot, result))
         else:
             answers.young[asked] = (snapshot, result)  # renewed by the get: in young
         return result

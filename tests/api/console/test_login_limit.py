@@ -72,3 +72,22 @@ def test_memory_is_bounded_by_the_clients_kept(addresses: list[int], clients: in
         clock.now += 0.01
         assert len(limit) <= clients
     assert all(len(entry.times) <= 4 for entry in limit._seen.values())
+
+
+def test_the_memory_chore_forgets_clients_quiet_for_a_window() -> None:
+    """A client whose last failure is a window old would be counted afresh and waits for
+    nothing: forget() drops it; one still locked out is kept, with its wait."""
+    clock = FakeClock(100.0)
+    limit = LoginLimit(failures=3, window=60, clock=clock)
+    limit.failed("192.0.2.1")
+    clock.now = 130
+    for _ in range(3):
+        limit.failed("192.0.2.2")  # locked out until 190
+    clock.now = 161
+    limit.forget()
+    assert len(limit) == 1
+    assert limit.retry_after("192.0.2.2") == 29
+    assert limit.retry_after("192.0.2.1") == 0
+    clock.now = 191
+    limit.forget()
+    assert len(limit) == 0 and limit.footprint() < 4096

@@ -42,3 +42,24 @@ def test_the_least_recently_used_go_beyond_the_limit() -> None:
     assert len(sessions) == 2
     assert sessions.get(second.id) is None
     assert sessions.get(first.id) is first and sessions.get(third.id) is third
+
+
+def test_the_memory_chore_forgets_the_sessions_idle_too_long() -> None:
+    """What get() would refuse, forget() drops: a session a browser left open does not
+    stay in memory until it comes back."""
+    clock = FakeClock(0.0)
+    sessions = Sessions(idle_seconds=10, limit=3, clock=clock)
+    idle, used = sessions.login(), sessions.login()
+    clock.now = 9
+    assert sessions.get(used.id) is used  # its idle time restarts
+    clock.now = 10
+    sessions.forget()
+    assert len(sessions) == 2  # idle for exactly its time: still good
+    clock.now = 11
+    sessions.forget()
+    assert len(sessions) == 1 and sessions.get(used.id) is used
+    assert sessions.get(idle.id) is None
+    assert sessions.footprint() > 0
+    for _ in range(5):
+        sessions.login()
+        assert len(sessions) <= 3  # the bound: the least recently used go first
