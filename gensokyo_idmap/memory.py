@@ -1,4 +1,6 @@
-"""Hand the C allocator's free pages back to the system, once a minute.
+"""The daemon's memory: the C allocator's free pages handed back to the system once a
+minute, its large blocks kept in mappings of their own, and the cyclic collector run less
+often.
 
 Why: CPython takes memory for anything larger than a small object (read buffers, JSON
 texts, LMDB's dirty pages) from the C library's ``malloc``. glibc keeps what is freed in
@@ -14,6 +16,23 @@ anonymous memory after 36 minutes on a loaded machine; it costs a few millisecon
 is why it runs on a worker thread, not on the event loop) once a minute.
 
 Where the C library has no ``malloc_trim`` (musl, macOS) this does nothing.
+
+glibc's mmap threshold is fixed at 128 KiB in the daemon (:func:`keep_large_blocks_mapped`).
+glibc serves a block of at least the threshold as a mapping of its own, which goes back to
+the system whole when it is freed, and whose pages are resident only once written. But it
+raises the threshold to the size of any such block that is freed (up to 32 MiB), taking it
+for a sign that blocks of that size come and go often. LMDB takes 3 MiB of page lists
+(``calloc``) for each environment it opens, and a new data dir's stores are each made in a
+scratch environment first, which is closed again: that close raised the threshold to 2 MiB,
+so the stores' own lists then came from the heap, which ``calloc`` has to clear page by
+page, where fresh mappings stay untouched. That was 4.5 MiB of an idle daemon's resident
+memory on a new data dir (``bench/idle_imports.py``: 62 against 66.5 MiB), and after any
+later free of a large block every buffer up to its size (reads, JSON texts) stayed in the
+heap, for the trim to find. With the threshold fixed, glibc also keeps its trim threshold
+at 128 KiB. A block of 128 KiB or more costs an ``mmap`` and a ``munmap`` each time; the
+event paths make none (``bench/inbound.py``: the same CPU per event). Arenas: the worker
+threads' own (``MALLOC_ARENA_MAX``) held nothing an idle daemon keeps, so their number is
+left to glibc.
 
 The cyclic garbage collector runs less often in the daemon (:func:`collect_less_often`):
 CPython starts a young collection once 700 more container objects were made than freed.
@@ -34,20 +53,25 @@ import ctypes
 import ctypes.util
 import gc
 from collections.abc import Callable
-from typing import Final
+from typing import Any, Final
 
 import structlog
 
 from gensokyo_idmap.periodic import every
 
-__all__ = ["TRIM_INTERVAL_SECONDS", "YOUNG_COLLECTION_THRESHOLD", "collect_less_often",
-           "malloc_trim_function", "run_trimmer"]
+__all__ = ["MMAP_THRESHOLD_BYTES", "TRIM_INTERVAL_SECONDS", "YOUNG_COLLECTION_THRESHOLD",
+           "collect_less_often", "keep_large_blocks_mapped", "malloc_trim_function",
+           "run_trimmer"]
 
 #: How often free memory is handed back: often enough that a peak does not linger, rarely
 #: enough that the few milliseconds of a trim are nothing.
 TRIM_INTERVAL_SECONDS: Final = 60.0
 
 _log = structlog.get_logger("gensokyo_idmap.memory")
+#: glibc's initial mmap threshold, kept: blocks this large or larger are mappings of their
+#: own (module docstring).
+MMAP_THRESHOLD_BYTES: Final = 128 * 1024
+_M_MMAP_THRESHOLD: Final = -3  # mallopt's parameter (malloc.h)
 #: Container objects made and not yet freed that start a young collection in the daemon
 #: (CPython's default: 700, less than what 32 sends in flight hold; see the module's note).
 YOUNG_COLLECTION_THRESHOLD: Final = 10_000
@@ -61,20 +85,39 @@ def collect_less_often(threshold: int = YOUNG_COLLECTION_THRESHOLD) -> None:
     gc.set_threshold(max(young, threshold), older, oldest)
 
 
+def _libc_function(name: str) -> Any | None:
+    """A function of the C library, or None where it has none by that name."""
+    library = ctypes.util.find_library("c")
+    if library is None:
+        return None
+    try:
+        return getattr(ctypes.CDLL(library), name)
+    except (OSError, AttributeError):
+        return None
+
+
 def malloc_trim_function() -> Callable[[], int] | None:
     """glibc's ``malloc_trim(0)`` as a function returning 1 when it released memory, or
     None where the C library has none."""
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return None
-    try:
-        libc = ctypes.CDLL(name)
-        trim = libc.malloc_trim
-    except (OSError, AttributeError):
+    trim = _libc_function("malloc_trim")
+    if trim is None:
         return None
     trim.argtypes = [ctypes.c_size_t]
     trim.restype = ctypes.c_int
     return lambda: int(trim(0))
+
+
+def keep_large_blocks_mapped(threshold: int = MMAP_THRESHOLD_BYTES) -> bool:
+    """Fix glibc's mmap threshold at ``threshold`` bytes, so a freed large block no longer
+    raises it (module docstring); False where the C library has no ``mallopt`` or refused.
+    For the daemon process, before its stores open: a library must not change its host's
+    allocator."""
+    mallopt = _libc_function("mallopt")
+    if mallopt is None:
+        return False
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    mallopt.restype = ctypes.c_int
+    return bool(mallopt(_M_MMAP_THRESHOLD, threshold))
 
 
 async def run_trimmer(stop: asyncio.Event,

@@ -22,12 +22,13 @@ def serve(config_path: Path) -> None:
     """Run the daemon."""
     from gensokyo_idmap.app import run_daemon
     from gensokyo_idmap.executor import DaemonThreadExecutor
-    from gensokyo_idmap.memory import collect_less_often
+    from gensokyo_idmap.memory import collect_less_often, keep_large_blocks_mapped
     from migrate.startup import migrate_if_found
 
     config: Config = load_config(config_path)
     configure_logging(config.log.level, config.log.format, zone=config.log.time)
     collect_less_often()  # sends in flight hold more than the default lets live
+    keep_large_blocks_mapped()  # before the stores open (memory.py says why)
     with asyncio.Runner() as runner:
         # blocking calls (name lookups, sweeps) on daemon threads: one still waiting at
         # the end must not keep the process alive after [app] stopped
