@@ -17,22 +17,26 @@ is why it runs on a worker thread, not on the event loop) once a minute.
 
 Where the C library has no ``malloc_trim`` (musl, macOS) this does nothing.
 
-glibc's mmap threshold is fixed at 128 KiB in the daemon (:func:`keep_large_blocks_mapped`).
-glibc serves a block of at least the threshold as a mapping of its own, which goes back to
-the system whole when it is freed, and whose pages are resident only once written. But it
-raises the threshold to the size of any such block that is freed (up to 32 MiB), taking it
-for a sign that blocks of that size come and go often. LMDB takes 3 MiB of page lists
-(``calloc``) for each environment it opens, and a new data dir's stores are each made in a
-scratch environment first, which is closed again: that close raised the threshold to 2 MiB,
-so the stores' own lists then came from the heap, which ``calloc`` has to clear page by
-page, where fresh mappings stay untouched. That was 4.5 MiB of an idle daemon's resident
-memory on a new data dir (``bench/idle_imports.py``: 62 against 66.5 MiB), and after any
-later free of a large block every buffer up to its size (reads, JSON texts) stayed in the
-heap, for the trim to find. With the threshold fixed, glibc also keeps its trim threshold
-at 128 KiB. A block of 128 KiB or more costs an ``mmap`` and a ``munmap`` each time; the
-event paths make none (``bench/inbound.py``: the same CPU per event). Arenas: the worker
-threads' own (``MALLOC_ARENA_MAX``) held nothing an idle daemon keeps, so their number is
-left to glibc.
+glibc's thresholds are set by the daemon, in two steps (:func:`set_malloc_thresholds`).
+glibc serves a block of at least its mmap threshold (128 KiB at first) as a mapping of its
+own, given back whole when freed, whose pages become resident only once written; smaller
+blocks come from the heap. When a mapped block is freed whole, glibc raises the threshold
+to its size (up to 32 MiB) and the trim threshold to twice that. So:
+
+- While the stores open, the threshold is held at 128 KiB (:data:`OPENING_MMAP_THRESHOLD`).
+  LMDB takes 3 MiB of page lists (``calloc``) for each environment it opens, and a new data
+  dir's stores are each made in a scratch environment first, closed again: that close
+  raised the threshold to 2 MiB, so the stores' own lists came from the heap, where they
+  held 4.5 MiB of an idle daemon's resident memory that fresh mappings, untouched until
+  used, do not (``bench/idle_imports.py``).
+- Once they are open, the thresholds are fixed where glibc's adjustment had them on a new
+  data dir: :data:`RUNNING_MMAP_THRESHOLD`, trim twice that. asyncio reads a socket into a
+  256 KiB buffer and shrinks it to what came; held at 128 KiB, every read would be an
+  ``mmap``, an ``mremap`` and a ``munmap`` (15 against 11 us a read on its own; a webhook
+  event took 25 % more CPU in ``bench/inbound.py``).
+
+Arenas: the worker threads' own (``MALLOC_ARENA_MAX``) held nothing an idle daemon keeps
+(no change with one arena), so their number is left to glibc.
 
 The cyclic garbage collector runs less often in the daemon (:func:`collect_less_often`):
 CPython starts a young collection once 700 more container objects were made than freed.
@@ -59,19 +63,21 @@ import structlog
 
 from gensokyo_idmap.periodic import every
 
-__all__ = ["MMAP_THRESHOLD_BYTES", "TRIM_INTERVAL_SECONDS", "YOUNG_COLLECTION_THRESHOLD",
-           "collect_less_often", "keep_large_blocks_mapped", "malloc_trim_function",
-           "run_trimmer"]
+__all__ = ["OPENING_MMAP_THRESHOLD", "RUNNING_MMAP_THRESHOLD", "TRIM_INTERVAL_SECONDS",
+           "YOUNG_COLLECTION_THRESHOLD", "collect_less_often", "malloc_trim_function",
+           "run_trimmer", "set_malloc_thresholds"]
 
 #: How often free memory is handed back: often enough that a peak does not linger, rarely
 #: enough that the few milliseconds of a trim are nothing.
 TRIM_INTERVAL_SECONDS: Final = 60.0
 
 _log = structlog.get_logger("gensokyo_idmap.memory")
-#: glibc's initial mmap threshold, kept: blocks this large or larger are mappings of their
-#: own (module docstring).
-MMAP_THRESHOLD_BYTES: Final = 128 * 1024
-_M_MMAP_THRESHOLD: Final = -3  # mallopt's parameter (malloc.h)
+#: glibc's mmap threshold while the stores open: its initial one, kept (module docstring).
+OPENING_MMAP_THRESHOLD: Final = 128 * 1024
+#: glibc's mmap threshold once they are open (its trim threshold: twice that, glibc's ratio).
+RUNNING_MMAP_THRESHOLD: Final = 2 * 1024 * 1024
+_M_TRIM_THRESHOLD: Final = -1  # mallopt's parameters (malloc.h)
+_M_MMAP_THRESHOLD: Final = -3
 #: Container objects made and not yet freed that start a young collection in the daemon
 #: (CPython's default: 700, less than what 32 sends in flight hold; see the module's note).
 YOUNG_COLLECTION_THRESHOLD: Final = 10_000
@@ -107,17 +113,19 @@ def malloc_trim_function() -> Callable[[], int] | None:
     return lambda: int(trim(0))
 
 
-def keep_large_blocks_mapped(threshold: int = MMAP_THRESHOLD_BYTES) -> bool:
-    """Fix glibc's mmap threshold at ``threshold`` bytes, so a freed large block no longer
-    raises it (module docstring); False where the C library has no ``mallopt`` or refused.
-    For the daemon process, before its stores open: a library must not change its host's
-    allocator."""
+def set_malloc_thresholds(mmap_threshold: int, trim_threshold: int | None = None) -> bool:
+    """Fix glibc's mmap threshold (and its trim threshold, if given) in bytes: glibc adjusts
+    them no more (module docstring). False where the C library has no ``mallopt`` or it
+    refused. For the daemon process: a library must not change its host's allocator."""
     mallopt = _libc_function("mallopt")
     if mallopt is None:
         return False
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
     mallopt.restype = ctypes.c_int
-    return bool(mallopt(_M_MMAP_THRESHOLD, threshold))
+    done = bool(mallopt(_M_MMAP_THRESHOLD, mmap_threshold))
+    if trim_threshold is not None:
+        done = bool(mallopt(_M_TRIM_THRESHOLD, trim_threshold)) and done
+    return done
 
 
 async def run_trimmer(stop: asyncio.Event,
