@@ -355,14 +355,19 @@ def relay_command(target: Target) -> list[str]:
 
 
 async def post_all(sender: WebhookSender, prepared: list[Any], sent: dict[int, int],
-                   numbers: list[int], acked: list[int] | None = None) -> None:
+                   numbers: list[int], acked: list[int] | None = None, *,
+                   pace: float | None = None) -> None:
     """Post the prepared deliveries, WINDOW in flight; each must be acknowledged (200), and
-    the time of each acknowledgement goes into ``acked`` when given."""
+    the time of each acknowledgement goes into ``acked`` when given. ``pace``: at most that
+    many a second (delivery ``i`` not before ``i / pace`` seconds from the start)."""
     clock = time.perf_counter_ns
     todo = iter(range(len(prepared)))
+    start = time.monotonic()
 
     async def worker() -> None:
         for i in todo:
+            if pace and (delay := start + i / pace - time.monotonic()) > 0:
+                await asyncio.sleep(delay)
             sent[numbers[i]] = clock()
             delivery = await sender.post(prepared[i])
             if delivery.status != 200:
@@ -375,14 +380,18 @@ async def post_all(sender: WebhookSender, prepared: list[Any], sent: dict[int, i
 
 
 async def _push_all(send: Callable[[int], Awaitable[Any]], sent: dict[int, int],
-                    numbers: list[int]) -> None:
+                    numbers: list[int], *, pace: float | None = None) -> None:
     """Push every event down the gateway as fast as the socket takes them, letting the
     consumer run every 16 pushes: a write that does not block never yields, so without
     that the push loop would hold this process until the socket is full, and the consumer
     (the framework, a process of its own in reality) could not answer the daemon's pings
-    meanwhile; the confirmed daemon would then measure this process, not itself."""
+    meanwhile; the confirmed daemon would then measure this process, not itself.
+    ``pace``: at most that many a second (as :func:`post_all`)."""
     clock = time.perf_counter_ns
+    start = time.monotonic()
     for i, n in enumerate(numbers):
+        if pace and (delay := start + i / pace - time.monotonic()) > 0:
+            await asyncio.sleep(delay)
         sent[n] = clock()
         await send(i)
         if i % 16 == 15:
@@ -541,7 +550,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--strict", action="store_true", help="exit 1 if a target is missed")
     ap.add_argument("--events", type=int, default=None, help="events per flood")
     ap.add_argument("--rounds", type=int, default=None,
-                    help="interleaved rounds (default 3, 1 with --quick); the best is kept")
+                    help="interleaved rounds (default 3, 1 with --quick; with --bots 5, "
+                         "1 with --quick); the best is kept (with --bots the median)")
     ap.add_argument("--scenario", action="append", default=None, metavar="VIA:WHO",
                     choices=[f"{via}:{who}" for via, who in SCENARIOS],
                     help="run only this scenario (repeatable), e.g. gateway:known; for profiling")
@@ -628,6 +638,10 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if misses and args.strict else 0
 
 
+#: interleaved rounds of ``--bots``: the ratio is their median
+BOTS_ROUNDS = 5
+
+
 def bots_main(args: argparse.Namespace) -> int:
     """``--bots N``: a daemon of N bots against one of 1 bot (``_inbound_bots``)."""
     from _inbound_bots import run_bots
@@ -636,7 +650,7 @@ def bots_main(args: argparse.Namespace) -> int:
         print("--bots: give at least 2 (a daemon of N bots is compared with one of 1)")
         return 2
     prof = QUICK if args.quick else FULL
-    rounds = args.rounds or prof.rounds
+    rounds = args.rounds or (prof.rounds if args.quick else BOTS_ROUNDS)
     count = args.events if args.events else prof.events
     started, load0 = time.perf_counter(), os.getloadavg()[0]
     with temp_dir() as tmp:
