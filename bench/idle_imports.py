@@ -24,12 +24,15 @@ idle daemon
 import cost
     This tree's daemon once more under ``python -X importtime``, to its ready line: the
     modules it imported. Per top-level package (third-party and the standard library's
-    largest), its cumulative import time in that run (us: the sum over each place it was
+    largest), its cumulative import time in that run (ms: the sum over each place it was
     entered from another package; a package that imports another counts it too), and the
-    memory it adds on its own: a fresh interpreter that has imported ``asyncio`` and
-    ``aiohttp.web`` (the base of any aiohttp relay) imports it and reports the difference
-    of ``VmRSS``, ``RssAnon`` and ``RssFile`` (median of three). The optional packages a
-    default daemon must not load are listed too, marked as not loaded.
+    memory it adds: a fresh interpreter that has imported ``asyncio`` and ``aiohttp.web``
+    (the base of any aiohttp relay) imports every module of that package the daemon
+    imported (so what a package loads only when first used counts too, but not what the
+    daemon then builds with it) and reports the difference of ``VmRSS``, ``RssAnon`` and
+    ``RssFile`` (median of three). The daemon's own modules are measured over all of
+    those packages. The optional packages a default daemon must not load are listed with
+    what each would add to it (over every module the daemon imported).
 
 Target
 ------
@@ -219,9 +222,10 @@ def cumulative_by_package(rows: list[Row]) -> dict[str, int]:
 
 MEASURE = """
 import sys
-for name in ("rich", "greenlet", "better_exceptions"):  # as the daemon's entry point does
-    if name not in sys.argv[1:]:
-        sys.modules.setdefault(name, None)
+before_names, measured = sys.argv[1].split(","), sys.argv[2].split(",")
+EXTRAS = ("rich", "greenlet", "better_exceptions")
+for name in EXTRAS:  # kept out, as the daemon's entry point does
+    sys.modules.setdefault(name, None)
 def status():
     out = {}
     for line in open("/proc/self/status"):
@@ -229,29 +233,61 @@ def status():
         if name in ("VmRSS", "RssAnon", "RssFile"):
             out[name] = int(value.split()[0])
     return out
-for name in BASE:
-    __import__(name)
+def load(names):
+    done = 0
+    for name in names:
+        try:
+            __import__(name)
+            done += 1
+        except Exception:  # a library's optional import that fails here as in the daemon
+            pass
+    return done
+load(before_names)
+for name in EXTRAS:  # unless measured
+    if any(module.split(".")[0] == name for module in measured) and name in sys.modules \
+            and sys.modules[name] is None:
+        del sys.modules[name]
+present = measured[0] in sys.modules
 before = status()
-for name in sys.argv[1:]:
-    __import__(name)
+done = load(measured)
 after = status()
-print(" ".join(str(after[k] - before[k]) for k in ("VmRSS", "RssAnon", "RssFile")))
+print(done, int(present), *(after[k] - before[k] for k in ("VmRSS", "RssAnon", "RssFile")))
 """
 
 
-def memory_added(module: str, tree: Tree) -> tuple[float, float, float] | None:
-    """MiB ``module`` adds to a fresh interpreter that imported :data:`BASE` (median of
-    three); None if it cannot be imported here."""
-    code = MEASURE.replace("BASE", repr(BASE))
+@dataclass
+class Added:
+    """What importing some modules added to a fresh interpreter (MiB, median of three)."""
+
+    vm: float
+    anon: float
+    file: float
+    #: the (first) module was imported already by what came before (its figures are 0)
+    before: bool
+
+    def columns(self) -> str:
+        if self.before:
+            return "   (in the base line)"
+        return f"{self.vm:>7.2f} {self.anon:>6.2f} {self.file:>6.2f}"
+
+
+def memory_added(modules: list[str], tree: Tree, before: tuple[str, ...] = BASE
+                 ) -> Added | None:
+    """What importing ``modules`` adds to a fresh interpreter that imported ``before``;
+    None when none of them can be imported here."""
     runs = []
     for _ in range(3):
-        done = subprocess.run([sys.executable, "-c", code, module], capture_output=True,
-                              text=True, env=tree.env(), timeout=120)
+        done = subprocess.run([sys.executable, "-c", MEASURE, ",".join(before),
+                               ",".join(modules)], capture_output=True, text=True,
+                              env=tree.env(), timeout=120)
         if done.returncode:
+            raise SystemExit(f"measuring {modules[0]} failed:\n{done.stderr[-2000:]}")
+        loaded, present, *figures = (int(v) for v in done.stdout.split())
+        if not loaded:
             return None
-        runs.append([int(v) for v in done.stdout.split()])
-    return tuple(statistics.median(run[k] for run in runs) / 1024  # type: ignore[return-value]
-                 for k in range(3))
+        runs.append(figures)
+    vm, anon, file = (statistics.median(run[k] for run in runs) / 1024 for k in range(3))
+    return Added(vm, anon, file, bool(present))
 
 
 def base_line(tree: Tree) -> dict[str, float]:
@@ -267,37 +303,40 @@ def base_line(tree: Tree) -> dict[str, float]:
 
 def print_imports(tree: Tree, tmp: Path, config: Path) -> None:
     rows = imported_by_daemon(tree, tmp, config)
-    loaded = {row.name for row in rows}
+    order = list(dict.fromkeys(row.name for row in reversed(rows)))  # parents first
+    loaded = set(order)
     totals = cumulative_by_package(rows)
-    # an extra the entry point keeps out is a line of its own (its import halted), loaded
-    # only if a submodule of it is there too
-    packages = {package_of(name) for name in loaded if name not in UNUSED_EXTRAS}
+    ours = ("gensokyo_idmap", "migrate")
+    by_package: dict[str, list[str]] = {}
+    for name in order:
+        by_package.setdefault(package_of(name), []).append(name)
     third_party = sorted(
         (top for top in totals
-         if top in packages and top not in sys.stdlib_module_names
-         and top not in ("gensokyo_idmap", "migrate") and not top.startswith("_")),
+         if top not in sys.stdlib_module_names and top not in ours
+         and not top.startswith("_") and top not in UNUSED_EXTRAS),
         key=lambda top: -totals[top])
-    listed = [*third_party, *(top for top in STDLIB_LISTED if top in totals)]
+    stdlib = [top for top in STDLIB_LISTED if top in totals]
     base = base_line(tree)
-    print_heading(f"  {'package':<22} {'import ms':>9} {'+VmRSS':>7} {'+anon':>6} "
+    print_heading(f"  {'package':<24} {'import ms':>9} {'+VmRSS':>7} {'+anon':>6} "
                   f"{'+file':>6}  (MiB over {' + '.join(BASE)}: "
                   f"{base['VmRSS']:.1f} VmRSS, {base['RssAnon']:.1f} anon)")
-    for top in listed:
-        added = memory_added(top, tree)
-        shown = ("      ?" if added is None
-                 else f"{added[0]:>7.2f} {added[1]:>6.2f} {added[2]:>6.2f}")
-        print(f"  {top:<22} {totals[top] / 1000:>9.1f} {shown}")
-    ours = sum(totals.get(top, 0) for top in ("gensokyo_idmap", "migrate"))
-    print(f"  {'gensokyo_idmap, migrate':<22} {ours / 1000:>9.1f}  "
-          f"({sum(1 for name in loaded if package_of(name) in ('gensokyo_idmap', 'migrate'))}"
-          " modules)")
-    print_heading(f"  {'not for a default daemon':<22} {'loaded':>9} {'+VmRSS':>7} "
+    for top in [*third_party, *stdlib]:
+        added = memory_added(by_package[top], tree)
+        if added is not None:  # else only a library's optional import that failed
+            print(f"  {top:<24} {totals[top] / 1000:>9.1f} {added.columns()}")
+    modules = [name for top in ours for name in by_package.get(top, [])]
+    others = tuple(name for name in order if package_of(name) in third_party)
+    added = memory_added(modules, tree, (*BASE, *others))
+    assert added is not None
+    print(f"  {'gensokyo_idmap, migrate':<24} "
+          f"{sum(totals.get(top, 0) for top in ours) / 1000:>9.1f} {added.columns()}"
+          f"  ({len(modules)} modules, over the packages above)")
+    print_heading(f"  {'not for a default daemon':<24} {'loaded':>9} {'+VmRSS':>7} "
                   f"{'+anon':>6} {'+file':>6}")
     for name, module in OPTIONAL.items():
-        added = memory_added(module, tree)
-        shown = ("  not installed" if added is None
-                 else f"{added[0]:>7.2f} {added[1]:>6.2f} {added[2]:>6.2f}")
-        print(f"  {name:<22} {'YES' if module in loaded else 'no':>9} {shown}")
+        added = memory_added([module], tree, (*BASE, *order))
+        shown = "   not installed" if added is None else added.columns()
+        print(f"  {name:<24} {'YES' if module in loaded else 'no':>9} {shown}")
     print(f"\n  {len(loaded)} modules imported by the daemon of {tree.name}")
 
 # --- the run -------------------------------------------------------------------------------
