@@ -52,6 +52,7 @@ bench: venv
 	$(BIN)/python bench/api.py
 	$(BIN)/python bench/logline.py
 	$(BIN)/python bench/tables.py
+	$(BIN)/python bench/idle_imports.py
 	$(BIN)/python bench/cluster.py   # needs PostgreSQL at 127.0.0.1:5432 (--dsn) and Redis at 127.0.0.1:6379 (--redis-url)
 	$(BIN)/python bench/store_copy.py   # needs PostgreSQL at 127.0.0.1:5432 (--dsn)
 

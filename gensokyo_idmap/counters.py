@@ -13,7 +13,9 @@ its process); what a worker thread bumps (the sweeper's figures) is a :class:`Sh
 or :class:`Durations`, which take a lock.
 
 Names and help texts are the Prometheus ones (``metrics`` adds ``_total`` to counters), kept
-here so each metric is spelled once.
+here so each metric is spelled once. Every metric the daemon keeps is one of these, so
+prometheus-client loads only when ``/metrics`` is first scraped (an idle daemon that nobody
+scrapes does without its 1.5 MiB: ``bench/idle_imports.py``).
 """
 
 from __future__ import annotations
@@ -24,12 +26,14 @@ from collections.abc import Callable, Iterable
 from typing import Final
 
 __all__ = [
+    "ACTION_SECONDS",
     "BACKEND_ERRORS",
     "BACKEND_POOL_WAITS",
     "BACKEND_ROUND_TRIPS",
     "BIND_RESULTS",
     "EVENTS_IN",
     "EVENTS_OUT",
+    "EVENTS_UNENCODABLE",
     "FAMILIES",
     "IDENTITY_CACHE",
     "IDENTITY_CREATE",
@@ -42,8 +46,11 @@ __all__ = [
     "WEBHOOK_RESPONSES",
     "Count",
     "Durations",
+    "DurationsFamily",
     "Family",
     "SharedCount",
+    "backend_of",
+    "transport_of",
 ]
 
 
@@ -157,6 +164,35 @@ class Durations:
             return list(self.bucket_counts), self.sum
 
 
+class DurationsFamily:
+    """:class:`Durations` with labels: one per combination of label values, made on first
+    use (callers keep it), in the family's buckets."""
+
+    __slots__ = ("_children", "buckets", "documentation", "labelnames", "name")
+
+    def __init__(self, name: str, documentation: str, labelnames: Iterable[str],
+                 buckets: Iterable[float]) -> None:
+        self.name = name
+        self.documentation = documentation
+        self.labelnames = tuple(labelnames)
+        self.buckets = tuple(sorted(buckets))
+        self._children: dict[tuple[str, ...], Durations] = {}
+
+    def labels(self, *values: str) -> Durations:
+        if len(values) != len(self.labelnames):
+            raise ValueError(f"{self.name}: expected labels {self.labelnames}, got {values}")
+        child = self._children.get(values)
+        if child is None:
+            child = self._children.setdefault(
+                values, Durations(self.name, self.documentation, self.buckets))
+        return child
+
+    def children(self) -> list[tuple[tuple[str, ...], Durations]]:
+        """(label values, durations) of every combination used so far, in order of first
+        use."""
+        return list(self._children.items())
+
+
 _IDENTITIES: Final = Family(
     "gensokyo_identity_resolutions", "Identity keys resolved, by result (create: a key "
     "written for the first time; hit: already known)", ["result"])
@@ -194,6 +230,44 @@ WEBHOOK_RESPONSES: Final = Family(
     "gensokyo_webhook_responses", "Webhook callbacks answered, by HTTP status code (200 "
     "acknowledged; 4xx refused; 503 not processed: the platform delivers it again)", ["code"])
 
+#: A OneBot event a sink could not encode (a bug, or a value JSON cannot hold): dropped from
+#: that sink, never retried (:mod:`gensokyo_idmap.onebot.encoding`).
+EVENTS_UNENCODABLE: Final = Family(
+    "gensokyo_events_unencodable", "OneBot events dropped from one sink because they cannot "
+    "be encoded (never retried), by sink: http_post, outbox, reverse_ws, forward_ws",
+    ["sink"], shared=True)  # rare, and an outbox may encode off the loop
+
+#: Sink class name → transport label (a sink is any object with ``publish``).
+_TRANSPORTS: Final = {
+    "ReverseWsClient": "reverse_ws",
+    "ForwardWsServer": "forward_ws",
+    "HttpPostTarget": "http_post",
+}
+
+
+def transport_of(sink: object) -> str:
+    """The ``transport`` label of an event sink (its class name when unknown)."""
+    name = type(sink).__name__
+    return _TRANSPORTS.get(name, name)
+
+
+#: Server check class name → ``backend`` label, as ``gensokyo_backend_*_total`` spell it.
+_BACKENDS: Final = {"PgPing": "postgres", "RedisRuntime": "redis"}
+
+
+def backend_of(check: object) -> str:
+    """The ``backend`` label of a server a store lives on (its class name when unknown)."""
+    name = type(check).__name__
+    return _BACKENDS.get(name, name)
+
+
+#: OneBot action latency, timed on the event loop by the action service.
+ACTION_SECONDS: Final = DurationsFamily(
+    "gensokyo_action_seconds", "OneBot action latency, from parsed request to response, by "
+    "action and bot (the AppID it went out as)", ["action", "bot"],
+    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+             10.0))
+
 #: The server backends (label ``backend``: ``postgres``, ``redis``). Bumped from the
 #: writer thread and the worker threads as well as the loop: shared counts.
 BACKEND_ROUND_TRIPS: Final = Family(
@@ -216,6 +290,7 @@ IDENTITY_CACHE: Final = Family(
     "(invalidation) and whole clears (a Redis (re)subscription)", ["event"], shared=True)
 
 #: Every family in the order ``/metrics`` writes them.
-FAMILIES: Final[tuple[Family | Durations, ...]] = (
+FAMILIES: Final[tuple[Family | Durations | DurationsFamily, ...]] = (
     _IDENTITIES, BIND_RESULTS, _MSGIDS, _EXPIRED, MSGID_SWEEP_SECONDS, EVENTS_IN, EVENTS_OUT,
-    WEBHOOK_RESPONSES, BACKEND_ROUND_TRIPS, BACKEND_POOL_WAITS, BACKEND_ERRORS, IDENTITY_CACHE)
+    WEBHOOK_RESPONSES, BACKEND_ROUND_TRIPS, BACKEND_POOL_WAITS, BACKEND_ERRORS, IDENTITY_CACHE,
+    EVENTS_UNENCODABLE, ACTION_SECONDS)

@@ -10,7 +10,10 @@ structlog builds it through a column formatter object per field, a ``StringIO`` 
 and style strings that are all empty without colours: 7.5 us a line, more than the whole
 rest of the pipeline. :class:`PlainConsoleRenderer` writes the same text directly.
 A line carrying a traceback or a stack (``exc_info``, ``exception``, ``stack``: warnings
-and errors, never the hot path) is handed to structlog's renderer, which formats those.
+and errors, never the hot path) is handed to structlog's renderer, which formats those, in
+its plain format: structlog would pick ``rich``'s whenever rich is installed, so the same
+daemon's tracebacks looked different from host to host (and the console script keeps rich
+out of the process: :mod:`gensokyo_idmap.launch`).
 """
 
 from __future__ import annotations
@@ -41,7 +44,8 @@ class PlainConsoleRenderer:
     blank, ``=`` or a quote, anything else as its ``repr``), trailing blanks stripped."""
 
     def __init__(self) -> None:
-        self._traces = structlog.dev.ConsoleRenderer(colors=False)
+        self._traces = structlog.dev.ConsoleRenderer(
+            colors=False, exception_formatter=structlog.dev.plain_traceback)
 
     def __call__(self, logger: Any, method: str, event_dict: MutableMapping[str, Any]) -> str:
         if "exc_info" in event_dict or "exception" in event_dict or "stack" in event_dict:

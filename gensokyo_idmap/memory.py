@@ -1,4 +1,6 @@
-"""Hand the C allocator's free pages back to the system, once a minute.
+"""The daemon's memory: the C allocator's free pages handed back to the system once a
+minute, its large blocks kept in mappings of their own, and the cyclic collector run less
+often.
 
 Why: CPython takes memory for anything larger than a small object (read buffers, JSON
 texts, LMDB's dirty pages) from the C library's ``malloc``. glibc keeps what is freed in
@@ -14,6 +16,29 @@ anonymous memory after 36 minutes on a loaded machine; it costs a few millisecon
 is why it runs on a worker thread, not on the event loop) once a minute.
 
 Where the C library has no ``malloc_trim`` (musl, macOS) this does nothing.
+
+glibc's thresholds are set by the daemon, in two steps (:func:`set_malloc_thresholds`).
+glibc serves a block of at least its mmap threshold (128 KiB at first) as a mapping of its
+own, given back whole when freed, whose pages become resident only once written; smaller
+blocks come from the heap. When a mapped block is freed whole, glibc raises the threshold
+to its size (up to 32 MiB) and the trim threshold to twice that. So:
+
+- While the stores open, the threshold is held at 128 KiB (:data:`OPENING_MMAP_THRESHOLD`).
+  LMDB takes 3 MiB of page lists (``calloc``) for each environment it opens, and a new data
+  dir's stores are each made in a scratch environment first, closed again: that close
+  raised the threshold to 2 MiB, so the stores' own lists came from the heap, where they
+  held 4.5 MiB of an idle daemon's resident memory that fresh mappings, untouched until
+  used, do not (``bench/idle_imports.py``).
+- Once they are open, the thresholds are fixed where glibc's adjustment had them on a new
+  data dir: :data:`RUNNING_MMAP_THRESHOLD`, trim twice that. asyncio reads a socket into a
+  256 KiB buffer and shrinks it to what came; held at 128 KiB, every read would be an
+  ``mmap``, an ``mremap`` and a ``munmap`` (15 against 11 us a read on its own; a webhook
+  event took 25 % more CPU in ``bench/inbound.py``). With both steps an event costs what
+  it did (interleaved with the code before: webhook 0.26-0.31 against 0.25-0.30 ms,
+  gateway 0.08-0.11 against 0.09-0.12 ms, on a busy machine).
+
+Arenas: the worker threads' own (``MALLOC_ARENA_MAX``) held nothing an idle daemon keeps
+(no change with one arena), so their number is left to glibc.
 
 The cyclic garbage collector runs less often in the daemon (:func:`collect_less_often`):
 CPython starts a young collection once 700 more container objects were made than freed.
@@ -34,20 +59,27 @@ import ctypes
 import ctypes.util
 import gc
 from collections.abc import Callable
-from typing import Final
+from typing import Any, Final
 
 import structlog
 
 from gensokyo_idmap.periodic import every
 
-__all__ = ["TRIM_INTERVAL_SECONDS", "YOUNG_COLLECTION_THRESHOLD", "collect_less_often",
-           "malloc_trim_function", "run_trimmer"]
+__all__ = ["OPENING_MMAP_THRESHOLD", "RUNNING_MMAP_THRESHOLD", "TRIM_INTERVAL_SECONDS",
+           "YOUNG_COLLECTION_THRESHOLD", "collect_less_often", "malloc_trim_function",
+           "run_trimmer", "set_malloc_thresholds"]
 
 #: How often free memory is handed back: often enough that a peak does not linger, rarely
 #: enough that the few milliseconds of a trim are nothing.
 TRIM_INTERVAL_SECONDS: Final = 60.0
 
 _log = structlog.get_logger("gensokyo_idmap.memory")
+#: glibc's mmap threshold while the stores open: its initial one, kept (module docstring).
+OPENING_MMAP_THRESHOLD: Final = 128 * 1024
+#: glibc's mmap threshold once they are open (its trim threshold: twice that, glibc's ratio).
+RUNNING_MMAP_THRESHOLD: Final = 2 * 1024 * 1024
+_M_TRIM_THRESHOLD: Final = -1  # mallopt's parameters (malloc.h)
+_M_MMAP_THRESHOLD: Final = -3
 #: Container objects made and not yet freed that start a young collection in the daemon
 #: (CPython's default: 700, less than what 32 sends in flight hold; see the module's note).
 YOUNG_COLLECTION_THRESHOLD: Final = 10_000
@@ -61,20 +93,41 @@ def collect_less_often(threshold: int = YOUNG_COLLECTION_THRESHOLD) -> None:
     gc.set_threshold(max(young, threshold), older, oldest)
 
 
+def _libc_function(name: str) -> Any | None:
+    """A function of the C library, or None where it has none by that name."""
+    library = ctypes.util.find_library("c")
+    if library is None:
+        return None
+    try:
+        return getattr(ctypes.CDLL(library), name)
+    except (OSError, AttributeError):
+        return None
+
+
 def malloc_trim_function() -> Callable[[], int] | None:
     """glibc's ``malloc_trim(0)`` as a function returning 1 when it released memory, or
     None where the C library has none."""
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return None
-    try:
-        libc = ctypes.CDLL(name)
-        trim = libc.malloc_trim
-    except (OSError, AttributeError):
+    trim = _libc_function("malloc_trim")
+    if trim is None:
         return None
     trim.argtypes = [ctypes.c_size_t]
     trim.restype = ctypes.c_int
     return lambda: int(trim(0))
+
+
+def set_malloc_thresholds(mmap_threshold: int, trim_threshold: int | None = None) -> bool:
+    """Fix glibc's mmap threshold (and its trim threshold, if given) in bytes: glibc adjusts
+    them no more (module docstring). False where the C library has no ``mallopt`` or it
+    refused. For the daemon process: a library must not change its host's allocator."""
+    mallopt = _libc_function("mallopt")
+    if mallopt is None:
+        return False
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    mallopt.restype = ctypes.c_int
+    done = bool(mallopt(_M_MMAP_THRESHOLD, mmap_threshold))
+    if trim_threshold is not None:
+        done = bool(mallopt(_M_TRIM_THRESHOLD, trim_threshold)) and done
+    return done
 
 
 async def run_trimmer(stop: asyncio.Event,

@@ -2,13 +2,13 @@
 
 What is counted per event or per identity hit lives in :mod:`gensokyo_idmap.counters` as
 plain numbers, bumped where the event is logged; this module reads them at scrape time
-(:class:`HotCounter`, :class:`DurationsCollector`), so the pure modules never load
-prometheus-client and a bump on the hot path is one plain add. Store sizes are not counted
-as they change either: :class:`StoreSizeCollector` reads them at scrape time. The few
-metrics of the outer layers (unencodable events, action latency) are prometheus-client
-objects here. The registry is this module's own (not prometheus-client's global one), so
-tests and several in-process daemons never collide on a name; it carries prometheus-client's
-``process_*`` and ``python_*`` collectors too, as operators' dashboards expect.
+(:class:`HotCounter`, :class:`DurationsCollector`), so a bump on the hot path is one plain
+add, and only this module loads prometheus-client: the API imports it at the first scrape
+(``api/server.py``), so a daemon nobody scrapes never loads it. Store sizes are not counted
+as they change either: :class:`StoreSizeCollector` reads them at scrape time. The registry
+is this module's own (not prometheus-client's global one), so tests and several in-process
+daemons never collide on a name; it carries prometheus-client's ``process_*`` and
+``python_*`` collectors too, as operators' dashboards expect.
 
 No ``*_created`` series are written: every counter and histogram would otherwise come with
 a second series holding its start time, which doubles what Prometheus stores and shows up
@@ -31,9 +31,7 @@ from typing import Final, TypeVar
 
 from prometheus_client import (
     CollectorRegistry,
-    Counter,
     GCCollector,
-    Histogram,
     PlatformCollector,
     ProcessCollector,
     disable_created_metrics,
@@ -53,10 +51,7 @@ from gensokyo_idmap.store.base import LegacyCounts, TableCounts
 from gensokyo_idmap.tables import TableFigures
 
 __all__ = [
-    "ACTION_SECONDS",
     "CONTENT_TYPE",
-    "EVENTS_OUT",
-    "EVENTS_UNENCODABLE",
     "REGISTRY",
     "BackendUpCollector",
     "DataDirCollector",
@@ -64,9 +59,7 @@ __all__ = [
     "HotCounter",
     "MemoryTablesCollector",
     "StoreSizeCollector",
-    "backend_of",
     "render",
-    "transport_of",
 ]
 
 T = TypeVar("T")
@@ -101,67 +94,39 @@ class HotCounter(Collector):
 
 
 class DurationsCollector(Collector):
-    """:class:`counters.Durations` as a Prometheus histogram, read at scrape time."""
+    """:class:`counters.Durations` (or a :class:`counters.DurationsFamily`, one histogram
+    per combination of labels) as a Prometheus histogram, read at scrape time."""
 
-    def __init__(self, durations: counters.Durations, registry: CollectorRegistry) -> None:
+    def __init__(self, durations: counters.Durations | counters.DurationsFamily,
+                 registry: CollectorRegistry) -> None:
         self.durations = durations
         registry.register(self)
 
     def collect(self) -> Iterator[Metric]:
         durations = self.durations
-        per_bucket, total = durations.snapshot()
-        cumulative: list[tuple[str, float]] = []
-        seen = 0
-        for bound, n in zip((*durations.buckets, math.inf), per_bucket, strict=True):
-            seen += n
-            cumulative.append(("+Inf" if bound == math.inf else repr(float(bound)), seen))
-        yield HistogramMetricFamily(durations.name, durations.documentation,
-                                    buckets=cumulative, sum_value=total)
+        children: list[tuple[tuple[str, ...], counters.Durations]]
+        if isinstance(durations, counters.DurationsFamily):
+            labelnames, children = durations.labelnames, durations.children()
+        else:
+            labelnames, children = (), [((), durations)]
+        metric = HistogramMetricFamily(durations.name, durations.documentation,
+                                       labels=labelnames)
+        for values, child in children:
+            per_bucket, total = child.snapshot()
+            cumulative: list[tuple[str, float]] = []
+            seen = 0
+            for bound, n in zip((*child.buckets, math.inf), per_bucket, strict=True):
+                seen += n
+                cumulative.append(("+Inf" if bound == math.inf else repr(float(bound)), seen))
+            metric.add_metric(list(values), cumulative, total)
+        yield metric
 
 
 for _family in counters.FAMILIES:  # in the order /metrics writes them
-    if isinstance(_family, counters.Durations):
+    if isinstance(_family, counters.Durations | counters.DurationsFamily):
         DurationsCollector(_family, REGISTRY)
     else:
         HotCounter(_family, REGISTRY)
-
-#: Counted by the bridge, which reads it here.
-EVENTS_OUT: Final = counters.EVENTS_OUT
-
-EVENTS_UNENCODABLE: Final = Counter(
-    "gensokyo_events_unencodable", "OneBot events dropped from one sink because they cannot "
-    "be encoded (never retried), by sink: http_post, outbox, reverse_ws, forward_ws",
-    ["sink"], registry=REGISTRY)
-
-ACTION_SECONDS: Final = Histogram(
-    "gensokyo_action_seconds", "OneBot action latency, from parsed request to response, by "
-    "action and bot (the AppID it went out as)", ["action", "bot"],
-    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
-             10.0), registry=REGISTRY)
-
-#: Sink class name → transport label (a sink is any object with ``publish``).
-_TRANSPORTS: Final = {
-    "ReverseWsClient": "reverse_ws",
-    "ForwardWsServer": "forward_ws",
-    "HttpPostTarget": "http_post",
-}
-
-
-def transport_of(sink: object) -> str:
-    """The ``transport`` label of an event sink (its class name when unknown)."""
-    name = type(sink).__name__
-    return _TRANSPORTS.get(name, name)
-
-
-#: Server check class name → ``backend`` label, as ``gensokyo_backend_*_total`` spell it.
-_BACKENDS: Final = {"PgPing": "postgres", "RedisRuntime": "redis"}
-
-
-def backend_of(check: object) -> str:
-    """The ``backend`` label of a server a store lives on (its class name when unknown)."""
-    name = type(check).__name__
-    return _BACKENDS.get(name, name)
-
 
 class BackendUpCollector(Collector):
     """``gensokyo_backend_up{backend}``: 1 when the stores on that backend answered the

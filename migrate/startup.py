@@ -4,6 +4,9 @@ before anything else happens, once.
 The daemon (``app.run_daemon``) does not know migration: the CLI's ``serve`` hands this
 function in as the preparation of the freshly opened stores, so the package never imports
 ``migrate`` and a daemon built without it simply never reads an old file.
+
+The reader of old files (:mod:`migrate.legacy`, :mod:`migrate.bbolt`) is imported only when
+there is one to migrate: most starts find none, and it need not sit in every daemon's memory.
 """
 
 from __future__ import annotations
@@ -15,8 +18,6 @@ from gensokyo_idmap.errors import BadInputError
 from gensokyo_idmap.runtime.lmdb import LmdbMsgIdStore
 from gensokyo_idmap.store.base import MIGRATION_MARKER, IdentityStore
 from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
-from migrate.legacy import migrate_legacy
-from migrate.progress import LogProgress
 
 __all__ = ["migrate_if_found"]
 
@@ -41,6 +42,8 @@ async def migrate_if_found(
             "an old idmap.db is here, and the daemon does not migrate into PostgreSQL by "
             "itself: run `gensokyo-idmap --config <this file> migrate` first (it migrates "
             "into the PostgreSQL graph), or set idmap.legacy_db to \"\" to start without it")
+    from migrate.legacy import migrate_legacy
+    from migrate.progress import LogProgress
 
     await asyncio.to_thread(
         migrate_legacy, legacy, store, msgid_store, config.bot.app_id, progress=LogProgress()

@@ -16,7 +16,9 @@ from hypothesis import strategies as st
 
 from gensokyo_idmap.logrender import PlainConsoleRenderer
 
-STOCK = structlog.dev.ConsoleRenderer(colors=False)
+# tracebacks in structlog's plain format, as in a daemon's process (rich is kept out of it)
+STOCK = structlog.dev.ConsoleRenderer(colors=False,
+                                      exception_formatter=structlog.dev.plain_traceback)
 OURS = PlainConsoleRenderer()
 
 texts = st.text(alphabet=st.sampled_from(list("ab=Z9:/ \t\r\n\"'群_.-")), max_size=40)

@@ -49,6 +49,51 @@ def test_a_trim_gives_freed_memory_back() -> None:
     assert before - after > 20 * 1024, (before, after)
 
 
+# A child sets glibc's thresholds as the daemon does at one of its steps (or leaves glibc's
+# own), takes a 256 KiB block (asyncio's read buffer), frees a 2 MiB one (as LMDB's page
+# lists are, when a scratch environment closes), takes a 1 MiB one, and says where each of
+# the two is: in the heap (the [heap] of /proc/self/maps) or a mapping of its own.
+WHERE_BLOCKS_GO = textwrap.dedent("""
+    import ctypes, ctypes.util, sys
+    from gensokyo_idmap import memory
+
+    libc = ctypes.CDLL(ctypes.util.find_library("c"))
+    libc.calloc.restype = libc.malloc.restype = ctypes.c_void_p
+    libc.calloc.argtypes = [ctypes.c_size_t, ctypes.c_size_t]
+    libc.malloc.argtypes = [ctypes.c_size_t]
+    libc.free.argtypes = [ctypes.c_void_p]
+    if sys.argv[1] == "opening":
+        assert memory.set_malloc_thresholds(memory.OPENING_MMAP_THRESHOLD)
+    elif sys.argv[1] == "running":
+        assert memory.set_malloc_thresholds(memory.RUNNING_MMAP_THRESHOLD,
+                                            2 * memory.RUNNING_MMAP_THRESHOLD)
+
+    def where(block):
+        for line in open("/proc/self/maps"):
+            span, *rest = line.split()
+            start, end = (int(part, 16) for part in span.split("-"))
+            if start <= block < end:
+                return "heap" if rest[-1] == "[heap]" else "mapped"
+
+    read = libc.malloc(256 << 10)
+    libc.free(libc.calloc(1, 2 << 20))
+    print(where(read), where(libc.malloc(1 << 20)))
+""")
+
+
+@pytest.mark.skipif(not GLIBC, reason="mallopt's thresholds are glibc's")
+@pytest.mark.parametrize(("step", "where"), [
+    ("glibc's", ["mapped", "heap"]),  # raised by the free: the next large block in the heap
+    ("opening", ["mapped", "mapped"]),  # held: LMDB's next lists are mappings
+    ("running", ["heap", "heap"]),  # fixed where glibc's raise went: reads in the heap
+])
+def test_the_daemons_thresholds_decide_where_large_blocks_go(step: str,
+                                                              where: list[str]) -> None:
+    done = subprocess.run([sys.executable, "-c", WHERE_BLOCKS_GO, step],
+                          capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.split() == where
+
+
 def test_the_trimmer_trims_on_a_worker_thread_until_stopped() -> None:
     calls: list[str] = []
 

@@ -10,7 +10,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from gensokyo_idmap.counters import Durations, Family
+from gensokyo_idmap.counters import Durations, DurationsFamily, Family
 from gensokyo_idmap.metrics import (
     DurationsCollector,
     HotCounter,
@@ -44,10 +44,10 @@ def test_the_registry_writes_no_created_series_and_the_process_and_python_ones()
     """Every counter and histogram once came with a ``*_created`` twin (prometheus-client's
     own objects and two of ours): none now, whichever kind wrote it; the ``process_*`` and
     ``python_*`` families operators' dashboards expect are there."""
-    from gensokyo_idmap import metrics
+    from gensokyo_idmap import counters, metrics
 
-    metrics.EVENTS_UNENCODABLE.labels("test_sink")  # prometheus-client objects, bumped or not
-    metrics.ACTION_SECONDS.labels("test_action", "102000001").observe(0.01)
+    counters.EVENTS_UNENCODABLE.labels("test_sink")  # labelled families, bumped or not
+    counters.ACTION_SECONDS.labels("test_action", "102000001").observe(0.01)
     text = metrics.render().decode()
     assert "_created" not in text
     names = {family.name for family in text_string_to_metric_families(text)}
@@ -76,6 +76,28 @@ def test_durations_render_as_a_cumulative_histogram() -> None:
     assert "test_seconds_count 4.0" in text
     assert "test_seconds_sum 7.65" in text
     assert "test_seconds_created" not in text
+
+
+def test_labelled_durations_render_one_histogram_per_label_set() -> None:
+    """A :class:`DurationsFamily` (the action latency's kind): each label set its own
+    cumulative buckets, count and sum, labelled as prometheus-client's Histogram writes
+    them; a label set is made once and kept."""
+    registry = CollectorRegistry(auto_describe=True)
+    family = DurationsFamily("test_latency", "Latency", ["action", "bot"], buckets=(0.1, 1.0))
+    DurationsCollector(family, registry)
+    assert family.labels("send", "1") is family.labels("send", "1")
+    family.labels("send", "1").observe(0.05)
+    family.labels("send", "1").observe(2.0)
+    family.labels("get", "1").observe(0.5)
+    with pytest.raises(ValueError, match="test_latency"):
+        family.labels("send")
+    text = generate_latest(registry).decode()
+    assert 'test_latency_bucket{action="send",bot="1",le="0.1"} 1.0' in text
+    assert 'test_latency_bucket{action="send",bot="1",le="+Inf"} 2.0' in text
+    assert 'test_latency_count{action="send",bot="1"} 2.0' in text
+    assert 'test_latency_bucket{action="get",bot="1",le="0.1"} 0.0' in text
+    assert 'test_latency_bucket{action="get",bot="1",le="1.0"} 1.0' in text
+    assert 'test_latency_sum{action="get",bot="1"} 0.5' in text
 
 
 def test_hot_counter_children_are_shared_per_label_set() -> None:

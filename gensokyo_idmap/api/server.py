@@ -48,21 +48,19 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 from aiohttp import web
 from aiohttp.web_urldispatcher import MatchInfoError
-from prometheus_client import CollectorRegistry
 
-from gensokyo_idmap import jsonio, metrics
+from gensokyo_idmap import counters, jsonio
 from gensokyo_idmap.admission import SAFE_METHODS, Admission
 from gensokyo_idmap.api.access import AccessPolicy
 from gensokyo_idmap.api.console.pages import Console
 from gensokyo_idmap.api.console.status import Controls, LinkStatus
 from gensokyo_idmap.api.forwarded import TrustedProxies
 from gensokyo_idmap.api.getid import answer_getid
-from gensokyo_idmap.api.link_metrics import LinkCollector
 from gensokyo_idmap.api.openapi import openapi_document
 from gensokyo_idmap.api.settings import ApiSettings
 from gensokyo_idmap.api.traffic import totals
@@ -102,6 +100,11 @@ from gensokyo_idmap.reports import (
 from gensokyo_idmap.runtime.msgid import MessageIds, check_virtual_id
 from gensokyo_idmap.store.base import TableCounts, legacy_counts
 from gensokyo_idmap.tables import Tables
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
+    from gensokyo_idmap.metrics import BackendUpCollector
 
 __all__ = ["ApiServer"]
 
@@ -175,19 +178,34 @@ class ApiServer:
         self.access = AccessPolicy(settings.token, settings.getid_allow)
         self.proxies = TrustedProxies(settings.trusted_proxies)
         self.admission = Admission(settings.allowed_hosts)
-        self.registry = CollectorRegistry(auto_describe=True)
-        self.registry.register(metrics.StoreSizeCollector(
-            self._identity_counts, partial(legacy_counts, graph.store), msgids.counts,
-            (settings.identity_path, settings.msgid_path)))
-        self.registry.register(metrics.DataDirCollector(settings.msgid_path.parent))
-        self._backends_up = metrics.BackendUpCollector()
-        self.registry.register(self._backends_up)
-        if link is not None:
-            self.registry.register(LinkCollector(link))
+        self._collectors: tuple[CollectorRegistry, BackendUpCollector] | None = None
         self.console = Console(self, link, controls=controls)
         self.tables = tables if tables is not None else Tables()
         self.tables.add_from(self.console)
         self.registry.register(metrics.MemoryTablesCollector(self.tables.figures))
+
+    def _registry(self) -> tuple[CollectorRegistry, BackendUpCollector]:
+        """This listener's collectors (and the one whose answers each scrape brings), made
+        at the first scrape: prometheus-client loads only when ``/metrics`` is asked for
+        (:mod:`gensokyo_idmap.counters` says why)."""
+        if self._collectors is None:
+            from prometheus_client import CollectorRegistry
+
+            from gensokyo_idmap import metrics
+            from gensokyo_idmap.api.link_metrics import LinkCollector
+
+            settings = self.settings
+            registry = CollectorRegistry(auto_describe=True)
+            registry.register(metrics.StoreSizeCollector(
+                self._identity_counts, partial(legacy_counts, self.graph.store),
+                self.msgids.counts, (settings.identity_path, settings.msgid_path)))
+            registry.register(metrics.DataDirCollector(settings.msgid_path.parent))
+            backends_up = metrics.BackendUpCollector()
+            registry.register(backends_up)
+            if self.link is not None:
+                registry.register(LinkCollector(self.link))
+            self._collectors = registry, backends_up
+        return self._collectors
 
     def _identity_counts(self) -> TableCounts:
         with self.graph.store.read() as view:
@@ -461,9 +479,12 @@ class ApiServer:
                                  status=503 if found else 200)
 
     async def metrics(self, request: web.Request) -> web.Response:
+        from gensokyo_idmap import metrics
+
         started = time.perf_counter()
-        self._backends_up.update(await self.backends_up())
-        body = metrics.render(self.registry)
+        registry, backends_up = self._registry()
+        backends_up.update(await self.backends_up())
+        body = metrics.render(registry)
         log.debug("[api] metrics rendered", seconds=round(time.perf_counter() - started, 6))
         return web.Response(body=body, headers={"Content-Type": metrics.CONTENT_TYPE})
 
@@ -475,7 +496,7 @@ class ApiServer:
             up["lmdb"] = not store_problems(self._health_sources)
         answers = await server_answers(self._servers)
         for check, problem in zip(self._servers, answers, strict=True):
-            backend = metrics.backend_of(check)
+            backend = counters.backend_of(check)
             up[backend] = up.get(backend, True) and problem is None
         return up
 

@@ -5,7 +5,7 @@ platform events in, OneBot events out, OneBot actions answered; of every bot, or
 
 from __future__ import annotations
 
-from gensokyo_idmap import counters, metrics
+from gensokyo_idmap import counters
 
 __all__ = ["totals"]
 
@@ -13,9 +13,9 @@ __all__ = ["totals"]
 def totals(bot: str | None = None) -> dict[str, float]:
     """Events in, events out and actions answered since the process started: of ``bot``
     (an AppID), or of all bots."""
-    actions = sum(sample.value for family in metrics.ACTION_SECONDS.collect()
-                  for sample in family.samples if sample.name.endswith("_count")
-                  and bot in (None, sample.labels.get("bot")))
+    actions = float(sum(sum(durations.snapshot()[0])  # the count of each histogram
+                        for labels, durations in counters.ACTION_SECONDS.children()
+                        if bot in (None, labels[1])))
     return {
         "events in": sum(count.value for labels, count in counters.EVENTS_IN.children()
                          if bot in (None, labels[1])),

@@ -24,9 +24,8 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Final
 
 import structlog
-from prometheus_client import Histogram
 
-from gensokyo_idmap import metrics
+from gensokyo_idmap import counters
 from gensokyo_idmap.bridge.bot_name import BotName
 from gensokyo_idmap.bridge.cannot import CANNOT, refusal
 from gensokyo_idmap.bridge.chat import GROUP_CHAT_KINDS, Chat, ChatKind
@@ -102,7 +101,7 @@ class ActionService:
         self.self_id = sender.settings.self_id
         self._clock = clock
         self._background: set[asyncio.Task[Any]] = set()
-        self._timers: dict[str, Histogram] = {}
+        self._timers: dict[str, counters.Durations] = {}
         self.handlers: dict[str, Handler] = {
             "send_msg": self.send_msg,
             "send_group_msg": self.send_group_msg,
@@ -158,8 +157,8 @@ class ActionService:
 
     async def _run(self, handler: Handler, request: ActionRequest) -> dict[str, Any]:
         timer = self._timers.get(request.action)
-        if timer is None:  # one per handler name: the label lookup takes a lock each time
-            timer = self._timers[request.action] = metrics.ACTION_SECONDS.labels(
+        if timer is None:  # one per handler name: no label lookup per action
+            timer = self._timers[request.action] = counters.ACTION_SECONDS.labels(
                 request.action, self.sender.settings.app_id)
         started = time.perf_counter()
         try:

@@ -56,7 +56,7 @@ from typing import Any, Final, Literal, Protocol, cast, runtime_checkable
 
 import structlog
 
-from gensokyo_idmap import metrics
+from gensokyo_idmap import counters
 from gensokyo_idmap.bridge.chat import Chat, ChatKind
 from gensokyo_idmap.bridge.chat_turns import ChatTurns, wait_all
 from gensokyo_idmap.bridge.dedup import delivery_key
@@ -472,7 +472,7 @@ class InboundPipeline:
         self._tracked = [isinstance(sink, TrackedSink) and sink.backlog is not None
                          for sink in self.sinks]
         bot = bridge.settings.app_id
-        self._sent = [(metrics.EVENTS_OUT.labels(metrics.transport_of(s), bot),
+        self._sent = [(counters.EVENTS_OUT.labels(counters.transport_of(s), bot),
                        s if isinstance(s, FanOutSink) else None) for s in self.sinks]
         self.duplicates = 0
         self.delivery_wait = 2.0

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from gensokyo_idmap.cli.context import RootConfigOption
 from gensokyo_idmap.config import Config, load_config
 from gensokyo_idmap.logging import configure_logging
+
+if TYPE_CHECKING:
+    from gensokyo_idmap.runtime.lmdb import LmdbMsgIdStore
+    from gensokyo_idmap.store.base import IdentityStore
 
 __all__ = ["demo", "serve"]
 
@@ -22,17 +27,28 @@ def serve(config_path: Path) -> None:
     """Run the daemon."""
     from gensokyo_idmap.app import run_daemon
     from gensokyo_idmap.executor import DaemonThreadExecutor
-    from gensokyo_idmap.memory import collect_less_often
+    from gensokyo_idmap.memory import (
+        OPENING_MMAP_THRESHOLD,
+        RUNNING_MMAP_THRESHOLD,
+        collect_less_often,
+        set_malloc_thresholds,
+    )
     from migrate.startup import migrate_if_found
+
+    async def prepare(config: Config, store: IdentityStore, msgids: LmdbMsgIdStore) -> None:
+        await migrate_if_found(config, store, msgids)
+        # the stores are open: glibc's thresholds for the run (memory.py says why)
+        set_malloc_thresholds(RUNNING_MMAP_THRESHOLD, 2 * RUNNING_MMAP_THRESHOLD)
 
     config: Config = load_config(config_path)
     configure_logging(config.log.level, config.log.format, zone=config.log.time)
     collect_less_often()  # sends in flight hold more than the default lets live
+    set_malloc_thresholds(OPENING_MMAP_THRESHOLD)  # LMDB's page lists mapped, not cleared
     with asyncio.Runner() as runner:
         # blocking calls (name lookups, sweeps) on daemon threads: one still waiting at
         # the end must not keep the process alive after [app] stopped
         runner.get_loop().set_default_executor(DaemonThreadExecutor())
-        runner.run(run_daemon(config, prepare=migrate_if_found))
+        runner.run(run_daemon(config, prepare=prepare))
 
 
 @click.command()

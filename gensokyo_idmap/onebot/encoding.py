@@ -13,7 +13,7 @@ from typing import Any
 
 import structlog
 
-from gensokyo_idmap import jsonio, metrics
+from gensokyo_idmap import counters, jsonio
 
 __all__ = ["event_bytes"]
 
@@ -33,5 +33,5 @@ def event_bytes(payload: Any, sink: str, kind: str, *, event: Any = None) -> byt
         reason = exc.reason if isinstance(exc, UnicodeEncodeError) else str(exc)[:120]
         log.error("[onebot] event cannot be encoded: dropped", sink=sink, kind=kind,
                   post_type=post_type, error=type(exc).__name__, reason=reason)
-        metrics.EVENTS_UNENCODABLE.labels(kind).inc()
+        counters.EVENTS_UNENCODABLE.labels(kind).inc()
         return None

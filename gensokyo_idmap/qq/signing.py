@@ -29,19 +29,23 @@ verifies a callback in half the CPU of ``cryptography``'s OpenSSL (about 50 agai
 on the development machine), and the check is the largest single cost of a webhook
 callback: every one is verified on the event loop. libsodium is also the stricter of the
 two (it refuses non-canonical encodings and small-order points, which no honest signer
-makes). The secret never appears in an error or a repr.
+makes). The secret never appears in an error or a repr. libsodium (``nacl.signing``, 1.6 MiB
+of a daemon's memory) is loaded with the first key, so a daemon without the webhook, or
+with the webhook and no secret yet, never loads it (``bench/idle_imports.py``).
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from nacl.exceptions import BadSignatureError
-from nacl.signing import SigningKey, VerifyKey
 
 from gensokyo_idmap.errors import BadInputError
+
+if TYPE_CHECKING:
+    from nacl.signing import SigningKey, VerifyKey
 
 __all__ = [
     "DEFAULT_MAX_AGE_SECONDS",
@@ -84,6 +88,8 @@ class WebhookKey:
 
     @classmethod
     def from_secret(cls, secret: str) -> WebhookKey:
+        from nacl.signing import SigningKey  # libsodium loads with the first key (docstring)
+
         return cls(SigningKey(seed_from_secret(secret)))
 
     @property

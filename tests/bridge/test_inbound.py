@@ -558,14 +558,14 @@ class FanOutCollect(Collect):
 
 def test_events_out_counts_what_each_sink_handed_to_a_connection(
         identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore) -> None:
-    from gensokyo_idmap import metrics
+    from gensokyo_idmap import counters
 
     bridge = InboundBridge(IdentityGraph(identity_store), MsgIdMap(msgid_store),
                            BridgeSettings(app_id=APP, self_id=SELF))
     plain, fan_out = Collect(), FanOutCollect(connections=0)
     pipeline = InboundPipeline(bridge, [plain, fan_out])
-    plain_count = metrics.EVENTS_OUT.labels(metrics.transport_of(plain), APP)
-    fan_count = metrics.EVENTS_OUT.labels(metrics.transport_of(fan_out), APP)
+    plain_count = counters.EVENTS_OUT.labels(counters.transport_of(plain), APP)
+    fan_count = counters.EVENTS_OUT.labels(counters.transport_of(fan_out), APP)
     plain_before, fan_before = plain_count.value, fan_count.value
 
     run(pipeline(_group_msg("ROBOT1.0_nobody_on_the_fan_out")))

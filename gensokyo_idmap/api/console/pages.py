@@ -28,10 +28,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-import aiohttp_jinja2
-import jinja2
 import structlog
 from aiohttp import web
 
@@ -40,7 +38,6 @@ from gensokyo_idmap.api.access import same_token
 from gensokyo_idmap.api.console import form_tokens, language
 from gensokyo_idmap.api.console.browse_pages import BrowsePages
 from gensokyo_idmap.api.console.chart import ChartWords, rate_chart
-from gensokyo_idmap.api.console.dates import time_tag
 from gensokyo_idmap.api.console.error_text import error_text, said
 from gensokyo_idmap.api.console.form_tokens import FormTokens
 from gensokyo_idmap.api.console.login_limit import LoginLimit
@@ -49,7 +46,7 @@ from gensokyo_idmap.api.console.rates import RateHistory
 from gensokyo_idmap.api.console.services import ApiServices
 from gensokyo_idmap.api.console.sessions import COOKIE, Session, Sessions
 from gensokyo_idmap.api.console.status import BotLink, Controls, LinkStatus, LinkView
-from gensokyo_idmap.api.console.translations import Catalogs, install
+from gensokyo_idmap.api.console.translations import Catalogs
 from gensokyo_idmap.api.traffic import totals
 from gensokyo_idmap.errors import BadInputError, IdmapError, NotFoundError
 from gensokyo_idmap.identity import parse_identity_input, parse_vuin
@@ -58,6 +55,9 @@ from gensokyo_idmap.reports import bind_data, rebind_data, record_data, stats_da
 from gensokyo_idmap.runtime.msgid import check_virtual_id
 from gensokyo_idmap.store.base import MappedFile
 from gensokyo_idmap.tables import Named
+
+if TYPE_CHECKING:
+    from gensokyo_idmap.api.console.rendering import Templates
 
 __all__ = ["CSP", "Console", "human_size"]
 
@@ -165,6 +165,7 @@ class Console:
         self.rates = RateHistory(totals, step=sample_seconds, span=HOUR)
         self._closing = asyncio.Event()
         self._stores_cache: tuple[float, tuple[dict[str, Any], str | None]] | None = None
+        self._pages: Templates | None = None
 
     def memory_tables(self) -> list[Named]:
         """Its in-memory tables (:mod:`gensokyo_idmap.tables`): the sessions and the
@@ -177,11 +178,6 @@ class Console:
     def application(self) -> web.Application:
         """The console as an aiohttp sub-application, to be mounted at ``/ui/``."""
         app = web.Application(middlewares=[self._guard])
-        environment = aiohttp_jinja2.setup(
-            app, loader=jinja2.PackageLoader(__package__, "templates"), autoescape=True,
-            undefined=jinja2.StrictUndefined, extensions=["jinja2.ext.i18n"],
-            filters={"size": human_size, "when": time_tag})
-        install(environment)
         static = Path(str(resources.files(__package__).joinpath("static")))
         app.add_routes([
             web.get("/", self.overview),
@@ -315,8 +311,17 @@ class Console:
                 "lang": lang, "texts": self.catalogs[lang], "languages": LANGUAGE_NAMES,
                 # where the language switch comes back to: this page, if a GET shows it
                 "here": request.path_qs if request.method == "GET" else "/ui/"}
-        return aiohttp_jinja2.render_template(template, request, {**base, **context},
-                                              status=status)
+        return self._templates().render(template, {**base, **context}, status=status)
+
+    def _templates(self) -> Templates:
+        """The console's templates, made at the first page: Jinja2 loads only when someone
+        opens the console (:mod:`.rendering` says why)."""
+        if self._pages is None:
+            from gensokyo_idmap.api.console.dates import time_tag
+            from gensokyo_idmap.api.console.rendering import Templates
+
+            self._pages = Templates({"size": human_size, "when": time_tag})
+        return self._pages
 
     # --- language -------------------------------------------------------------------------
 
