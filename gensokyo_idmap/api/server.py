@@ -182,7 +182,6 @@ class ApiServer:
         self.console = Console(self, link, controls=controls)
         self.tables = tables if tables is not None else Tables()
         self.tables.add_from(self.console)
-        self.registry.register(metrics.MemoryTablesCollector(self.tables.figures))
 
     def _registry(self) -> tuple[CollectorRegistry, BackendUpCollector]:
         """This listener's collectors (and the one whose answers each scrape brings), made
@@ -202,6 +201,7 @@ class ApiServer:
             registry.register(metrics.DataDirCollector(settings.msgid_path.parent))
             backends_up = metrics.BackendUpCollector()
             registry.register(backends_up)
+            registry.register(metrics.MemoryTablesCollector(self.tables.figures))
             if self.link is not None:
                 registry.register(LinkCollector(self.link))
             self._collectors = registry, backends_up
