@@ -598,17 +598,19 @@ def _text_timestamp(parent: Mapping[str, Any], key: str, path: str) -> str:
     raise BadInputError(path, value, "must be text (RFC 3339) or a number")
 
 
-#: (AppID, OpenID text) → the checked OpenId. The same people and groups come back event
-#: after event, and checking an OpenID (three patterns) was a tenth of parsing an event.
-#: OpenIds are immutable, so sharing one is safe; people not seen lately are forgotten.
-_OPENIDS: Final[RecentCache[tuple[str, str], OpenId]] = RecentCache(65_536)
+#: OpenID text → the checked OpenId. The same people and groups come back event after
+#: event, and checking an OpenID (three patterns) was a tenth of parsing an event. OpenIds
+#: are immutable, so sharing one is safe; people not seen lately are forgotten. Keyed by
+#: the text alone (its AppID checked on a hit): a (AppID, text) pair per entry cost 56
+#: bytes a person, and the same text under two AppIDs only takes turns in the entry.
+_OPENIDS: Final[RecentCache[str, OpenId]] = RecentCache(65_536)
 
 
 def _openid(app_id: str, value: object, path: str) -> OpenId:
     if not isinstance(value, str):
         raise BadInputError(path, value, "OpenID must be text")
-    cached = _OPENIDS.young.get((app_id, value)) or _OPENIDS.get((app_id, value))
-    if cached is not None:
+    cached = _OPENIDS.young.get(value) or _OPENIDS.get(value)
+    if cached is not None and cached.app_id == app_id:
         return cached
     if len(value) > MAX_OPENID_LEN:
         raise BadInputError(path, value, f"OpenID is longer than {MAX_OPENID_LEN} characters")
@@ -616,7 +618,7 @@ def _openid(app_id: str, value: object, path: str) -> OpenId:
         openid = OpenId(app_id=app_id, openid=value)
     except BadInputError as err:
         raise BadInputError(path, value, err.reason) from None
-    _OPENIDS.put((app_id, value), openid)
+    _OPENIDS.put(value, openid)
     return openid
 
 

@@ -58,7 +58,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
-from collections import OrderedDict
+from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Final, Protocol
 
@@ -74,6 +74,9 @@ __all__ = [
 ]
 
 DEDUP_SECONDS: Final = 300.0
+#: Time slices per window in :class:`DeliveryLog`: an entry is kept for the window and at
+#: most a slice longer (about 5 s of the 5-minute window).
+SLICES: Final = 64
 _DEDUP_MAX: Final = 100_000
 _STORED_KEY_BYTES: Final = 200  # the store's limit for a key (store.base)
 
@@ -177,10 +180,15 @@ async def _after(ahead: asyncio.Future[None] | None) -> None:
 class DeliveryLog:
     """Event keys processed (or in flight) recently.
 
-    An entry is a timestamp; only while a delivery is in flight and a repeat waits for it
+    An entry is the time slice (:data:`SLICES` to the window) in which it was claimed or
+    its delivery finished, and the key waits in that slice's queue: a slice expires
+    whole, so an entry is kept for the window and at most one slice longer. A time per
+    entry in an ordered dict cost 115 bytes an event besides its key (the dict's links and
+    a float each), a slice number shared by every key of its slice and a place in a queue
+    about 47 (issue 36.4). Only while a delivery is in flight and a repeat waits for it
     is there a future too. A future per entry (100k of them kept for five minutes) made
-    every full garbage collection walk them, and cost a future per event for the rare repeat.
-    With ``claims`` the keys also go to the store (module rules 2 and 4).
+    every full garbage collection walk them, and cost a future per event for the rare
+    repeat. With ``claims`` the keys also go to the store (module rules 2 and 4).
     """
 
     def __init__(self, ttl: float = DEDUP_SECONDS, limit: int = _DEDUP_MAX,
@@ -190,8 +198,13 @@ class DeliveryLog:
         self._limit = limit
         self._clock = clock
         self._claims = claims
-        self._seen: OrderedDict[str, float] = OrderedDict()  # key → when claimed / done
-        self._oldest_expires = float("inf")  # when the oldest entry is due to be forgotten
+        self._slice_seconds = ttl / SLICES
+        # key → the slice it was claimed or done in; each slice's keys in order, the oldest
+        # slice first (a key whose entry moved on to a later slice, or went, is skipped
+        # when its earlier place comes up)
+        self._seen: dict[str, int] = {}
+        self._slices: deque[tuple[int, deque[str]]] = deque()
+        self._oldest_expires = float("inf")  # when the oldest slice is due to be forgotten
         # until when a key missing here may be claimed in the store (rule 4): while a
         # claim of an earlier process may be alive there
         self._look_up_until = clock() + (0.0 if claims is None else claims.held_for())
@@ -284,24 +297,41 @@ class DeliveryLog:
         self._in_flight[key] = None
         return None
 
+    def _slice(self, now: float) -> tuple[int, deque[str]]:
+        """The newest slice, begun for ``now`` if it is past the last one (a clock that
+        went back stays in the last: its keys are kept longer, never less)."""
+        number = int(now // self._slice_seconds)
+        slices = self._slices
+        if not slices or number > slices[-1][0]:
+            if not slices:
+                self._oldest_expires = (number + 1) * self._slice_seconds + self._ttl
+            slices.append((number, deque()))
+        return slices[-1]
+
     def _add(self, key: str, now: float) -> None:
-        if not self._seen:
-            self._oldest_expires = now + self._ttl
-        self._seen[key] = now
+        number, keys = self._slice(now)
+        self._seen[key] = number
+        keys.append(key)
 
     def _forget_old(self, now: float) -> None:
-        """Drop entries past their time, and the oldest beyond the count limit (checked only
-        when one is due: a look at the oldest entry per event was a visible cost)."""
-        seen = self._seen
-        while seen:
-            oldest, at = next(iter(seen.items()))
-            if now - at < self._ttl:
-                if len(seen) < self._limit:
-                    self._oldest_expires = at + self._ttl
-                    return
-                # dropped for room while its claim may live on in the store
-                self._look_up_until = max(self._look_up_until, now + self._ttl)
-            del seen[oldest]
+        """Drop the slices past their time, and the oldest entries beyond the count limit
+        (checked only when one is due: a look at the oldest entry per event was a visible
+        cost)."""
+        seen, slices, limit = self._seen, self._slices, self._limit
+        while slices:
+            number, keys = slices[0]
+            # every time in the slice is before its end: once that is a window ago, so is it
+            expired = now - (number + 1) * self._slice_seconds >= self._ttl
+            while keys and (expired or len(seen) >= limit):
+                key = keys.popleft()
+                if seen.get(key) == number:  # not moved on to a later slice, nor gone
+                    if not expired:  # dropped for room while its claim may live on
+                        self._look_up_until = max(self._look_up_until, now + self._ttl)
+                    del seen[key]
+            if keys:
+                self._oldest_expires = (number + 1) * self._slice_seconds + self._ttl
+                return
+            slices.popleft()
         self._oldest_expires = float("inf")
 
     def remember(self, key: str) -> None:
@@ -326,8 +356,10 @@ class DeliveryLog:
             if self._claims is not None and key not in self._looking_up:  # rule 7
                 self._claims.abandon([key])  # on any daemon
         elif key in self._seen:  # remembered for the window from now (rule 4)
-            self._seen[key] = self._clock()
-            self._seen.move_to_end(key)
+            number, keys = self._slice(self._clock())
+            if self._seen[key] != number:
+                self._seen[key] = number
+                keys.append(key)
         if waiting is None or waiting.done():
             return
         if error is not None:

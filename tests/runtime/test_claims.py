@@ -123,6 +123,32 @@ def test_each_entry_expires_at_its_own_time() -> None:
     run(main())
 
 
+def test_an_entry_is_kept_for_the_window_and_at_most_a_slice_longer() -> None:
+    """Entries expire a slice at a time (issue 36.4): never before the window from their
+    claim or their finish has passed, and all of them within a slice of it; a finish
+    later than its claim keeps the entry from the finish."""
+    async def main() -> None:
+        clock = Clock()
+        ttl = 64.0
+        log = DeliveryLog(ttl=ttl, clock=clock)  # slices of 1 s
+        clock.now = 1000.5
+        assert await log.claim("early") is None
+        log.finish("early", None)
+        assert await log.claim("slow") is None
+        clock.now = 1030.2  # finished 30 s after its claim
+        log.finish("slow", None)
+        clock.now = 1000.5 + ttl - 0.01
+        assert await log.claim("early") is not None  # within the window
+        clock.now = 1001.0 + ttl  # past the window and its slice
+        assert await log.claim("early") is None
+        log.finish("early", None)
+        assert await log.claim("slow") is not None  # its window runs from its finish
+        clock.now = 1031.0 + ttl
+        assert await log.claim("slow") is None
+
+    run(main())
+
+
 def test_remember_marks_a_key_as_processed() -> None:
     async def main() -> None:
         log = DeliveryLog()

@@ -73,14 +73,23 @@ _CBOR_DOUBLE: Final = struct.Struct(">Bd").pack
 
 def _last_seen_prefix(identity: bytes) -> bytes:
     """The first bytes of the cbor of ``[identity, since]``: array(2), then the text header."""
-    size = len(identity)
+    return _prefix_head(len(identity)) + identity
+
+
+def _prefix_head(size: int) -> bytes:
+    """:func:`_last_seen_prefix` up to the identity's bytes, for an identity of ``size``."""
     if size < 24:
-        header = bytes((0x60 + size,))
-    elif size < 0x100:
-        header = bytes((0x78, size))
-    else:
-        header = b"\x79" + size.to_bytes(2, "big")
-    return b"\x82" + header + identity
+        return bytes((0x82, 0x60 + size))
+    if size < 0x100:
+        return bytes((0x82, 0x78, size))
+    return b"\x82\x79" + size.to_bytes(2, "big")
+
+
+def _names(seen: bytes, identity: bytes) -> bool:
+    """Whether the last_seen value ``seen`` names ``identity`` (starts with
+    :func:`_last_seen_prefix` of it), compared in place: no prefix is built."""
+    head = _prefix_head(len(identity))
+    return seen.startswith(head) and seen.startswith(identity, len(head))
 
 
 def _last_seen_value(identity: str, since: float) -> bytes:
@@ -421,16 +430,17 @@ class LmdbIdentityStore(LmdbEnv[LmdbView]):
         )
         self._forward = self.tables.identity_to_vuin  # the two handles probe() needs
         self._last_seen = self.tables.last_seen
-        # key → (its bytes, the last_seen value prefix naming it); scene → its bytes. Pure
-        # functions of the text, cached because the same people and chats come back (and
-        # forgotten when they stop coming back: RecentCache).
-        self._key_bytes: RecentCache[str, tuple[bytes, bytes]] = RecentCache(_PROBE_CACHE)
-        self._scene_bytes: RecentCache[str, bytes] = RecentCache(_PROBE_CACHE)
-        # (key, scene) → (transaction id of the snapshot read, the answer). A later read
-        # whose snapshot has the same id sees exactly the same data (LMDB numbers every
-        # commit, of any process), so the answer stands without touching the tables.
-        self._answers: RecentCache[tuple[str, str | None],
-                                   tuple[int, tuple[int | None, bool]]] = RecentCache(_PROBE_CACHE)
+        # The answers read from one snapshot, by transaction id: key → (scene, vUIN, last
+        # seen there). A later read whose snapshot has the same id sees exactly the same
+        # data (LMDB numbers every commit, of any process), so an answer stands without
+        # touching the tables; one read from an older snapshot never does, so the answers
+        # go as soon as a read sees a newer one (an identity or last_seen committed): what
+        # they hold is what was asked since the last commit, not since a flood of new
+        # people began. One entry per person, the scene last asked about (a person talks
+        # in one chat at a time; an entry per (person, scene) held a copy of each scene's
+        # name for every person in it).
+        self._answers: tuple[int, RecentCache[str, tuple[str | None, int, bool]]] = (
+            -1, RecentCache(_PROBE_CACHE))
 
     def probe(self, key: str, scene: str | None) -> tuple[int | None, bool]:
         """The vUIN of ``key``, and whether ``key`` is already last seen in ``scene``.
@@ -439,7 +449,8 @@ class LmdbIdentityStore(LmdbEnv[LmdbView]):
         last_seen value is compared as bytes (its cbor starts with the identity), which
         saves decoding it; and while nothing is committed to the file, a question asked
         before is answered from memory (the snapshot's transaction id proves the data is
-        the same).
+        the same). The key's and the scene's bytes are encoded each time: a cache of them
+        cost more memory per person than the encoding costs time.
         """
         self._check_mapped()
         self.read_lock.acquire()
@@ -450,42 +461,36 @@ class LmdbIdentityStore(LmdbEnv[LmdbView]):
             txn = self.begin_read()  # the slow path: adopts a map grown elsewhere, or raises
         try:
             snapshot = txn.id()
-            asked = (key, scene)
-            answers = self._answers
-            answer = answers.young.get(asked) or answers.get(asked)
-            if answer is not None and answer[0] == snapshot:
-                return answer[1]  # nothing was committed since: the same data, no gets
-            cached = self._key_bytes.young.get(key) or self._key_bytes.get(key)
-            if cached is None:
-                encoded = key.encode("utf-8")
-                raw = txn.get(encoded, db=self._forward)
-                if raw is None:
-                    # Nobody has this key: the caller goes on to write it, after which
-                    # the snapshot differs anyway. Nothing is kept for it (a new person
-                    # per event would fill both caches with one-off entries).
-                    return (None, False)
-                cached = (encoded, _last_seen_prefix(encoded))
-                self._key_bytes.put(key, cached)
-            else:
-                raw = txn.get(cached[0], db=self._forward)
-            if raw is None or scene is None:
-                seen = None
-            else:
-                scene_raw = self._scene_bytes.young.get(scene) or self._scene_bytes.get(scene)
-                if scene_raw is None:
-                    scene_raw = scene.encode("utf-8")
-                    self._scene_bytes.put(scene, scene_raw)
-                seen = txn.get(raw + scene_raw, db=self._last_seen)
+            held_at, answers_held = self._answers
+            answers: RecentCache[str, tuple[str | None, int, bool]] | None = answers_held
+            if snapshot != held_at:
+                if snapshot > held_at:  # something was committed: every answer is stale
+                    answers = RecentCache(_PROBE_CACHE)
+                    self._answers = (snapshot, answers)
+                else:  # another thread moved on to a newer snapshot meanwhile
+                    answers = None
+            answer = None if answers is None else answers.young.get(key) or answers.get(key)
+            if answer is not None and answer[0] == scene:
+                return answer[1], answer[2]  # nothing was committed since: the same data
+            encoded = key.encode("utf-8")
+            raw = txn.get(encoded, db=self._forward)
+            if raw is None:
+                # Nobody has this key: the caller goes on to write it, after which the
+                # snapshot differs anyway. Nothing is kept for it (a new person per event
+                # would fill the cache with one-off entries).
+                return (None, False)
+            seen = (None if scene is None
+                    else txn.get(raw + scene.encode("utf-8"), db=self._last_seen))
         finally:
             txn.abort()
             self.read_lock.release()
-        result = ((None, False) if raw is None else
-                  (_U64_FROM(raw)[0], seen is not None and seen.startswith(cached[1])))
-        if answer is None:
-            answers.put(asked, (snapshot, result))
-        else:
-            answers.young[asked] = (snapshot, result)  # renewed by the get: in young
-        return result
+        vuin, here = _U64_FROM(raw)[0], seen is not None and _names(seen, encoded)
+        if answers is not None:
+            if answer is None:
+                answers.put(key, (scene, vuin, here))
+            else:  # renewed by the get: in young
+                answers.young[key] = (scene, vuin, here)
+        return vuin, here
 
     # LegacyTables: the old buckets are tables of this same file, read and written in the
     # same transactions as the graph (the view serves both).

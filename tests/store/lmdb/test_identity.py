@@ -305,3 +305,35 @@ def test_unopenable_path_is_a_store_error(tmp_path: Path) -> None:
     target.write_bytes(b"this is not an lmdb file" * 1000)
     with pytest.raises(StoreError, match="not-a-db"):
         LmdbIdentityStore(target)
+
+
+def _person(n: int) -> str:
+    return f"openid:QQ:1:U{n:040d}"
+
+
+def test_probe_holds_the_answers_of_the_newest_snapshot_only(identity_db_path: Path) -> None:
+    """Answers read while nothing was committed are kept (one per person, the scene last
+    asked about); the first probe after a commit drops them all, so what is held is what
+    was asked since the last commit, not everyone a flood brought (issue 36.4)."""
+    store = LmdbIdentityStore(identity_db_path)
+    scene, other = "QQ:1:group:G", "QQ:1:group:H"
+
+    def people(w: IdentityWriter) -> None:
+        for n in range(1, 101):
+            w.set_vuin(_person(n), n)
+            w.set_last_seen(n, scene, LastSeen(_person(n), 1.0))
+
+    try:
+        store.write_sync(people)
+        assert [store.probe(_person(n), scene) for n in range(1, 101)] == [
+            (n, True) for n in range(1, 101)]
+        assert len(store._answers[1]) == 100  # noqa: SLF001
+        # one person asked about in two chats in turn: each answer is that chat's
+        assert [store.probe(_person(1), s) for s in (other, scene, other, None)] == [
+            (1, False), (1, True), (1, False), (1, False)]
+        assert len(store._answers[1]) == 100  # noqa: SLF001 - still one entry for them
+        store.write_sync(lambda w: w.set_vuin(_person(101), 101))
+        assert store.probe(_person(1), scene) == (1, True)
+        assert len(store._answers[1]) == 1  # noqa: SLF001
+    finally:
+        store.close()
