@@ -47,6 +47,7 @@ bench: venv
 	$(BIN)/python bench/migration.py
 	$(BIN)/python bench/inbound.py
 	$(BIN)/python bench/inbound.py --bots 10
+	$(BIN)/python bench/memory.py   # 15 minutes: 10 of them known users only, for the windows to turn over
 	$(BIN)/python bench/stalled_client.py
 	$(BIN)/python bench/outbound.py
 	$(BIN)/python bench/api.py

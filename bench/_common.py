@@ -244,6 +244,34 @@ def proc_status(pid: int) -> dict[str, int]:
     return out
 
 
+def smaps(pid: int) -> dict[str, dict[str, int]]:
+    """The kB figures (``Rss``, ``Anonymous``, …) of /proc/<pid>/smaps, summed per mapping
+    name, named so that one mapping keeps its name from one reading to the next: the path
+    of a file-backed mapping (its ``Anonymous`` kB are its private dirty pages: e.g. the
+    relocated parts of libraries), ``[heap]`` (the main malloc arena) and the kernel's other
+    bracketed names, ``arena@<start>`` for the 64 MiB-aligned regions glibc gives each
+    thread's arena, ``anon@<start>`` for other anonymous regions (pymalloc arenas, LMDB's
+    page buffers, thread stacks)."""
+    out: dict[str, dict[str, int]] = {}
+    figures: dict[str, int] = {}
+    for line in Path(f"/proc/{pid}/smaps").read_text().splitlines():
+        head = line.split(maxsplit=5)
+        if head and "-" in head[0] and len(head) >= 5 and not head[0].endswith(":"):
+            start = int(head[0].split("-")[0], 16)
+            path = head[5].strip() if len(head) == 6 else ""
+            if path:
+                name = path
+            elif start % (64 << 20) == 0:
+                name = f"arena@{start:x}"
+            else:
+                name = f"anon@{start:x}"
+            figures = out.setdefault(name, {})
+        elif len(head) == 3 and head[0].endswith(":") and head[2] == "kB":
+            field = head[0][:-1]
+            figures[field] = figures.get(field, 0) + int(head[1])
+    return out
+
+
 # --- output -------------------------------------------------------------------------------
 
 

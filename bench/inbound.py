@@ -261,6 +261,8 @@ class Target:
     env: dict[str, str] = field(default_factory=dict)  # added to this process's environment
     idmap: dict[str, Any] = field(default_factory=dict)  # the daemon's idmap keys, over ours
     onebot: dict[str, Any] = field(default_factory=dict)  # the daemon's onebot keys, over ours
+    webhook: dict[str, Any] = field(default_factory=dict)  # the daemon's webhook keys, over ours
+    api: dict[str, Any] = field(default_factory=dict)  # the daemon's api section (default: none)
     only: tuple[str, str] | None = None  # the one scenario it runs (None: all)
 
     @property
@@ -330,10 +332,12 @@ def daemon_command(target: Target) -> list[str]:
         "idmap": {"data_dir": str(target.tmp / f"{target.slug}-data"), **target.idmap},
         "qq": {"gateway": True, "api_base": base,
                "token_url": target.platform.url("/app/getAppAccessToken")},
-        "webhook": {"listen": f"127.0.0.1:{target.hook_port}", "path": "/qqbot"},
+        "webhook": {"listen": f"127.0.0.1:{target.hook_port}", "path": "/qqbot",
+                    **target.webhook},
         "onebot": {"forward_ws": f"127.0.0.1:{target.forward_port}", "reverse_ws": [],
                    "heartbeat_interval_seconds": 60, **target.onebot},
         "log": {"level": target.log_level, "format": "json"},
+        **({"api": target.api} if target.api else {}),
     }
     config_path = target.tmp / f"{target.slug}.yml"
     config_path.write_text(json.dumps(config, indent=1))

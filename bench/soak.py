@@ -83,7 +83,7 @@ from typing import Any
 import aiohttp
 
 # _common before the library: importing it configures structlog (see its docstring).
-from _common import check_disk, die_with_parent
+from _common import check_disk, die_with_parent, proc_status, smaps
 from aiohttp import WSMsgType, web
 from aiohttp.test_utils import TestServer
 
@@ -307,42 +307,11 @@ class Sample:
     anon_regions: dict[str, int] = field(default_factory=dict)
 
 
-def proc_status(pid: int) -> dict[str, int]:
-    """The kB figures of /proc/<pid>/status."""
-    out: dict[str, int] = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        name, _, value = line.partition(":")
-        parts = value.split()
-        if len(parts) == 2 and parts[1] == "kB":
-            out[name] = int(parts[0])
-    return out
-
-
 def anon_by_mapping(pid: int) -> dict[str, int]:
-    """Anonymous kB per mapping of /proc/<pid>/smaps, named so that one mapping keeps its name
-    from one sample to the next: ``[heap]`` (the main malloc arena), ``arena@<start>`` for
-    the 64 MiB-aligned regions glibc gives each thread's arena, ``anon@<start>`` for other
-    anonymous regions (pymalloc arenas, LMDB's page buffers, thread stacks), and the path of
-    a file-backed mapping (its private dirty pages: e.g. the relocated parts of libraries).
-    The closing lines say which of them moved, when RSS does."""
-    out: dict[str, int] = {}
-    name = ""
-    for line in Path(f"/proc/{pid}/smaps").read_text().splitlines():
-        head = line.split(maxsplit=5)
-        if head and "-" in head[0] and len(head) >= 5 and not head[0].endswith(":"):
-            start = int(head[0].split("-")[0], 16)
-            path = head[5].strip() if len(head) == 6 else ""
-            if path:
-                name = path
-            elif start % (64 << 20) == 0:
-                name = f"arena@{start:x}"
-            else:
-                name = f"anon@{start:x}"
-        elif line.startswith("Anonymous:"):
-            kb = int(line.split()[1])
-            if kb:
-                out[name] = out.get(name, 0) + kb
-    return out
+    """Anonymous kB per mapping of /proc/<pid>/smaps (named as :func:`_common.smaps` names
+    them), those holding any. The closing lines say which of them moved, when RSS does."""
+    return {name: figures["Anonymous"] for name, figures in smaps(pid).items()
+            if figures.get("Anonymous")}
 
 
 def slope_per_10(samples: list[Sample], figure: Callable[[Sample], float]) -> float:

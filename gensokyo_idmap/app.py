@@ -73,7 +73,9 @@ from gensokyo_idmap.runtime.lmdb import LmdbMsgIdStore, open_msgid_store
 from gensokyo_idmap.runtime.msgid import MessageIds, MsgIdMap
 from gensokyo_idmap.runtime.replies import ReplyBudget, seq_base_for_process
 from gensokyo_idmap.store.base import IdentityStore
+from gensokyo_idmap.store.lmdb.env import LmdbEnv
 from gensokyo_idmap.store.lmdb.identity import LmdbIdentityStore
+from gensokyo_idmap.store.lmdb.mapped_pages import run_releaser
 from gensokyo_idmap.store.lmdb.outbox import LmdbOutboxStore
 from gensokyo_idmap.store.serve_lock import ServeLock
 from gensokyo_idmap.tables import Tables
@@ -218,6 +220,10 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
     tables = Tables()  # the in-memory tables, filled in as their parts are made
     trimmer = asyncio.create_task(run_trimmer(stop, sweep=tables.sweep))  # the memory chore
     services.push_async_callback(_stop_periodic, trimmer, stop)
+    mapped = [store for store in (backing, msgid_store, outbox_store)
+              if isinstance(store, LmdbEnv)]
+    releaser = asyncio.create_task(run_releaser(stop, mapped))  # their read pages unmapped
+    services.push_async_callback(_stop_periodic, releaser, stop)
     bots = resolve_bots(config)
     _warn_of_names_left_behind(config, bots, outbox_store)
     watch = LinkWatch(outbox)

@@ -38,6 +38,7 @@ from gensokyo_idmap.errors import IdmapError, NotFoundError, SchemaVersionError,
 from gensokyo_idmap.store.group_commit import GroupCommitter, Outcome, settle, succeeded
 from gensokyo_idmap.store.lmdb.check import DamagedStoreError, read_meta
 from gensokyo_idmap.store.lmdb.codec import decode_value, encode_value
+from gensokyo_idmap.store.lmdb.mapped_pages import release
 from gensokyo_idmap.store.lmdb.opening import (
     check_before_map,
     check_pinned,
@@ -566,6 +567,14 @@ class LmdbEnv(Generic[V]):
     @property
     def map_size(self) -> int:
         return int(self.env.info()["map_size"])
+
+    def release_mapped_pages(self) -> int:
+        """Unmap the file's pages read so far (:mod:`.mapped_pages`): the bytes advised.
+        Under the read lock, which a remap and the close take: the map stays in place."""
+        with self.read_lock:
+            if self._committer.closed or self._broken is not None:
+                return 0
+            return release(self.path)
 
     def close(self) -> None:
         """Finish queued writes, then close the file."""
