@@ -33,6 +33,8 @@ import os
 import platform
 import resource
 import signal
+import subprocess
+import tarfile
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
@@ -273,6 +275,22 @@ def smaps(pid: int) -> dict[str, dict[str, int]]:
 
 
 # --- output -------------------------------------------------------------------------------
+
+
+def unpack_ref(ref: str, into: Path) -> Path:
+    """``ref`` (a commit, branch or tag) of this checkout as files under ``into`` (made
+    here), for a daemon of that code to run beside this tree's in one run (``--against``):
+    the directory to put first on its ``PYTHONPATH``. ``git archive`` rather than a
+    worktree: nothing is added to the checkout, and the temp dir takes it away."""
+    into.mkdir(parents=True)
+    archive = into / "ref.tar"
+    with open(archive, "wb") as out:
+        subprocess.run(["git", "-C", str(Path(__file__).resolve().parent.parent), "archive",
+                        ref], stdout=out, check=True)
+    with tarfile.open(archive) as tar:
+        tar.extractall(into / "tree", filter="data")
+    archive.unlink()
+    return into / "tree"
 
 
 def print_heading(hdr: str) -> None:

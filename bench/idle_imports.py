@@ -50,13 +50,12 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from _common import die_with_parent, print_heading, proc_status
+from _common import die_with_parent, print_heading, proc_status, unpack_ref
 
 from gensokyo_idmap.launch import UNUSED_EXTRAS
 from gensokyo_idmap.testing import free_port
@@ -105,13 +104,7 @@ class Tree:
 
 def unpack(ref: str, into: Path) -> Tree:
     """``ref`` of this checkout as files under ``into``."""
-    into.mkdir(parents=True)
-    archive = into / "ref.tar"
-    with open(archive, "wb") as out:
-        subprocess.run(["git", "-C", str(ROOT), "archive", ref], stdout=out, check=True)
-    with tarfile.open(archive) as tar:
-        tar.extractall(into / "tree", filter="data")
-    return Tree(f"{ref}", into / "tree")
+    return Tree(f"{ref}", unpack_ref(ref, into))
 
 
 def serve_command(extra: list[str]) -> list[str]:

@@ -1,6 +1,7 @@
 """Inbound benchmark: QQ platform events to a OneBot framework, daemon against a bare relay.
 
-Run: ``.venv/bin/python bench/inbound.py [--quick] [--strict] [--events N] [--log-level L]``;
+Run: ``.venv/bin/python bench/inbound.py [--quick] [--strict] [--events N] [--log-level L]
+[--against REF]``;
 ``--bots N``: instead, what serving N bots costs one daemon against serving one (CPU per
 event, memory per idle bot: ``bench/_inbound_bots.py`` says what runs).
 
@@ -29,6 +30,13 @@ emulated platform and consumer (this process)
     gateway; ``push()`` sends a dispatch), one ``gensokyo_idmap.testing.WebhookSender`` per
     target (bodies built and signed before the clock starts), and one forward-WebSocket
     consumer per target that stamps each event on arrival.
+
+daemon at REF (``--against REF``)
+    The same daemon from a git ref of this checkout (``git archive`` into the temp dir, first
+    on its ``PYTHONPATH``), flooded in turn with this tree's in every round: a change's cost
+    in events/s, latency and CPU per event, measured in one run on one machine (the
+    ``ratio daemon / daemon at REF`` rows; the CPU per event is the steadier figure on a
+    busy machine).
 
 Scenarios (each for the daemon and the bare relay)
 ---------------------------------------------------
@@ -102,7 +110,15 @@ from typing import Any
 import aiohttp
 
 # _common before the library: importing it configures structlog (see its docstring).
-from _common import Result, Table, check_disk, cpu_seconds, die_with_parent, print_heading
+from _common import (
+    Result,
+    Table,
+    check_disk,
+    cpu_seconds,
+    die_with_parent,
+    print_heading,
+    unpack_ref,
+)
 
 from gensokyo_idmap.testing.platform_emulator import APP, SECRET, EmulatedPlatform
 from gensokyo_idmap.testing.webhook_sender import WebhookSender
@@ -267,7 +283,7 @@ class Target:
 
     @property
     def slug(self) -> str:
-        return self.name.replace(",", "").replace(" ", "-")
+        return re.sub(r"[^\w.]+", "-", self.name)
 
     @property
     def log_path(self) -> Path:
@@ -497,6 +513,11 @@ class Figures:
             self.cpu[key] = [0.0, 0.0, 0.0, 0.0]
         return self.results[key]
 
+    def cpu_per_event(self, key: tuple[str, str, str]) -> float:
+        """The server's CPU seconds per event over the row's floods."""
+        server, _bench, _wall, events = self.cpu[key]
+        return server / events
+
     def cpu_note(self, key: tuple[str, str, str]) -> str:
         server, bench, wall, events = self.cpu[key]
         return (f"cpu: {key[2]} {server / wall:.0%} = {server / events * 1e3:.3f} ms/event, "
@@ -561,6 +582,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="run only this scenario (repeatable), e.g. gateway:known; for profiling")
     ap.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"],
                     help="the daemon's log.level (default info, as shipped)")
+    ap.add_argument("--against", default=None, metavar="REF",
+                    help="also run the daemon of a git ref of this checkout (e.g. main), its "
+                         "floods interleaved with this tree's: events/s and CPU per event "
+                         "of this tree over the ref's")
     ap.add_argument("--bots", type=int, default=None, metavar="N",
                     help="compare a daemon of N bots with one of 1 bot instead: CPU per "
                          "event and memory per idle bot (issue 34.6)")
@@ -587,6 +612,13 @@ def main(argv: list[str] | None = None) -> int:
               f"{prof.known_users} known users in {prof.groups} groups, {prof.rounds} round(s)")
         targets = [Target("daemon", daemon_command, tmp, args.log_level),
                    Target("bare relay", relay_command, tmp)]
+        against = None
+        if args.against:
+            tree = unpack_ref(args.against, tmp / "against")
+            against = Target(f"daemon at {args.against}", daemon_command, tmp, args.log_level,
+                             env={"PYTHONPATH": os.pathsep.join(
+                                 [str(tree), *filter(None, [os.environ.get("PYTHONPATH")])])})
+            targets.append(against)
         if CONFIRM_SCENARIO in scenarios:
             targets.append(Target(CONFIRM_OFF, daemon_command, tmp, args.log_level,
                                   env={CONFIRM_ENV: "1"}, only=CONFIRM_SCENARIO))
@@ -602,7 +634,7 @@ def main(argv: list[str] | None = None) -> int:
     table = Table(name=48, rate=10, us=9)
     table.print_header()
     for via, who in scenarios:
-        for name in ("daemon", "bare relay", CONFIRM_OFF):
+        for name in ("daemon", *([against.name] if against else []), "bare relay", CONFIRM_OFF):
             key = (via, who, name)
             if key not in figures.results:
                 continue
@@ -624,6 +656,18 @@ def main(argv: list[str] | None = None) -> int:
         else:
             verdict = "(info)"
         print(f"  {f'{via}, {who} users':<34} {value:>9.3f} {latency:>8.2f}x  {verdict}")
+
+    if against is not None:
+        print_heading(f"  {'ratio daemon / ' + against.name:<34} {'events/s':>9} "
+                      f"{'p50 lat':>9} {'cpu/event':>10}")
+        for via, who in scenarios:
+            this, that = (via, who, "daemon"), (via, who, against.name)
+            d, r = figures.results[this], figures.results[that]
+            cpu, cpu_ref = figures.cpu_per_event(this), figures.cpu_per_event(that)
+            # CPU time comes in clock ticks (10 ms): a tiny flood may show none
+            cpu_ratio = f"{cpu / cpu_ref:>9.3f}x" if cpu and cpu_ref else f"{'n/a':>10}"
+            print(f"  {f'{via}, {who} users':<34} {d.ops_per_s / r.ops_per_s:>9.3f} "
+                  f"{d.pct_us(0.5) / r.pct_us(0.5):>8.2f}x {cpu_ratio}")
 
     if CONFIRM_SCENARIO in scenarios:
         via, who = CONFIRM_SCENARIO

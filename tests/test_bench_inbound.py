@@ -71,3 +71,21 @@ def test_bots_run_prints_cpu_per_event_and_memory_per_idle_bot() -> None:
     per_bot = re.search(r"^  per extra bot +(-?\d+\.\d+)  target <= 3  (PASS|MISS)$", out,
                         re.M)
     assert per_bot is not None, out
+
+
+@pytest.mark.slow
+def test_against_a_ref_runs_its_daemon_beside_this_trees() -> None:
+    """``--against REF``: the ref's daemon (unpacked from git) takes the same floods, every
+    event arrives, and the ratios of this tree over it are printed."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "inbound.py"), "--quick", "--events", str(EVENTS),
+         "--scenario", "gateway:known", "--against", "HEAD"],
+        cwd=ROOT, capture_output=True, text=True, timeout=180)
+    out = done.stdout
+    assert done.returncode == 0, out + done.stderr
+    row = re.search(r"^  gateway, known users  daemon at HEAD +(\d+) +([\d,]+) ", out, re.M)
+    assert row is not None and int(row.group(1)) == EVENTS, out
+    heading = out.index("ratio daemon / daemon at HEAD")
+    ratio = re.search(r"^  gateway, known users +(\d+\.\d+) +(\d+\.\d+)x +(\d+\.\d+x|n/a)$",
+                      out[heading:], re.M)
+    assert ratio is not None and float(ratio.group(1)) > 0 < float(ratio.group(2)), out
