@@ -144,7 +144,8 @@ async def run_trimmer(stop: asyncio.Event,
     With ``started``, one trim more as soon as it is set (the daemon's start-up is over):
     reading the modules' code, building the config's models and opening the stores leave
     free pages between what stays in the heap, which an idle daemon would otherwise hold
-    until the first interval is up (0.9 MiB of 59.7 in ``bench/idle_imports.py``)."""
+    until the first interval is up (0.6 MiB of an idle daemon's 57.5, daemons with and
+    without this trim alternating)."""
     if trim is None:
         trim = malloc_trim_function()
     if trim is None:

@@ -3,15 +3,15 @@ login limit, its rate history; its pages (:mod:`.pages` and what they import) at
 request to ``/ui/`` (issue 36.2).
 
 Most daemons run for months with nobody opening the console. Its page code (the pages, the
-browse and system pages, the chart's SVG, the translations, the error texts: 0.7 MiB with
-what only they import, ``bench/idle_imports.py``) stayed in each one's memory all the same.
-Here every route is registered as it was, by name (:data:`ROUTES`), so the paths, methods
-and answers to a wrong one are the same; its handler, and the guard in front of every
-route (access, sessions, CSRF: :meth:`.pages.Console.guard`), are the pages' own, found
-at the first request. What must run before anyone looks stays here: the rate history's
-sampling (the chart shows the last hour, not the time since the page was first opened),
-the sessions and the failed logins (tables of :mod:`gensokyo_idmap.tables` from the
-start), the start time the overview shows.
+browse and system pages, the chart's SVG, the translations, the error texts) stayed in each
+one's memory all the same: 0.7 MiB of an idle daemon when they were made at its start
+(docs/benchmarks.md, Idle memory). Here every route is registered as it was, by name
+(:data:`ROUTES`), so the paths, methods and answers to a wrong one are the same; its
+handler, and the guard in front of every route (access, sessions, CSRF:
+:meth:`.pages.Console.guard`), are the pages' own, found at the first request. What must
+run before anyone looks stays here: the rate history's sampling (the chart shows the last
+hour, not the time since the page was first opened), the sessions and the failed logins
+(tables of :mod:`gensokyo_idmap.tables` from the start), the start time the overview shows.
 """
 
 from __future__ import annotations
