@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Final
 from aiohttp import web
 
 from gensokyo_idmap.api.console.login_limit import LoginLimit
-from gensokyo_idmap.api.console.rates import RateHistory
+from gensokyo_idmap.api.console.rates import HOUR, RateHistory
 from gensokyo_idmap.api.console.sessions import Sessions
 from gensokyo_idmap.api.traffic import totals
 from gensokyo_idmap.logtail import TAIL, LogTail
@@ -39,9 +39,8 @@ if TYPE_CHECKING:
     from gensokyo_idmap.api.console.services import ApiServices
     from gensokyo_idmap.api.console.status import Controls, LinkStatus
 
-__all__ = ["HOUR", "ROUTES", "ConsoleMount"]
+__all__ = ["ROUTES", "ConsoleMount"]
 
-HOUR: Final = 3600.0
 #: Every page of the console: (method, path under ``/ui``, the handler's name on
 #: :class:`~.pages.Console`, dotted for its page groups' handlers).
 ROUTES: Final = (

@@ -39,8 +39,8 @@ from gensokyo_idmap.api.console.browse_pages import BrowsePages
 from gensokyo_idmap.api.console.chart import ChartWords, rate_chart
 from gensokyo_idmap.api.console.error_text import error_text, said
 from gensokyo_idmap.api.console.form_tokens import FormTokens
-from gensokyo_idmap.api.console.mount import HOUR, ConsoleMount
 from gensokyo_idmap.api.console.operate_pages import OperatePages
+from gensokyo_idmap.api.console.rates import HOUR
 from gensokyo_idmap.api.console.sessions import COOKIE, Session
 from gensokyo_idmap.api.console.status import BotLink, LinkView
 from gensokyo_idmap.api.console.translations import Catalogs
@@ -53,6 +53,7 @@ from gensokyo_idmap.runtime.msgid import check_virtual_id
 from gensokyo_idmap.store.base import MappedFile
 
 if TYPE_CHECKING:
+    from gensokyo_idmap.api.console.page_host import ConsoleState
     from gensokyo_idmap.api.console.rendering import Templates
 
 __all__ = ["CSP", "Console", "human_size"]
@@ -144,8 +145,7 @@ class Console:
     """The pages of one API listener's console (:class:`~.mount.ConsoleMount`: its routes
     lead here), over the mount's state."""
 
-    def __init__(self, mount: ConsoleMount) -> None:
-        self.mount = mount
+    def __init__(self, mount: ConsoleState) -> None:
         self.api = mount.api
         self.link = mount.link
         self.controls = mount.controls
@@ -154,6 +154,7 @@ class Console:
         self.login_limit = mount.login_limit
         self.rates = mount.rates
         self.started = mount.started
+        self.closing = mount.closing
         self.browse = BrowsePages(self)
         self.operate = OperatePages(self)
         self.form_tokens = FormTokens()
@@ -524,13 +525,13 @@ class Console:
                                                **_HEADERS})
         await response.prepare(request)
         try:
-            while not self.mount.closing.is_set():
+            while not self.closing.is_set():
                 for line in self.tail.since(seq, level):
                     payload = _dumps({"level": line.level, "at": line.at, "text": line.text})
                     await response.write(f"id: {line.seq}\ndata: {payload}\n\n".encode())
                     seq = line.seq
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self.mount.closing.wait(), TAIL_POLL_SECONDS)
+                    await asyncio.wait_for(self.closing.wait(), TAIL_POLL_SECONDS)
         except ConnectionError:
             pass  # the browser left
         return response
