@@ -17,7 +17,7 @@ import signal
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack, ExitStack, closing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Final, TypeAlias
 
@@ -115,6 +115,8 @@ class Daemon:
     opening: asyncio.Task[None] | None = None
     #: each bot's parts, in the config's order
     bots: Sequence[BotRuntime] = ()
+    #: set once the ready line is out: the memory chore's first trim waits for it
+    started: asyncio.Event = field(default_factory=asyncio.Event)
 
     @property
     def gateway(self) -> asyncio.Task[None] | None:
@@ -167,6 +169,7 @@ async def serve_until_stopped(daemon: Daemon, stop: asyncio.Event) -> None:
         listeners=daemon.listeners() or "none configured (webhook.listen, onebot.reverse_ws)",
         cli="gensokyo-idmap identity --help",
     )
+    daemon.started.set()
     stopped = asyncio.ensure_future(stop.wait())
     try:
         if daemon.opening is not None:
@@ -218,7 +221,9 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
         msgids.run_sweeper(stop, config.idmap.msgid_sweep_interval_seconds))
     services.push_async_callback(_stop_periodic, sweeper, stop)
     tables = Tables()  # the in-memory tables, filled in as their parts are made
-    trimmer = asyncio.create_task(run_trimmer(stop, sweep=tables.sweep))  # the memory chore
+    started = asyncio.Event()
+    trimmer = asyncio.create_task(run_trimmer(stop, sweep=tables.sweep,  # the memory chore
+                                              started=started))
     services.push_async_callback(_stop_periodic, trimmer, stop)
     mapped = [store for store in (backing, msgid_store, outbox_store)
               if isinstance(store, LmdbEnv)]
@@ -334,7 +339,7 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
         runtime.gateway = gateway
         gateways.append(gateway)
     return Daemon(config, webhook, forward, onebot_api, identity_api, gateways, clients, posts,
-                  opening, tuple(runtimes))
+                  opening, tuple(runtimes), started)
 
 
 def _warn_of_names_left_behind(config: Config, bots: Sequence[BotSettings],

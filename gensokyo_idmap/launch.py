@@ -14,17 +14,29 @@ are :class:`~gensokyo_idmap.logrender.PlainConsoleRenderer`'s, tracebacks in str
 plain format), and together they were 4.5 MiB of an idle daemon's 66 (bench/idle_imports.py).
 A ``None`` in ``sys.modules`` makes their import fail with ImportError, which structlog
 takes as "not installed".
+
+And it turns off pydantic's plugin lookup (:func:`skip_pydantic_plugins`): at the first
+model it builds, pydantic reads the entry points of every installed distribution to find
+plugins (``importlib.metadata``: each distribution's metadata files read and parsed). The
+daemon's config models need none, and the lookup's objects stayed in an idle daemon's heap
+for its whole life. pydantic's documented ``PYDANTIC_DISABLE_PLUGINS=1`` skips it; an
+operator who set the variable (to name the plugins to leave out, or to an empty value that
+keeps them all) keeps theirs.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Final
 
-__all__ = ["UNUSED_EXTRAS", "keep_out_unused_extras", "main", "unsupported_platform"]
+__all__ = ["PYDANTIC_PLUGINS_VARIABLE", "UNUSED_EXTRAS", "keep_out_unused_extras", "main",
+           "skip_pydantic_plugins", "unsupported_platform"]
 
 #: Modules structlog imports when they are installed and the daemon never uses.
 UNUSED_EXTRAS: Final = ("rich", "greenlet", "better_exceptions")
+#: pydantic's switch for its plugins: ``1`` (or ``true``, ``__all__``) loads none.
+PYDANTIC_PLUGINS_VARIABLE: Final = "PYDANTIC_DISABLE_PLUGINS"
 
 
 def unsupported_platform(platform: str) -> str | None:
@@ -44,12 +56,20 @@ def keep_out_unused_extras() -> None:
         sys.modules.setdefault(name, None)  # type: ignore[arg-type]
 
 
+def skip_pydantic_plugins() -> None:
+    """No pydantic plugin lookup in this process, unless its environment already says
+    what to do with them (module docstring): for the process's entry point, before its
+    first model is built (pydantic reads the variable then); never for a library's host."""
+    os.environ.setdefault(PYDANTIC_PLUGINS_VARIABLE, "1")
+
+
 def main() -> None:
     reason = unsupported_platform(sys.platform)
     if reason is not None:
         print(f"error: {reason}", file=sys.stderr)
         sys.exit(1)
     keep_out_unused_extras()
+    skip_pydantic_plugins()
     from gensokyo_idmap.cli import main as cli_main
 
     cli_main()

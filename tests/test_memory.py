@@ -193,3 +193,36 @@ def test_collect_less_often_lets_what_is_in_flight_live_without_collections() ->
     assert int(after) == 0
     assert older_kept == "True"
     assert int(young) == YOUNG_COLLECTION_THRESHOLD
+
+
+def test_the_trimmer_trims_once_as_soon_as_the_start_up_is_over() -> None:
+    """With ``started``: nothing before it is set, one trim at once when it is (the
+    interval is an hour here), none once stopped before it."""
+    calls: list[str] = []
+
+    def trim() -> int:
+        calls.append("trim")
+        return 0
+
+    async def scenario(set_started: bool) -> list[int]:
+        stop, started = asyncio.Event(), asyncio.Event()
+        task = asyncio.create_task(run_trimmer(stop, interval_seconds=3600, trim=trim,
+                                               started=started))
+        await asyncio.sleep(0.05)
+        seen = [len(calls)]
+        if set_started:
+            started.set()
+            for _ in range(500):
+                if calls:
+                    break
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.05)
+        seen.append(len(calls))
+        stop.set()
+        await asyncio.wait_for(task, 5)
+        seen.append(len(calls))
+        return seen
+
+    assert asyncio.run(scenario(True)) == [0, 1, 1]
+    calls.clear()
+    assert asyncio.run(scenario(False)) == [0, 0, 0]

@@ -57,7 +57,7 @@ from aiohttp.web_urldispatcher import MatchInfoError
 from gensokyo_idmap import counters, jsonio
 from gensokyo_idmap.admission import SAFE_METHODS, Admission
 from gensokyo_idmap.api.access import AccessPolicy
-from gensokyo_idmap.api.console.pages import Console
+from gensokyo_idmap.api.console.mount import ConsoleMount
 from gensokyo_idmap.api.console.status import Controls, LinkStatus
 from gensokyo_idmap.api.forwarded import TrustedProxies
 from gensokyo_idmap.api.getid import answer_getid
@@ -179,7 +179,7 @@ class ApiServer:
         self.proxies = TrustedProxies(settings.trusted_proxies)
         self.admission = Admission(settings.allowed_hosts)
         self._collectors: tuple[CollectorRegistry, BackendUpCollector] | None = None
-        self.console = Console(self, link, controls=controls)
+        self.console = ConsoleMount(self, link, controls=controls)
         self.tables = tables if tables is not None else Tables()
         self.tables.add_from(self.console)
 

@@ -20,12 +20,11 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Final
 
 import structlog
 
-from gensokyo_idmap import counters
+from gensokyo_idmap import __version__, counters
 from gensokyo_idmap.bridge.bot_name import BotName
 from gensokyo_idmap.bridge.cannot import CANNOT, refusal
 from gensokyo_idmap.bridge.chat import GROUP_CHAT_KINDS, Chat, ChatKind
@@ -79,13 +78,6 @@ _QUICK_CANNOT: Final = {"delete": "recall a member's message", "kick": "kick a m
 #: OneBot message_type → (chat kind, the param naming the chat).
 _CHATS: Final[dict[str, tuple[ChatKind, str]]] = {"group": ("group", "group_id"),
                                                    "private": ("c2c", "user_id")}
-
-
-def _package_version() -> str:
-    try:
-        return version("gensokyo-idmap")
-    except PackageNotFoundError:  # pragma: no cover - running from a bare checkout
-        return "0"
 
 
 class ActionService:
@@ -458,7 +450,7 @@ class ActionService:
         return {"online": online, "good": True}
 
     async def get_version_info(self, params: Params) -> dict[str, Any]:
-        return {"app_name": "gensokyo-idmap", "app_version": _package_version(),
+        return {"app_name": "gensokyo-idmap", "app_version": __version__,
                 "protocol_version": "v11"}
 
     async def can_send(self, params: Params) -> dict[str, bool]:

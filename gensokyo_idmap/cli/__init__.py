@@ -5,7 +5,8 @@ writes nothing; other failures exit 1.
 
 One module per command group (:mod:`.identity`, :mod:`.msgid`, :mod:`.store` with ``db``,
 :mod:`.ops`, :mod:`.migration`, :mod:`.config` with ``init``, :mod:`.daemon` with ``serve``
-and ``demo``), composed under the root command in :mod:`.root`; what they share is in
+and ``demo``), composed under the root command in :mod:`.root` (all but ``serve`` and
+``demo`` imported at their first use, :mod:`.lazy`); what they share is in
 :mod:`.context` (the root's options, the stores) and :mod:`.output` (output and errors).
 The console script enters through :mod:`gensokyo_idmap.launch`, which refuses Windows first.
 """

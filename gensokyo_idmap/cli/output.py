@@ -48,15 +48,16 @@ def _json_after_subcommand(click_ctx: click.Context, _param: click.Parameter,
         click_ctx.obj = replace(click_ctx.obj, as_json=True)
 
 
-def add_json_option(group: click.Group) -> None:
-    """Give every command with JSON output a ``--json`` of its own, so that
-    ``gensokyo-idmap verify --json`` works as well as ``gensokyo-idmap --json verify`` (the
-    README shows both). Done once over the whole tree, so a command added later has it too.
-    """
-    for command in group.commands.values():
-        if isinstance(command, click.Group):
-            add_json_option(command)
-        elif command.name not in _NO_JSON_OUTPUT:
-            command.params.append(click.Option(
-                ["--json"], is_flag=True, expose_value=False,
-                callback=_json_after_subcommand, help="Machine-readable output."))
+def add_json_option(command: click.Command) -> None:
+    """Give ``command`` (or every command below it, for a group) a ``--json`` of its own if
+    it has JSON output, so that ``gensokyo-idmap verify --json`` works as well as
+    ``gensokyo-idmap --json verify`` (the README shows both). Done over the whole tree
+    (the root's commands as each is imported: :class:`~.lazy.LazyGroup`'s ``prepare``), so
+    a command added later has it too."""
+    if isinstance(command, click.Group):
+        for below in command.commands.values():
+            add_json_option(below)
+    elif command.name not in _NO_JSON_OUTPUT:
+        command.params.append(click.Option(
+            ["--json"], is_flag=True, expose_value=False,
+            callback=_json_after_subcommand, help="Machine-readable output."))

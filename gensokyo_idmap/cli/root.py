@@ -1,31 +1,56 @@
-"""The root command ``gensokyo-idmap``: its options, and every command group under it."""
+"""The root command ``gensokyo-idmap``: its options, and every command group under it.
+
+``serve`` and ``demo`` (:mod:`.daemon`) are the root's own; every other command is named in
+:data:`ON_FIRST_USE` and imported when a command line names it (or the help lists them):
+a daemon does not hold the other commands' code for its life (:mod:`.lazy`).
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Final
 
 import click
 
 from gensokyo_idmap import __version__
 from gensokyo_idmap.bots import resolve_bots
-from gensokyo_idmap.cli.config import config_group, init_command
 from gensokyo_idmap.cli.context import ROOT_CONFIG, CliContext, EnvOption, check_app_id_option
 from gensokyo_idmap.cli.daemon import demo, serve
-from gensokyo_idmap.cli.identity import identity
-from gensokyo_idmap.cli.migration import migrate_command
-from gensokyo_idmap.cli.msgid import msgid
-from gensokyo_idmap.cli.ops import backup_command, recover_group, stats_command, verify_command
+from gensokyo_idmap.cli.lazy import LazyGroup
 from gensokyo_idmap.cli.output import ReportsErrors, add_json_option
-from gensokyo_idmap.cli.store import db_group, store_group
 from gensokyo_idmap.config import Config, load_config
 from gensokyo_idmap.errors import BadInputError
 from gensokyo_idmap.identity import served_app_id
 from gensokyo_idmap.logging import configure_logging
 
-__all__ = ["main"]
+__all__ = ["ON_FIRST_USE", "main"]
+
+#: The commands imported at their first use: name → ``module:attribute``.
+ON_FIRST_USE: Final = {
+    "init": "gensokyo_idmap.cli.config:init_command",
+    "config": "gensokyo_idmap.cli.config:config_group",
+    "identity": "gensokyo_idmap.cli.identity:identity",
+    "msgid": "gensokyo_idmap.cli.msgid:msgid",
+    "migrate": "gensokyo_idmap.cli.migration:migrate_command",
+    "stats": "gensokyo_idmap.cli.ops:stats_command",
+    "backup": "gensokyo_idmap.cli.ops:backup_command",
+    "verify": "gensokyo_idmap.cli.ops:verify_command",
+    "recover": "gensokyo_idmap.cli.ops:recover_group",
+    "db": "gensokyo_idmap.cli.store:db_group",
+    "store": "gensokyo_idmap.cli.store:store_group",
+}
 
 
-@click.group(cls=ReportsErrors)
+class RootGroup(ReportsErrors, LazyGroup):
+    """The root: it reports the project's errors (:class:`~.output.ReportsErrors`), and
+    imports its commands at their first use (:class:`~.lazy.LazyGroup`), each given its
+    ``--json`` then."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, lazy=ON_FIRST_USE, prepare=add_json_option, **kwargs)
+
+
+@click.group(cls=RootGroup)
 @click.version_option(__version__, prog_name="gensokyo-idmap")
 @click.option("--data-dir", cls=EnvOption, type=click.Path(file_okay=False, path_type=Path),
               default=Path("data"), show_default=True, envvar="GSK_IDMAP__DATA_DIR",
@@ -67,8 +92,6 @@ def _served(click_ctx: click.Context, app_id: str | None, config: Config) -> str
                                  param) from None
 
 
-for command in (serve, demo, init_command, identity, msgid, migrate_command, stats_command,
-                config_group, backup_command, verify_command, recover_group, db_group,
-                store_group):
+for command in (serve, demo):
     main.add_command(command)
 add_json_option(main)

@@ -18,6 +18,7 @@ import pytest
 from aiohttp import ClientSession
 from structlog.testing import capture_logs
 
+from gensokyo_idmap import __version__
 from gensokyo_idmap.bridge.actions import ActionService
 from gensokyo_idmap.bridge.inbound import BridgeSettings, InboundBridge
 from gensokyo_idmap.identity import OpenId, RUin
@@ -591,6 +592,7 @@ def test_information_actions_answer_from_the_graph(
         assert (await h.call("get_status"))["data"]["online"] is True
         version = (await h.call("get_version_info"))["data"]
         assert version["protocol_version"] == "v11" and version["app_name"] == "gensokyo-idmap"
+        assert version["app_version"] == __version__  # its one place
         assert (await h.call("can_send_image"))["data"] == {"yes": True}
         assert (await h.call("can_send_record"))["data"] == {"yes": True}
 

@@ -20,9 +20,13 @@ WIDTH = 80
 
 
 def _paths(group: click.Group, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    """Every command below ``group``, as the help lists them (the root's imported at their
+    first use: ``list_commands`` and ``get_command``, not ``commands``)."""
     found = [path]
-    for name in sorted(group.commands):
-        command = group.commands[name]
+    ctx = click.Context(group)
+    for name in group.list_commands(ctx):
+        command = group.get_command(ctx, name)
+        assert command is not None, name
         if isinstance(command, click.Group):
             found += _paths(command, (*path, name))
         else:

@@ -81,16 +81,6 @@ class BrowsePages:
     def __init__(self, console: PageHost) -> None:
         self.console = console
 
-    def routes(self) -> list[web.RouteDef]:
-        return [
-            web.get("/identities", self.identities),
-            web.get("/chats", self.chats),
-            web.get("/chats/{scene}", self.chat),
-            web.post("/send", self.send),
-            web.get("/messages", self.messages),
-            web.get("/messages/{vid}", self.message),
-        ]
-
     def _used(self) -> Any:
         controls = self.console.controls
         return None if controls is None else controls.replies_used

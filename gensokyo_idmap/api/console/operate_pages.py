@@ -26,9 +26,6 @@ class OperatePages:
     def __init__(self, console: PageHost) -> None:
         self.console = console
 
-    def routes(self) -> list[web.RouteDef]:
-        return [web.get("/system", self.system), web.post("/backlog", self.backlog)]
-
     def _link(self) -> LinkView:
         link = self.console.link
         return link() if link is not None else LinkView()

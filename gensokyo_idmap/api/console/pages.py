@@ -1,4 +1,5 @@
-"""The operator console at ``/ui/`` on the identity API listener (an I/O adapter).
+"""The operator console's pages at ``/ui/`` on the identity API listener (an I/O adapter),
+made at its first request (:mod:`.mount` holds its routes and what runs from the start).
 
 Access is the API's (``access.py``): with ``api.token`` set, the token typed once on the
 login page (at most :class:`~.login_limit.LoginLimit` wrong ones a minute per client) or a
@@ -23,11 +24,9 @@ import contextlib
 import gettext
 import secrets
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
-from importlib import resources
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 import structlog
@@ -40,23 +39,21 @@ from gensokyo_idmap.api.console.browse_pages import BrowsePages
 from gensokyo_idmap.api.console.chart import ChartWords, rate_chart
 from gensokyo_idmap.api.console.error_text import error_text, said
 from gensokyo_idmap.api.console.form_tokens import FormTokens
-from gensokyo_idmap.api.console.login_limit import LoginLimit
 from gensokyo_idmap.api.console.operate_pages import OperatePages
-from gensokyo_idmap.api.console.rates import RateHistory
-from gensokyo_idmap.api.console.services import ApiServices
-from gensokyo_idmap.api.console.sessions import COOKIE, Session, Sessions
-from gensokyo_idmap.api.console.status import BotLink, Controls, LinkStatus, LinkView
+from gensokyo_idmap.api.console.rates import HOUR
+from gensokyo_idmap.api.console.sessions import COOKIE, Session
+from gensokyo_idmap.api.console.status import BotLink, LinkView
 from gensokyo_idmap.api.console.translations import Catalogs
 from gensokyo_idmap.api.traffic import totals
 from gensokyo_idmap.errors import BadInputError, IdmapError, NotFoundError
 from gensokyo_idmap.identity import parse_identity_input, parse_vuin
-from gensokyo_idmap.logtail import LEVELS, TAIL, LogTail
+from gensokyo_idmap.logtail import LEVELS
 from gensokyo_idmap.reports import bind_data, rebind_data, record_data, stats_data, vuin_data
 from gensokyo_idmap.runtime.msgid import check_virtual_id
 from gensokyo_idmap.store.base import MappedFile
-from gensokyo_idmap.tables import Named
 
 if TYPE_CHECKING:
+    from gensokyo_idmap.api.console.page_host import ConsoleState
     from gensokyo_idmap.api.console.rendering import Templates
 
 __all__ = ["CSP", "Console", "human_size"]
@@ -91,7 +88,6 @@ LANGUAGE_NAMES: Final = (("en", "English"), ("zh-CN", "简体中文"))
 #: How often the SSE tail looks for new lines, and how many it sends first.
 TAIL_POLL_SECONDS: Final = 0.5
 TAIL_BACKLOG: Final = 200
-HOUR: Final = 3600.0
 #: How long the overview shows the same store figures when a store is on a server.
 SERVER_STATS_SECONDS: Final = 15.0
 
@@ -146,84 +142,33 @@ def _bot_data(bot: BotLink, texts: gettext.NullTranslations) -> dict[str, Any]:
 
 
 class Console:
-    """The console of one API listener (:class:`~.services.ApiServices`)."""
+    """The pages of one API listener's console (:class:`~.mount.ConsoleMount`: its routes
+    lead here), over the mount's state."""
 
-    def __init__(self, api: ApiServices, link: LinkStatus | None = None, *,
-                 controls: Controls | None = None, tail: LogTail = TAIL,
-                 sample_seconds: float = 10.0) -> None:
-        self.api = api
-        self.link = link
-        self.controls = controls
+    def __init__(self, mount: ConsoleState) -> None:
+        self.api = mount.api
+        self.link = mount.link
+        self.controls = mount.controls
+        self.tail = mount.tail
+        self.sessions = mount.sessions
+        self.login_limit = mount.login_limit
+        self.rates = mount.rates
+        self.started = mount.started
+        self.closing = mount.closing
         self.browse = BrowsePages(self)
         self.operate = OperatePages(self)
-        self.tail = tail
-        self.sessions = Sessions()
         self.form_tokens = FormTokens()
-        self.login_limit = LoginLimit()
         self.catalogs = Catalogs()
-        self.started = time.time()
-        self.rates = RateHistory(totals, step=sample_seconds, span=HOUR)
-        self._closing = asyncio.Event()
         self._stores_cache: tuple[float, tuple[dict[str, Any], str | None]] | None = None
         self._pages: Templates | None = None
 
-    def memory_tables(self) -> list[Named]:
-        """Its in-memory tables (:mod:`gensokyo_idmap.tables`): the sessions and the
-        login limit's clients."""
-        return [("console_sessions", self.sessions), ("console_login_failures",
-                                                      self.login_limit)]
-
-    # --- the sub-application ----------------------------------------------------------------
-
-    def application(self) -> web.Application:
-        """The console as an aiohttp sub-application, to be mounted at ``/ui/``."""
-        app = web.Application(middlewares=[self._guard])
-        static = Path(str(resources.files(__package__).joinpath("static")))
-        app.add_routes([
-            web.get("/", self.overview),
-            web.get("/overview.json", self.overview_json),
-            web.get("/chart.svg", self.chart),
-            web.get("/login", self.login_page),
-            web.post("/login", self.login),
-            web.post("/logout", self.logout),
-            web.post("/language", self.switch_language),
-            *self.browse.routes(),
-            *self.operate.routes(),
-            web.get("/identities/{vuin}", self.vuin_page),
-            web.post("/bind", self.bind),
-            web.post("/rebind", self.rebind),
-            web.get("/logs", self.logs),
-            web.get("/logs/stream", self.log_stream),
-            web.static("/static", static),
-        ])
-        app.cleanup_ctx.append(self._sampling)
-        app.on_shutdown.append(self._shutdown)
-        return app
-
-    async def _sampling(self, _app: web.Application) -> AsyncIterator[None]:
-        """The rate sampler, running while the listener serves."""
-        self._closing.clear()
-        self.rates.sample()
-        task = asyncio.create_task(self._sample_until_closed(), name="console rates")
-        yield
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-
-    async def _sample_until_closed(self) -> None:
-        while not self._closing.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._closing.wait(), self.rates.step)
-            self.rates.sample()
-
-    async def _shutdown(self, _app: web.Application) -> None:
-        self._closing.set()  # ends the log streams, so the listener's stop does not wait
-
     # --- access, sessions, headers ------------------------------------------------------------
 
-    @web.middleware
-    async def _guard(self, request: web.Request,
-                     handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
-                     ) -> web.StreamResponse:
+    async def guard(self, request: web.Request,
+                    handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+                    ) -> web.StreamResponse:
+        """In front of every route of the console (the mount's middleware): the request's
+        language, who may see what (module docstring), the console's headers."""
         _LANGUAGE.set(language.pick(request.headers.get("Accept-Language"),
                                     request.cookies.get(language.COOKIE)))
         try:
@@ -580,13 +525,13 @@ class Console:
                                                **_HEADERS})
         await response.prepare(request)
         try:
-            while not self._closing.is_set():
+            while not self.closing.is_set():
                 for line in self.tail.since(seq, level):
                     payload = _dumps({"level": line.level, "at": line.at, "text": line.text})
                     await response.write(f"id: {line.seq}\ndata: {payload}\n\n".encode())
                     seq = line.seq
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._closing.wait(), TAIL_POLL_SECONDS)
+                    await asyncio.wait_for(self.closing.wait(), TAIL_POLL_SECONDS)
         except ConnectionError:
             pass  # the browser left
         return response

@@ -11,8 +11,12 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from itertools import pairwise
+from typing import Final
 
-__all__ = ["RateHistory"]
+__all__ = ["HOUR", "RateHistory"]
+
+#: The span of the console's rates (and of the problems its overview counts), seconds.
+HOUR: Final = 3600.0
 
 
 class RateHistory:

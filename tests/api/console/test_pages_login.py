@@ -228,7 +228,8 @@ def test_a_form_token_from_before_a_restart_is_refused(serve_console: ServeConso
     """The signing key is per process: a form opened before a restart asks for a reload."""
     async def body(browser: Browser) -> None:
         csrf = csrf_of((await browser.get("/ui/login"))[1])
-        browser.server.console.form_tokens = type(browser.server.console.form_tokens)()
+        pages = browser.server.console.pages()
+        pages.form_tokens = type(pages.form_tokens)()
         status, page, _ = await browser.post("/ui/login", {"csrf": csrf, "token": TOKEN})
         assert status == 403 and re.search(r"reload the page", page)
         assert (await log_in(browser)).status == 303  # a reload mends it
