@@ -375,8 +375,8 @@ class DeliveryLog:
             self._seen.discard(key)  # not processed: a redelivery must try again
             if self._claims is not None and key not in self._looking_up:  # rule 7
                 self._claims.abandon([key])  # on any daemon
-        elif key in self._seen:  # remembered for the window from now (rule 4)
-            self._add(key, self._clock() if now is None else now)
+        else:  # remembered for the window from now (rule 4), if it still is
+            self._seen.renew(key, self._clock() if now is None else now)
         if waiting is None or waiting.done():
             return
         if error is not None:

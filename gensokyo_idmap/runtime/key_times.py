@@ -38,11 +38,6 @@ _SMALLEST: Final = 8  # index slots at least
 _EMPTY: Final = 0  # in the log: an entry moved on or removed; in the index: an empty slot
 
 
-def _hash(key: Hashable) -> int:
-    """``key``'s hash, never 0 (which marks nothing)."""
-    return hash(key) or 1
-
-
 class KeyTimes:
     """Keys and when each was put last, oldest first (module doc)."""
 
@@ -73,22 +68,35 @@ class KeyTimes:
 
     def get(self, key: Hashable, default: float) -> float:
         """When ``key`` was put last, ``default`` if it is not kept."""
-        _, at = self._find(_hash(key))
+        _, at = self._find(hash(key) or 1)  # never 0, which marks nothing
         return default if at < 0 else self._times[at]
 
     def __contains__(self, key: Hashable) -> bool:
-        return self._find(_hash(key))[1] >= 0
+        return self._find(hash(key) or 1)[1] >= 0
 
     def put(self, key: Hashable, now: float) -> None:
         """Keep ``key`` from ``now``, at the end (its earlier entry, if any, taken out: the
         times stay in order as long as ``now`` does not go back)."""
-        hashed = _hash(key)
+        hashed = hash(key) or 1
         slot, at = self._find(hashed)
         if at >= 0:
             self._hashes[at] = _EMPTY
         else:
             self._live += 1
             self._used += 1
+        self._append(slot, hashed, now)
+
+    def renew(self, key: Hashable, now: float) -> bool:
+        """:meth:`put` ``key`` if it is kept (True), else nothing (False)."""
+        hashed = hash(key) or 1
+        slot, at = self._find(hashed)
+        if at < 0:
+            return False
+        self._hashes[at] = _EMPTY
+        self._append(slot, hashed, now)
+        return True
+
+    def _append(self, slot: int, hashed: int, now: float) -> None:
         self._index[slot] = self._base + len(self._hashes) + 1
         self._hashes.append(hashed)
         self._times.append(now)
@@ -97,7 +105,7 @@ class KeyTimes:
 
     def discard(self, key: Hashable) -> None:
         """Forget ``key`` (nothing if it is not kept)."""
-        _, at = self._find(_hash(key))
+        _, at = self._find(hash(key) or 1)
         if at >= 0:
             self._hashes[at] = _EMPTY
             self._live -= 1
@@ -135,7 +143,9 @@ class KeyTimes:
         return early
 
     def _rebuild(self) -> None:
-        """A new index of at least four slots per entry kept (half used before it grows)."""
+        """A new index of at least four slots per entry kept (half used, stale slots
+        counted, before it grows again: short probes; 2 slots an entry and two thirds cost
+        a fifth more time a key)."""
         size = _SMALLEST
         while size < 4 * self._live:
             size *= 2

@@ -19,10 +19,15 @@ def test_it_answers_as_a_dict_of_times_in_the_order_put() -> None:
         now += 0.01
         key = f"msg:{rng.randrange(3_000)}"
         action = rng.random()
-        if action < 0.6:
+        if action < 0.5:
             table.put(key, now)
             model.pop(key, None)
             model[key] = now
+        elif action < 0.6:
+            assert table.renew(key, now) == (key in model)
+            if key in model:
+                del model[key]
+                model[key] = now
         elif action < 0.7:
             table.discard(key)
             model.pop(key, None)
