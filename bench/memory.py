@@ -2,8 +2,9 @@
 the windows have turned over (issue 36).
 
 Run: ``.venv/bin/python bench/memory.py [--quick] [--strict] [--quiet-minutes N]
-[--tracemalloc]``. Not a test: it prints figures and a verdict against the targets below;
-the exit code is 0 unless ``--strict`` is given and a target is missed.
+[--tracemalloc] [--mallocstats FOLDER]``. Not a test: it prints figures and a verdict
+against the targets below; the exit code is 0 unless ``--strict`` is given and a target is
+missed.
 
 What runs
 ---------
@@ -45,7 +46,13 @@ import cost of each dependency (a fresh interpreter each: RSS growth and ``-X im
 With ``--tracemalloc``, a second pass of the same phases runs the daemon under
 ``bench/_traced_serve.py`` (tracemalloc costs memory itself: its RSS is not the daemon's)
 and prints what grew between the points, by allocating line and by the daemon's own line
-that led to it.
+that led to it. With ``--mallocstats FOLDER``, the daemon runs under
+``bench/_traced_serve.py`` without tracemalloc and writes a report at each point into FOLDER
+(``snapshot-00N.txt``): Python's small-object arenas (``sys._debugmallocstats()``: arenas,
+bytes in objects, in free blocks and in unused pools), glibc's arenas (``malloc_stats()``),
+the live objects per type and the largest containers. The reports cost the daemon a thread
+and what they allocate (its thread malloc arenas grow by a few MiB): the figures of such a
+run are the allocators', not the daemon's as shipped.
 
 Targets (issue 36): idle RSS <= 55 MiB; RSS after the new users <= 70 MiB; at most
 400 bytes of anonymous memory per new group; anonymous memory after the quiet phase within

@@ -208,7 +208,8 @@ async def main() -> int:
     parser.add_argument("--quiet-minutes", type=int, default=0,
                         help="after the flood, minutes of known members' messages (20 a "
                              "second, on the tables' clock) instead of the clock jumping past "
-                             "the windows; at least 12 for every window to turn over twice")
+                             "the windows; at least 12 for every window to turn over (the "
+                             "de-duplication window: 11 minutes)")
     parser.add_argument("--strict", action="store_true", help="exit 1 if a target is missed")
     args = parser.parse_args()
     if args.groups is None:

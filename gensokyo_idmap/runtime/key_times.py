@@ -15,8 +15,9 @@ once they shrink after the window).
 
 A key is known by its string hash (64 bits, salted per process): two keys with the same
 hash are one key here. For a hundred thousand keys kept that is a chance of about one in
-10^14 per lookup that a new event passes for a repeat; the durable claims in the store
-(:class:`~gensokyo_idmap.runtime.claims.DurableClaims`) hold the keys themselves.
+10^14 per lookup that a new event passes for a repeat, and is not delivered (what memory
+holds is not asked of the store again; the durable claims,
+:class:`~gensokyo_idmap.runtime.claims.DurableClaims`, keep the keys themselves).
 
 Layout: a log of (hash, time) in the order put (``_hashes``, ``_times``; a hash of 0 marks
 an entry moved on or removed), numbered from ``_base``; an open-addressing index of
@@ -68,7 +69,13 @@ class KeyTimes:
 
     def get(self, key: Hashable, default: float) -> float:
         """When ``key`` was put last, ``default`` if it is not kept."""
-        _, at = self._find(hash(key) or 1)  # never 0, which marks nothing
+        hashed = hash(key) or 1  # never 0, which marks nothing
+        ref = self._index[hashed & self._mask]  # the first slot answers most lookups
+        if ref == _EMPTY:
+            return default
+        at = ref - 1 - self._base
+        if not (at >= 0 and self._hashes[at] == hashed):
+            _, at = self._find(hashed)
         return default if at < 0 else self._times[at]
 
     def __contains__(self, key: Hashable) -> bool:
@@ -84,7 +91,12 @@ class KeyTimes:
         else:
             self._live += 1
             self._used += 1
-        self._append(slot, hashed, now)
+        hashes = self._hashes
+        self._index[slot] = self._base + len(hashes) + 1
+        hashes.append(hashed)
+        self._times.append(now)
+        if 2 * self._used > self._mask + 1:
+            self._rebuild()
 
     def renew(self, key: Hashable, now: float) -> bool:
         """:meth:`put` ``key`` if it is kept (True), else nothing (False)."""
@@ -92,16 +104,12 @@ class KeyTimes:
         slot, at = self._find(hashed)
         if at < 0:
             return False
-        self._hashes[at] = _EMPTY
-        self._append(slot, hashed, now)
-        return True
-
-    def _append(self, slot: int, hashed: int, now: float) -> None:
-        self._index[slot] = self._base + len(self._hashes) + 1
-        self._hashes.append(hashed)
+        hashes = self._hashes
+        hashes[at] = _EMPTY
+        self._index[slot] = self._base + len(hashes) + 1  # its slot: no new one is used
+        hashes.append(hashed)
         self._times.append(now)
-        if 2 * self._used > self._mask + 1:
-            self._rebuild()
+        return True
 
     def discard(self, key: Hashable) -> None:
         """Forget ``key`` (nothing if it is not kept)."""
