@@ -2,8 +2,9 @@
 the windows have turned over (issue 36).
 
 Run: ``.venv/bin/python bench/memory.py [--quick] [--strict] [--quiet-minutes N]
-[--tracemalloc]``. Not a test: it prints figures and a verdict against the targets below;
-the exit code is 0 unless ``--strict`` is given and a target is missed.
+[--tracemalloc] [--mallocstats FOLDER]``. Not a test: it prints figures and a verdict
+against the targets below; the exit code is 0 unless ``--strict`` is given and a target is
+missed.
 
 What runs
 ---------
@@ -45,7 +46,13 @@ import cost of each dependency (a fresh interpreter each: RSS growth and ``-X im
 With ``--tracemalloc``, a second pass of the same phases runs the daemon under
 ``bench/_traced_serve.py`` (tracemalloc costs memory itself: its RSS is not the daemon's)
 and prints what grew between the points, by allocating line and by the daemon's own line
-that led to it.
+that led to it. With ``--mallocstats FOLDER``, the daemon runs under
+``bench/_traced_serve.py`` without tracemalloc and writes a report at each point into FOLDER
+(``snapshot-00N.txt``): Python's small-object arenas (``sys._debugmallocstats()``: arenas,
+bytes in objects, in free blocks and in unused pools), glibc's arenas (``malloc_stats()``),
+the live objects per type and the largest containers. The reports cost the daemon a thread
+and what they allocate (its thread malloc arenas grow by a few MiB): the figures of such a
+run are the allocators', not the daemon's as shipped.
 
 Targets (issue 36): idle RSS <= 55 MiB; RSS after the new users <= 70 MiB; at most
 400 bytes of anonymous memory per new group; anonymous memory after the quiet phase within
@@ -222,13 +229,14 @@ async def read_stats(http: aiohttp.ClientSession, api: str) -> dict[str, Any] | 
 class Tracer:
     """The traced daemon's snapshots, one per point (SIGUSR1 to ``bench/_traced_serve.py``)."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, suffix: str = ".pickle") -> None:
         self.folder = folder
+        self.suffix = suffix  # ".txt": the reports of ``--mallocstats``
         self.taken = 0
 
     async def snapshot(self, pid: int) -> None:
         self.taken += 1
-        path = self.folder / f"snapshot-{self.taken:03d}.pickle"
+        path = self.folder / f"snapshot-{self.taken:03d}{self.suffix}"
         os.kill(pid, signal.SIGUSR1)
         deadline = time.monotonic() + TRACE_TIMEOUT
         while not path.exists():
@@ -237,7 +245,8 @@ class Tracer:
             await asyncio.sleep(0.2)
 
     def paths(self) -> list[Path]:
-        return [self.folder / f"snapshot-{n:03d}.pickle" for n in range(1, self.taken + 1)]
+        return [self.folder / f"snapshot-{n:03d}{self.suffix}"
+                for n in range(1, self.taken + 1)]
 
 
 @dataclass
@@ -334,18 +343,24 @@ def daemon_target(tmp: Path, name: str) -> Target:
                   api={"listen": f"127.0.0.1:{free_port()}"})
 
 
-def traced_command(folder: Path) -> Any:
+def traced_command(folder: Path, frames: int = TRACE_FRAMES) -> Any:
+    """``bench/_traced_serve.py``'s command: tracemalloc with ``frames`` frames, or (0) the
+    allocators' reports instead."""
     def command(target: Target) -> list[str]:
         serve = daemon_command(target)[-3:]  # serve --config <file>
         return [sys.executable, str(BENCH / "_traced_serve.py"), str(folder), "0",
-                str(TRACE_FRAMES), *serve]
+                str(frames), *serve]
     return command
 
 
-async def measure(tmp: Path, prof: Profile) -> tuple[Pass, Pass]:
-    """The daemon through every phase, the bare relay through the first."""
+async def measure(tmp: Path, prof: Profile, reports: Path | None = None) -> tuple[Pass, Pass]:
+    """The daemon through every phase, the bare relay through the first; with ``reports``,
+    the daemon writes the allocators' report of each point there (``--mallocstats``)."""
     async with aiohttp.ClientSession() as http:
         daemon = Pass(daemon_target(tmp, "daemon"), http, Traffic())
+        if reports is not None:
+            daemon.target.command = traced_command(reports, 0)
+            daemon.tracer = Tracer(reports, ".txt")
         relay = Pass(Target("bare relay", relay_command, tmp), http, Traffic())
         try:
             for run in (daemon, relay):
@@ -589,6 +604,10 @@ def main(argv: list[str] | None = None) -> int:
                          "1 with --quick)")
     ap.add_argument("--tracemalloc", action="store_true",
                     help="a second pass under tracemalloc: what grew between the points")
+    ap.add_argument("--mallocstats", type=Path, metavar="FOLDER",
+                    help="the daemon writes a report of its allocators at each point into "
+                         "FOLDER (bench/_traced_serve.py: pymalloc's arenas, glibc's, live "
+                         "objects per type, the largest containers)")
     ap.add_argument("--no-imports", action="store_true",
                     help="leave out the import cost of each dependency")
     args = ap.parse_args(argv)
@@ -613,7 +632,9 @@ def main(argv: list[str] | None = None) -> int:
         if not args.no_imports:
             print_imports()
         try:
-            daemon, relay = asyncio.run(measure(tmp, prof))
+            if args.mallocstats is not None:
+                args.mallocstats.mkdir(parents=True, exist_ok=True)
+            daemon, relay = asyncio.run(measure(tmp, prof, args.mallocstats))
         except (RuntimeError, TimeoutError, OSError, aiohttp.ClientError) as err:
             print(f"benchmark failed: {err!r}")
             return 2

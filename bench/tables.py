@@ -1,7 +1,7 @@
 """What a flood of new groups costs the in-memory tables, and what they give back after it.
 
 Run: ``.venv/bin/python bench/tables.py [--quick] [--groups N] [--same-user] [--trace]
-[--strict]``
+[--quiet-minutes N] [--strict]``
 
 This is a benchmark script, not a test: it prints figures and compares them with the ones
 it took before the flood, in the same run. The exit code is 0 unless ``--strict`` is given
@@ -23,13 +23,20 @@ Figures
 per group, during the window
     The resident anonymous memory (``RssAnon``) after ``--groups`` groups (50,000; 5,000
     with ``--quick``), less what it was after a warm-up of 3,000 groups, per group; both
-    read after a garbage collection and a ``malloc_trim``. ``--trace`` adds what ``tracemalloc`` counts per group
-    and its largest sources (slower; the RSS figure then includes tracemalloc's own).
+    read after a garbage collection and a ``malloc_trim``. ``--trace`` adds what
+    ``tracemalloc`` counts per group and its largest sources (slower; the RSS figure then
+    includes tracemalloc's own).
 after the windows
     The tables' clocks moved past the longest of their windows (the de-duplication window,
     the member profiles' and caches' two generations), the memory chore's sweep run as it
     would run once a minute, then the same reading: what is left of the flood, as a share of
-    the resident anonymous memory before it.
+    the resident anonymous memory before it. With ``--quiet-minutes N``, instead, N minutes
+    of ``bench/memory.py``'s quiet phase on the tables' clock (20 messages a second from the
+    warm-up's members in their groups, the sweep once a minute): the objects the traffic
+    after a flood keeps are made into the room the flood's left, as in the daemon. Beside
+    it, Python's small-object allocator: its arenas and the bytes of the objects in them
+    before the flood and after (``sys._debugmallocstats()``), what is held against what
+    would do.
 tables
     Each in-memory table's entries and estimated bytes (``/v1/stats``' ``memory``) at both
     points.
@@ -47,6 +54,7 @@ import argparse
 import asyncio
 import gc
 import json
+import os
 import sys
 import tempfile
 import time
@@ -77,6 +85,9 @@ from gensokyo_idmap.testing.platform_emulator import APP, group_message
 
 BATCH = 64
 WARM_UP = 3000
+WARM_UP_BASE = 10**9  # the warm-up's group and message numbers
+QUIET_BASE = 2 * 10**9  # the quiet phase's message numbers
+QUIET_RATE = 20  # events a second in the quiet phase (bench/memory.py's)
 PER_GROUP_TARGET = 400
 LEFT_TARGET = 0.10
 
@@ -110,10 +121,36 @@ def frames(start: int, n: int, same_user: bool) -> list[bytes]:
     return found
 
 
-async def flood(pipeline: InboundPipeline, start: int, n: int, same_user: bool) -> None:
+def known_frames(start: int, n: int) -> list[bytes]:
+    """Messages numbered from ``start`` (new message ids) by the members of the warm-up's
+    groups, each in their own group (known people in known chats)."""
+    found = []
+    for i in range(start, start + n):
+        member = WARM_UP_BASE + (i * 7919) % WARM_UP
+        d = group_message(i, group=f"{member:032X}", user="E" + f"{member:031X}",
+                          username=f"member {member}", role="member")
+        found.append(json.dumps({"op": 0, "s": i + 1, "t": "GROUP_AT_MESSAGE_CREATE",
+                                 "id": f"GROUP_AT_MESSAGE_CREATE:{i}", "d": d}).encode())
+    return found
+
+
+async def flood(pipeline: InboundPipeline, start: int, n: int, same_user: bool,
+                make: Callable[[int, int], list[bytes]] | None = None) -> None:
     for first in range(start, start + n, BATCH):
-        raw = frames(first, min(BATCH, start + n - first), same_user)
+        count = min(BATCH, start + n - first)
+        raw = frames(first, count, same_user) if make is None else make(first, count)
         await pipeline.process_batch([parse_dispatch(parse_envelope(r), APP) for r in raw])
+
+
+async def quiet(pipeline: InboundPipeline, tables: Tables, clock: Clock, minutes: int) -> None:
+    """``minutes`` of :data:`QUIET_RATE` events a second from known members (bench/memory.py's
+    quiet phase) on the tables' clock: a minute's events, the clock a minute on, the memory
+    chore's sweep."""
+    for minute in range(minutes):
+        await flood(pipeline, QUIET_BASE + minute * 60 * QUIET_RATE, 60 * QUIET_RATE, False,
+                    known_frames)
+        clock.offset += 60.0
+        tables.sweep()
 
 
 def anon_now(trim: Callable[[], int] | None) -> int:
@@ -124,6 +161,25 @@ def anon_now(trim: Callable[[], int] | None) -> int:
     if anon is None:
         sys.exit("no RssAnon in /proc/self/status: this benchmark needs Linux")
     return anon
+
+
+def pymalloc_figures() -> tuple[int, int]:
+    """Python's small-object allocator: (arenas allocated now, bytes in allocated blocks),
+    read from ``sys._debugmallocstats()``, which writes to the C level's stderr."""
+    with tempfile.TemporaryFile() as out:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        os.dup2(out.fileno(), 2)
+        try:
+            sys._debugmallocstats()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        out.seek(0)
+        text = out.read().decode()
+    figures = {line.split("=")[0].strip(): int(line.split("=")[1].replace(",", ""))
+               for line in text.splitlines() if line.startswith("# ") and "=" in line}
+    return (figures["# arenas allocated current"], figures["# bytes in allocated blocks"])
 
 
 def set_clocks(named: list[Named], clock: Clock) -> None:
@@ -149,6 +205,11 @@ async def main() -> int:
     parser.add_argument("--same-user", action="store_true",
                         help="one known member in every group (default: a new one each)")
     parser.add_argument("--trace", action="store_true", help="tracemalloc's figures too")
+    parser.add_argument("--quiet-minutes", type=int, default=0,
+                        help="after the flood, minutes of known members' messages (20 a "
+                             "second, on the tables' clock) instead of the clock jumping past "
+                             "the windows; at least 12 for every window to turn over (the "
+                             "de-duplication window: 11 minutes)")
     parser.add_argument("--strict", action="store_true", help="exit 1 if a target is missed")
     args = parser.parse_args()
     if args.groups is None:
@@ -171,8 +232,9 @@ async def main() -> int:
                  *deliveries.memory_tables(), *qq_events.memory_tables()]
         set_clocks(named, clock)
 
-        await flood(pipeline, 10**9, WARM_UP, args.same_user)
+        await flood(pipeline, WARM_UP_BASE, WARM_UP, args.same_user)
         before = anon_now(trim)
+        arenas_before, blocks_before = pymalloc_figures()
         if args.trace:
             tracemalloc.start(1)
             traced = tracemalloc.take_snapshot()
@@ -196,11 +258,18 @@ async def main() -> int:
         print_tables(tables, "tables during the window")
 
         longest = max(window, KEPT_SECONDS, RECENT_SECONDS)
-        for _ in range(3):  # the chore once a window passed, three times: two generations
-            clock.offset += longest + 1
-            tables.sweep()
+        if args.quiet_minutes:
+            await quiet(pipeline, tables, clock, args.quiet_minutes)
+        else:
+            for _ in range(3):  # the chore once a window passed, three times: two generations
+                clock.offset += longest + 1
+                tables.sweep()
         after = anon_now(trim)
         left = (after - before) / before
+        arenas, blocks = pymalloc_figures()
+        print(f"  small objects (pymalloc): {arenas_before} arenas of 1 MiB for "
+              f"{blocks_before / 2**20:.1f} MiB of objects before the flood, {arenas} for "
+              f"{blocks / 2**20:.1f} MiB after")
         print(f"  after the windows: RssAnon {after / 2**20:.1f} MiB, "
               f"{(after - before) / 2**20:+.1f} MiB against before the flood ({left:+.1%}; "
               f"target within {LEFT_TARGET:.0%}: "

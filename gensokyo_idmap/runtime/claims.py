@@ -63,6 +63,7 @@ from typing import Final, Protocol
 
 from gensokyo_idmap.errors import StoreError
 from gensokyo_idmap.runtime.base import MsgIdStore, MsgIdWriter
+from gensokyo_idmap.runtime.key_times import KeyTimes
 from gensokyo_idmap.tables import Named, compacted, estimate
 
 __all__ = [
@@ -187,12 +188,13 @@ class DeliveryLog:
     every full garbage collection walk them, and cost a future per event for the rare repeat.
     With ``claims`` the keys also go to the store (module rules 2 and 4).
 
-    The entries are one plain dict in the order of their times (a key done is moved to the
-    end), half the memory of an ordered dict's. An entry past its window counts as absent
-    the moment it is (its time is compared), and is dropped from the front at most every
-    :data:`SWEEP_SECONDS` (a dict's front is found by walking the slots its deletions left,
-    so not once per event), or at once when the log is full, or by the memory chore
-    (:meth:`forget`).
+    The entries are the keys' hashes and times in arrays in the order of their times (a key
+    done is moved to the end): no object per key, so a flood's keys give their memory back
+    after the window (:mod:`gensokyo_idmap.runtime.key_times`, which says why, and what a
+    hash for a key costs). An entry past its window counts as absent the moment it is (its
+    time is compared), and is dropped from the front at most every :data:`SWEEP_SECONDS`
+    (not once per event: the front is found by walking past the entries moved on), or at
+    once when the log is full, or by the memory chore (:meth:`forget`).
     """
 
     def __init__(self, ttl: float = DEDUP_SECONDS, limit: int = _DEDUP_MAX,
@@ -202,7 +204,7 @@ class DeliveryLog:
         self._limit = limit
         self._clock = clock
         self._claims = claims
-        self._seen: dict[str, float] = {}  # key → when claimed / done, oldest first
+        self._seen = KeyTimes()  # key → when claimed / done, oldest first
         self._sweep_at = float("inf")  # when the entries past their window are dropped next
         # until when a key missing here may be claimed in the store (rule 4): while a
         # claim of an earlier process may be alive there
@@ -307,28 +309,18 @@ class DeliveryLog:
         seen = self._seen
         if not seen:
             self._sweep_at = now + self._ttl
-        seen.pop(key, None)
-        seen[key] = now
+        seen.put(key, now)
 
     def _forget_old(self, now: float, coming: int = 0) -> None:
         """Drop the entries past their time, and the oldest beyond the count limit, so
         that ``coming`` more fit (only when due: a walk to the front per event was a
         visible cost)."""
         seen = self._seen
-        cutoff = now - self._ttl
-        gone: list[str] = []
         room = len(seen) + coming - self._limit  # entries to drop so that the coming fit
-        for key, at in seen.items():
-            if at > cutoff:
-                if len(gone) >= room:
-                    break
-                # dropped for room while its claim may live on in the store
-                self._look_up_until = max(self._look_up_until, now + self._ttl)
-            gone.append(key)
-        for key in gone:
-            del seen[key]
-        self._seen = seen = compacted(seen)
-        first = next(iter(seen.values()), None)
+        if seen.drop_front(now - self._ttl, room):
+            # dropped for room while their claims may live on in the store
+            self._look_up_until = max(self._look_up_until, now + self._ttl)
+        first = seen.first_time()
         self._sweep_at = (float("inf") if first is None else
                           max(first + self._ttl, now + SWEEP_SECONDS))
 
@@ -353,8 +345,8 @@ class DeliveryLog:
         self._looking_up = compacted(self._looking_up)
 
     def footprint(self) -> int:
-        return estimate(len(self._seen), (self._seen, self._in_flight, self._looking_up),
-                        self._seen.items())
+        return self._seen.footprint() + estimate(
+            len(self._in_flight), (self._in_flight, self._looking_up), self._in_flight.items())
 
     async def commit(self, keys: Sequence[str | None]) -> None:
         """Claim the processed ``keys`` durably (rule 2): call before the source is told
@@ -380,11 +372,11 @@ class DeliveryLog:
             return
         waiting = self._in_flight.pop(key)
         if error is not None:
-            self._seen.pop(key, None)  # not processed: a redelivery must try again
+            self._seen.discard(key)  # not processed: a redelivery must try again
             if self._claims is not None and key not in self._looking_up:  # rule 7
                 self._claims.abandon([key])  # on any daemon
-        elif key in self._seen:  # remembered for the window from now (rule 4)
-            self._add(key, self._clock() if now is None else now)
+        else:  # remembered for the window from now (rule 4), if it still is
+            self._seen.renew(key, self._clock() if now is None else now)
         if waiting is None or waiting.done():
             return
         if error is not None:

@@ -168,6 +168,9 @@ class GroupCommitter:
                 batch.append(item)  # type: ignore[arg-type]
                 fns += item.fns  # type: ignore[attr-defined]
             self._run(batch, fns)
+            # the next hand-over may be minutes away: its writes' objects (functions,
+            # futures, results) are not kept alive by this frame till then
+            first = item = batch = fns = None  # type: ignore[assignment]
 
     def _run(self, batch: list[_Handover], fns: list[Callable[[Any], Any]]) -> None:
         try:

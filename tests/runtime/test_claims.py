@@ -5,6 +5,7 @@ and RedisClaims on a Redis prefix of the test's own (the same tests, parametrise
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
@@ -139,6 +140,25 @@ def test_an_entry_past_its_window_is_absent_before_any_sweep() -> None:
         assert await log.claim("k2") is not None
         assert await log.claim("k1") is None  # gone all the same: processed again
         log.finish("k1", None)
+
+    run(main())
+
+
+def test_a_key_remembered_is_not_kept_as_an_object() -> None:
+    """The log keeps a key's hash, not the key: the strings of a flood's events do not
+    outlive them for the window, scattered over the memory the flood took, which Python
+    could then not give back (runtime/key_times.py)."""
+    async def main() -> None:
+        clock = Clock()
+        log = DeliveryLog(ttl=60.0, clock=clock)
+        keys = ["".join(("msg:", "flood", str(n))) for n in range(100)]  # made here
+        held = [sys.getrefcount(key) for key in keys]
+        assert [await log.claim(key) for key in keys] == [None] * 100
+        log.finish_all(keys, None)
+        assert [sys.getrefcount(key) for key in keys] == held
+        assert all([await log.claim(f"msg:flood{n}") is not None for n in range(100)])
+        clock.now += 61
+        assert await log.claim("msg:flood7") is None
 
     run(main())
 

@@ -338,6 +338,35 @@ def test_a_sweep_larger_than_one_batch_takes_everything(
     assert msgids.counts().live_or_unswept == 0
 
 
+def test_a_sweep_deletes_in_small_transactions(
+    msgids: MsgIdMap, store: LmdbMsgIdStore, clock: FakeClock
+) -> None:
+    """LMDB keeps the pages its largest transaction dirtied for the life of the environment
+    (module note on ``_SWEEP_BATCH``): the sweep of a flood's messages must not be one
+    transaction, nor a few large ones."""
+    def fill(view: Any) -> None:
+        for vid in range(1, 301):
+            view.put_record(MsgRecord(vid, f"flood{vid}", APP, "group", f"G{vid}", "in",
+                                      now_ms(clock), now_ms(clock) + 1000))
+        view.set_msg_counter(300)
+
+    store.write_sync(fill)
+    clock.advance(TTL)
+    deleted: list[int] = []
+    write_sync = store.write_sync
+
+    def counted(fn: Any) -> Any:
+        done = write_sync(fn)
+        if isinstance(done, int):
+            deleted.append(done)
+        return done
+
+    store.write_sync = counted  # type: ignore[method-assign]
+    assert msgids.sweep_sync() == 300
+    assert sum(deleted) == 300
+    assert max(deleted) <= 128
+
+
 # --- authors and content (get_msg) -------------------------------------------------------
 
 

@@ -6,6 +6,8 @@ function's result, on its own loop, only once the batch's commit returned."""
 from __future__ import annotations
 
 import asyncio
+import gc
+import weakref
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -78,3 +80,30 @@ def test_a_batch_of_several_hand_overs_wakes_each_waiter_with_its_own_result() -
     assert results["b"] == ["b0", "b1", ([1, 8], True)]
     assert alone == ["sync"]
     assert (committer.batches, committer.writes) == (2, 9)
+
+
+class _Write:
+    """A write function that a weak reference can watch."""
+
+    def __call__(self, _view: Any) -> str:
+        return "done"
+
+
+def test_the_writer_keeps_nothing_of_a_batch_while_it_waits_for_the_next() -> None:
+    """A flood's last batch (its functions, futures and results) is not kept alive by the
+    writer thread until the next write comes, which may be minutes later: objects of a
+    flood that outlive it keep the memory the flood took from being given back."""
+    committer = GroupCommitter(lambda fns: [succeeded(fn(None)) for fn in fns],
+                               name="test-writer")
+    try:
+        write = _Write()
+        watched = weakref.ref(write)
+        assert committer.submit_sync(write) == "done"
+        del write
+        gc.collect()
+        deadline = time.monotonic() + 10
+        while watched() is not None and time.monotonic() < deadline:
+            time.sleep(0.001)  # the writer's frame lets go after the wake-up: a wait
+        assert watched() is None
+    finally:
+        committer.close()
