@@ -69,7 +69,10 @@ class FailureLimit:
         return len(self._seen)
 
     def retry_after(self, client: str | None) -> int:
-        """Whole seconds until ``client`` may try again (0: now)."""
+        """Whole seconds until ``client`` may try again (0: now). Asked at every request
+        that presents a token: with no failure kept, no address is parsed."""
+        if not self._seen:
+            return 0
         entry = self._seen.get(client_key(client))
         if entry is None or len(entry.times) < self.failures:
             return 0
@@ -95,7 +98,8 @@ class FailureLimit:
 
     def succeeded(self, client: str | None) -> None:
         """The right token: the client's failures are forgotten."""
-        self._seen.pop(client_key(client), None)
+        if self._seen:
+            self._seen.pop(client_key(client), None)
 
     def forget(self) -> None:
         """Drop the clients whose last failure is a window old: their next failure counts

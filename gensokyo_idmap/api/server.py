@@ -27,10 +27,10 @@ Errors of ``/v1`` are ``{"error": {"code", "message"}}`` with the error class's 
 is a path no route serves (404 ``not_found``, or 405 ``method_not_allowed`` for a route's
 wrong method). Only a bug of ours is a 500.
 
-A client that sent 10 wrong Bearer tokens in a minute (on ``/v1``, on ``/getid``, or typed at
-the console's login: one count for the three) is answered 429 with ``Retry-After`` until
-the oldest of them is a minute old, its token not compared meanwhile, not even the right one
-(:mod:`.failure_limit`); its lockout is logged once, never a token.
+A client that sent 10 wrong tokens in a minute (Bearer on ``/v1``, ``/getid`` or the
+console's pages, or typed at its login: one count for them all) is answered 429 with
+``Retry-After`` until the oldest of them is a minute old, its token not compared meanwhile,
+not even the right one (:mod:`.failure_limit`); its lockout is logged once, never a token.
 
 Before any of that, the routes behind access (``/v1``, ``/getid``, ``/ui/``) take only what
 :mod:`gensokyo_idmap.admission` lets in from a browser's reach (same error shape): a ``Host``
