@@ -232,7 +232,8 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
     services.push_async_callback(_stop_periodic, releaser, stop)
     bots = resolve_bots(config)
     _warn_of_names_left_behind(config, bots, outbox_store)
-    watch = LinkWatch(outbox)
+    # each bot's OneBot status is good only while these stores know of no failure
+    watch = LinkWatch(outbox, stores=(graph.store, msgids.store, outbox_store))
     watches = watch.add(bots)
     watch.config = config
     identity_api = (await _start_api(config, bots, graph, msgids, outbox_store,
@@ -248,7 +249,8 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
         tables.add("onebot_token_failures", onebot_failures)
     runtimes = [make_bot(config, bot, graph, msgids, budget_for(bot), outbox, services,
                          confirm_on_write=_bench_confirm_on_write(),
-                         token_failures=onebot_failures) for bot in bots]
+                         token_failures=onebot_failures, status=seen.onebot_status)
+                for bot, seen in zip(bots, watches, strict=True)]
     for runtime in runtimes:
         platform = runtime.platform
         if platform is not None:  # a wrong secret shows now, not at the first reply (/readyz)

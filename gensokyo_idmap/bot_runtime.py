@@ -35,6 +35,7 @@ from gensokyo_idmap.idmap import IdentityGraph
 from gensokyo_idmap.onebot.forward_ws import ForwardWsServer
 from gensokyo_idmap.onebot.http_post import HttpPostTarget
 from gensokyo_idmap.onebot.reverse_ws import ReverseWsClient
+from gensokyo_idmap.onebot.status import StatusSource, unknown
 from gensokyo_idmap.qq.events import Interaction
 from gensokyo_idmap.qq.openapi import OpenApiClient
 from gensokyo_idmap.qq.token import AccessTokenManager
@@ -102,10 +103,13 @@ def platform_client(bot: BotSettings, stack: AsyncExitStack) -> PlatformClient |
 def make_bot(config: Config, bot: BotSettings, graph: IdentityGraph, msgids: MessageIds,
              budget: ReplyBudget, outbox: Outbox, stack: AsyncExitStack, *,
              confirm_on_write: bool = False,
-             token_failures: FailureLimit | None = None) -> BotRuntime:
+             token_failures: FailureLimit | None = None,
+             status: StatusSource = unknown) -> BotRuntime:
     """The parts of ``bot`` over the shared stores (its HTTP client closes with
     ``stack``). ``confirm_on_write``: the benchmark's switch (``app.BENCH_CONFIRM_ON_WRITE``);
-    ``token_failures``: the daemon's one count of wrong OneBot tokens per client."""
+    ``token_failures``: the daemon's one count of wrong OneBot tokens per client;
+    ``status``: what the bot tells its frameworks of itself (``get_status`` and every
+    heartbeat of its connections; the daemon's: ``BotWatch.onebot_status``)."""
     platform = platform_client(bot, stack)
     onebot = config.onebot
     actions = ActionService(OutboundSender(
@@ -115,14 +119,14 @@ def make_bot(config: Config, bot: BotSettings, graph: IdentityGraph, msgids: Mes
             reads_off_loop=(config.idmap.backend == "postgres"
                             or config.idmap.runtime_backend == "redis"),
             unsupported_segments=onebot.unsupported_segments), budget),
-        list_channels_as_groups=onebot.list_channels_as_groups)
+        list_channels_as_groups=onebot.list_channels_as_groups, status=status)
     clients = [
         ReverseWsClient(url, bot.self_id, access_token=token or None, on_action=actions,
                         reconnect_interval=onebot.reconnect_interval_seconds,
                         heartbeat_interval=onebot.heartbeat_interval_seconds,
                         ping_timeout=onebot.ping_timeout_seconds,
                         backlog=partial(Backlog, outbox), confirm_on_write=confirm_on_write,
-                        outbox_name=bot.outbox_name("reverse_ws", url))
+                        outbox_name=bot.outbox_name("reverse_ws", url), status=status)
         for url, token in bot.reverse_ws]
     posts = [HttpPostTarget(target.url, bot.self_id, secret=onebot.token(target.secret),
                             retries=target.max_retries,
@@ -136,7 +140,7 @@ def make_bot(config: Config, bot: BotSettings, graph: IdentityGraph, msgids: Mes
         on_action=actions, heartbeat_interval=onebot.heartbeat_interval_seconds,
         ping_timeout=onebot.ping_timeout_seconds, confirm_on_write=confirm_on_write,
         admission=Admission(config.api.allowed_hosts),
-        token_failures=token_failures) if onebot.forward_ws else None
+        token_failures=token_failures, status=status) if onebot.forward_ws else None
     bridge = InboundBridge(graph, msgids, BridgeSettings(
         app_id=bot.app_id, self_id=bot.self_id, message_format=onebot.message_format,
         link_union_openid=config.idmap.link_union_openid, extensions=onebot.extensions,

@@ -28,6 +28,7 @@ __all__ = [
     "HealthSource",
     "ServerCheck",
     "disk_problem",
+    "known_healthy",
     "low_space",
     "problems",
     "server_answers",
@@ -77,6 +78,15 @@ def disk_problem(data_dir: Path, minimum: int = MIN_FREE_BYTES,
     if low_space(free, minimum):
         return f"disk full: {free} bytes free in {data_dir} (below {minimum})"
     return None
+
+
+def known_healthy(stores: Iterable[HealthSource]) -> bool:
+    """Whether none of ``stores`` knows of a reason it cannot take writes now (its last
+    write failed, its map cannot grow, its server was unreachable when last used, it is
+    not open yet): the part of ``/healthz`` that asks nothing of a file or a server, cheap
+    enough for every OneBot heartbeat. What the reads, the free space and the pings would
+    find shows here once a write or a use fails."""
+    return all(store.health() is None for store in stores)
 
 
 def _unreadable(store: HealthSource) -> str | None:

@@ -7,7 +7,9 @@ to the API as its :data:`~gensokyo_idmap.api.console.status.LinkStatus` and its
 keep (the gateway's session, seq and counts; each framework's queue and outbox count):
 nothing is counted twice. The same view carries what ``/readyz`` needs of the platform side
 of each bot (:class:`~gensokyo_idmap.readiness.PlatformReadiness`): its settings, its access
-token's state, its gateway's session. What the console may do goes through the parts' own
+token's state, its gateway's session; and, by the same rule, what each bot tells its
+frameworks of itself (:meth:`BotWatch.onebot_status`: OneBot's ``get_status`` and
+heartbeats). What the console may do goes through the parts' own
 rules: a backlog dropped by its :class:`~gensokyo_idmap.bridge.outbox.Backlog`, a test
 message sent as the OneBot action a framework would send (by the chat's bot).
 """
@@ -34,14 +36,16 @@ from gensokyo_idmap.config import Config
 from gensokyo_idmap.config_env import env_overrides
 from gensokyo_idmap.config_view import config_keys
 from gensokyo_idmap.errors import BadInputError, NotFoundError
+from gensokyo_idmap.health import HealthSource, known_healthy
 from gensokyo_idmap.identity import parse_scene
 from gensokyo_idmap.onebot.forward_ws import ForwardWsRouter
 from gensokyo_idmap.onebot.http_post import HttpPostTarget
 from gensokyo_idmap.onebot.reverse_ws import ReverseWsClient
+from gensokyo_idmap.onebot.status import BotStatus
 from gensokyo_idmap.qq.events import QQEvent
 from gensokyo_idmap.qq.gateway import GatewayClient
 from gensokyo_idmap.qq.token import AccessTokenManager
-from gensokyo_idmap.readiness import GatewayReadiness, PlatformReadiness
+from gensokyo_idmap.readiness import GatewayReadiness, PlatformReadiness, missing
 from gensokyo_idmap.redaction import redact_url
 
 __all__ = ["BotWatch", "LinkWatch"]
@@ -60,9 +64,12 @@ class BotWatch:
     """One bot's platform link, set as the daemon makes its parts: its access token, its
     gateway session, the last callback the webhook took for it."""
 
-    def __init__(self, bot: BotSettings, *, named: bool = False) -> None:
+    def __init__(self, bot: BotSettings, *, named: bool = False,
+                 stores_healthy: Callable[[], bool] = lambda: True) -> None:
         """``named``: the daemon serves several bots, so each of its readiness reasons
-        names it."""
+        names it; ``stores_healthy``: whether the daemon's stores work, as they know it
+        (:meth:`LinkWatch.stores_healthy`)."""
+        self._stores_healthy = stores_healthy
         self.app_id = bot.app_id
         self.self_id = bot.self_id
         self.key = bot.key
@@ -89,6 +96,14 @@ class BotWatch:
                 gateway.connected, gateway.paused, gateway.fatal),
             key=self.key, name=self.name)
 
+    def onebot_status(self) -> BotStatus:
+        """What this bot tells its frameworks (``get_status``, every heartbeat): online when
+        its platform side lacks nothing ``/readyz`` would name (one rule:
+        :func:`~gensokyo_idmap.readiness.missing`), good when online and the stores work.
+        Reads attributes only: asked at every heartbeat of every connection."""
+        online = not missing(self.readiness())
+        return BotStatus(online=online, good=online and self._stores_healthy())
+
     def link(self) -> BotLink:
         gateway = self.gateway
         return BotLink(
@@ -102,8 +117,12 @@ class BotWatch:
 class LinkWatch:
     """The parts of one daemon the console describes; set as the daemon makes them."""
 
-    def __init__(self, outbox: Outbox) -> None:
+    def __init__(self, outbox: Outbox, stores: Sequence[HealthSource] = ()) -> None:
+        """``stores``: the daemon's stores (graph, message ids, outbox), whose own account
+        of their health (:meth:`~gensokyo_idmap.health.HealthSource.health`, what
+        ``/healthz`` asks first) makes each bot's OneBot status good or not."""
         self.outbox = outbox
+        self.stores = tuple(stores)
         #: each bot's platform link, in the config's order (:meth:`add`)
         self.watched: list[BotWatch] = []
         self.webhook = False
@@ -119,9 +138,15 @@ class LinkWatch:
 
     def add(self, bots: Sequence[BotSettings]) -> list[BotWatch]:
         """A :class:`BotWatch` of each of ``bots`` (the daemon's, in the config's order)."""
-        made = [BotWatch(bot, named=len(bots) > 1) for bot in bots]
+        made = [BotWatch(bot, named=len(bots) > 1, stores_healthy=self.stores_healthy)
+                for bot in bots]
         self.watched += made
         return made
+
+    def stores_healthy(self) -> bool:
+        """Whether no store knows of a failure now (:func:`~gensokyo_idmap.health.known_healthy`:
+        no I/O)."""
+        return known_healthy(self.stores)
 
     def _app_id_of(self, self_id: int) -> str:
         return next((bot.app_id for bot in self.watched if bot.self_id == self_id), "")

@@ -59,6 +59,7 @@ from gensokyo_idmap.onebot.message import (
     segments_to_cq,
     segments_to_json,
 )
+from gensokyo_idmap.onebot.status import StatusSource, unknown
 from gensokyo_idmap.runtime.msgid import MessageIds, check_virtual_id
 
 __all__ = ["ActionService"]
@@ -82,8 +83,12 @@ _CHATS: Final[dict[str, tuple[ChatKind, str]]] = {"group": ("group", "group_id")
 
 class ActionService:
     def __init__(self, sender: OutboundSender, clock: Callable[[], float] = time.time, *,
-                 list_channels_as_groups: bool = True) -> None:
+                 list_channels_as_groups: bool = True,
+                 status: StatusSource = unknown) -> None:
+        """``status``: its bot's, which ``get_status`` answers (the daemon hands the one
+        its heartbeats say: :mod:`gensokyo_idmap.onebot.status`; without one: not known)."""
         self.sender = sender
+        self.status = status
         #: ``onebot.list_channels_as_groups``: ``get_group_list`` lists the channels seen
         self.list_channels_as_groups = list_channels_as_groups
         self.members = profiles_of(sender.graph)
@@ -446,8 +451,9 @@ class ActionService:
                 for _, vuin, since in await self.sender.off_loop(self._members, chat)]
 
     async def get_status(self, params: Params) -> dict[str, Any]:
-        online = self.sender.openapi is not None
-        return {"online": online, "good": True}
+        """What each heartbeat says: whether the bot is online on its platform (its link
+        can do its job now, ``/readyz``'s rule) and good (its stores work too)."""
+        return self.status().data()
 
     async def get_version_info(self, params: Params) -> dict[str, Any]:
         return {"app_name": "gensokyo-idmap", "app_version": __version__,

@@ -30,6 +30,7 @@ from gensokyo_idmap import jsonio
 from gensokyo_idmap.onebot import events as ob
 from gensokyo_idmap.onebot.actions import RETCODE_BAD_JSON, failed, unknown_action
 from gensokyo_idmap.onebot.event_queue import LAG_GRACE, EventQueue
+from gensokyo_idmap.onebot.status import StatusSource, unknown
 
 __all__ = ["ActionHandler", "EventQueue", "abort", "serve_actions", "serve_socket"]
 
@@ -116,11 +117,13 @@ async def _send_events(ws: _Socket, queue: EventQueue) -> None:
 
 
 async def _heartbeats(ws: _Socket, queue: EventQueue, self_id: int, interval: float,
-                      clock: Callable[[], float]) -> None:
+                      clock: Callable[[], float], status: StatusSource) -> None:
+    """A heartbeat every ``interval``, its ``status`` the bot's at that moment."""
     while not ws.closed:
         await asyncio.sleep(interval)
         await ws.send_str(jsonio.dumps(ob.heartbeat(
-            self_id=self_id, time=int(clock()), interval_ms=int(interval * 1000))))
+            self_id=self_id, time=int(clock()), interval_ms=int(interval * 1000),
+            status=status())))
         await _ping(ws, queue, probe=True)
 
 
@@ -214,6 +217,7 @@ async def serve_socket(
     close_patience: float = _UNRESPONSIVE_CLOSE,
     probe_first: bool = False,
     answer_actions: bool = True,
+    status: StatusSource = unknown,
 ) -> None:
     """Run one connection until it closes, ``stop`` is set, the queue is ended (its owner
     gave up on the peer: closed with 1013) or a confirmation is awaited for ``ping_timeout``
@@ -222,8 +226,9 @@ async def serve_socket(
     ``on_closing`` runs first, so that wait costs nobody. With ``probe_first`` a ping goes
     right after the lifecycle event, so a peer that reads nothing after the handshake is
     closed ``ping_timeout`` after it, and one that reads is known to before any event goes
-    (:meth:`EventQueue.confirming`). The queue's in-flight events stay in flight: requeueing or
-    failing them is the owner's choice."""
+    (:meth:`EventQueue.confirming`). ``status``: the bot's, which each heartbeat says. The
+    queue's in-flight events stay in flight: requeueing or failing them is the owner's
+    choice."""
     await ws.send_str(jsonio.dumps(ob.lifecycle(self_id=self_id, time=int(clock()),
                                               sub_type="connect")))
     if probe_first:
@@ -233,7 +238,8 @@ async def serve_socket(
     sending = asyncio.create_task(_send_events(ws, queue))
     watching = asyncio.create_task(_watch_pongs(queue, ping_timeout))
     tasks = [sending, watching,
-             asyncio.create_task(_heartbeats(ws, queue, self_id, heartbeat_interval, clock)),
+             asyncio.create_task(_heartbeats(ws, queue, self_id, heartbeat_interval, clock,
+                                             status)),
              asyncio.create_task(_receive(ws, queue, on_action, answer_actions)),
              asyncio.create_task(stop.wait()),
              asyncio.create_task(queue.ended.wait())]

@@ -15,6 +15,7 @@ from typing import Any, Final, Literal
 
 from gensokyo_idmap.errors import BadInputError
 from gensokyo_idmap.onebot.message import Segment, segments_to_cq, segments_to_json
+from gensokyo_idmap.onebot.status import BotStatus
 
 __all__ = [
     "MessageFormat",
@@ -150,11 +151,13 @@ def lifecycle(
         "meta_event_type": "lifecycle", "sub_type": sub_type}
 
 
-def heartbeat(*, self_id: int, time: int, interval_ms: int, good: bool = True) -> dict[str, Any]:
-    """``interval`` is milliseconds to the next heartbeat; NoneBot needs the status bools."""
+def heartbeat(*, self_id: int, time: int, interval_ms: int, status: BotStatus
+              ) -> dict[str, Any]:
+    """``interval`` is milliseconds to the next heartbeat; ``status`` is the bot's as
+    ``get_status`` says it now (NoneBot needs its bools: a daemon always knows them)."""
     return _base(self_id, time, "meta_event") | {
         "meta_event_type": "heartbeat",
-        "status": {"online": True, "good": bool(good)},
+        "status": status.data(),
         "interval": int(interval_ms),
     }
 

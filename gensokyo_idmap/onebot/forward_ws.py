@@ -52,6 +52,7 @@ from gensokyo_idmap.onebot.self_id_routing import (
     Refused,
     choose_bot,
 )
+from gensokyo_idmap.onebot.status import StatusSource, unknown
 
 __all__ = ["ForwardWsRouter", "ForwardWsServer", "Role"]
 
@@ -92,10 +93,12 @@ class ForwardWsServer:
         confirm_on_write: bool = False,
         admission: Admission | None = None,
         token_failures: FailureLimit | None = None,
+        status: StatusSource = unknown,
     ) -> None:
         """``admission``: the rules over ``api.allowed_hosts`` (default: none listed);
         ``token_failures``: the wrong tokens per client, the daemon's one count for its OneBot
-        servers (default: one of its own)."""
+        servers (default: one of its own); ``status``: its bot's, which each heartbeat says
+        (the daemon's: :mod:`~.status`)."""
         self.self_id = self_id
         self._token = access_token or None
         self._admission = admission if admission is not None else Admission()
@@ -107,6 +110,7 @@ class ForwardWsServer:
         self._confirm_on_write = confirm_on_write
         self._on_action = on_action
         self._clock = clock
+        self._status = status
         self._queues: set[EventQueue] = set()
         self._closing = asyncio.Event()
         self._sessions: set[asyncio.Task[Any]] = set()
@@ -199,7 +203,8 @@ class ForwardWsServer:
                                stop=self._closing, name=f"forward ws {peer}",
                                on_closing=lambda: self._gone(queue),
                                close_patience=self.ping_timeout, probe_first=True,
-                               answer_actions=role == "universal")
+                               answer_actions=role == "universal",
+                               status=self._status)
         finally:
             self._gone(queue)
             if task is not None:

@@ -44,6 +44,7 @@ from gensokyo_idmap.onebot.event_queue import (
     MakeBacklog,
     Tracked,
 )
+from gensokyo_idmap.onebot.status import StatusSource, unknown
 from gensokyo_idmap.redaction import redact_url
 
 __all__ = ["ActionHandler", "ReverseWsClient"]
@@ -74,9 +75,11 @@ class ReverseWsClient:
         clock: Callable[[], float] = time.time,
         confirm_on_write: bool = False,
         outbox_name: str | None = None,
+        status: StatusSource = unknown,
     ) -> None:
         """``outbox_name``: what its owed events are kept under in outbox.db (default
-        ``reverse_ws <url>``; a daemon of several bots names each bot's apart)."""
+        ``reverse_ws <url>``; a daemon of several bots names each bot's apart); ``status``:
+        its bot's, which each heartbeat says (the daemon's: :mod:`~.status`)."""
         self.url = url
         self.self_id = self_id
         self._outbox_name = outbox_name or f"reverse_ws {url}"
@@ -89,6 +92,7 @@ class ReverseWsClient:
         self.backlog = backlog(self.outbox_name, self.queue) if backlog is not None else None
         self._on_action = on_action
         self._clock = clock
+        self._status = status
         self._closed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         #: what the link came to last: "connected", "refused" or "unavailable" (rule 6)
@@ -192,7 +196,8 @@ class ReverseWsClient:
                                            ping_timeout=self.ping_timeout,
                                            on_action=self._on_action, clock=self._clock,
                                            stop=self._closed, name=self.url,
-                                           on_open=self.connected.set)
+                                           on_open=self.connected.set,
+                                           status=self._status)
                 except (TimeoutError, aiohttp.ClientError, OSError) as exc:
                     self._failed(exc)
                 finally:

@@ -12,6 +12,7 @@ import json
 import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import pytest
@@ -19,10 +20,14 @@ from aiohttp import ClientSession
 from structlog.testing import capture_logs
 
 from gensokyo_idmap import __version__
+from gensokyo_idmap.bots import resolve_bots
 from gensokyo_idmap.bridge.actions import ActionService
 from gensokyo_idmap.bridge.inbound import BridgeSettings, InboundBridge
+from gensokyo_idmap.config import Config
+from gensokyo_idmap.health import known_healthy
 from gensokyo_idmap.identity import OpenId, RUin
 from gensokyo_idmap.idmap import IdentityGraph
+from gensokyo_idmap.link_status import BotWatch
 from gensokyo_idmap.runtime.msgid import DEFAULT_MSGID_TTL_SECONDS, MAX_CONTENT_BYTES, MsgIdMap
 from gensokyo_idmap.bridge import outbound
 from gensokyo_idmap.bridge.outbound import OutboundSender, OutboundSettings
@@ -36,6 +41,7 @@ from gensokyo_idmap.bridge.chat import Chat
 from gensokyo_idmap.testing.platform_emulator import (
     APP,
     RECALL_NOT_FOUND,
+    SECRET,
     EmulatedPlatform,
     channel_message,
     group_message,
@@ -103,7 +109,15 @@ def with_daemon(scenario: Callable[[Harness], Awaitable[None]], identity_store: 
                     app_id=APP, self_id=SELF, op_userid_type=op_userid_type,
                     unsupported_segments=unsupported_segments,
                     send_error=send_error, reads_off_loop=reads_off_loop))
-                harness = Harness(platform, bridge, ActionService(sender, clock=clock), clock)
+                # its status as a daemon's: the platform side by /readyz's rule (a webhook
+                # bot whose token the emulator issues), its stores by their own account
+                [bot] = resolve_bots(Config.model_validate(
+                    {"bot": {"app_id": APP, "secret": SECRET}}))
+                watch = BotWatch(bot, stores_healthy=partial(
+                    known_healthy, (identity_store, msgid_store)))
+                watch.tokens, watch.webhook = api.tokens, True
+                harness = Harness(platform, bridge, ActionService(
+                    sender, clock=clock, status=watch.onebot_status), clock)
                 await asyncio.wait_for(scenario(harness), 20)
         finally:
             await platform.close()
@@ -567,6 +581,8 @@ def test_drop_sends_the_rest_and_logs_a_warning_naming_the_segment(
 def test_information_actions_answer_from_the_graph(
         identity_store: LmdbIdentityStore, msgid_store: LmdbMsgIdStore, clock: FakeClock) -> None:
     async def scenario(h: Harness) -> None:
+        # no access token obtained yet (nothing asked the platform): not online, not good
+        assert (await h.call("get_status"))["data"] == {"online": False, "good": False}
         a = await h.group_message("m1")
         b = await h.group_message("m2", user=USER2)
         await h.group_message("m3", group=GROUP2)
@@ -589,7 +605,8 @@ def test_information_actions_answer_from_the_graph(
         stranger = await h.call("get_stranger_info", user_id=c["user_id"])
         assert stranger["data"]["user_id"] == c["user_id"]
         assert (await h.call("get_stranger_info", user_id=55555))["retcode"] == 100
-        assert (await h.call("get_status"))["data"]["online"] is True
+        # the token obtained (get_login_info asked the platform), the stores working
+        assert (await h.call("get_status"))["data"] == {"online": True, "good": True}
         version = (await h.call("get_version_info"))["data"]
         assert version["protocol_version"] == "v11" and version["app_name"] == "gensokyo-idmap"
         assert version["app_version"] == __version__  # its one place

@@ -17,6 +17,7 @@ from gensokyo_idmap.onebot.events import (
     private_message,
 )
 from gensokyo_idmap.onebot.message import Segment, parse_cq
+from gensokyo_idmap.onebot.status import UNKNOWN, BotStatus
 
 
 def test_group_message_matches_the_reference_example_in_string_form() -> None:
@@ -66,9 +67,15 @@ def test_notices_and_meta_events() -> None:
         "time": 5, "self_id": 1, "post_type": "notice", "notice_type": "friend_add",
         "user_id": 3}
     assert lifecycle(self_id=1, time=5, sub_type="connect")["meta_event_type"] == "lifecycle"
-    assert heartbeat(self_id=1, time=5, interval_ms=5000) == {
+    assert heartbeat(self_id=1, time=5, interval_ms=5000,
+                     status=BotStatus(online=True, good=True)) == {
         "time": 5, "self_id": 1, "post_type": "meta_event", "meta_event_type": "heartbeat",
         "status": {"online": True, "good": True}, "interval": 5000}
+    # good implies online (OneBot v11); a bot whose state is not known is not said online
+    for status, said in ((BotStatus(online=False, good=True), {"online": False, "good": False}),
+                         (BotStatus(online=True, good=False), {"online": True, "good": False}),
+                         (UNKNOWN, {"online": None, "good": False})):
+        assert heartbeat(self_id=1, time=5, interval_ms=5000, status=status)["status"] == said
 
 
 @pytest.mark.parametrize(

@@ -12,6 +12,7 @@ from aiohttp.test_utils import TestServer
 from structlog.testing import capture_logs
 
 from gensokyo_idmap.onebot.reverse_ws import ReverseWsClient
+from gensokyo_idmap.onebot.status import BotStatus
 
 from gensokyo_idmap.testing import framework_server, until
 
@@ -64,9 +65,10 @@ def test_handshake_lifecycle_events_and_heartbeats() -> None:
     async def main() -> None:
         framework = Framework()
         server = await start(framework)
+        now = [BotStatus(online=True, good=True)]  # what the daemon would say of the bot
         client = ReverseWsClient(str(server.make_url("/onebot/v11/ws")), 10001,
                                  access_token="tok-xyz", heartbeat_interval=0.05,
-                                 clock=lambda: 1700000000)
+                                 clock=lambda: 1700000000, status=lambda: now[0])
         client.publish({"post_type": "message", "n": 1})  # before connecting: waits
         client.start()
         try:
@@ -80,6 +82,10 @@ def test_handshake_lifecycle_events_and_heartbeats() -> None:
             while beat.get("meta_event_type") != "heartbeat":
                 beat = await framework.next_frame(skip_heartbeats=False)
             assert beat["status"] == {"online": True, "good": True} and beat["interval"] == 50
+            now[0] = BotStatus(online=False, good=False)  # its platform link went down
+            while beat.get("status", {}).get("online") is not False:  # asked at each beat
+                beat = await framework.next_frame(skip_heartbeats=False)
+            assert beat["status"] == {"online": False, "good": False}
             headers = framework.handshakes[0]
             assert headers["X-Self-ID"] == "10001"
             assert headers["X-Client-Role"] == "Universal"
