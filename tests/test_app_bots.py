@@ -318,9 +318,10 @@ def test_events_owed_under_names_no_connection_has_are_named_at_start(
 
 def test_readyz_metrics_and_the_overview_are_per_bot(tmp_path: Path) -> None:
     """Issue 34.5: with both bots' sessions up the daemon is ready; once the second bot's
-    session is lost (its platform answers no Resume) ``/readyz`` names that bot alone, and
-    ``/metrics`` has each bot's gateway state, events in, events out and actions, each
-    labelled with its AppID; the overview says the same per bot."""
+    session is lost (its platform answers no Resume) ``/readyz`` names that bot alone, its
+    ``get_status`` alone says it is not online, and ``/metrics`` has each bot's gateway
+    state, events in, events out and actions, each labelled with its AppID; the overview
+    says the same per bot."""
     api = free_port()
 
     async def scenario() -> None:
@@ -344,6 +345,11 @@ def test_readyz_metrics_and_the_overview_are_per_bot(tmp_path: Path) -> None:
                                              "the second bot not ready")
             assert body["missing"] == ["bots.1 (AppID 102000002): gateway not connected: no "
                                        "session established"], body
+            # what each bot tells its frameworks follows the same rule, per bot
+            assert (await bots.action(SECOND, "get_status"))["data"] == {
+                "online": False, "good": False}
+            assert (await bots.action(FIRST, "get_status"))["data"] == {
+                "online": True, "good": True}
             async with bots.http.get(f"http://127.0.0.1:{api}/metrics") as resp:
                 text = await resp.text()
             samples = {(sample.name, tuple(sorted(sample.labels.items()))): sample.value

@@ -5,15 +5,20 @@ naming ``bot.secret``), and its webhook refuses callbacks as ``not_configured``.
 emulated platform a wrong secret is named at start (the token refused); the right one makes
 the daemon ready once the token is obtained, and with ``qq.gateway`` only once a session is
 established. A runtime store on a private redis-server that stops is named, and the daemon
-is ready again once it answers.
+is ready again once it answers. What a bot tells its frameworks (OneBot ``get_status``
+and heartbeats, heard on a real forward-WS socket) follows the same rule: not online while
+the session is not established or the token is refused.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from aiohttp import ClientSession
+from typing import Any
+
+from aiohttp import ClientSession, ClientWebSocketResponse
 
 from gensokyo_idmap.testing import (
     APP,
@@ -161,3 +166,84 @@ def test_a_runtime_store_that_stops_is_named_until_it_answers_again(tmp_path: Pa
         run(scenario)
     finally:
         redis.stop()
+
+
+async def next_heartbeat(ws: ClientWebSocketResponse) -> dict[str, Any]:
+    """The ``status`` of the next heartbeat the framework's socket receives."""
+    while True:
+        frame = json.loads((await asyncio.wait_for(ws.receive(), WAIT)).data)
+        if frame.get("meta_event_type") == "heartbeat":
+            return frame["status"]
+
+
+async def get_status(ws: ClientWebSocketResponse, echo: str) -> dict[str, Any]:
+    """``get_status`` sent on the framework's socket: its answer's data (heartbeats and
+    other events passed over)."""
+    await ws.send_json({"action": "get_status", "echo": echo})
+    while True:
+        frame = json.loads((await asyncio.wait_for(ws.receive(), WAIT)).data)
+        if frame.get("echo") == echo:
+            assert frame["status"] == "ok", frame
+            return frame["data"]
+
+
+def status_daemon(tmp_path: Path, platform: EmulatedPlatform, forward: int,
+                  **keys: Any) -> dict[str, Any]:
+    """A daemon on ``platform``'s gateway, its forward WS on ``forward``, a heartbeat every
+    0.1 s (the framework's socket sees the state change within a few)."""
+    return daemon_config(tmp_path / "data", platform=platform,
+                         onebot={"forward_ws": f"127.0.0.1:{forward}",
+                                 "heartbeat_interval_seconds": 0.1}, **keys)
+
+
+def test_get_status_and_heartbeats_say_offline_until_the_gateway_session_is_established(
+        tmp_path: Path) -> None:
+    """OneBot's ``online``: the bot is online on its platform, by ``/readyz``'s rule. With
+    the token obtained but the session held, a real framework socket hears online false,
+    good false, from ``get_status`` and from each heartbeat; once READY comes, true, true."""
+    forward = free_port()
+
+    async def scenario() -> None:
+        async with EmulatedPlatform() as platform, ClientSession() as session:
+            platform.hold_sessions()  # the socket opens; READY waits
+            async with running_daemon(status_daemon(tmp_path, platform, forward), tmp_path,
+                                      listening=[forward]) as daemon, \
+                    session.ws_connect(f"ws://127.0.0.1:{forward}/") as ws:
+                down = {"online": False, "good": False}
+                assert await next_heartbeat(ws) == down
+                assert await get_status(ws, "held") == down
+                assert platform.identifies == []  # held: no session established
+                platform.release_sessions()
+                for _ in range(int(WAIT / 0.1)):
+                    daemon.alive()
+                    if (await next_heartbeat(ws))["online"]:
+                        break
+                assert await next_heartbeat(ws) == {"online": True, "good": True}
+                assert await get_status(ws, "up") == {"online": True, "good": True}
+                assert len(platform.identifies) == 1
+
+    run(scenario)
+
+
+def test_get_status_and_heartbeats_say_offline_while_the_platform_refuses_the_token(
+        tmp_path: Path) -> None:
+    """A wrong secret: the emulator refuses every token request (100016), the gateway is
+    never reached, and the framework hears online false, good false, however long it
+    listens."""
+    forward, api = free_port(), free_port()
+
+    async def scenario() -> None:
+        async with EmulatedPlatform() as platform, ClientSession() as session:
+            config = status_daemon(tmp_path, platform, forward, secret="not-the-secret",
+                                   api=f"127.0.0.1:{api}")
+            async with running_daemon(config, tmp_path, listening=[forward, api]) as daemon, \
+                    session.ws_connect(f"ws://127.0.0.1:{forward}/") as ws:
+                await until_readyz(session, api, daemon.alive, lambda _, missing: any(
+                    "100016" in reason for reason in missing), "the token refused, named")
+                down = {"online": False, "good": False}
+                for n in range(3):
+                    assert await next_heartbeat(ws) == down
+                    assert await get_status(ws, f"refused {n}") == down
+                assert platform.tokens_issued == 0 and platform.identifies == []
+
+    run(scenario)

@@ -5,9 +5,10 @@ where this process may not mount). The daemon (a real ``gensokyo-idmap serve``) 
 by webhook and by the emulated platform's gateway; the disk is then filled by a ballast file
 and events keep coming. While it is full: no death by a signal, a webhook event that cannot
 be stored is answered 503 (not ACKed), the gateway's ACK (the seq its heartbeats report) does
-not pass what it could not store, ``/healthz`` is 503 and says why. Once the ballast is gone,
-without a restart: the platform's retries are stored and ACKed, the gateway catches up,
-``/healthz`` is 204. Every event that was ACKed at any time is in openid-map.db afterwards.
+not pass what it could not store, ``/healthz`` is 503 and says why, and OneBot's
+``get_status`` says the bot is not good. Once the ballast is gone, without a restart: the
+platform's retries are stored and ACKed, the gateway catches up, ``/healthz`` is 204, the bot
+good again. Every event that was ACKed at any time is in openid-map.db afterwards.
 """
 
 from __future__ import annotations
@@ -94,7 +95,7 @@ def acked_seq(platform: EmulatedPlatform) -> int:
 @pytest.mark.slow
 def test_a_full_disk_is_an_error_and_passes(small_disk: Path) -> None:
     data_dir = small_disk / "data"
-    webhook_port, api_port = free_port(), free_port()
+    webhook_port, api_port, onebot_port = free_port(), free_port(), free_port()
     acked: list[str] = []  # users of events the platform was told were stored
     sender_daemon: list[DaemonProcess] = []
 
@@ -104,7 +105,8 @@ def test_a_full_disk_is_an_error_and_passes(small_disk: Path) -> None:
         # the config and the log beside the small disk: a log must not fail to be written
         daemon = DaemonProcess(write_config(small_disk.parent / "config.yml", daemon_config(
             data_dir, platform=platform, webhook=f"127.0.0.1:{webhook_port}",
-            api=f"127.0.0.1:{api_port}", idmap={"map_size_mb": 1})), small_disk.parent)
+            api=f"127.0.0.1:{api_port}", idmap={"map_size_mb": 1},
+            onebot={"http_api": f"127.0.0.1:{onebot_port}"})), small_disk.parent)
         sender_daemon[:] = [daemon]
         await daemon.start()
         try:
@@ -120,6 +122,11 @@ def test_a_full_disk_is_an_error_and_passes(small_disk: Path) -> None:
     async def healthz(session: aiohttp.ClientSession) -> tuple[int, str]:
         async with session.get(f"http://127.0.0.1:{api_port}/healthz") as resp:
             return resp.status, await resp.text()
+
+    async def get_status(session: aiohttp.ClientSession) -> object:
+        """What the bot tells a framework of itself (OneBot ``get_status``)."""
+        async with session.post(f"http://127.0.0.1:{onebot_port}/get_status") as resp:
+            return (await resp.json())["data"]
 
     async def post(sender: WebhookSender, n: int, user: int | None = None
                    ) -> tuple[Prepared, int]:
@@ -158,6 +165,7 @@ def test_a_full_disk_is_an_error_and_passes(small_disk: Path) -> None:
         await until_seen(daemon, lambda: acked_seq(platform) >= pushed[-1]["s"],
                          "gateway events ACKed")
         assert (await healthz(session))[0] == 204
+        assert await get_status(session) == {"online": True, "good": True}
 
         fill(small_disk / "ballast")
         refused: list[Prepared] = []
@@ -176,6 +184,7 @@ def test_a_full_disk_is_an_error_and_passes(small_disk: Path) -> None:
         status, text = await healthz(session)
         assert status == 503, text
         assert "disk full" in text and "its last write failed" in text, text
+        assert (await get_status(session))["good"] is False  # a store's write failed
         seq_before = acked_seq(platform)
         late = [await platform.push("GROUP_AT_MESSAGE_CREATE",
                                     group_message(200_000 + k, GROUP, user_of(200_000 + k)))
@@ -195,6 +204,7 @@ def test_a_full_disk_is_an_error_and_passes(small_disk: Path) -> None:
         acked.extend(user_of(200_000 + k) for k in range(3))
         acked.extend(user_of(100_000 + k) for k in range(3))
         assert await healthz(session) == (204, "")
+        assert await get_status(session) == {"online": True, "good": True}
 
     asyncio.run(asyncio.wait_for(scenario(), 4 * TIMEOUT))
     with LmdbIdentityStore(data_dir / "openid-map.db") as store, store.read() as view:
