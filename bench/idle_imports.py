@@ -22,6 +22,12 @@ idle daemon
     The same daemon from a git ref of this checkout (``git archive`` into the temp dir, put
     first on ``PYTHONPATH`` in place of this tree), its rounds alternating with this tree's
     in the same run: the figures before and after a change, on the same machine and load.
+several per host
+    Without ``--quick``, three idle daemons of this tree at once (each its own data dir and
+    ports): per daemon ``VmRSS``, its proportional share ``Pss`` (a page mapped by k
+    processes counts 1/k in each: the libraries, Python itself) and what it alone holds
+    (``USS``: ``Private_Clean`` + ``Private_Dirty``), from ``/proc/<pid>/smaps_rollup``
+    8 s after the last one started. The sum of the ``Pss`` is what they cost the host.
 import cost
     This tree's daemon once more under ``python -X importtime``, to its ready line: the
     modules it imported. Per top-level package (third-party and the standard library's
@@ -68,6 +74,8 @@ TARGET_MIB = 55.0
 START_TIMEOUT = 60.0
 FIRST_SAMPLE_SECONDS = 8.0
 SAMPLES = 3
+#: Idle daemons started at once for the side-by-side figures (several per host).
+SIDE_BY_SIDE = 3
 FIELDS = ("VmRSS", "RssAnon", "RssFile")
 #: Imported first by every fresh interpreter that measures one package: what any aiohttp
 #: daemon holds anyway.
@@ -182,6 +190,41 @@ def idle_round(tree: Tree, tmp: Path, n: int, config: Path) -> dict[str, float]:
         stop(proc)
         shutil.rmtree(work, ignore_errors=True)
     return {name: statistics.median(s[name] for s in samples) / 1024 for name in FIELDS}
+
+
+def rollup(pid: int) -> dict[str, int]:
+    """The kB figures of /proc/<pid>/smaps_rollup (``Rss``, ``Pss``, ``Private_Dirty`` …)."""
+    out: dict[str, int] = {}
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()[1:]:
+        name, _, value = line.partition(":")
+        parts = value.split()
+        if len(parts) == 2 and parts[1] == "kB":
+            out[name] = int(parts[0])
+    return out
+
+
+def side_by_side(tree: Tree, tmp: Path, config: Path, count: int) -> list[dict[str, float]]:
+    """``count`` idle daemons of ``tree`` at once, each on its own data dir: per daemon
+    (MiB), ``VmRSS``; its proportional share ``Pss`` (a page mapped by k processes counts
+    1/k in each: the libraries' code, Python's own); what it alone holds ``USS``
+    (``Private_Clean`` + ``Private_Dirty``). What several daemons on one host cost is the
+    sum of their ``Pss``, less than the sum of their ``VmRSS``."""
+    procs = []
+    try:
+        for n in range(count):
+            work = tmp / f"pair-{n}"
+            work.mkdir()
+            procs.append(start(tree, work, config, work / "daemon.log"))
+        time.sleep(FIRST_SAMPLE_SECONDS)
+        figures = []
+        for proc in procs:
+            r = rollup(proc.pid)
+            figures.append({"VmRSS": r["Rss"] / 1024, "Pss": r["Pss"] / 1024,
+                            "USS": (r["Private_Clean"] + r["Private_Dirty"]) / 1024})
+        return figures
+    finally:
+        for proc in procs:
+            stop(proc)
 
 # --- import cost ---------------------------------------------------------------------------
 
@@ -353,7 +396,8 @@ def print_imports(tree: Tree, tmp: Path, config: Path) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="one round each, no import table")
+    ap.add_argument("--quick", action="store_true",
+                    help="one round each, no side-by-side and no import table")
     ap.add_argument("--strict", action="store_true", help="exit 1 if the target is missed")
     ap.add_argument("--against", metavar="REF",
                     help="also run the daemon of this git ref, alternating (before/after)")
@@ -392,6 +436,15 @@ def main() -> int:
         verdict = "PASS" if vm <= TARGET_MIB else "MISS"
         print(f"  target: VmRSS <= {TARGET_MIB:.0f} MiB: {vm:.1f} {verdict}")
         if not args.quick:
+            several = side_by_side(here, tmp, args.config.resolve(), SIDE_BY_SIDE)
+            print_heading(f"  {f'{SIDE_BY_SIDE} daemons at once, MiB':<24} {'VmRSS':>7} "
+                          f"{'Pss':>8} {'USS':>8}")
+            for n, fig in enumerate(several, 1):
+                print(f"  {f'daemon {n}':<24} {fig['VmRSS']:>7.1f} {fig['Pss']:>8.1f} "
+                      f"{fig['USS']:>8.1f}")
+            print(f"  {'host, all of them':<24} {sum(f['VmRSS'] for f in several):>7.1f} "
+                  f"{sum(f['Pss'] for f in several):>8.1f}   (the sum of Pss is what "
+                  "they cost the host)")
             print_imports(here, tmp, args.config.resolve())
     print(f"\ntotal {time.monotonic() - started:.0f}s; load average {os.getloadavg()[0]:.2f}")
     return 1 if args.strict and verdict == "MISS" else 0

@@ -116,7 +116,7 @@ class Daemon:
     #: each bot's parts, in the config's order
     bots: Sequence[BotRuntime] = ()
     #: set once the ready line is out: the memory chore's first trim waits for it
-    started: asyncio.Event = field(default_factory=asyncio.Event)
+    started: asyncio.Event = field(kw_only=True)
 
     @property
     def gateway(self) -> asyncio.Task[None] | None:
@@ -339,7 +339,7 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
         runtime.gateway = gateway
         gateways.append(gateway)
     return Daemon(config, webhook, forward, onebot_api, identity_api, gateways, clients, posts,
-                  opening, tuple(runtimes), started)
+                  opening, tuple(runtimes), started=started)
 
 
 def _warn_of_names_left_behind(config: Config, bots: Sequence[BotSettings],
