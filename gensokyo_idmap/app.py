@@ -27,6 +27,7 @@ from aiohttp import web
 
 from gensokyo_idmap.admission import Admission
 from gensokyo_idmap.api import ApiServer
+from gensokyo_idmap.api.failure_limit import FailureLimit
 from gensokyo_idmap.api.settings import ApiSettings
 from gensokyo_idmap.bot_runtime import BotRuntime, every_client, every_post, make_bot
 from gensokyo_idmap.bots import BotSettings, orphaned_outboxes, resolve_bots
@@ -240,8 +241,14 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
                     if config.api.listen else None)
     if identity_api is not None:
         intake.push_async_callback(identity_api.cleanup)
+    # one count of wrong OneBot tokens per client, for every bot's forward WS and the HTTP
+    # API (api.token's is the API listener's own: another secret)
+    onebot_failures = FailureLimit()
+    if config.onebot.forward_ws or config.onebot.http_api:
+        tables.add("onebot_token_failures", onebot_failures)
     runtimes = [make_bot(config, bot, graph, msgids, budget_for(bot), outbox, services,
-                         confirm_on_write=_bench_confirm_on_write()) for bot in bots]
+                         confirm_on_write=_bench_confirm_on_write(),
+                         token_failures=onebot_failures) for bot in bots]
     for runtime in runtimes:
         platform = runtime.platform
         if platform is not None:  # a wrong secret shows now, not at the first reply (/readyz)
@@ -291,7 +298,8 @@ async def build_daemon(config: Config, stop: asyncio.Event, stack: AsyncExitStac
         api = HttpApiServer({runtime.settings.self_id: runtime.actions for runtime in runtimes},
                             access_token=config.onebot.token(
                                 config.onebot.http_api_access_token),
-                            admission=Admission(config.api.allowed_hosts))
+                            admission=Admission(config.api.allowed_hosts),
+                            token_failures=onebot_failures)
         onebot_api = await _listen(api.routes(), config.onebot.http_api, "onebot.http_api",
                                    plan)
         intake.push_async_callback(onebot_api.cleanup)

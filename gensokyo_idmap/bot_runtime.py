@@ -24,6 +24,7 @@ import aiohttp
 
 from gensokyo_idmap import jsonio
 from gensokyo_idmap.admission import Admission
+from gensokyo_idmap.api.failure_limit import FailureLimit
 from gensokyo_idmap.bots import BotSettings
 from gensokyo_idmap.bridge.actions import ActionService
 from gensokyo_idmap.bridge.inbound import BridgeSettings, EventSink, InboundBridge
@@ -100,9 +101,11 @@ def platform_client(bot: BotSettings, stack: AsyncExitStack) -> PlatformClient |
 
 def make_bot(config: Config, bot: BotSettings, graph: IdentityGraph, msgids: MessageIds,
              budget: ReplyBudget, outbox: Outbox, stack: AsyncExitStack, *,
-             confirm_on_write: bool = False) -> BotRuntime:
+             confirm_on_write: bool = False,
+             token_failures: FailureLimit | None = None) -> BotRuntime:
     """The parts of ``bot`` over the shared stores (its HTTP client closes with
-    ``stack``). ``confirm_on_write``: the benchmark's switch (``app.BENCH_CONFIRM_ON_WRITE``)."""
+    ``stack``). ``confirm_on_write``: the benchmark's switch (``app.BENCH_CONFIRM_ON_WRITE``);
+    ``token_failures``: the daemon's one count of wrong OneBot tokens per client."""
     platform = platform_client(bot, stack)
     onebot = config.onebot
     actions = ActionService(OutboundSender(
@@ -132,7 +135,8 @@ def make_bot(config: Config, bot: BotSettings, graph: IdentityGraph, msgids: Mes
         bot.self_id, access_token=onebot.token(onebot.forward_ws_access_token),
         on_action=actions, heartbeat_interval=onebot.heartbeat_interval_seconds,
         ping_timeout=onebot.ping_timeout_seconds, confirm_on_write=confirm_on_write,
-        admission=Admission(config.api.allowed_hosts)) if onebot.forward_ws else None
+        admission=Admission(config.api.allowed_hosts),
+        token_failures=token_failures) if onebot.forward_ws else None
     bridge = InboundBridge(graph, msgids, BridgeSettings(
         app_id=bot.app_id, self_id=bot.self_id, message_format=onebot.message_format,
         link_union_openid=config.idmap.link_union_openid, extensions=onebot.extensions,

@@ -35,6 +35,7 @@ __all__ = [
     "EVENTS_OUT",
     "EVENTS_UNENCODABLE",
     "FAMILIES",
+    "HTTP_MALFORMED",
     "IDENTITY_CACHE",
     "IDENTITY_CREATE",
     "IDENTITY_HIT",
@@ -237,6 +238,13 @@ EVENTS_UNENCODABLE: Final = Family(
     "be encoded (never retried), by sink: http_post, outbox, reverse_ws, forward_ws",
     ["sink"], shared=True)  # rare, and an outbox may encode off the loop
 
+#: A request a listener could not parse (bad request line or header, a head too long):
+#: answered 400 by aiohttp and logged a line a minute (:mod:`gensokyo_idmap.http_guard`).
+HTTP_MALFORMED: Final = Family(
+    "gensokyo_http_malformed_requests", "Requests a listener could not parse (answered 400), "
+    "by listener: webhook.listen, api.listen, onebot.forward_ws, onebot.http_api",
+    ["listener"])
+
 #: Sink class name → transport label (a sink is any object with ``publish``).
 _TRANSPORTS: Final = {
     "ReverseWsClient": "reverse_ws",
@@ -293,4 +301,4 @@ IDENTITY_CACHE: Final = Family(
 FAMILIES: Final[tuple[Family | Durations | DurationsFamily, ...]] = (
     _IDENTITIES, BIND_RESULTS, _MSGIDS, _EXPIRED, MSGID_SWEEP_SECONDS, EVENTS_IN, EVENTS_OUT,
     WEBHOOK_RESPONSES, BACKEND_ROUND_TRIPS, BACKEND_POOL_WAITS, BACKEND_ERRORS, IDENTITY_CACHE,
-    EVENTS_UNENCODABLE, ACTION_SECONDS)
+    EVENTS_UNENCODABLE, ACTION_SECONDS, HTTP_MALFORMED)

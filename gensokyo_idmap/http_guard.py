@@ -27,6 +27,15 @@ Rules (each listener: the webhook, the identity API, the OneBot HTTP API, the fo
 Connections closed under rules 1 and 3 are counted the same way, per listener; one idle past
 its header deadline (no byte of a new request sent) is a keep-alive expiring, not logged.
 
+5. A request aiohttp cannot parse (a bad request line or header, a head line past 8 KiB) is
+   answered 400 by aiohttp, which logged each with a full traceback (``aiohttp.server`` at
+   ERROR): a client could fill the log with them. A listener's handlers log through
+   :class:`ServerLog` instead, which counts them (``gensokyo_http_malformed_requests`` by
+   listener) and writes one line a minute per listener (a :class:`CountedWarning`: the
+   parse errors' counts, the last peer and its error in a few words, never the request's
+   bytes); everything else aiohttp logs (a handler's unexpected exception: a bug of ours)
+   goes on to ``aiohttp.server`` as before.
+
 Every state change is noted by aiohttp's own hooks: the server's ``request_factory`` (a head
 was parsed) and ``request_handler`` (a request ended), both public attributes of
 :class:`aiohttp.web.Server`, and a thin protocol around its request handler (connection made
@@ -37,6 +46,8 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import logging
+import re
 import resource
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -45,10 +56,15 @@ from typing import Any, Final
 
 import structlog
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.log import server_logger
 from aiohttp.web_protocol import RequestHandler
 
+from gensokyo_idmap import counters
+
 __all__ = ["ConnectionPlan", "CountedWarning", "Deadlines", "GuardedSite", "ListenerGuard",
-           "connection_caps", "open_files_limit", "quiet_accept_errors"]
+           "ServerLog", "connection_caps", "open_files_limit", "parse_error",
+           "quiet_accept_errors"]
 
 log = structlog.get_logger("gensokyo_idmap.http_guard")
 
@@ -213,6 +229,49 @@ def _address(sock: object) -> str:
     return f"{host}:{port}"
 
 
+# --- rule 5: requests aiohttp cannot parse --------------------------------------------------
+
+#: Where aiohttp's parse errors start quoting the request (``b'…'``, ``bytearray(b'…')``).
+_QUOTED: Final = re.compile(r"""\s*(?:bytearray\()?b['"]""")
+#: The most of a parse error's words a line keeps.
+_ERROR_CHARS: Final = 80
+
+
+def parse_error(exc: HttpProcessingError) -> str:
+    """A parse error in a few words: the first line of aiohttp's message, cut where it
+    starts quoting the request (which may hold a header's value: a token), at most
+    :data:`_ERROR_CHARS` characters."""
+    text = str(exc.message).split("\n", 1)[0]
+    found = _QUOTED.search(text)
+    if found is not None:
+        text = text[:found.start()]
+    return text.strip().rstrip(":.").strip()[:_ERROR_CHARS]
+
+
+class ServerLog(logging.Logger):
+    """The ``logger`` of a guarded listener's aiohttp request handlers (rule 5): a request
+    it could not parse is counted and noted on ``malformed``; anything else goes on to
+    ``aiohttp.server`` (its parent) as aiohttp logs it."""
+
+    def __init__(self, listener: str, malformed: CountedWarning) -> None:
+        super().__init__(server_logger.name)
+        self.parent = server_logger
+        self.malformed = malformed
+        self._count = counters.HTTP_MALFORMED.labels(listener)
+
+    def exception(self, msg: object, *args: object, exc_info: Any = True,
+                  **kwargs: Any) -> None:
+        """aiohttp's ``Error handling request from <peer>`` with the parse error as
+        ``exc_info``: one count, no traceback."""
+        if isinstance(exc_info, HttpProcessingError):
+            self._count.inc()
+            peer = args[0] if args else None
+            self.malformed.note(type(exc_info).__name__, peer=peer,
+                                error=parse_error(exc_info))
+            return
+        super().exception(msg, *args, exc_info=exc_info, **kwargs)
+
+
 # --- rules 1 and 3: one listener's connections ----------------------------------------------
 
 
@@ -243,6 +302,7 @@ class _Connection(asyncio.Protocol):
             transport.abort()
             return
         self.handler = self.guard.server()
+        self.handler.logger = self.guard.server_log  # rule 5
         self.guard.adopt(self)
         self.handler.connection_made(transport)
 
@@ -312,6 +372,9 @@ class ListenerGuard:
         self._sweeping: asyncio.TimerHandle | None = None
         self._loop = asyncio.get_running_loop()
         self.closed = CountedWarning("[http] connections closed", listener=name, cap=cap)
+        self.malformed = CountedWarning("[http] requests not understood: answered 400",
+                                        listener=name)
+        self.server_log = ServerLog(name, self.malformed)
         factory, handler = server.request_factory, server.request_handler
 
         def request(message: Any, payload: Any, protocol: RequestHandler, *rest: Any
@@ -416,6 +479,7 @@ class GuardedSite(web.BaseSite):
     async def stop(self) -> None:
         await super().stop()
         self._guard.closed.close()  # what it counted since its last line
+        self._guard.malformed.close()
 
 
 @dataclass(frozen=True, slots=True)

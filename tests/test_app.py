@@ -171,6 +171,8 @@ def test_v1_stats_and_metrics_show_each_memory_table_of_the_daemon(tmp_path: Pat
     import aiohttp
 
     config = make_config(tmp_path / "data")
+    config = config.model_copy(update={"onebot": config.onebot.model_copy(  # its token table
+        update={"http_api": f"127.0.0.1:{free_port()}"})})
 
     async def scenario() -> tuple[dict[str, Any], str]:
         stop = asyncio.Event()
@@ -196,7 +198,8 @@ def test_v1_stats_and_metrics_show_each_memory_table_of_the_daemon(tmp_path: Pat
         "reply_counts", "inbound_contexts", "member_profiles",
         "guild_directory", "parsed_keys", "probe_key_bytes", "probe_scene_bytes",
         "probe_answers", "send_chats", "send_targets", "reply_walks", "delivery_keys",
-        "chat_turns", "parsed_openids", "console_sessions", "console_login_failures"}
+        "chat_turns", "parsed_openids", "console_sessions", "api_token_failures",
+        "onebot_token_failures"}
     assert len(names) == len(set(names))  # one row per table (each bot's added up)
     for table in memory["tables"]:
         assert table["entries"] >= 0 and table["bytes"] > 0, table

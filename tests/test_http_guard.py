@@ -1,6 +1,6 @@
 """gensokyo_idmap.http_guard: the caps' arithmetic (property tests), one guarded aiohttp
-listener on loopback (what is closed, what is not), and the accept-error log of a real
-process out of file descriptors."""
+listener on loopback (what is closed, what is not, what a request it cannot parse costs the
+log), and the accept-error log of a real process out of file descriptors."""
 
 from __future__ import annotations
 
@@ -14,14 +14,18 @@ from pathlib import Path
 import pytest
 from aiohttp import ClientSession, ClientTimeout, WSMsgType, web
 from hypothesis import given
+from aiohttp.http_exceptions import HttpProcessingError
 from hypothesis import strategies as st
 
+from gensokyo_idmap import counters
 from gensokyo_idmap.http_guard import (
     PROCESS_RESERVE,
     ConnectionPlan,
     Deadlines,
     connection_caps,
+    parse_error,
 )
+from gensokyo_idmap.logging import configure_logging
 from gensokyo_idmap.testing import free_port, until
 
 from .conftest import run
@@ -257,3 +261,74 @@ def test_running_out_of_descriptors_logs_one_line_a_minute_with_the_count(
     assert "EMFILE=1 " in lines[0], lines[0]
     counted = re.search(r"EMFILE=(\d+)", lines[1])
     assert counted is not None and int(counted.group(1)) > 1, lines[1]
+
+
+# --- requests aiohttp cannot parse ----------------------------------------------------------
+
+SECRET = "tok-s3cret-in-a-bad-line"
+#: Heads aiohttp cannot parse, each on a connection of its own: a bad header name, a header
+#: line and a request line past 8 KiB (each holding a secret), a bad chunk size, a bad
+#: version; the secret must never reach the log.
+MALFORMED = (
+    b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nBad Header " + SECRET.encode() + b"\r\n\r\n",
+    b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer " + SECRET.encode()
+    + b"a" * 9000 + b"\r\n\r\n",
+    b"GET /" + SECRET.encode() + b"b" * 9000 + b" HTTP/1.1\r\n\r\n",
+    b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+    b"GET / HTTP/9.Z\r\nHost: 127.0.0.1\r\n\r\n",
+)
+
+
+def test_a_flood_of_malformed_requests_is_answered_400_and_logged_in_a_line_or_two(
+        capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture) -> None:
+    """200 requests aiohttp cannot parse, on a real guarded listener: each answered 400;
+    the log has no traceback, no byte of theirs, and one line at once and one at the stop
+    with the counts (aiohttp wrote a traceback for each); the metric counts all 200. A
+    handler's own bug still logs its traceback."""
+    configure_logging("info")
+    count = counters.HTTP_MALFORMED.labels("test")
+    before = count.value
+
+    async def bug(request: web.Request) -> web.Response:
+        raise RuntimeError("a bug of ours")
+
+    async def main() -> None:
+        app = web.Application()
+        app.add_routes([web.get("/bug", bug)])
+        runner, port = await guarded(app, LONG)
+        try:
+            for n in range(200):
+                reader, writer = await asyncio.open_connection("127.0.0.1", port)
+                writer.write(MALFORMED[n % len(MALFORMED)])
+                answer = await closed_by_peer(reader)
+                writer.close()
+                assert answer.startswith(b"HTTP/1.0 400 ") or answer.startswith(
+                    b"HTTP/1.1 400 "), (n, answer[:80])
+            async with ClientSession(timeout=ClientTimeout(total=10)) as session, \
+                    session.get(f"http://127.0.0.1:{port}/bug") as resp:
+                assert resp.status == 500
+        finally:
+            await runner.cleanup()
+
+    run(main())
+    captured = capsys.readouterr()
+    logged = captured.out + captured.err + caplog.text  # ours; aiohttp's (stdlib logging)
+    assert count.value - before == 200
+    lines = [line for line in logged.splitlines() if "requests not understood" in line]
+    assert len(lines) == 2, logged[:3000]  # the first at once; what followed, at the stop
+    assert "listener=test" in lines[0] and "peer=127.0.0.1" in lines[0]
+    counted = sum(int(found) for found in re.findall(r"\b[A-Z][A-Za-z]+=(\d+)\b", lines[1]))
+    assert counted == 199, lines[1]
+    assert SECRET not in logged and "aaaa" not in logged and "bbbb" not in logged
+    assert logged.count("Traceback") == 1 and "a bug of ours" in logged  # the bug's alone
+    assert "Error handling request" in logged  # said once, for the bug
+
+
+@given(st.text(max_size=40), st.sampled_from(["b'", 'b"', "bytearray(b'"]))
+def test_a_parse_error_is_a_few_words_without_the_request_bytes(
+        quoted: str, opening: str) -> None:
+    """aiohttp's messages quote what they could not parse (a header's value, a token in
+    it): the line keeps the words before the quote only."""
+    exc = HttpProcessingError(message=f"Invalid header value char: {opening}{quoted}'\n  ^")
+    assert parse_error(exc) == "Invalid header value char"
+    assert parse_error(HttpProcessingError(message="x" * 300)) == "x" * 80

@@ -6,6 +6,8 @@
   lotus client sends a plain GET, so the network is what admits it).
 - ``/healthz``, ``/metrics``, ``/openapi.json``: anyone who reaches the listener.
 
+Wrong tokens are counted per client by the server (:mod:`.failure_limit`), not here.
+
 A peer is the socket's, or, when that is one of ``api.trusted_proxies``, the client its
 ``X-Forwarded-For`` names (:mod:`.forwarded`).
 
@@ -48,12 +50,23 @@ class AccessPolicy:
 
     def token_ok(self, authorization: str | None) -> bool:
         """Whether an ``Authorization`` header carries the configured Bearer token."""
-        if self._token is None or not authorization:
-            return False
+        presented = self.bearer(authorization)
+        return presented is not None and self.token_is(presented)
+
+    @staticmethod
+    def bearer(authorization: str | None) -> str | None:
+        """The token an ``Authorization: Bearer <token>`` header presents (scheme in any
+        case), or None: no header, another scheme, no token after it. Only a token presented
+        is a guess the failure limit counts (:mod:`.failure_limit`)."""
+        if not authorization:
+            return None
         scheme, _, value = authorization.partition(" ")
-        if scheme.lower() != "bearer" or not value:
-            return False
-        return same_token(value.strip(), self._token)
+        value = value.strip()
+        return value if scheme.lower() == "bearer" and value else None
+
+    def token_is(self, presented: str) -> bool:
+        """Whether ``presented`` is the configured token (constant time; False: none)."""
+        return self._token is not None and same_token(presented, self._token)
 
     def peer_allowed(self, peer: str | None) -> bool:
         """Loopback, or inside one of the ``api.getid_allow`` networks (``peer``: the

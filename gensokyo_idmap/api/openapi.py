@@ -36,13 +36,17 @@ def _errors(*statuses: int) -> dict[str, Any]:
              404: "not found", 409: "conflict with what is stored",
              415: "a write whose body is not sent as application/json",
              421: "a Host naming something but localhost or an api.allowed_hosts name",
+             429: "10 wrong Bearer tokens from this client in the last minute (/v1, /getid "
+                  "and the console's login count together): Retry-After says when to try "
+                  "again; the token is not compared meanwhile",
              503: "a store cannot serve"}
     return {str(status): _json(_ERROR, words[status]) for status in statuses}
 
 
 def _op(summary: str, ok: dict[str, Any], *errors: int, **extra: Any) -> dict[str, Any]:
     return {"summary": summary, "responses": {"200": _json(ok, "success"),
-                                              **_errors(401, 403, 421, 503, *errors)},
+                                              **_errors(401, 403, 421, 429, 503,
+                                                        *errors)},
             **extra}
 
 
@@ -226,7 +230,7 @@ def openapi_document() -> dict[str, Any]:
                 "responses": {
                     "200": _json({"$ref": "#/components/schemas/Getid"}, "success"),
                     **{str(s): _json(_LEGACY_ERROR, "error") for s in (400, 403, 404, 409,
-                                                                       421, 503)}}}},
+                                                                       421, 429, 503)}}}},
             "/healthz": {"get": {"summary": "Stores writable, servers answering", "responses": {
                 "204": {"description": "healthy"},
                 "503": _json(_ERROR, "unhealthy: the reason")}}},

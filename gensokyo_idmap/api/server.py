@@ -27,6 +27,11 @@ Errors of ``/v1`` are ``{"error": {"code", "message"}}`` with the error class's 
 is a path no route serves (404 ``not_found``, or 405 ``method_not_allowed`` for a route's
 wrong method). Only a bug of ours is a 500.
 
+A client that sent 10 wrong tokens in a minute (Bearer on ``/v1``, ``/getid`` or the
+console's pages, or typed at its login: one count for them all) is answered 429 with
+``Retry-After`` until the oldest of them is a minute old, its token not compared meanwhile,
+not even the right one (:mod:`.failure_limit`); its lockout is logged once, never a token.
+
 Before any of that, the routes behind access (``/v1``, ``/getid``, ``/ui/``) take only what
 :mod:`gensokyo_idmap.admission` lets in from a browser's reach (same error shape): a ``Host``
 that is an IP address, ``localhost`` or in ``api.allowed_hosts`` (else 421); for a request
@@ -59,6 +64,7 @@ from gensokyo_idmap.admission import SAFE_METHODS, Admission
 from gensokyo_idmap.api.access import AccessPolicy
 from gensokyo_idmap.api.console.mount import ConsoleMount
 from gensokyo_idmap.api.console.status import Controls, LinkStatus
+from gensokyo_idmap.api.failure_limit import FailureLimit
 from gensokyo_idmap.api.forwarded import TrustedProxies
 from gensokyo_idmap.api.getid import answer_getid
 from gensokyo_idmap.api.openapi import openapi_document
@@ -123,6 +129,11 @@ def _error(status: int, code: str, message: str) -> web.Response:
     return response
 
 
+def _too_many(client: str | None, wait: int) -> str:
+    """The 429's message (the client is told how long; the token is never named)."""
+    return f"too many wrong tokens from {client}: try again in {wait} s"
+
+
 async def _to_console(request: web.Request) -> web.Response:
     raise web.HTTPPermanentRedirect("/ui/")
 
@@ -154,13 +165,16 @@ class ApiServer:
                  outbox: tuple[Path, HealthSource] | None = None,
                  servers: Sequence[tuple[object, ServerCheck]] = (),
                  link: LinkStatus | None = None, controls: Controls | None = None,
-                 tables: Tables | None = None) -> None:
+                 tables: Tables | None = None,
+                 token_failures: FailureLimit | None = None) -> None:
         """``servers``: (store, its server) for each store that lives on a server
         (PostgreSQL, Redis): ``/healthz`` asks the server instead of opening the store.
         ``link``: what the console shows of the platform link and the frameworks;
         ``controls``: what it may ask of the daemon (its configuration, a backlog dropped,
         a test message); ``tables``: the daemon's in-memory tables, whose figures
-        ``/v1/stats`` and ``/metrics`` show (the console's join them)."""
+        ``/v1/stats`` and ``/metrics`` show (the console's join them); ``token_failures``:
+        the wrong tokens per client of ``/v1``, ``/getid`` and the console's login (by
+        default 10 a minute, :class:`~.failure_limit.FailureLimit`)."""
         self.graph = graph
         self.msgids = msgids
         self._recency = chat_recency(msgids)
@@ -178,9 +192,13 @@ class ApiServer:
         self.access = AccessPolicy(settings.token, settings.getid_allow)
         self.proxies = TrustedProxies(settings.trusted_proxies)
         self.admission = Admission(settings.allowed_hosts)
+        #: one count for /v1, /getid and the console's login: a guesser of api.token gets
+        #: 10 a minute in all (module docstring)
+        self.token_failures = token_failures if token_failures is not None else FailureLimit()
         self._collectors: tuple[CollectorRegistry, BackendUpCollector] | None = None
         self.console = ConsoleMount(self, link, controls=controls)
         self.tables = tables if tables is not None else Tables()
+        self.tables.add("api_token_failures", self.token_failures)
         self.tables.add_from(self.console)
 
     def _registry(self) -> tuple[CollectorRegistry, BackendUpCollector]:
@@ -251,6 +269,16 @@ class ApiServer:
         return self.proxies.is_https(request.remote, request.scheme,
                                      request.headers.getall("X-Forwarded-Proto", []))
 
+    def wrong_token(self, client: str | None, via: str) -> None:
+        """Count a wrong ``api.token`` from ``client`` (``via``: where it was presented);
+        the lockout it starts is logged, once (never the token)."""
+        limit = self.token_failures
+        if limit.failed(client):
+            log.warning("[api] api.token refused for a while: too many wrong tokens",
+                        client=client, via=via, failures=limit.failures,
+                        window_seconds=limit.window,
+                        retry_after_seconds=limit.retry_after(client))
+
     @web.middleware
     async def _admit(self, request: web.Request, handler: _Handler) -> web.StreamResponse:
         """The admission rules (module docstring) before any route, the console's too."""
@@ -285,9 +313,19 @@ class ApiServer:
     def _v1(self, handler: _Handler) -> _Handler:
         async def guarded(request: web.Request) -> web.StreamResponse:
             if self.access.has_token:
-                if not self.access.token_ok(request.headers.get("Authorization")):
+                client = self.client_address(request)
+                wait = self.token_failures.retry_after(client)
+                if wait:  # the token is not compared (module docstring)
+                    response = _error(429, "too_many_requests", _too_many(client, wait))
+                    response.headers["Retry-After"] = str(wait)
+                    return response
+                presented = self.access.bearer(request.headers.get("Authorization"))
+                if presented is None or not self.access.token_is(presented):
+                    if presented is not None:  # a guess; no token at all is none
+                        self.wrong_token(client, "/v1")
                     return _error(401, "unauthorized", "a valid Bearer token (api.token) is "
                                   "required")
+                self.token_failures.succeeded(client)
             elif not self.access.peer_allowed(client := self.client_address(request)):
                 return _error(403, "forbidden", f"{client} is not allowed "
                               "(loopback or api.getid_allow; or set api.token)")
@@ -434,11 +472,21 @@ class ApiServer:
     # --- /getid, health, metrics, the document ----------------------------------------------
 
     async def getid(self, request: web.Request) -> web.Response:
+        """A peer the network admits (loopback, ``api.getid_allow``) needs no token; any
+        other one a right Bearer token, its wrong ones counted as on ``/v1``."""
         client = self.client_address(request)
-        if not (self.access.peer_allowed(client)
-                or self.access.token_ok(request.headers.get("Authorization"))):
-            return web.json_response({"error": f"{client} is not allowed "
-                                      "(loopback or api.getid_allow)"}, status=403)
+        if not self.access.peer_allowed(client):
+            wait = self.token_failures.retry_after(client) if self.access.has_token else 0
+            if wait:  # the token is not compared (module docstring)
+                return web.json_response({"error": _too_many(client, wait)}, status=429,
+                                         headers={"Retry-After": str(wait)})
+            presented = self.access.bearer(request.headers.get("Authorization"))
+            if presented is None or not self.access.token_is(presented):
+                if presented is not None and self.access.has_token:
+                    self.wrong_token(client, "/getid")
+                return web.json_response({"error": f"{client} is not allowed "
+                                          "(loopback or api.getid_allow)"}, status=403)
+            self.token_failures.succeeded(client)
         status, body = await answer_getid(self.legacy, request.query)
         return web.json_response(body, status=status)
 

@@ -12,7 +12,8 @@ answering the actions of its bot. The handshake's ``Host`` and ``Origin`` (a bro
 page may open a WebSocket to any address and read what comes), then the token
 (``onebot.forward_ws_access_token``, default ``onebot.access_token``) are checked on upgrade
 (:mod:`~gensokyo_idmap.onebot.http_auth`: a name not in ``api.allowed_hosts`` 421, a
-foreign Origin 403, a missing token 401, a wrong one 403) and no socket opens without them.
+foreign Origin 403, a missing token 401, a wrong one 403, a client with 10 wrong ones in a
+minute 429) and no socket opens without them.
 Every connection that takes events gets its own bounded queue and runs :func:`serve_socket`
 (events confirmed by ping/pong). Events published while no framework is connected are not
 kept: that is what the reverse direction is for.
@@ -40,6 +41,7 @@ import structlog
 from aiohttp import web
 
 from gensokyo_idmap.admission import Admission
+from gensokyo_idmap.api.failure_limit import FailureLimit
 from gensokyo_idmap.onebot.actions import failed
 from gensokyo_idmap.onebot.connection import ActionHandler, serve_actions, serve_socket
 from gensokyo_idmap.onebot.event_queue import DEFAULT_WINDOW, EventQueue
@@ -89,11 +91,15 @@ class ForwardWsServer:
         clock: Callable[[], float] = time.time,
         confirm_on_write: bool = False,
         admission: Admission | None = None,
+        token_failures: FailureLimit | None = None,
     ) -> None:
-        """``admission``: the rules over ``api.allowed_hosts`` (default: none listed)."""
+        """``admission``: the rules over ``api.allowed_hosts`` (default: none listed);
+        ``token_failures``: the wrong tokens per client, the daemon's one count for its OneBot
+        servers (default: one of its own)."""
         self.self_id = self_id
         self._token = access_token or None
         self._admission = admission if admission is not None else Admission()
+        self._failures = token_failures if token_failures is not None else FailureLimit()
         self.heartbeat_interval = heartbeat_interval
         self.ping_timeout = ping_timeout
         self._queue_size = queue_size
@@ -156,8 +162,8 @@ class ForwardWsServer:
         and logged); None: it may open."""
         refused = admission_refusal(request, self._admission, "forward_ws")
         if refused is None:
-            refused = token_refusal(request, self._token)
-            if refused is not None:
+            refused = token_refusal(request, self._token, self._failures, "forward_ws")
+            if refused is not None and refused.status != 429:  # its lockout was logged
                 log.warning("[onebot] forward ws refused: wrong or missing access token",
                             peer=request.remote, path=request.path, status=refused.status)
         if refused is not None:

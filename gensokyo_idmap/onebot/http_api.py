@@ -6,7 +6,8 @@ action handlers read numbers and booleans leniently). A request from a browser's
 name not in ``api.allowed_hosts`` as ``Host``, a foreign ``Origin``) is refused first
 (:func:`~gensokyo_idmap.onebot.http_auth.admission_refusal`). The token
 (``onebot.http_api_access_token``, default ``onebot.access_token``) is checked as on the
-forward WebSocket (:mod:`http_auth`: missing → 401, wrong → 403, in constant time). An
+forward WebSocket (:mod:`http_auth`: missing → 401, wrong → 403, in constant time; 10
+wrong ones in a minute from a client → 429 for a while, one count with the forward WS). An
 unknown action is HTTP 404 with the usual failed body; a malformed body 400; a body type we
 cannot read 406. Everything else is 200 with the action's response, ``status`` telling
 success from failure.
@@ -27,6 +28,7 @@ from aiohttp import web
 
 from gensokyo_idmap import jsonio
 from gensokyo_idmap.admission import Admission
+from gensokyo_idmap.api.failure_limit import FailureLimit
 from gensokyo_idmap.onebot.actions import RETCODE_UNKNOWN_ACTION, failed
 from gensokyo_idmap.onebot.connection import ActionHandler
 from gensokyo_idmap.onebot.http_auth import admission_refusal, token_refusal
@@ -37,14 +39,17 @@ __all__ = ["HttpApiServer"]
 
 class HttpApiServer:
     def __init__(self, on_action: ActionHandler | Mapping[int, ActionHandler], *,
-                 access_token: str | None = None, admission: Admission | None = None) -> None:
+                 access_token: str | None = None, admission: Admission | None = None,
+                 token_failures: FailureLimit | None = None) -> None:
         """``on_action``: the actions of each bot by its ``self_id`` (or of the one bot,
         whatever its ``self_id``: no prefix is then read); ``admission``: the rules over
-        ``api.allowed_hosts`` (default: none listed)."""
+        ``api.allowed_hosts`` (default: none listed); ``token_failures``: the wrong tokens
+        per client, the daemon's one count for its OneBot servers (default: its own)."""
         self._bots = dict(on_action) if isinstance(on_action, Mapping) else None
         self._only = on_action if not isinstance(on_action, Mapping) else None
         self._token = access_token or None
         self._admission = admission if admission is not None else Admission()
+        self._failures = token_failures if token_failures is not None else FailureLimit()
 
     def routes(self) -> list[web.RouteDef]:
         by_bot = [] if self._bots is None else [
@@ -70,7 +75,7 @@ class HttpApiServer:
 
     def _refusal(self, request: web.Request) -> web.Response | None:
         return (admission_refusal(request, self._admission, "http_api")
-                or token_refusal(request, self._token))
+                or token_refusal(request, self._token, self._failures, "http_api"))
 
     async def _body(self, request: web.Request) -> dict[str, Any] | web.Response:
         if request.method not in ("GET", "POST"):

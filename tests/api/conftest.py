@@ -14,6 +14,7 @@ import pytest
 from aiohttp import web
 
 from gensokyo_idmap.api.console.status import LinkStatus
+from gensokyo_idmap.api.failure_limit import FailureLimit
 from gensokyo_idmap.api.server import ApiServer
 from gensokyo_idmap.api.settings import ApiSettings
 from gensokyo_idmap.idmap import IdentityGraph
@@ -74,11 +75,14 @@ def serve_api(graph: IdentityGraph, msgids: MsgIdMap, identity_db_path: Path,
     async def serving(app_id: str = APP_ID, token: str = "", getid_allow: tuple[str, ...] = (),
                       allowed_hosts: tuple[str, ...] = (),
                       link: LinkStatus | None = None, app_ids: tuple[str, ...] = (),
-                      self_ids: tuple[int, ...] = ()) -> AsyncIterator[Client]:
+                      self_ids: tuple[int, ...] = (),
+                      trusted_proxies: tuple[str, ...] = (),
+                      token_failures: FailureLimit | None = None) -> AsyncIterator[Client]:
         server = ApiServer(graph, msgids, ApiSettings(
             app_id=app_id, identity_path=identity_db_path, msgid_path=msgid_db_path,
             token=token, getid_allow=getid_allow, allowed_hosts=allowed_hosts,
-            app_ids=app_ids, self_ids=self_ids), link=link)
+            app_ids=app_ids, self_ids=self_ids, trusted_proxies=trusted_proxies),
+            link=link, token_failures=token_failures)
         runner = web.AppRunner(server.application(), access_log=None)
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0)

@@ -35,6 +35,19 @@ def test_bearer_token_is_exact() -> None:
     assert not AccessPolicy("", []).token_ok("Bearer ")
 
 
+def test_only_a_bearer_header_with_a_token_presents_one() -> None:
+    """What the failure limit counts as a guess: a token after ``Bearer`` (any case), never
+    an absent header, another scheme or an empty token."""
+    for header, presented in (("Bearer abc", "abc"), ("bearer  abc ", "abc"),
+                              ("BEARER \udcff", "\udcff"), (None, None), ("", None),
+                              ("Bearer", None), ("Bearer   ", None), ("Basic abc", None),
+                              ("abc", None), ("Token abc", None)):
+        assert AccessPolicy.bearer(header) == presented, header
+    policy = AccessPolicy("s3cret", [])
+    assert policy.token_is("s3cret") and not policy.token_is("s3cre")
+    assert not AccessPolicy("", []).token_is("")
+
+
 def test_non_loopback_listener_needs_a_token_or_networks() -> None:
     check_listen("127.0.0.1:15631", "", [])
     check_listen("0.0.0.0:15631", "tok", [])

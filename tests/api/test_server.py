@@ -250,16 +250,16 @@ def test_stats_counts_tables(serve_api: ServeApi) -> None:
 def test_stats_show_the_memory_of_the_console_and_the_tables_handed_in(
         serve_api: ServeApi) -> None:
     """``memory``: the resident memory apart, and each table's figures, the console's own
-    (sessions, login failures) among them."""
+    (sessions) and the listener's wrong tokens among them."""
     async def body(c: Any) -> None:
-        c.server.console.login_limit.failed("192.0.2.1")  # a wrong token from one client
+        c.server.token_failures.failed("192.0.2.1")  # a wrong token from one client
         status, stats = await c.get("/v1/stats")
         assert status == 200
         memory = stats["memory"]
         assert set(memory) == {"rss_anon_bytes", "rss_file_bytes", "tables"}
         tables = {table["name"]: table for table in memory["tables"]}
         assert tables["console_sessions"]["entries"] == 0
-        assert tables["console_login_failures"]["entries"] == 1
+        assert tables["api_token_failures"]["entries"] == 1
         assert all(set(table) == {"name", "entries", "bytes"} for table in tables.values())
 
     scenario(serve_api, body)

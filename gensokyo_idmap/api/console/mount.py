@@ -1,5 +1,5 @@
-"""The console as the API listener holds it from the start: its routes, its sessions and
-login limit, its rate history; its pages (:mod:`.pages` and what they import) at the first
+"""The console as the API listener holds it from the start: its routes, its sessions, its
+rate history; its pages (:mod:`.pages` and what they import) at the first
 request to ``/ui/`` (issue 36.2).
 
 Most daemons run for months with nobody opening the console. Its page code (the pages, the
@@ -10,8 +10,9 @@ one's memory all the same: 0.7 MiB of an idle daemon when they were made at its 
 handler, and the guard in front of every route (access, sessions, CSRF:
 :meth:`.pages.Console.guard`), are the pages' own, found at the first request. What must
 run before anyone looks stays here: the rate history's sampling (the chart shows the last
-hour, not the time since the page was first opened), the sessions and the failed logins
-(tables of :mod:`gensokyo_idmap.tables` from the start), the start time the overview shows.
+hour, not the time since the page was first opened), the sessions (a table of
+:mod:`gensokyo_idmap.tables` from the start; the failed logins are the listener's,
+:class:`~gensokyo_idmap.api.failure_limit.FailureLimit`), the start time the overview shows.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ from typing import TYPE_CHECKING, Final
 
 from aiohttp import web
 
-from gensokyo_idmap.api.console.login_limit import LoginLimit
 from gensokyo_idmap.api.console.rates import HOUR, RateHistory
 from gensokyo_idmap.api.console.sessions import Sessions
 from gensokyo_idmap.api.traffic import totals
@@ -81,7 +81,6 @@ class ConsoleMount:
         self.controls = controls
         self.tail = tail
         self.sessions = Sessions()
-        self.login_limit = LoginLimit()
         #: when the console (with the daemon) started, Unix seconds
         self.started = time.time()
         self.rates = RateHistory(totals, step=sample_seconds, span=HOUR)
@@ -90,10 +89,9 @@ class ConsoleMount:
         self._pages: Console | None = None
 
     def memory_tables(self) -> list[Named]:
-        """Its in-memory tables (:mod:`gensokyo_idmap.tables`): the sessions and the
-        login limit's clients."""
-        return [("console_sessions", self.sessions), ("console_login_failures",
-                                                      self.login_limit)]
+        """Its in-memory table (:mod:`gensokyo_idmap.tables`): the sessions (the wrong
+        tokens are counted by the listener, ``api_token_failures``)."""
+        return [("console_sessions", self.sessions)]
 
     def pages(self) -> Console:
         """The console's pages, imported and made at the first call."""

@@ -19,7 +19,6 @@ if TYPE_CHECKING:
 
     from aiohttp import web
 
-    from gensokyo_idmap.api.console.login_limit import LoginLimit
     from gensokyo_idmap.api.console.rates import RateHistory
     from gensokyo_idmap.api.console.services import ApiServices
     from gensokyo_idmap.api.console.sessions import Sessions
@@ -37,7 +36,6 @@ class ConsoleState(Protocol):
     #: when the console (with the daemon) started, Unix seconds
     started: float
     sessions: Sessions
-    login_limit: LoginLimit
     rates: RateHistory
     #: set when the listener stops: the log streams end
     closing: asyncio.Event

@@ -2,12 +2,13 @@
 made at its first request (:mod:`.mount` holds its routes and what runs from the start).
 
 Access is the API's (``access.py``): with ``api.token`` set, the token typed once on the
-login page (at most :class:`~.login_limit.LoginLimit` wrong ones a minute per client) or a
-Bearer header; without one, loopback peers and ``api.getid_allow``. After a login the
-browser holds only a session id (:mod:`.sessions`); before it, and without a token, a signed
-CSRF token that the server keeps nowhere (:mod:`.form_tokens`). Every form carries its CSRF
-token; every answer sends a Content-Security-Policy that allows scripts, styles and images
-from the console itself and nothing inline.
+login page or a Bearer header (at most 10 wrong ones a minute per client, counted with
+those of ``/v1`` and ``/getid``: :mod:`gensokyo_idmap.api.failure_limit`); without one,
+loopback peers and ``api.getid_allow``. After a login the browser holds only a session id
+(:mod:`.sessions`); before it, and without a token, a signed CSRF token that the server
+keeps nowhere (:mod:`.form_tokens`). Every form carries its CSRF token; every answer
+sends a Content-Security-Policy that allows scripts, styles and images from the console
+itself and nothing inline.
 
 What the pages show comes from what the daemon has already: the graph and message-id rules
 (the same calls as ``/v1``), ``reports.stats_data`` (as ``/v1/stats``), the counters
@@ -151,7 +152,6 @@ class Console:
         self.controls = mount.controls
         self.tail = mount.tail
         self.sessions = mount.sessions
-        self.login_limit = mount.login_limit
         self.rates = mount.rates
         self.started = mount.started
         self.closing = mount.closing
@@ -194,8 +194,11 @@ class Console:
                     "api.token)") % {"client": client})
             token, new = self.form_tokens.current(request.cookies.get(form_tokens.COOKIE))
             visit = _Visit(token, signed_in=not access.has_token, new_token=new)
+        elif (bearer := self._bearer(request)) is not None:
+            return bearer
         elif access.token_ok(request.headers.get("Authorization")):
             # a script's request: nothing kept for it, and no form of it passes
+            self.api.token_failures.succeeded(self.api.client_address(request))
             visit = _Visit(secrets.token_urlsafe(32), signed_in=True, bearer=True)
         elif request.method == "GET":
             raise web.HTTPSeeOther("/ui/login")
@@ -222,6 +225,25 @@ class Console:
         if visit.new_token:
             self._set_cookie(request, response, form_tokens.COOKIE, visit.csrf)
         return response
+
+    def _bearer(self, request: web.Request) -> web.Response | None:
+        """The 429 for a client refused for its wrong tokens, which presents one in an
+        ``Authorization`` header (not compared); a wrong one is counted. None: go on."""
+        access = self.api.access
+        presented = access.bearer(request.headers.get("Authorization"))
+        if presented is None:
+            return None
+        client = self.api.client_address(request)
+        wait = self.api.token_failures.retry_after(client)
+        if wait:
+            response = self._refusal(request, 429, self._texts().gettext(
+                "too many wrong tokens from %(client)s: try again in %(seconds)s s") % {
+                "client": client, "seconds": wait})
+            response.headers["Retry-After"] = str(wait)
+            return response
+        if not access.token_is(presented):
+            self.api.wrong_token(client, "console bearer")
+        return None
 
     def _csrf_ok(self, request: web.Request, visit: _Visit, presented: str | None) -> bool:
         if visit.session is not None:
@@ -292,12 +314,14 @@ class Console:
 
     async def login(self, request: web.Request) -> web.StreamResponse:
         """The token typed on the login page (its CSRF token checked by the guard), at most
-        :class:`LoginLimit` wrong ones per client; while refused, the token is not compared
-        (see :mod:`.login_limit`)."""
+        :class:`~gensokyo_idmap.api.failure_limit.FailureLimit` wrong ones per client, the
+        listener's count (``/v1`` and ``/getid`` add to it); while refused, the token is not
+        compared."""
         if not self.api.access.has_token:
             raise web.HTTPSeeOther("/ui/")
         client = self.api.client_address(request)
-        wait = self.login_limit.retry_after(client)
+        limit = self.api.token_failures
+        wait = limit.retry_after(client)
         if wait:
             response = self._render("login.html", request, {
                 "error": self._texts().gettext(
@@ -308,14 +332,10 @@ class Console:
             return response
         token = (await request.post()).get("token")
         if not isinstance(token, str) or not same_token(token, self.api.settings.token):
-            if self.login_limit.failed(client):
-                log.warning("[api] console logins refused for a while: too many wrong tokens",
-                            client=client, failures=self.login_limit.failures,
-                            window_seconds=self.login_limit.window,
-                            retry_after_seconds=self.login_limit.retry_after(client))
+            self.api.wrong_token(client, "console login")
             return self._render("login.html", request,
                                 {"error": self._texts().gettext("wrong token")}, status=401)
-        self.login_limit.succeeded(client)
+        limit.succeeded(client)
         visit = _VISIT.get()
         fresh = self.sessions.login(visit.session.id if visit and visit.session else None)
         response = web.HTTPSeeOther("/ui/")

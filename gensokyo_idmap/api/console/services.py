@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from aiohttp import web
 
     from gensokyo_idmap.api.access import AccessPolicy
+    from gensokyo_idmap.api.failure_limit import FailureLimit
     from gensokyo_idmap.api.settings import ApiSettings
     from gensokyo_idmap.idmap import IdentityGraph
     from gensokyo_idmap.runtime.msgid import MessageIds
@@ -35,6 +36,13 @@ class ApiServices(Protocol):
 
     @property
     def access(self) -> AccessPolicy: ...
+
+    @property
+    def token_failures(self) -> FailureLimit:
+        """The wrong tokens per client: the console's login adds to the listener's count."""
+
+    def wrong_token(self, client: str | None, via: str) -> None:
+        """Count a wrong token from ``client`` (its lockout logged once)."""
 
     def client_address(self, request: web.BaseRequest) -> str | None:
         """The peer, or behind a trusted proxy the client it names."""

@@ -137,7 +137,7 @@ def test_wrong_tokens_are_limited_per_client_address(
     scenario(serve_console, body, token=TOKEN, trusted_proxies=LOCAL_PROXY)
     captured = capsys.readouterr()
     logged = captured.out + captured.err
-    lockouts = [line for line in logged.splitlines() if "console logins refused" in line]
+    lockouts = [line for line in logged.splitlines() if "api.token refused" in line]
     assert len(lockouts) == 1, logged  # once, not once per refusal
     assert "198.51.100.7" in lockouts[0]
     assert TOKEN not in logged and "guess-" not in logged

@@ -1,17 +1,24 @@
-"""How many wrong tokens the console's login form takes from one client (pure: addresses and
-a clock in, decisions out).
+"""How many wrong tokens a client may present before it is refused for a while (pure:
+addresses and a clock in, decisions out).
 
-A client may fail :attr:`LoginLimit.failures` times in :attr:`LoginLimit.window` seconds;
-then the form answers 429 with ``Retry-After`` until the oldest of those failures is a window
-old, and after that one more try each time another one ages out: 10 a minute on average, for
-as long as it keeps guessing. While refused, the form does not compare the token at all, not
-even the right one: were the right token let in, the answer would still tell a right guess
-from a wrong one, and the limit would limit nothing. The operator waits out the minute (the
-page says how long) or logs in from another address.
+One rule for every place a secret is typed or sent, so a client on the network cannot guess
+it as fast as it can send: ``api.token`` at the console's login form, on ``/v1/…`` and on
+``/getid`` (one :class:`FailureLimit` for the three, shared: a guesser gets 10 a minute in
+all, not 10 at each), and the OneBot access tokens on the forward WebSocket and the HTTP
+API (one more, shared by those two: another secret, and a framework left with a stale
+token must not lock its host out of the console).
+
+A client may fail :attr:`FailureLimit.failures` times in :attr:`FailureLimit.window`
+seconds; then it is answered 429 with ``Retry-After`` until the oldest of those failures is
+a window old, and after that one more try each time another one ages out: 10 a minute on
+average, for as long as it keeps guessing. While refused, its token is not compared at all,
+not even the right one: were the right token let in, the answer would still tell a right
+guess from a wrong one, and the limit would limit nothing. The operator waits out the
+minute (the answer says how long) or comes from another address.
 
 A client is its address (behind ``api.trusted_proxies``, the one the proxy names); an IPv6
 client counts by its /64, as one host is commonly given the whole of it. At most
-:attr:`LoginLimit.clients` clients are kept, each with at most ``failures`` times: when
+:attr:`FailureLimit.clients` clients are kept, each with at most ``failures`` times: when
 full, the one whose last failure is oldest is forgotten (its count starts again; a guesser
 with that many addresses can spread its guesses over them anyway). A client is forgotten
 too once a window passes without a failure.
@@ -29,7 +36,7 @@ from dataclasses import dataclass, field
 from gensokyo_idmap.api.forwarded import parse_address
 from gensokyo_idmap.tables import estimate
 
-__all__ = ["LoginLimit", "client_key"]
+__all__ = ["FailureLimit", "client_key"]
 
 
 def client_key(client: str | None) -> str:
@@ -49,7 +56,7 @@ class _Client:
     reported: bool = False  # its lockout has been logged
 
 
-class LoginLimit:
+class FailureLimit:
     def __init__(self, failures: int = 10, window: float = 60.0, clients: int = 10_000,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.failures = failures
@@ -62,7 +69,10 @@ class LoginLimit:
         return len(self._seen)
 
     def retry_after(self, client: str | None) -> int:
-        """Whole seconds until ``client`` may try again (0: now)."""
+        """Whole seconds until ``client`` may try again (0: now). Asked at every request
+        that presents a token: with no failure kept, no address is parsed."""
+        if not self._seen:
+            return 0
         entry = self._seen.get(client_key(client))
         if entry is None or len(entry.times) < self.failures:
             return 0
@@ -88,7 +98,8 @@ class LoginLimit:
 
     def succeeded(self, client: str | None) -> None:
         """The right token: the client's failures are forgotten."""
-        self._seen.pop(client_key(client), None)
+        if self._seen:
+            self._seen.pop(client_key(client), None)
 
     def forget(self) -> None:
         """Drop the clients whose last failure is a window old: their next failure counts
