@@ -32,11 +32,13 @@ new users
     20,000 ``GROUP_AT_MESSAGE_CREATE`` from 10,000 users never seen before (each twice, in
     100 groups), in steps of 2,000 events with a reading after each (the slope).
 new groups
-    50,000 events from 50,000 groups never seen before, each from one of those users.
+    50,000 events from 50,000 groups never seen before, each from one of those users, named
+    as newer platform payloads name their authors (``author.username``, ``member_role``).
 quiet
     ``--quiet-minutes`` (default 10) of :data:`QUIET_RATE` events a second from known users
-    in the known groups: every window (a group's passive reply window, the message-id TTL,
-    the de-duplication window, the recent caches) has turned over when it ends.
+    in the known groups, named as well: every window (a group's passive reply window, the
+    message-id TTL, the de-duplication window, the recent caches) has turned over when it
+    ends.
 
 Figures: VmRSS, RssAnon and RssFile at each point; per new person and per new group the
 growth of RssAnon divided by their number (bytes); where the memory is (smaps: the main
@@ -144,7 +146,8 @@ QUICK_RUN = Profile(users=1_000, user_step=500, groups=5_000, group_step=2_500,
 class Traffic(Events):
     """``inbound.Events`` with this benchmark's senders: ``fresh`` (users never seen, each
     twice, :data:`BLOCK` events apart), ``group`` (a known user in a group never seen) and
-    ``known`` (a known user in a known group)."""
+    ``known`` (a known user in a known group); the authors of ``group`` and ``known`` are
+    named (:func:`named`)."""
 
     BLOCK = 500
 
@@ -164,11 +167,21 @@ class Traffic(Events):
         users = max(1, (self.fresh + 1) // 2)
         if who == "group":
             self.groups += 1
-            payload = self.payload(n, self.groups % users)
+            payload = named(self.payload(n, self.groups % users), self.groups % users)
             payload["group_openid"] = openid("G", NEW_GROUP_BASE + self.groups)
             return n, payload
         self.known += 1
-        return n, self.payload(n, (self.known * 7919) % users)
+        user = (self.known * 7919) % users
+        return n, named(self.payload(n, user), user)
+
+
+def named(payload: dict[str, Any], user: int) -> dict[str, Any]:
+    """``payload`` with its author named as newer platform payloads name them
+    (``author.username``, ``member_role``; one user in 50 an admin): the daemon then keeps
+    each member's name and role per group for the window (``member_profiles``)."""
+    payload["author"] |= {"bot": False, "username": f"bench user {user}",
+                          "member_role": "admin" if user % 50 == 0 else "member"}
+    return payload
 
 
 # --- readings -------------------------------------------------------------------------------

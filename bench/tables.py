@@ -36,7 +36,7 @@ after the windows
     after a flood keeps are made into the room the flood's left, as in the daemon. Beside
     it, Python's small-object allocator: its arenas and the bytes of the objects in them
     before the flood and after (``sys._debugmallocstats()``), what is held against what
-    would do.
+    would do (not with ``--trace``: under tracemalloc the allocator reports nothing).
 tables
     Each in-memory table's entries and estimated bytes (``/v1/stats``' ``memory``) at both
     points.
@@ -163,9 +163,10 @@ def anon_now(trim: Callable[[], int] | None) -> int:
     return anon
 
 
-def pymalloc_figures() -> tuple[int, int]:
+def pymalloc_figures() -> tuple[int, int] | None:
     """Python's small-object allocator: (arenas allocated now, bytes in allocated blocks),
-    read from ``sys._debugmallocstats()``, which writes to the C level's stderr."""
+    read from ``sys._debugmallocstats()``, which writes to the C level's stderr; None while
+    tracemalloc runs (its hooks stand before the allocator, which then reports nothing)."""
     with tempfile.TemporaryFile() as out:
         sys.stderr.flush()
         saved = os.dup(2)
@@ -179,6 +180,8 @@ def pymalloc_figures() -> tuple[int, int]:
         text = out.read().decode()
     figures = {line.split("=")[0].strip(): int(line.split("=")[1].replace(",", ""))
                for line in text.splitlines() if line.startswith("# ") and "=" in line}
+    if "# arenas allocated current" not in figures:
+        return None
     return (figures["# arenas allocated current"], figures["# bytes in allocated blocks"])
 
 
@@ -234,7 +237,7 @@ async def main() -> int:
 
         await flood(pipeline, WARM_UP_BASE, WARM_UP, args.same_user)
         before = anon_now(trim)
-        arenas_before, blocks_before = pymalloc_figures()
+        small_before = pymalloc_figures()
         if args.trace:
             tracemalloc.start(1)
             traced = tracemalloc.take_snapshot()
@@ -266,10 +269,11 @@ async def main() -> int:
                 tables.sweep()
         after = anon_now(trim)
         left = (after - before) / before
-        arenas, blocks = pymalloc_figures()
-        print(f"  small objects (pymalloc): {arenas_before} arenas of 1 MiB for "
-              f"{blocks_before / 2**20:.1f} MiB of objects before the flood, {arenas} for "
-              f"{blocks / 2**20:.1f} MiB after")
+        small_after = pymalloc_figures()
+        if small_before is not None and small_after is not None:
+            print(f"  small objects (pymalloc): {small_before[0]} arenas of 1 MiB for "
+                  f"{small_before[1] / 2**20:.1f} MiB of objects before the flood, "
+                  f"{small_after[0]} for {small_after[1] / 2**20:.1f} MiB after")
         print(f"  after the windows: RssAnon {after / 2**20:.1f} MiB, "
               f"{(after - before) / 2**20:+.1f} MiB against before the flood ({left:+.1%}; "
               f"target within {LEFT_TARGET:.0%}: "

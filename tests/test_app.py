@@ -195,7 +195,7 @@ def test_v1_stats_and_metrics_show_each_memory_table_of_the_daemon(tmp_path: Pat
     assert memory["rss_anon_bytes"] > 0 and memory["rss_file_bytes"] > 0
     names = [table["name"] for table in memory["tables"]]
     assert set(names) >= {
-        "reply_counts", "inbound_contexts", "member_profiles", "author_profiles",
+        "reply_counts", "inbound_contexts", "member_profiles",
         "guild_directory", "parsed_keys", "probe_key_bytes", "probe_scene_bytes",
         "probe_answers", "send_chats", "send_targets", "reply_walks", "delivery_keys",
         "chat_turns", "parsed_openids", "console_sessions", "api_token_failures",

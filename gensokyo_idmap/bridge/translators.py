@@ -25,7 +25,7 @@ from typing import Any, Final, Generic, Literal, TypeVar
 from gensokyo_idmap.bridge import guild_inbound as guild
 from gensokyo_idmap.bridge.chat import ChatKind
 from gensokyo_idmap.bridge.guilds import ConfigEntry, channel_entries, dm_entries
-from gensokyo_idmap.bridge.members import MemberProfile, group_profile
+from gensokyo_idmap.bridge.members import MemberProfile, group_profile, group_role
 from gensokyo_idmap.bridge.mention_segments import at_segment, content_segments, is_at
 from gensokyo_idmap.identity import IdentityKey, OpenId
 from gensokyo_idmap.onebot import events as ob
@@ -275,11 +275,10 @@ class _GroupMessage(_ChatMessage[GroupMessage]):
         group_vuin, user_vuin = vuins[:2]
         scope.log.info("[message] group mapped", group=group_vuin, user=user_vuin,
                        message_id=virtual_id)
-        sender = group_profile(event.author_name, event.author_role)
         return [ob.group_message(
             self_id=scope.self_id, time=now, message_id=virtual_id, group_id=group_vuin,
             user_id=user_vuin, fmt=scope.message_format,
-            nickname=sender.nickname, role=sender.role,
+            nickname=event.author_name, role=group_role(event.author_role),
             extra=scope.extensions_of("group", event.author, event.group),
             segments=content or [])]
 

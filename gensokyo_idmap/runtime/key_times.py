@@ -81,6 +81,23 @@ class KeyTimes:
     def __contains__(self, key: Hashable) -> bool:
         return self._find(hash(key) or 1)[1] >= 0
 
+    def number(self, key: Hashable) -> int:
+        """The number of ``key``'s entry in the log, -1 if it is not kept (entries are
+        numbered from 0 in the order put, and keep their number as the front is dropped:
+        a caller keeps what it knows of each entry in arrays of its own, from
+        :attr:`first`)."""
+        at = self._find(hash(key) or 1)[1]
+        return at if at < 0 else self._base + at
+
+    @property
+    def first(self) -> int:
+        """The number of the log's first entry (moved on or not)."""
+        return self._base
+
+    def time_of(self, number: int) -> float:
+        """When the entry numbered ``number`` (one of :meth:`number`'s) was put."""
+        return self._times[number - self._base]
+
     def put(self, key: Hashable, now: float) -> None:
         """Keep ``key`` from ``now``, at the end (its earlier entry, if any, taken out: the
         times stay in order as long as ``now`` does not go back)."""

@@ -3,9 +3,11 @@ latest of each member per chat, kept in memory and bounded."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from gensokyo_idmap.bridge import members
 from gensokyo_idmap.bridge.members import (
     KEPT_SECONDS,
     UNKNOWN,
@@ -122,3 +124,99 @@ def test_never_more_profiles_than_the_bound(clock: FakeClock) -> None:
         profiles.record(vuin, vuin, group_profile(f"u{vuin}", None))
         assert len(profiles) <= 100
     assert profiles.get(999, 999).nickname == "u999"  # the newest are the ones kept
+
+
+def test_a_member_is_kept_a_window_after_their_last_message_and_two_at_most(
+        clock: FakeClock) -> None:
+    """The rule, on the table's own clock (no chore: :meth:`record` sweeps when due): a
+    member who spoke is known for a window at least; one silent for two windows is gone."""
+    profiles = MemberProfiles(seconds=300.0, clock=clock)
+    profiles.record(100, 7, group_profile("Reimu", "admin"))
+    profiles.record(100, 8, group_profile("Marisa", None))
+    for _ in range(7):  # Reimu speaks every 100 s for 700 s; Marisa is silent
+        clock.advance(100.0)
+        profiles.record(100, 7, group_profile("Reimu", "admin"))
+        if clock.now - 1_700_000_000.0 <= 300.0:
+            assert profiles.get(100, 8).nickname == "Marisa"  # within her window
+        profiles.record(101, 9, group_profile("Sanae", None))  # traffic: sweeps when due
+    assert profiles.get(100, 8) is UNKNOWN  # silent for 700 s: more than two windows
+    assert profiles.get(100, 7) == MemberProfile("Reimu", "", "admin")
+    clock.advance(299.0)
+    assert profiles.get(100, 7).role == "admin"  # 299 s after her last message: asked
+    clock.advance(600.0)  # about, so kept as if she spoke; two windows after that
+    profiles.forget()  # the chore
+    assert profiles.get(100, 7) is UNKNOWN
+    assert len(profiles) == 0
+
+
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 2), PROFILES | st.none(),
+                          st.sampled_from([0.0, 40.0, 200.0])), max_size=40))
+def test_it_answers_the_latest_profile_within_the_window_and_nothing_after_two(
+        steps: list[tuple[int, int, MemberProfile | None, float]]) -> None:
+    """Against a model (the last profile and when each pair last spoke or was asked
+    about): whatever the order of records, renewals, sweeps and drops of the front, a pair
+    is answered with its latest profile within a window (300 s) of its last use, and is
+    unknown two windows after it."""
+    clock = FakeClock()
+    profiles = MemberProfiles(seconds=300.0, clock=clock)
+    latest: dict[tuple[int, int], tuple[MemberProfile, float]] = {}
+    for chat, vuin, profile, wait in steps:
+        clock.advance(wait)
+        if wait == 200.0:
+            profiles.forget()
+        pair = (chat + 100, vuin + 1)
+        if profile is not None:
+            profiles.record(*pair, profile)
+            if profile != UNKNOWN or pair in latest:
+                latest[pair] = (profile, clock.now)
+        else:
+            got = profiles.get(*pair)
+            kept, since = latest.get(pair, (UNKNOWN, float("-inf")))
+            if clock.now - since <= 300.0:
+                assert got == kept
+                latest[pair] = (kept, clock.now)
+            elif clock.now - since > 600.0:
+                assert got is UNKNOWN
+            elif got != UNKNOWN:
+                assert got == kept
+                latest[pair] = (kept, clock.now)
+
+
+def test_a_flood_of_members_gives_its_memory_back_once_they_lapse(clock: FakeClock) -> None:
+    """No object per entry, and the arrays shrink with the log (class doc): after a flood
+    of 50,000 named members the table holds what the traffic after it needs."""
+    profiles = MemberProfiles(seconds=300.0, clock=clock)
+    empty = profiles.footprint()
+    for n in range(50_000):
+        profiles.record(10**6 + n, 10**7 + n, group_profile(f"member {n}", None))
+    assert len(profiles) == 50_000
+    assert profiles.footprint() > 50_000 * 40
+    clock.advance(500.0)
+    for n in range(10):
+        profiles.record(1, 10 + n, group_profile(f"quiet {n}", "owner"))
+    profiles.forget()
+    assert len(profiles) == 10
+    assert profiles.footprint() < empty + 4096
+    assert profiles.get(10**6 + 7, 10**7 + 7) is UNKNOWN
+    assert profiles.get(1, 13) == MemberProfile("quiet 3", "", "owner")
+
+
+def test_two_pairs_of_one_hash_never_answer_for_each_other(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The log knows a pair by its hash; the chat and member kept beside it are checked."""
+    monkeypatch.setattr(members, "_pair", lambda chat, vuin: 0)  # every pair one hash
+    profiles = MemberProfiles()
+    profiles.record(100, 7, group_profile("Reimu", "owner"))
+    assert profiles.get(101, 7) is UNKNOWN  # not Reimu's role
+    profiles.record(101, 7, group_profile("Marisa", None))  # takes the hash's entry
+    assert profiles.get(100, 7) is UNKNOWN
+    assert profiles.get(101, 7) == MemberProfile("Marisa", "", "member")
+
+
+def test_any_name_a_payload_can_carry_is_given_back() -> None:
+    """JSON can make a lone surrogate (``"\\ud800"``): kept and given back as it came."""
+    profiles = MemberProfiles()
+    for vuin, name in enumerate(["\ud800", "Ré\x00imu", "🌸" * 40, ""], start=1):
+        profiles.record(100, vuin, guild_profile(name, "卡片\udfff", ["2"]))
+        assert profiles.get(100, vuin) == MemberProfile(name or "卡片\udfff", "卡片\udfff",
+                                                        "admin")

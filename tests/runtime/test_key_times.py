@@ -47,8 +47,27 @@ def test_it_answers_as_a_dict_of_times_in_the_order_put() -> None:
         assert table.get(key, NEVER) == model.get(key, NEVER)
         assert (key in table) == (key in model)
         assert len(table) == len(model)
+        number = table.number(key)  # where a caller finds what it keeps beside the entry
+        if key in model:
+            assert number >= table.first and table.time_of(number) == model[key]
+        else:
+            assert number == -1
     assert table.first_time() == next(iter(model.values()), None)
     assert all(table.get(k, NEVER) == t for k, t in model.items())
+
+
+def test_an_entry_keeps_its_number_as_the_front_is_dropped() -> None:
+    """A caller's arrays beside the log stay aligned: the entry numbered n is the n-th put,
+    and after the front is dropped it is ``n - first`` from the front."""
+    table = KeyTimes()
+    for n in range(6):
+        table.put(f"k{n}", float(n))
+    table.put("k1", 6.0)  # moved on: a new entry, numbered 6
+    assert [table.number(f"k{n}") for n in range(6)] == [0, 6, 2, 3, 4, 5]
+    table.drop_front(cutoff=2.5, room=0)  # k0, k2 lapse; the moved-on entry 1 goes too
+    assert table.first == 3
+    assert [table.number(f"k{n}") for n in range(6)] == [-1, 6, -1, 3, 4, 5]
+    assert table.time_of(table.number("k1")) == 6.0
 
 
 def test_keys_whose_hashes_share_a_slot_are_told_apart() -> None:
