@@ -189,9 +189,7 @@ class MemberProfiles:
         at = self._at(key, chat, vuin)
         if at < 0:
             return UNKNOWN
-        start = self._starts[at] - self._text_base
-        end = (self._starts[at + 1] - self._text_base if at + 1 < len(self._starts)
-               else len(self._text))
+        start, end = self._span(at)
         names = bytes(self._text[start:end])
         split = len(names) - self._card_sizes[at]
         nickname, card, role = names[:split], names[split:], self._roles[at]
@@ -210,11 +208,16 @@ class MemberProfiles:
         at = number - self._log.first
         return at if self._chats[at] == chat and self._vuins[at] == vuin else -1
 
-    def _holds(self, at: int, nickname: bytes, card: bytes, role: int) -> bool:
-        """Whether the entry at ``at`` is these names and role."""
+    def _span(self, at: int) -> tuple[int, int]:
+        """Where the names of the entry at ``at`` are in the text: (start, end)."""
         start = self._starts[at] - self._text_base
         end = (self._starts[at + 1] - self._text_base if at + 1 < len(self._starts)
                else len(self._text))
+        return start, end
+
+    def _holds(self, at: int, nickname: bytes, card: bytes, role: int) -> bool:
+        """Whether the entry at ``at`` is these names and role."""
+        start, end = self._span(at)
         return (self._roles[at] == role and self._card_sizes[at] == len(card)
                 and end - start == len(nickname) + len(card)
                 and self._text.startswith(nickname, start)
